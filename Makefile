@@ -1,0 +1,45 @@
+# fenec-entry: the two commands a fresh machine needs are `make run` and `make test`.
+GO      ?= go
+BIN     := bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+.PHONY: build run test fuzz bench bench-proxies vet fmt clean
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/fenec-entry ./cmd/fenec-entry
+	$(GO) build -trimpath -o $(BIN)/fenec-standin ./cmd/fenec-standin
+
+# Stand-in routers for two regions and one entry on loopback, until the demo
+# command exists. Ctrl-C stops both.
+run: build
+	@bash scripts/run.sh
+
+# The whole test suite, with the race detector. CI runs exactly this.
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Short fuzzing runs of every fuzz target (seed corpora run in `make test`).
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzTenantOf -fuzztime 30s ./proxy
+	$(GO) test -run '^$$' -fuzz FuzzHeaderRewrite -fuzztime 30s ./proxy
+
+# Hot-path micro-benchmarks.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./proxy ./homes
+
+# fenec-entry against direct, nginx and haproxy (installs them; see bench/README.md).
+bench-proxies:
+	bash bench/proxies.sh
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -l -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf $(BIN)
