@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	badFile := filepath.Join(dir, "tenants")
+	os.WriteFile(badFile, []byte("# directory\nacme=eu\nglobex\n"), 0o600)
+	eu := "--region=eu=127.0.0.1:0"
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		flag string
+	}{
+		{"no region", nil, nil, "--region"},
+		{"region without addresses", []string{"--region", "eu="}, nil, "--region"},
+		{"address without port", []string{"--region", "eu=127.0.0.1"}, nil, "--region"},
+		{"bad port", []string{"--region", "eu=127.0.0.1:99999"}, nil, "--region"},
+		{"region twice", []string{eu, eu}, nil, "--region"},
+		{"same address twice", []string{"--region", "eu=127.0.0.1:7101", "--region", "us=127.0.0.1:7101"}, nil, "--region"},
+		{"tenant in an unknown region", []string{eu, "--tenants", "acme=us"}, nil, "--tenants"},
+		{"tenant without region", []string{eu, "--tenants", "acme"}, nil, "--tenants"},
+		{"tenant twice", []string{eu, "--tenants", "acme=eu,acme=eu"}, nil, "--tenants"},
+		{"tenants file missing", []string{eu, "--tenants", "@" + filepath.Join(dir, "nope")}, nil, "--tenants"},
+		{"tenants file bad line", []string{eu, "--tenants", "@" + badFile}, nil, "--tenants"},
+		{"unknown fault", []string{"--region", "eu=127.0.0.1:7101", "--fault", "127.0.0.1:7101=crash"}, nil, "--fault"},
+		{"fault on no router", []string{eu, "--fault", "127.0.0.1:7999=down"}, nil, "--fault"},
+		{"bad cors", []string{eu, "--http-cors", "example.com"}, nil, "--http-cors"},
+		{"bad keepalive", []string{eu, "--http-keepalive", "soon"}, nil, "--http-keepalive"},
+		{"zero keepalive", []string{eu, "--http-keepalive", "0s"}, nil, "--http-keepalive"},
+		{"bad log level", []string{eu, "--log-level", "loud"}, nil, "--log-level"},
+		{"unknown flag", []string{eu, "--regions", "x"}, nil, "--regions"},
+		{"missing value", []string{eu, "--tenants"}, nil, "--tenants"},
+		{"bad env", nil, map[string]string{"FENEC_ENTRY_REGION": "eu=nope"}, "--region"},
+		{"bad env, second value", nil, map[string]string{"FENEC_ENTRY_REGION": "eu=127.0.0.1:0;us"}, "--region"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			env := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			code := run(context.Background(), tt.args, env, &stdout, &stderr)
+			if code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tt.flag+":") {
+				t.Errorf("stderr = %q, want one line naming %s", stderr.String(), tt.flag)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout = %q, want nothing", stdout.String())
+			}
+		})
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tenants")
+	os.WriteFile(file, []byte("# the directory\nacme = eu  # a comment\n\nglobex=us\n"), 0o600)
+	env := map[string]string{
+		"FENEC_ENTRY_REGION":      "eu=127.0.0.1:0,127.0.0.1:0;us=127.0.0.1:0",
+		"FENEC_ENTRY_ENTRY_TOKEN": "from-env",
+		"FENEC_ENTRY_LOG_LEVEL":   "debug",
+	}
+	opts, err := parseArgs([]string{"--tenants", "@" + file, "-http-cors=*", "--log-level", "warn"},
+		func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.regions) != 2 || opts.regions[0].Name != "eu" || len(opts.regions[0].Addrs) != 2 || opts.regions[1].Name != "us" {
+		t.Errorf("regions = %+v", opts.regions)
+	}
+	if len(opts.tenants) != 2 || opts.tenants["acme"] != "eu" || opts.tenants["globex"] != "us" {
+		t.Errorf("tenants = %v", opts.tenants)
+	}
+	if opts.token != "from-env" || opts.cors != "*" || opts.logLevel.String() != "warn" || opts.keepAlive != 15*time.Second {
+		t.Errorf("options = %+v", opts)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, noEnv, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"--region", "FENEC_ENTRY_REGION", "--tenants", "--entry-token", "FENEC_ENTRY_ENTRY_TOKEN",
+		"--http-cors", "--http-keepalive", "--log-level", "--fault"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("--help does not mention %s:\n%s", want, stdout.String())
+		}
+	}
+}
+
+// readRouters reads the routers run prints on stdout.
+func readRouters(t *testing.T, r io.Reader, n int) []map[string]string {
+	t.Helper()
+	sc := bufio.NewScanner(r)
+	var routers []map[string]string
+	for len(routers) < n && sc.Scan() {
+		var m map[string]string
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("stdout line %q: %v", sc.Text(), err)
+		}
+		routers = append(routers, m)
+	}
+	if len(routers) != n {
+		t.Fatalf("read %d routers, want %d (%v)", len(routers), n, sc.Err())
+	}
+	return routers
+}
+
+func TestRunServesUntilCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--region", "eu=127.0.0.1:0,127.0.0.1:0", "--region", "us=127.0.0.1:0",
+			"--tenants", "acme=eu", "--entry-token", "very-secret-token", "--log-level", "debug"}, noEnv, pw, &stderr)
+		pw.Close()
+	}()
+	routers := readRouters(t, pr, 3)
+	if routers[2]["region"] != "us" || !strings.HasPrefix(routers[2]["url"], "http://127.0.0.1:") {
+		t.Errorf("routers = %v", routers)
+	}
+	resp, err := http.Post(routers[2]["url"]+"/t/acme/items", "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 || resp.Header.Get("Fenec-Shard") != "1" {
+		t.Errorf("write: %d %v", resp.StatusCode, resp.Header)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit %d, want 0; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+	if strings.Contains(stderr.String(), "very-secret-token") {
+		t.Error("the entry token was logged")
+	}
+	if !strings.Contains(stderr.String(), `"message":"request"`) {
+		t.Errorf("no debug request line in the log:\n%s", stderr.String())
+	}
+}
+
+func TestBinaryStopsOnSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "fenec-standin")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "--region", "eu=127.0.0.1:0", "--tenants", "acme=eu")
+	stdout, _ := cmd.StdoutPipe()
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	routers := readRouters(t, stdout, 1)
+	resp, err := http.Get(routers[0]["url"] + "/_standin/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("exit after SIGTERM: %v; stderr:\n%s", err, stderr.String())
+	}
+
+	// Bad configuration: exit 2, one line.
+	out, err := exec.Command(bin, "--region", "eu=127.0.0.1:0", "--tenants", "acme=us").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || strings.Count(string(out), "\n") != 1 || !strings.Contains(string(out), "--tenants") {
+		t.Errorf("bad config: %v, output %q", err, out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader on different goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

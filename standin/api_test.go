@@ -1,0 +1,220 @@
+package standin
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestWritesAppliedOnceInTheHomeRegion(t *testing.T) {
+	c := startCluster(t, nil)
+	client := newClient(t)
+	var urls []string
+	for _, r := range []string{"eu", "us", "ap"} {
+		urls = append(urls, c.URLs(r)...)
+	}
+	var ids []string
+	for i, u := range urls {
+		rid := "rid-" + strconv.Itoa(i)
+		a := do(t, client, req{method: "POST", url: u + "/t/acme/items", body: "hello", header: map[string]string{hdrReqID: rid}})
+		m := a.json(t)
+		if a.status != 201 || m["tenant"] != "acme" || m["region"] != "eu" || m["body"] != 5.0 || m["id"] == "" {
+			t.Fatalf("POST at %s: %d %s, want 201 applied in eu", u, a.status, a.body)
+		}
+		ids = append(ids, m["id"].(string))
+	}
+	ledger := c.Ledger()
+	if len(ledger) != len(urls) {
+		t.Fatalf("ledger has %d writes, want %d: %+v", len(ledger), len(urls), ledger)
+	}
+	euRouters := []string{c.addrOf("eu", 0), c.addrOf("eu", 1)}
+	for i, ap := range ledger {
+		if ap.Tenant != "acme" || ap.Region != "eu" || !slices.Contains(euRouters, ap.Router) ||
+			ap.RequestID != "rid-"+strconv.Itoa(i) || ap.ItemID != ids[i] || ap.Method != "POST" || ap.At.IsZero() {
+			t.Errorf("ledger[%d] = %+v", i, ap)
+		}
+	}
+	// The item is readable from any region.
+	a := do(t, client, req{url: c.url("ap", 0) + "/t/acme/items/" + ids[0]})
+	if a.status != 200 || a.json(t)["id"] != ids[0] {
+		t.Errorf("GET item: %d %s", a.status, a.body)
+	}
+}
+
+func TestItemWrites(t *testing.T) {
+	c := startCluster(t, nil)
+	client := newClient(t)
+	base := c.url("us", 0) + "/t/acme/items/"
+	for _, tt := range []struct {
+		method string
+		status int
+		after  int // status of a GET after it
+	}{
+		{"PUT", 200, 200},
+		{"PATCH", 200, 200},
+		{"DELETE", 200, 404},
+	} {
+		a := do(t, client, req{method: tt.method, url: base + "k1", body: "ab"})
+		if a.status != tt.status || a.json(t)["id"] != "k1" || a.json(t)["region"] != "eu" {
+			t.Errorf("%s: %d %s", tt.method, a.status, a.body)
+		}
+		if got := do(t, client, req{url: base + "k1"}).status; got != tt.after {
+			t.Errorf("GET after %s: %d, want %d", tt.method, got, tt.after)
+		}
+	}
+	var methods []string
+	for _, ap := range c.Ledger() {
+		if ap.ItemID != "k1" || ap.Region != "eu" {
+			t.Errorf("ledger entry %+v", ap)
+		}
+		methods = append(methods, ap.Method)
+	}
+	if !slices.Equal(methods, []string{"PUT", "PATCH", "DELETE"}) {
+		t.Errorf("ledger methods %v", methods)
+	}
+	if a := do(t, client, req{method: "POST", url: base + "k1"}); a.status != 405 {
+		t.Errorf("POST on an item: %d, want 405", a.status)
+	}
+}
+
+func TestIdempotencyKeyDedupes(t *testing.T) {
+	c := startCluster(t, nil)
+	client := newClient(t)
+	key := map[string]string{hdrIdemKey: "k-1"}
+	first := do(t, client, req{method: "POST", url: c.url("eu", 0) + "/t/acme/items", body: "x", header: key})
+	again := do(t, client, req{method: "POST", url: c.url("us", 1) + "/t/acme/items", body: "x", header: key})
+	if first.status != 201 || first.header.Get(hdrReplay) != "" {
+		t.Errorf("first: %d replayed %q", first.status, first.header.Get(hdrReplay))
+	}
+	if again.status != first.status || string(again.body) != string(first.body) || again.header.Get(hdrReplay) != "true" {
+		t.Errorf("repeat: %d %s replayed %q, want the first answer replayed", again.status, again.body, again.header.Get(hdrReplay))
+	}
+	// The same key for another tenant is another write.
+	other := do(t, client, req{method: "POST", url: c.url("eu", 0) + "/t/globex/items", header: key})
+	if other.status != 201 || other.header.Get(hdrReplay) != "" {
+		t.Errorf("other tenant: %d replayed %q", other.status, other.header.Get(hdrReplay))
+	}
+	if l := c.Ledger(); len(l) != 2 || l[0].Key != "k-1" || l[1].Tenant != "globex" {
+		t.Errorf("ledger = %+v, want one write per tenant", l)
+	}
+}
+
+func TestIdempotencyKeyConcurrent(t *testing.T) {
+	c := startCluster(t, nil)
+	client := newClient(t)
+	const n = 16
+	answers := make([]answer, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			// Held, so that the requests overlap; sent to every router.
+			u := c.Routers()[i%len(c.Routers())].URL()
+			a, err := doErr(context.Background(), client, req{method: "POST", url: u + "/t/acme/items", body: "x",
+				header: map[string]string{hdrIdemKey: "same", hdrWait: "0.2"}})
+			if err != nil {
+				t.Error(err)
+			}
+			answers[i] = a
+		})
+	}
+	wg.Wait()
+	fresh := 0
+	for _, a := range answers {
+		if a.status != 201 || string(a.body) != string(answers[0].body) {
+			t.Errorf("answer %d %s, want %s", a.status, a.body, answers[0].body)
+		}
+		if a.header.Get(hdrReplay) == "" {
+			fresh++
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("%d answers not replayed, want 1", fresh)
+	}
+	if n := len(c.Ledger()); n != 1 {
+		t.Errorf("ledger has %d writes, want 1", n)
+	}
+}
+
+func TestFenecWaitHoldsTheWrite(t *testing.T) {
+	c := startCluster(t, nil)
+	client := newClient(t)
+	start := time.Now()
+	a := do(t, client, req{method: "POST", url: c.url("us", 0) + "/t/acme/items", header: map[string]string{hdrWait: "0.3"}})
+	if a.status != 201 {
+		t.Fatalf("held write: %d %s", a.status, a.body)
+	}
+	if l := c.Ledger(); len(l) != 1 || l[0].At.Sub(start) < 300*time.Millisecond {
+		t.Errorf("ledger = %+v, want one write applied after 300ms", l)
+	}
+	for v, want := range map[string]time.Duration{"": 0, "1": time.Second, "0.25": 250 * time.Millisecond, "31": maxWait, "1e9": maxWait} {
+		if got, err := parseWait(v); err != nil || got != want {
+			t.Errorf("parseWait(%q) = %v, %v, want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"-1", "soon", "NaN", "Inf"} {
+		if _, err := parseWait(v); err == nil {
+			t.Errorf("parseWait(%q) accepted", v)
+		}
+	}
+}
+
+func TestFenecWaitClientGoneAppliesNothing(t *testing.T) {
+	for _, region := range []string{"eu", "us"} { // at the home, and through a relay
+		t.Run(region, func(t *testing.T) {
+			c := startCluster(t, nil)
+			client := newClient(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, err := doErr(ctx, client, req{method: "POST", url: c.url(region, 0) + "/t/acme/items", body: "x",
+					header: map[string]string{hdrWait: "30", hdrIdemKey: "k"}})
+				done <- err
+			}()
+			waitFor(t, "the held write at the home", func() bool {
+				return len(seenWhere(c, func(s Seen) bool { return s.Region == "eu" })) == 1
+			})
+			cancel()
+			if err := <-done; err == nil {
+				t.Fatal("cancelled request succeeded")
+			}
+			waitFor(t, "the home to see the client go", func() bool {
+				s := seenWhere(c, func(s Seen) bool { return s.Region == "eu" && !s.End.IsZero() })
+				return len(s) == 1 && s[0].ClientGone && s[0].Status == 0
+			})
+			if n := len(c.Ledger()); n != 0 {
+				t.Fatalf("ledger has %d writes, want 0", n)
+			}
+			// The key was not used up: the next request with it applies.
+			a := do(t, client, req{method: "POST", url: c.url(region, 0) + "/t/acme/items", header: map[string]string{hdrIdemKey: "k"}})
+			if a.status != 201 || a.header.Get(hdrReplay) != "" || len(c.Ledger()) != 1 {
+				t.Errorf("retry: %d replayed %q, ledger %d, want a fresh write", a.status, a.header.Get(hdrReplay), len(c.Ledger()))
+			}
+		})
+	}
+}
+
+func TestEcho(t *testing.T) {
+	c := startCluster(t, nil)
+	client := newClient(t)
+	a := do(t, client, req{method: "PATCH", url: c.url("eu", 1) + "/t/acme/echo?set=Fenec-Home:us&set=X-A:%201&status=503",
+		body: "abc", header: map[string]string{"X-Custom": "v"}})
+	if a.status != 503 || a.header.Get(hdrShard) != "1" || a.header.Get(hdrHome) != "us" || a.header.Get("X-A") != "1" {
+		t.Errorf("echo answer %d %v", a.status, a.header)
+	}
+	var echo echoAnswer
+	mustUnmarshal(t, a.body, &echo)
+	want := echoAnswer{Method: "PATCH", Path: "/t/acme/echo", Tenant: "acme", Rest: "/echo", Region: "eu", Router: c.addrOf("eu", 1), BodyLen: 3}
+	if echo.Method != want.Method || echo.Path != want.Path || echo.Tenant != want.Tenant || echo.Region != want.Region ||
+		echo.Router != want.Router || echo.BodyLen != want.BodyLen || echo.Headers.Get("X-Custom") != "v" {
+		t.Errorf("echo = %+v", echo)
+	}
+	for _, q := range []string{"?status=99", "?status=x", "?set=nocolon", "?set=:v"} {
+		if a := do(t, client, req{url: c.url("eu", 0) + "/t/acme/echo" + q}); a.status != http.StatusBadRequest {
+			t.Errorf("echo%s: %d, want 400", q, a.status)
+		}
+	}
+}
