@@ -1,0 +1,131 @@
+package homes
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is a Clock that moves only when told. Safe for concurrent use.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// t0 is the fake clock's start: a whole second, so expiries compare exactly.
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func newFakeClock() *fakeClock { return &fakeClock{now: t0} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+var testRegions = []string{"eu", "us", "ap"}
+
+const (
+	eu = 0
+	us = 1
+	ap = 2
+)
+
+// newTestTable returns a Table over testRegions with origin "e1", a fake clock, and cfg
+// changed by edit (if not nil).
+func newTestTable(tb testing.TB, edit func(*Config)) (*Table, *fakeClock) {
+	tb.Helper()
+	clk := newFakeClock()
+	cfg := Config{Regions: testRegions, Origin: "e1", Clock: clk}
+	if edit != nil {
+		edit(&cfg)
+	}
+	tbl, err := New(cfg)
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	return tbl, clk
+}
+
+// drain returns the changes waiting on the feed, without blocking.
+func drain(t *Table) []Change {
+	var out []Change
+	for {
+		select {
+		case c := <-t.Changes():
+			out = append(out, c)
+		default:
+			return out
+		}
+	}
+}
+
+// ver is a Version with physical part ms (relative to t0) and logical part 0.
+func ver(ms int64, origin string) Version {
+	return Version{HLC: physical(t0.Add(time.Duration(ms) * time.Millisecond)), Origin: origin}
+}
+
+// snapshot returns the table's homes by tenant, with their source.
+type held struct {
+	Home
+	Src Source
+}
+
+func snapshot(t *Table) map[string]held {
+	out := map[string]held{}
+	t.Range(func(h Home, src Source) bool {
+		out[h.Tenant] = held{h, src}
+		return true
+	})
+	return out
+}
+
+// checkInvariants stops every insertion and checks that the ring, the shards and the
+// counters agree and hold at most capacity homes.
+func checkInvariants(tb testing.TB, t *Table) {
+	tb.Helper()
+	t.ringMu.Lock()
+	defer t.ringMu.Unlock()
+	n, bySrc := 0, map[Source]int{}
+	for i := range t.shards {
+		s := &t.shards[i].shard
+		s.mu.RLock()
+		for k, e := range s.m {
+			n++
+			bySrc[e.src]++
+			if e.key != k {
+				tb.Errorf("entry key %q under map key %q", e.key, k)
+			}
+			if t.shardFor(k) != s {
+				tb.Errorf("tenant %q in the wrong shard", k)
+			}
+		}
+		s.mu.RUnlock()
+	}
+	if n > t.capacity {
+		tb.Errorf("%d homes held, capacity %d", n, t.capacity)
+	}
+	if rl := t.ring.len(); rl != n {
+		tb.Errorf("ring holds %d tenants, shards %d", rl, n)
+	}
+	if c := t.Len(); c != n {
+		tb.Errorf("Len %d, shards hold %d", c, n)
+	}
+	for seq := t.ring.head; seq < t.ring.tail; seq++ {
+		k := t.ring.buf[seq%t.ring.capacity]
+		if _, _, ok := t.Get(k); !ok {
+			tb.Errorf("ring tenant %q not held", k)
+		}
+	}
+	for _, src := range []Source{SourceLocal, SourceGossip} {
+		if got := int(t.bySource[src].Load()); got != bySrc[src] {
+			tb.Errorf("%v count %d, shards hold %d", src, got, bySrc[src])
+		}
+	}
+}

@@ -1,0 +1,344 @@
+package homes
+
+import (
+	"fmt"
+	"hash/maphash"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Source says where a Table heard a home. The zero Source is no source (a home not held).
+type Source uint8
+
+const (
+	SourceLocal  Source = iota + 1 // heard here, from a router's answer (Learn)
+	SourceGossip                   // told by a peer (Apply)
+)
+
+func (s Source) String() string {
+	switch s {
+	case SourceLocal:
+		return "local"
+	case SourceGossip:
+		return "gossip"
+	}
+	return fmt.Sprintf("Source(%d)", uint8(s))
+}
+
+// Home is one tenant's home region as observed at Version. The zero Home is no home.
+type Home struct {
+	Tenant  string
+	Region  string // a configured region name
+	Version Version
+}
+
+const (
+	numShards = 64  // power of two; ~780 homes each at the default capacity
+	cacheLine = 128 // padding unit against false sharing (two lines: adjacent-line prefetch)
+	rangeStep = 256 // tenants Range copies per hold of ringMu
+)
+
+type entry struct {
+	key    string // the map key: updates store it again, never the caller's string
+	ver    Version
+	region uint8
+	src    Source
+}
+
+type shard struct {
+	mu sync.RWMutex // guards m
+	m  map[string]entry
+}
+
+type paddedShard struct {
+	shard
+	_ [cacheLine - unsafe.Sizeof(shard{})%cacheLine]byte
+}
+
+// Table is the home table and the region marks. Make one with New; the zero Table is not
+// usable. All methods are safe for concurrent use.
+//
+// Homes live in 64 shards, each a map under its own RWMutex, chosen by a seeded hash of the
+// tenant. A separate mutex, ringMu, orders the insertion and eviction of tenants (never
+// updates in place, never lookups), so the table holds at most Capacity homes at every instant
+// and forgets the first inserted first. Lock order: ringMu, then one shard at a time; a
+// region's marks lock is never held with either.
+type Table struct {
+	regions  []string       // by region ID
+	regionID map[string]int // name -> ID
+	origin   string
+	clock    Clock
+	backoff  int64 // ReadBackoff, ns
+	capacity int
+
+	seed   maphash.Seed
+	shards [numShards]paddedShard
+
+	ringMu sync.Mutex // guards ring; held across every insertion and eviction of a tenant
+	ring   ring
+
+	count    atomic.Int64    // homes held; moves only with ringMu held, so never above capacity
+	bySource [3]atomic.Int64 // homes held by Source; briefly inconsistent with count
+
+	hlc   hlc
+	marks []regionMarks // by region ID
+	feed  chan Change
+
+	evicted, dropped, unknown atomic.Uint64
+}
+
+// New returns an empty Table for cfg, or an error from cfg.Validate.
+func New(cfg Config) (*Table, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	t := &Table{
+		regions:  append([]string(nil), cfg.Regions...),
+		regionID: make(map[string]int, len(cfg.Regions)),
+		origin:   cfg.Origin,
+		clock:    cfg.Clock,
+		backoff:  int64(cfg.ReadBackoff),
+		capacity: cfg.Capacity,
+		seed:     maphash.MakeSeed(),
+		ring:     ring{capacity: uint64(cfg.Capacity)},
+		marks:    make([]regionMarks, len(cfg.Regions)),
+		feed:     make(chan Change, cfg.FeedSize),
+	}
+	for i, r := range t.regions {
+		t.regionID[r] = i
+	}
+	t.hlc.clock = t.clock
+	for i := range t.shards {
+		t.shards[i].m = make(map[string]entry) // grown as homes come: New stays cheap
+	}
+	return t, nil
+}
+
+// RegionID returns the ID of the region named name. It counts nothing; LearnName does.
+func (t *Table) RegionID(name string) (int, bool) {
+	id, ok := t.regionID[name]
+	return id, ok
+}
+
+// RegionName returns the name of region id, or "" and false if id is out of range.
+func (t *Table) RegionName(id int) (string, bool) {
+	if uint(id) >= uint(len(t.regions)) {
+		return "", false
+	}
+	return t.regions[id], true
+}
+
+// NumRegions is the number of configured regions; IDs run from 0 to NumRegions-1.
+func (t *Table) NumRegions() int { return len(t.regions) }
+
+func (t *Table) shardFor(tenant string) *shard {
+	return &t.shards[maphash.String(t.seed, tenant)%numShards].shard
+}
+
+// Lookup returns the home region ID of tenant, or -1 and false if it holds none.
+// Hot path: O(1), no allocation, one shard read lock.
+func (t *Table) Lookup(tenant string) (region int, ok bool) {
+	s := t.shardFor(tenant)
+	s.mu.RLock()
+	e, ok := s.m[tenant]
+	s.mu.RUnlock()
+	if !ok {
+		return -1, false
+	}
+	return int(e.region), true
+}
+
+// Learn records that a router said region is tenant's home. If the table already holds tenant
+// at region, whatever the source, nothing changes and Learn returns false, under a read lock
+// and without allocating. Otherwise it stores the home with a fresh local Version (newer than
+// anything this table holds, so it replaces a gossiped home) as SourceLocal, sends a
+// ChangeHome on the feed and returns true; a new tenant at full capacity evicts the oldest.
+// A region out of range is ignored and counted (Stats.UnknownRegion). The tenant name is not
+// validated; a new one is copied, so the caller's string is not retained.
+func (t *Table) Learn(tenant string, region int) bool {
+	if uint(region) >= uint(len(t.regions)) {
+		t.unknown.Add(1)
+		return false
+	}
+	s := t.shardFor(tenant)
+	s.mu.RLock()
+	e, ok := s.m[tenant]
+	s.mu.RUnlock()
+	if ok && int(e.region) == region {
+		return false
+	}
+	h, changed := t.put(s, tenant, uint8(region), SourceLocal, Version{})
+	if changed {
+		t.emit(Change{Kind: ChangeHome, Home: h})
+	}
+	return changed
+}
+
+// LearnName is Learn for a region given by name, as a router's Fenec-Home names it. An unknown
+// name is ignored and counted (Stats.UnknownRegion). It does not allocate when nothing changes.
+func (t *Table) LearnName(tenant, region string) bool {
+	id, ok := t.regionID[region]
+	if !ok {
+		t.unknown.Add(1)
+		return false
+	}
+	return t.Learn(tenant, id)
+}
+
+// Apply stores a home a peer observed, as SourceGossip, if the table holds no home for
+// h.Tenant or holds an older one (Version order; equal Versions are broken by region name, so
+// any delivery order of the same set of homes, duplicates included, ends in the same table).
+// It advances the clock past h.Version even when it applies nothing, so homes learned here
+// later are newer. It sends nothing on the feed. An unknown region is ignored, counted
+// (Stats.UnknownRegion), and returns false.
+//
+// Apply validates nothing else: bounding a peer's clock (a Version far in the future drags
+// this table's clock along and wins until the real clock catches up) and the tenant name are
+// the caller's job. A new tenant at full capacity evicts the oldest, so once the table is full
+// which homes remain depends on arrival order.
+func (t *Table) Apply(h Home) bool {
+	id, ok := t.regionID[h.Region]
+	if !ok {
+		t.unknown.Add(1)
+		return false
+	}
+	t.hlc.observe(h.Version.HLC)
+	_, changed := t.put(t.shardFor(h.Tenant), h.Tenant, uint8(id), SourceGossip, h.Version)
+	return changed
+}
+
+// put stores an observation of tenant (which hashes to s) at region. For SourceLocal the
+// Version is made here, under the shard lock, so that it orders after whatever it replaces;
+// for SourceGossip v is used, if newer. It returns the home as stored and whether anything
+// changed.
+func (t *Table) put(s *shard, tenant string, region uint8, src Source, v Version) (Home, bool) {
+	s.mu.Lock()
+	if e, ok := s.m[tenant]; ok {
+		h, changed := t.updateLocked(s, e, region, src, v)
+		s.mu.Unlock()
+		return h, changed
+	}
+	s.mu.Unlock()
+
+	// A new tenant. Every insertion and eviction holds ringMu, so from here until it is
+	// released the set of tenants held is stable.
+	t.ringMu.Lock()
+	defer t.ringMu.Unlock()
+	s.mu.Lock()
+	if e, ok := s.m[tenant]; ok { // another goroutine inserted it first
+		h, changed := t.updateLocked(s, e, region, src, v)
+		s.mu.Unlock()
+		return h, changed
+	}
+	s.mu.Unlock()
+	if t.ring.len() >= t.capacity {
+		t.evictOldestLocked() // before inserting: never above capacity, even for a moment
+	}
+	key := strings.Clone(tenant)
+	s.mu.Lock()
+	if src == SourceLocal {
+		v = t.newVersion()
+	}
+	s.m[key] = entry{key: key, ver: v, region: region, src: src}
+	s.mu.Unlock()
+	t.ring.push(key)
+	t.count.Add(1)
+	t.bySource[src].Add(1)
+	return Home{Tenant: key, Region: t.regions[region], Version: v}, true
+}
+
+// updateLocked replaces e, held in s, if the observation is news: for SourceLocal a different
+// region, for SourceGossip a newer version. s.mu is held.
+func (t *Table) updateLocked(s *shard, e entry, region uint8, src Source, v Version) (Home, bool) {
+	if src == SourceLocal {
+		if e.region == region {
+			return Home{}, false
+		}
+		v = t.newVersion()
+	} else if !newer(v, t.regions[region], e.ver, t.regions[e.region]) {
+		return Home{}, false
+	}
+	if e.src != src {
+		t.bySource[e.src].Add(-1)
+		t.bySource[src].Add(1)
+	}
+	s.m[e.key] = entry{key: e.key, ver: v, region: region, src: src}
+	return Home{Tenant: e.key, Region: t.regions[region], Version: v}, true
+}
+
+// newer reports whether an observation (v, region) replaces a held one (hv, hregion). Equal
+// versions are broken by region name, so that even a misbehaving origin that stamps two homes
+// alike cannot make the outcome depend on arrival order.
+func newer(v Version, region string, hv Version, hregion string) bool {
+	if v != hv {
+		return hv.Less(v)
+	}
+	return region > hregion
+}
+
+// evictOldestLocked forgets the oldest tenant. ringMu is held; no shard lock is.
+func (t *Table) evictOldestLocked() {
+	key := t.ring.pop()
+	s := t.shardFor(key)
+	s.mu.Lock()
+	e, ok := s.m[key]
+	delete(s.m, key)
+	s.mu.Unlock()
+	if ok {
+		t.count.Add(-1)
+		t.bySource[e.src].Add(-1)
+	}
+	t.evicted.Add(1)
+}
+
+func (t *Table) newVersion() Version { return Version{HLC: t.hlc.now(), Origin: t.origin} }
+
+// Get returns tenant's home and where it was heard, or false if the table holds none.
+func (t *Table) Get(tenant string) (Home, Source, bool) {
+	s := t.shardFor(tenant)
+	s.mu.RLock()
+	e, ok := s.m[tenant]
+	s.mu.RUnlock()
+	if !ok {
+		return Home{}, 0, false
+	}
+	return Home{Tenant: e.key, Region: t.regions[e.region], Version: e.ver}, e.src, true
+}
+
+// Range calls fn for each home, oldest first (insertion order, so that a peer applying them in
+// turn keeps the same ones when it is full), until fn returns false. It visits each home held
+// when Range began that is still held when reached, at most once, as it is then; homes
+// inserted meanwhile are not visited.
+//
+// fn runs with no lock held and may call any Table method. Cost: ringMu, which only the
+// insertion of a new tenant waits for, is held while up to 256 names are copied; each home is
+// then read under its shard's read lock, so Lookup and updates in place never wait. Each home
+// is a map probe in insertion order, a cache miss: about 70 ns a home on a quiet 2-core VM
+// (3.5 ms for 50,000), up to 4 times that on a busy one. It allocates nothing but what fn does.
+func (t *Table) Range(fn func(Home, Source) bool) {
+	var keys [rangeStep]string
+	t.ringMu.Lock()
+	next, end := t.ring.head, t.ring.tail
+	t.ringMu.Unlock()
+	for next < end {
+		t.ringMu.Lock()
+		var n int
+		n, next = t.ring.read(next, end, keys[:])
+		t.ringMu.Unlock()
+		for _, k := range keys[:n] {
+			h, src, ok := t.Get(k)
+			if ok && !fn(h, src) {
+				return
+			}
+		}
+		if n == 0 {
+			return
+		}
+	}
+}
+
+// Len is the number of homes held, at most Capacity at every instant.
+func (t *Table) Len() int { return int(t.count.Load()) }

@@ -1,0 +1,216 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/url"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// router is one router of a region and its pool of idle keep-alive
+// connections. The pool is bounded (maxIdle); connections in use are bounded
+// by the handler's in-flight limit. Safe for concurrent use.
+type router struct {
+	region  int
+	index   int
+	name    string // scheme://host:port, for logs and status
+	addr    string // host:port to dial
+	tlsConf *tls.Config
+	dialer  net.Dialer
+
+	maxIdle     int
+	idleTimeout time.Duration
+
+	mu     sync.Mutex // guards the following fields
+	idle   []*conn    // LIFO: the most recently used first
+	closed bool
+}
+
+func newRouter(region, index int, u *url.URL, cfg *Config) *router {
+	rt := &router{
+		region:      region,
+		index:       index,
+		name:        u.Scheme + "://" + u.Host,
+		addr:        u.Host,
+		dialer:      net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
+		maxIdle:     cfg.MaxIdlePerRouter,
+		idleTimeout: cfg.IdleTimeout,
+	}
+	if u.Port() == "" {
+		if u.Scheme == "https" {
+			rt.addr = net.JoinHostPort(u.Hostname(), "443")
+		} else {
+			rt.addr = net.JoinHostPort(u.Hostname(), "80")
+		}
+	}
+	if u.Scheme == "https" {
+		tc := &tls.Config{}
+		if cfg.RouterTLS != nil {
+			tc = cfg.RouterTLS.Clone()
+		}
+		if tc.ServerName == "" {
+			tc.ServerName = u.Hostname()
+		}
+		tc.NextProtos = []string{"http/1.1"}
+		rt.tlsConf = tc
+	}
+	return rt
+}
+
+// conn is one connection to a router. It counts the bytes read since the
+// last request so a failure can tell "nothing came back" from a broken answer.
+type conn struct {
+	nc     net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	reused bool
+	read   int64 // bytes read since reset
+	idleAt time.Time
+	rt     *router
+}
+
+func (c *conn) Read(p []byte) (int, error) {
+	n, err := c.nc.Read(p)
+	c.read += int64(n)
+	return n, err
+}
+
+// dialError is a connection never made: refused, DNS, no route, dial timeout
+// or TLS handshake. The router cannot have seen the request.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return "dial router: " + e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// get returns a pooled connection that still looks alive, or a new one.
+// fresh forces a new connection (the one repeat after a stale one).
+func (rt *router) get(ctx context.Context, fresh bool) (*conn, error) {
+	if !fresh {
+		for {
+			c := rt.popIdle()
+			if c == nil {
+				break
+			}
+			if time.Since(c.idleAt) < rt.idleTimeout && c.alive() {
+				c.reused = true
+				return c, nil
+			}
+			c.nc.Close()
+		}
+	}
+	return rt.dial(ctx)
+}
+
+func (rt *router) popIdle() *conn {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	n := len(rt.idle)
+	if n == 0 {
+		return nil
+	}
+	c := rt.idle[n-1]
+	rt.idle[n-1] = nil
+	rt.idle = rt.idle[:n-1]
+	return c
+}
+
+func (rt *router) dial(ctx context.Context) (*conn, error) {
+	nc, err := rt.dialer.DialContext(ctx, "tcp", rt.addr)
+	if err != nil {
+		return nil, &dialError{err}
+	}
+	if rt.tlsConf != nil {
+		tc := tls.Client(nc, rt.tlsConf)
+		hctx, cancel := context.WithTimeout(ctx, rt.dialer.Timeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			nc.Close()
+			return nil, &dialError{err}
+		}
+		nc = tc
+	}
+	c := &conn{nc: nc, rt: rt}
+	c.br = bufio.NewReaderSize(c, 8<<10)
+	c.bw = bufio.NewWriterSize(nc, 8<<10)
+	return c, nil
+}
+
+// put returns a connection whose last answer was read to its end.
+func (rt *router) put(c *conn) {
+	c.idleAt = time.Now()
+	rt.mu.Lock()
+	if rt.closed || len(rt.idle) >= rt.maxIdle {
+		rt.mu.Unlock()
+		c.nc.Close()
+		return
+	}
+	rt.idle = append(rt.idle, c)
+	rt.mu.Unlock()
+}
+
+// closeIdle closes every idle connection; with final, the pool keeps none
+// from then on.
+func (rt *router) closeIdle(final bool) {
+	rt.mu.Lock()
+	idle := rt.idle
+	rt.idle = nil
+	if final {
+		rt.closed = true
+	}
+	rt.mu.Unlock()
+	for _, c := range idle {
+		c.nc.Close()
+	}
+}
+
+func (rt *router) idleCount() int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return len(rt.idle)
+}
+
+// alive peeks at an idle connection without blocking: a router that closed
+// it (EOF), reset it, or sent bytes nobody asked for makes it unusable. This
+// narrows the window in which a write could go to a connection the router has
+// already closed to the time between this check and the write.
+func (c *conn) alive() bool {
+	if c.br.Buffered() > 0 {
+		return false
+	}
+	sc, ok := c.nc.(syscall.Conn)
+	if !ok {
+		if tc, isTLS := c.nc.(*tls.Conn); isTLS {
+			sc, ok = tc.NetConn().(syscall.Conn)
+		}
+		if !ok {
+			return true
+		}
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	alive := true
+	var buf [1]byte
+	rerr := rc.Read(func(fd uintptr) bool {
+		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		switch {
+		case n > 0:
+			alive = false // unsolicited bytes (or a TLS alert): not ours to read
+		case err == nil: // n == 0: orderly shutdown by the router
+			alive = false
+		case errors.Is(err, syscall.EAGAIN):
+			// nothing to read: the connection is idle and open
+		default:
+			alive = false
+		}
+		return true // never wait for readiness
+	})
+	return rerr == nil && alive
+}

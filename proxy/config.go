@@ -1,0 +1,177 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+// Region is one region of routers, in the fallback order of --routers.
+type Region struct {
+	Name    string
+	Routers []*url.URL // http:// or https://, host:port; path must be empty
+}
+
+// Config configures a Handler. The zero value of every optional field is
+// documented on it; Regions and Homes are required.
+type Config struct {
+	// Regions in fallback order. Their order must match the Regions the
+	// Homes table was built with: a region's ID is its index in both.
+	Regions []Region
+
+	// Homes is the home table and region marks. Required.
+	Homes *homes.Table
+
+	// Continents maps a client continent code (EU, NA, ...) to a region name,
+	// for tenants heard nowhere. Nil: no mapping, DefaultRegion is used.
+	Continents map[string]string
+
+	// DefaultRegion is asked first for a tenant heard nowhere whose client
+	// continent has no mapping. Empty: the first region.
+	DefaultRegion string
+
+	// ClientAddr returns the client's address for Fenec-Client and the log
+	// line. Nil: the TCP peer's address (http.Request.RemoteAddr, no port).
+	ClientAddr func(*http.Request) string
+
+	// ClientContinent returns the client's continent code, or "" if unknown.
+	// Nil: always "" (then DefaultRegion).
+	ClientContinent func(r *http.Request, addr string) string
+
+	// EntryToken, if non-empty, enables Fenec-Client marks (CONTRACT.md §5).
+	EntryToken string
+
+	// CORS is "" (off), "*" or a comma-separated list of allowed origins.
+	CORS string
+
+	// MaxInflight bounds requests in flight; beyond it the entry answers 503
+	// overloaded at once. 0 means 10000.
+	MaxInflight int
+
+	// BodyBuffer is the largest request body kept for a retry. 0 means 1 MiB.
+	BodyBuffer int64
+
+	// AnswerTimeout: a router that sends no answer head within it has failed.
+	// 0 means 35s.
+	AnswerTimeout time.Duration
+
+	// DialTimeout bounds one connection attempt (and TLS handshake) to a
+	// router. 0 means 3s.
+	DialTimeout time.Duration
+
+	// MaxIdlePerRouter bounds idle keep-alive connections kept per router;
+	// a connection returned beyond it is closed. 0 means 128.
+	MaxIdlePerRouter int
+
+	// IdleTimeout: an idle connection older than this is closed rather than
+	// reused. 0 means 60s.
+	IdleTimeout time.Duration
+
+	// RouterTLS is the TLS configuration for https:// routers (RootCAs from
+	// --router-ca). Nil: system roots.
+	RouterTLS *tls.Config
+
+	// Logger receives one line per request at debug and one per failure at
+	// warn. Nil: no logs.
+	Logger *zerolog.Logger
+
+	// Metrics, if non-nil, is updated on every request.
+	Metrics *Metrics
+
+	// Now is the clock for Fenec-Client timestamps. Nil: time.Now.
+	Now func() time.Time
+
+	// ConnClose, if non-nil and returning true, makes every answer carry
+	// Connection: close (the drain after SIGTERM).
+	ConnClose func() bool
+}
+
+const (
+	defaultMaxInflight = 10000
+	defaultBodyBuffer  = 1 << 20
+	defaultAnswer      = 35 * time.Second
+	defaultDial        = 3 * time.Second
+	defaultMaxIdle     = 128
+	defaultIdleTimeout = 60 * time.Second
+	maxTenantLen       = 255
+	maxRegions         = 64
+)
+
+func (c *Config) withDefaults() Config {
+	d := *c
+	if d.MaxInflight == 0 {
+		d.MaxInflight = defaultMaxInflight
+	}
+	if d.BodyBuffer == 0 {
+		d.BodyBuffer = defaultBodyBuffer
+	}
+	if d.AnswerTimeout == 0 {
+		d.AnswerTimeout = defaultAnswer
+	}
+	if d.DialTimeout == 0 {
+		d.DialTimeout = defaultDial
+	}
+	if d.MaxIdlePerRouter == 0 {
+		d.MaxIdlePerRouter = defaultMaxIdle
+	}
+	if d.IdleTimeout == 0 {
+		d.IdleTimeout = defaultIdleTimeout
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Logger == nil {
+		nop := zerolog.Nop()
+		d.Logger = &nop
+	}
+	return d
+}
+
+func (c *Config) validate() error {
+	if len(c.Regions) == 0 {
+		return errors.New("proxy: no regions")
+	}
+	if len(c.Regions) > maxRegions {
+		return fmt.Errorf("proxy: %d regions, at most %d", len(c.Regions), maxRegions)
+	}
+	if c.Homes == nil {
+		return errors.New("proxy: Homes is required")
+	}
+	seen := map[string]bool{}
+	for _, r := range c.Regions {
+		if r.Name == "" || seen[r.Name] {
+			return fmt.Errorf("proxy: region name %q empty or repeated", r.Name)
+		}
+		seen[r.Name] = true
+		if len(r.Routers) == 0 {
+			return fmt.Errorf("proxy: region %q has no routers", r.Name)
+		}
+		for _, u := range r.Routers {
+			if u.Scheme != "http" && u.Scheme != "https" {
+				return fmt.Errorf("proxy: router %q of region %q: scheme must be http or https", u, r.Name)
+			}
+			if u.Host == "" || (u.Path != "" && u.Path != "/") {
+				return fmt.Errorf("proxy: router %q of region %q: want scheme://host:port", u, r.Name)
+			}
+		}
+	}
+	if c.DefaultRegion != "" && !seen[c.DefaultRegion] {
+		return fmt.Errorf("proxy: default region %q is not configured", c.DefaultRegion)
+	}
+	for cont, reg := range c.Continents {
+		if !seen[reg] {
+			return fmt.Errorf("proxy: continent %s maps to unknown region %q", cont, reg)
+		}
+	}
+	if c.MaxInflight < 0 || c.BodyBuffer < 0 || c.AnswerTimeout < 0 || c.DialTimeout < 0 {
+		return errors.New("proxy: negative limit")
+	}
+	return nil
+}

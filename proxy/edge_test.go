@@ -1,0 +1,142 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+// entryFor builds an entry whose only region "eu" has the given routers.
+func entryFor(t *testing.T, routers ...string) (*httptest.Server, *homes.Table) {
+	t.Helper()
+	table, err := homes.New(homes.Config{Regions: []string{"eu"}, Origin: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := Region{Name: "eu"}
+	for _, r := range routers {
+		u, _ := url.Parse(r)
+		reg.Routers = append(reg.Routers, u)
+	}
+	h, err := New(Config{Regions: []Region{reg}, Homes: table, AnswerTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	return srv, table
+}
+
+// Row: a proxy's 521, 523, 525, 526, 530 means the connection to the router
+// was never made: the next router, whatever the request. Other unmarked 5xx
+// may have reached it.
+func TestRowProxyStatuses(t *testing.T) {
+	for _, status := range []int{520, 521, 522, 523, 524, 525, 526, 530, 502} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			var second atomic.Int32
+			lb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(status) // no Fenec-Shard: a proxy in front of the router
+			}))
+			defer lb.Close()
+			router := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				second.Add(1)
+				w.Header().Set("Fenec-Shard", "1")
+				w.WriteHeader(201)
+			}))
+			defer router.Close()
+			srv, _ := entryFor(t, lb.URL, router.URL)
+			resp, err := http.Post(srv.URL+"/t/acme/items", "text/plain", strings.NewReader("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			neverMade := status == 521 || status == 523 || status == 525 || status == 526 || status == 530
+			if neverMade && (resp.StatusCode != 201 || second.Load() != 1) {
+				t.Errorf("%d: got %d, second router saw %d; want the write sent on", status, resp.StatusCode, second.Load())
+			}
+			if !neverMade && (resp.StatusCode != 502 || second.Load() != 0) {
+				t.Errorf("%d: got %d, second router saw %d; want 502 may_have_run, not re-sent", status, resp.StatusCode, second.Load())
+			}
+		})
+	}
+}
+
+// staleRouter answers the first request on each connection and then closes
+// the connection without a word when the second request arrives, the way a
+// router drops a keep-alive connection it had already given up on.
+func staleRouter(t *testing.T) (addr string, requests *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	requests = new(atomic.Int32)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for i := 0; ; i++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if i == 1 {
+						return // the stale case: read, then closed without answer
+					}
+					requests.Add(1)
+					req.Body.Close()
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nFenec-Shard: 1\r\nContent-Length: 2\r\n\r\nok")
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String(), requests
+}
+
+// A retryable request that meets a stale keep-alive connection is repeated
+// once to the same router on a fresh connection; a plain write is not.
+func TestStaleKeepAlive(t *testing.T) {
+	t.Run("GET repeated on a fresh connection", func(t *testing.T) {
+		addr, n := staleRouter(t)
+		srv, _ := entryFor(t, addr)
+		for i := 0; i < 2; i++ {
+			resp, err := http.Get(srv.URL + "/t/acme/x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("request %d: %d", i, resp.StatusCode)
+			}
+		}
+		if n.Load() != 2 {
+			t.Errorf("router answered %d, want 2", n.Load())
+		}
+	})
+	t.Run("POST without key is may_have_run", func(t *testing.T) {
+		addr, _ := staleRouter(t)
+		srv, _ := entryFor(t, addr)
+		resp, _ := http.Post(srv.URL+"/t/acme/x", "text/plain", strings.NewReader("a"))
+		resp.Body.Close()
+		resp, _ = http.Post(srv.URL+"/t/acme/x", "text/plain", strings.NewReader("b"))
+		resp.Body.Close()
+		if resp.StatusCode != 502 {
+			t.Errorf("second POST on the stale connection: %d, want 502 may_have_run", resp.StatusCode)
+		}
+	})
+}

@@ -1,0 +1,292 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+const homesSourceLocal = homes.SourceLocal
+
+// forward asks regions and routers in plan order until one attempt's outcome
+// says to answer, or every region has failed. It sets x.result and x.status.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
+	var buf [maxRegions]uint8
+	order := h.plan(x, r, buf[:])
+	var held *heldAnswer // a router's 5xx kept while other regions are asked
+
+	for _, reg := range order {
+		rs := &h.regions[reg]
+		n := len(rs.routers)
+		start := int(rs.lastGood.Load()) % n
+		x.region = int(reg)
+		nextRegion := false
+		for i := 0; i < n && !nextRegion; i++ {
+			rt := rs.routers[(start+i)%n]
+			x.router = rt
+			staleRetried := false
+			for {
+				at := h.attempt(r, x, rt, staleRetried)
+				// A streamed body that is gone makes any request one that
+				// cannot be sent again.
+				act := decide(at.out, x.retryable && x.body.replayable(), staleRetried)
+				h.logAttempt(r, x, rt, at, act)
+				switch act {
+				case actDeliver:
+					h.answered(rs, rt, at.shard)
+					h.deliver(w, r, x, at)
+					return
+				case actRetrySame:
+					staleRetried = true
+					continue
+				case actNextRegion:
+					h.answered(rs, rt, true)
+					held.release()
+					held = holdAnswer(at)
+					nextRegion = true
+				case actMayHaveRun:
+					// This region's next request starts at its next router;
+					// the region is asked last by plain writes until one of
+					// its routers answers.
+					rs.lastGood.Store(uint32((rt.index + 1) % n))
+					h.homes.Mark(int(reg), homes.MarkWrite)
+					held.release()
+					x.result, x.status = resMayHaveRun, http.StatusBadGateway
+					h.writeError(w, r, http.StatusBadGateway, codeMayHaveRun,
+						"The router failed after the request may have reached it; it was not sent again. "+
+							"Retry with an Idempotency-Key to make it safe to repeat.", x.requestID(r))
+					return
+				case actStop:
+					held.release()
+					x.result = resCanceled
+					return
+				}
+				break // actNextRouter, actNextRegion
+			}
+		}
+		if !nextRegion {
+			// No router of the region answered this request.
+			kind := homes.MarkWrite
+			if x.retryable {
+				kind = homes.MarkRead
+			}
+			h.homes.Mark(int(reg), kind)
+		}
+	}
+	if held != nil {
+		held.deliver(w, x)
+		x.result, x.status = resAnswer, held.status
+		return
+	}
+	x.result, x.status = resNoRegionReachable, http.StatusBadGateway
+	h.writeError(w, r, http.StatusBadGateway, codeNoRegionReachable,
+		"No region could be reached for this request.", x.requestID(r))
+}
+
+func (x *exchange) requestID(r *http.Request) string {
+	if x.head.requestID != "" {
+		return x.head.requestID
+	}
+	return r.Header.Get("X-Request-Id")
+}
+
+// answered records that a router of rs answered: it is where the region's
+// next request starts, and the region's marks are cleared.
+func (h *Handler) answered(rs *regionState, rt *router, shard bool) {
+	if !shard {
+		return // not a Fenec router's answer (a proxy in front of it)
+	}
+	if int(rs.lastGood.Load()) != rt.index {
+		rs.lastGood.Store(uint32(rt.index))
+	}
+	h.homes.Clear(rt.region)
+}
+
+// attemptResult is one attempt's outcome and, when an answer head came back,
+// the answer and its connection.
+type attemptResult struct {
+	out   outcome
+	err   error
+	resp  *http.Response
+	c     *conn
+	stop  func() bool // stops the cancellation hook; false if it already closed c
+	shard bool
+	home  string
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+// attempt sends the request to one router and reads the answer head.
+func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) attemptResult {
+	ctx := r.Context()
+	x.tries++
+	c, err := rt.get(ctx, fresh)
+	if err != nil {
+		if ctx.Err() != nil {
+			return attemptResult{out: outCanceled, err: ctx.Err()}
+		}
+		return attemptResult{out: outNeverMade, err: err}
+	}
+	c.read = 0
+	// The client going away closes the router connection at once, before or
+	// after the answer head, so the router sees it.
+	stop := context.AfterFunc(ctx, func() { c.nc.Close() })
+	sent := time.Now()
+	c.nc.SetDeadline(sent.Add(h.cfg.AnswerTimeout))
+
+	writeHead(c.bw, &x.head, r.Header)
+	err = x.body.writeTo(c.bw)
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	var resp *http.Response
+	if err == nil {
+		resp, err = readAnswerHead(c.br, r)
+	}
+	if err != nil {
+		stop()
+		c.nc.Close()
+		var cbe *clientBodyError
+		switch {
+		case ctx.Err() != nil || errors.As(err, &cbe):
+			return attemptResult{out: outCanceled, err: err}
+		case c.reused && c.read == 0 && !isTimeout(err):
+			return attemptResult{out: outStale, err: err}
+		}
+		return attemptResult{out: outMayHaveReached, err: err}
+	}
+	h.met.upstream[rt.region].Observe(time.Since(sent).Seconds())
+	// Once the head has arrived there is no time limit (streams, held writes).
+	c.nc.SetDeadline(time.Time{})
+	at := attemptResult{resp: resp, c: c, stop: stop}
+	if v := resp.Header["Fenec-Shard"]; len(v) > 0 && v[0] == "1" {
+		at.shard = true
+	}
+	if v := resp.Header["Fenec-Home"]; len(v) > 0 {
+		at.home = v[0]
+	}
+	at.out = classifyAnswer(resp.StatusCode, at.shard, at.home != "")
+	return at
+}
+
+// readAnswerHead reads the answer head, skipping interim 1xx answers.
+func readAnswerHead(br *bufio.Reader, r *http.Request) (*http.Response, error) {
+	for {
+		resp, err := http.ReadResponse(br, r)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// finishConn returns a connection whose answer was read to its end to the
+// pool, or closes it.
+func (at *attemptResult) finishConn(reusable bool) {
+	if at.c == nil {
+		return
+	}
+	if at.stop() && reusable {
+		at.c.reused = false
+		at.c.rt.put(at.c)
+	} else {
+		at.c.nc.Close()
+	}
+	at.c = nil
+}
+
+// discard gives up an answer not handed to the client.
+func (at *attemptResult) discard() {
+	if at.resp != nil {
+		at.resp.Body.Close()
+	}
+	at.finishConn(false)
+}
+
+var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// deliver hands an answer to the client: learns the home it names, copies
+// the headers less hygiene, and streams the body, flushing each read, so an
+// event reaches the client as the router sends it.
+func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, x *exchange, at attemptResult) {
+	resp := at.resp
+	x.status = resp.StatusCode
+	x.result = resAnswer
+	if at.home != "" && x.tenant != "" {
+		if reg, ok := h.byName[at.home]; ok {
+			h.homes.Learn(x.tenant, reg)
+			if reg != x.region {
+				h.met.m.Relays.Inc()
+				// Relayed: a router of the home region answered (through
+				// another region's router), which clears its marks too. A
+				// router's own 5xx naming the home says the opposite.
+				if resp.StatusCode < 500 {
+					h.homes.Clear(reg)
+				}
+			}
+		} else {
+			h.met.m.UnknownHome.Inc()
+		}
+	}
+	dst := w.Header()
+	copyAnswerHeader(dst, resp.Header)
+	if h.cfg.ConnClose != nil && h.cfg.ConnClose() {
+		dst.Set("Connection", "close")
+	}
+	w.WriteHeader(resp.StatusCode)
+
+	if resp.Body == http.NoBody {
+		resp.Body.Close()
+		at.finishConn(!resp.Close)
+		return
+	}
+	bp := copyBufPool.Get().(*[]byte)
+	defer copyBufPool.Put(bp)
+	buf := *bp
+	flusher, _ := w.(http.Flusher)
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				// The client is gone: close the router connection too.
+				x.result = resCanceled
+				at.discard()
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			resp.Body.Close()
+			at.finishConn(!resp.Close)
+			return
+		}
+		if rerr != nil {
+			at.discard()
+			if r.Context().Err() != nil {
+				x.result = resCanceled
+				return
+			}
+			// The router broke off mid-answer: abort the client's
+			// connection so it cannot take a cut answer for a whole one.
+			x.result = resAborted
+			h.finish(x, r, x.requestID(r), resAborted, x.status)
+			panic(http.ErrAbortHandler)
+		}
+	}
+}

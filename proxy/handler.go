@@ -1,0 +1,243 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+// Handler is the entry's client-facing http.Handler. Create it with New; it
+// is safe for concurrent use. Close releases its idle router connections.
+type Handler struct {
+	cfg     Config
+	regions []regionState
+	byName  map[string]int // region name -> ID
+	homes   *homes.Table
+	marker  *clientMarker // nil without an entry token
+	cors    *corsPolicy   // nil without --cors
+	log     *zerolog.Logger
+	met     *boundMetrics
+
+	defaultRegion   int
+	continentRegion map[string]int
+
+	inflight atomic.Int64
+	idPrefix string
+	idSeq    atomic.Uint64
+}
+
+// regionState is one region's routers and which of them to ask first.
+type regionState struct {
+	name     string
+	routers  []*router
+	lastGood atomic.Uint32 // index of the router to start from
+}
+
+// New builds a Handler from cfg. It does no I/O.
+func New(cfg Config) (*Handler, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := cfg.withDefaults()
+	h := &Handler{
+		cfg:             c,
+		byName:          map[string]int{},
+		homes:           c.Homes,
+		cors:            newCORS(c.CORS),
+		log:             c.Logger,
+		met:             bindMetrics(c.Metrics, c.Regions),
+		continentRegion: map[string]int{},
+	}
+	h.regions = make([]regionState, len(c.Regions))
+	for i, reg := range c.Regions {
+		rs := &h.regions[i]
+		rs.name = reg.Name
+		for j, u := range reg.Routers {
+			rs.routers = append(rs.routers, newRouter(i, j, u, &c))
+		}
+		h.byName[reg.Name] = i
+	}
+	if c.DefaultRegion != "" {
+		h.defaultRegion = h.byName[c.DefaultRegion]
+	}
+	for cont, reg := range c.Continents {
+		h.continentRegion[cont] = h.byName[reg]
+	}
+	if c.EntryToken != "" {
+		h.marker = newClientMarker(c.EntryToken)
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	h.idPrefix = hex.EncodeToString(b[:]) + "-"
+	return h, nil
+}
+
+// Close closes idle router connections and keeps none from then on.
+// Requests still in flight finish. Safe to call more than once.
+func (h *Handler) Close() {
+	for i := range h.regions {
+		for _, rt := range h.regions[i].routers {
+			rt.closeIdle(true)
+		}
+	}
+}
+
+// Inflight returns the number of requests in flight.
+func (h *Handler) Inflight() int64 { return h.inflight.Load() }
+
+// exchange is one client request's state across its attempts.
+type exchange struct {
+	start     time.Time
+	tenant    string
+	retryable bool
+	addr      string
+	head      outHead
+	body      reqBody
+
+	// for the log line
+	region  int // -1: none asked
+	router  *router
+	status  int
+	result  string
+	tries   int
+	lastOut outcome
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/_entry/health" {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"status":"ok"}` + "\n"))
+		h.met.requests[resHealth].Inc()
+		return
+	}
+	if h.cors != nil && isPreflight(r) {
+		h.cors.preflight(w, r)
+		h.met.requests[resPreflight].Inc()
+		return
+	}
+
+	x := exchange{start: time.Now(), region: -1}
+	x.head.requestID = ""
+	reqID := r.Header.Get("X-Request-Id")
+	if reqID == "" {
+		reqID = h.newRequestID()
+		x.head.requestID = reqID
+	}
+	tenant, kind := tenantOf(r.URL.Path)
+	if kind == pathBad {
+		h.finish(&x, r, reqID, resBadPath, http.StatusBadRequest)
+		h.writeError(w, r, http.StatusBadRequest, codeBadPath,
+			"The path must name a tenant: /t/<tenant>/..., at most 255 bytes, no NUL.", reqID)
+		return
+	}
+	x.tenant = tenant
+
+	if n := h.inflight.Add(1); n > int64(h.cfg.MaxInflight) {
+		h.inflight.Add(-1)
+		h.finish(&x, r, reqID, resOverloaded, http.StatusServiceUnavailable)
+		h.writeError(w, r, http.StatusServiceUnavailable, codeOverloaded,
+			"Too many requests in flight at this entry; try again shortly.", reqID)
+		return
+	}
+	h.met.m.Inflight.Inc()
+	defer func() {
+		h.inflight.Add(-1)
+		h.met.m.Inflight.Dec()
+	}()
+
+	body, err := prepareBody(r, h.cfg.BodyBuffer)
+	if err != nil {
+		if errors.Is(err, errLengthRequired) {
+			h.finish(&x, r, reqID, resLengthRequired, http.StatusLengthRequired)
+			h.writeError(w, r, http.StatusLengthRequired, codeLengthRequired,
+				"A request body longer than the entry's body buffer needs a Content-Length.", reqID)
+			return
+		}
+		// The client's body broke off: the client is gone or broken.
+		h.finish(&x, r, reqID, resCanceled, 0)
+		return
+	}
+	x.body = body
+	defer releaseBody(body.buf)
+	if body.kind == bodyStreamed {
+		h.met.m.BodiesStreamed.Inc()
+	}
+
+	x.retryable = isRetryable(r.Method, len(r.Header["Idempotency-Key"]) > 0)
+	x.addr = h.clientAddr(r)
+	x.head.method = r.Method
+	x.head.uri = requestURI(r)
+	x.head.host = r.Host
+	x.head.contentLength = body.length
+	if h.marker != nil {
+		x.head.clientMark = h.marker.mark(x.addr, h.cfg.Now().Unix())
+	}
+
+	h.forward(w, r, &x)
+	h.finish(&x, r, reqID, x.result, x.status)
+}
+
+// requestURI is the request target to send on: the client's own, still
+// escaped, so the router decodes exactly what the entry judged.
+func requestURI(r *http.Request) string {
+	if u := r.RequestURI; len(u) > 0 && u[0] == '/' {
+		return u
+	}
+	return r.URL.RequestURI()
+}
+
+func (h *Handler) clientAddr(r *http.Request) string {
+	if h.cfg.ClientAddr != nil {
+		return h.cfg.ClientAddr(r)
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// newRequestID makes a request id unique across requests and restarts: a
+// random per-process prefix and a sequence number.
+func (h *Handler) newRequestID() string {
+	var b [32]byte
+	out := append(b[:0], h.idPrefix...)
+	out = strconv.AppendUint(out, h.idSeq.Add(1), 36)
+	return string(out)
+}
+
+// finish counts and logs a request: one line at debug, or at warn when the
+// entry itself failed it. Never a token, Authorization, cookie or body.
+func (h *Handler) finish(x *exchange, r *http.Request, reqID, result string, status int) {
+	if c := h.met.requests[result]; c != nil {
+		c.Inc()
+	}
+	lvl := zerolog.DebugLevel
+	switch result {
+	case resMayHaveRun, resNoRegionReachable, resAborted, resOverloaded:
+		lvl = zerolog.WarnLevel
+	}
+	e := h.log.WithLevel(lvl)
+	if e == nil {
+		return
+	}
+	e = e.Str("method", r.Method).Str("path", r.URL.Path).Str("tenant", x.tenant)
+	if x.region >= 0 {
+		e = e.Str("region", h.regions[x.region].name)
+	}
+	if x.router != nil {
+		e = e.Str("router", x.router.name)
+	}
+	e.Int("status", status).Str("outcome", result).Int("attempts", x.tries).
+		Dur("duration", time.Since(x.start)).Str("request_id", reqID).Str("client", x.addr).
+		Msg("request")
+}

@@ -1,0 +1,136 @@
+package proxy
+
+import (
+	"bufio"
+	"net/http"
+	"net/textproto"
+	"strings"
+)
+
+// dropToRouter says whether a client header must not reach the router
+// (CONTRACT.md section 5). key is in canonical form, as net/http stores it.
+// Hop-by-hop headers named by Connection are handled by the caller.
+func dropToRouter(key string) bool {
+	switch key {
+	case "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+		"Fenec-Router", "Fenec-Global", "Fenec-Verified", "Fenec-Client", "Fenec-Home",
+		"X-Forwarded-For", "X-Real-Ip", "Forwarded", "True-Client-Ip",
+		// Expect: the body is read by the entry (buffered) or streamed at
+		// once, so the router must not answer 100 Continue in between.
+		"Expect",
+		// Host and Content-Length are written by writeHead itself.
+		"Host", "Content-Length":
+		return true
+	}
+	return hasFoldPrefix(key, "Proxy-") || hasFoldPrefix(key, "Cf-") || hasFoldPrefix(key, "Fly-")
+}
+
+// dropToClient says whether a router's answer header must not reach the client.
+func dropToClient(key string) bool {
+	switch key {
+	case "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+		"Proxy-Connection", "Proxy-Authenticate",
+		"Fenec-Home", "Fenec-Verified":
+		return true
+	}
+	return false
+}
+
+func hasFoldPrefix(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// connectionTokens reports whether key is named by one of the Connection
+// header's values (hop-by-hop by declaration, RFC 9110 section 7.6.1).
+func namedByConnection(conn []string, key string) bool {
+	for _, v := range conn {
+		for v != "" {
+			var tok string
+			tok, v, _ = strings.Cut(v, ",")
+			tok = textproto.TrimString(tok)
+			if tok != "" && strings.EqualFold(tok, key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// copyAnswerHeader copies a router's answer headers to the client's, without
+// hop-by-hop headers and the routers' own Fenec-Home and Fenec-Verified.
+// Value slices are shared, not copied: the answer's header is not used again.
+func copyAnswerHeader(dst, src http.Header) {
+	conn := src["Connection"]
+	for k, vv := range src {
+		if dropToClient(k) || (len(conn) > 0 && namedByConnection(conn, k)) {
+			continue
+		}
+		dst[k] = vv
+	}
+}
+
+// outHead is what the entry adds to the request head it sends to a router.
+type outHead struct {
+	method        string
+	uri           string // the request target as the client sent it (still escaped)
+	host          string
+	requestID     string // non-empty: add X-Request-Id (the client sent none)
+	clientMark    string // non-empty: add Fenec-Client
+	contentLength int64  // -1: no body and no Content-Length
+}
+
+// writeHead writes an HTTP/1.1 request head for a router: the client's
+// headers less those dropToRouter and Connection name, then the entry's own.
+// It writes straight into the connection's buffer and does not allocate.
+func writeHead(w *bufio.Writer, h *outHead, hdr http.Header) {
+	w.WriteString(h.method)
+	w.WriteByte(' ')
+	w.WriteString(h.uri)
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.WriteString(h.host)
+	w.WriteString("\r\n")
+	conn := hdr["Connection"]
+	for k, vv := range hdr {
+		if dropToRouter(k) || (len(conn) > 0 && namedByConnection(conn, k)) {
+			continue
+		}
+		for _, v := range vv {
+			w.WriteString(k)
+			w.WriteString(": ")
+			w.WriteString(v)
+			w.WriteString("\r\n")
+		}
+	}
+	w.WriteString("Fenec-Home: 1\r\n")
+	if h.requestID != "" {
+		w.WriteString("X-Request-Id: ")
+		w.WriteString(h.requestID)
+		w.WriteString("\r\n")
+	}
+	if h.clientMark != "" {
+		w.WriteString("Fenec-Client: ")
+		w.WriteString(h.clientMark)
+		w.WriteString("\r\n")
+	}
+	if h.contentLength >= 0 {
+		w.WriteString("Content-Length: ")
+		var b [20]byte
+		w.Write(appendInt(b[:0], h.contentLength))
+		w.WriteString("\r\n")
+	}
+	w.WriteString("\r\n")
+}
+
+func appendInt(b []byte, n int64) []byte {
+	if n == 0 {
+		return append(b, '0')
+	}
+	var tmp [20]byte
+	i := len(tmp)
+	for n > 0 {
+		i--
+		tmp[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return append(b, tmp[i:]...)
+}

@@ -1,0 +1,37 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+)
+
+// maxHeld bounds the body of a router's 5xx kept while other regions are
+// asked; a longer one is cut there (it is an error page, not data).
+const maxHeld = 64 << 10
+
+// heldAnswer is a router's own 5xx without Fenec-Home (outShard5xx) for a
+// retryable request: the next region is asked, and if none answers better
+// the client gets this answer rather than the entry's no_region_reachable,
+// since a router did answer.
+type heldAnswer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func holdAnswer(at attemptResult) *heldAnswer {
+	hd := &heldAnswer{status: at.resp.StatusCode, header: at.resp.Header}
+	hd.body, _ = io.ReadAll(io.LimitReader(at.resp.Body, maxHeld))
+	at.discard()
+	return hd
+}
+
+func (hd *heldAnswer) release() {}
+
+func (hd *heldAnswer) deliver(w http.ResponseWriter, x *exchange) {
+	dst := w.Header()
+	copyAnswerHeader(dst, hd.header)
+	dst.Del("Content-Length")
+	w.WriteHeader(hd.status)
+	w.Write(hd.body)
+}

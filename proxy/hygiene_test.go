@@ -1,0 +1,275 @@
+package proxy
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+type echoed struct {
+	Method  string              `json:"method"`
+	Path    string              `json:"path"`
+	Tenant  string              `json:"tenant"`
+	Headers map[string][]string `json:"headers"`
+	BodyLen int64               `json:"body_len"`
+}
+
+func decodeEcho(t *testing.T, r result) echoed {
+	t.Helper()
+	var ec echoed
+	if err := json.Unmarshal([]byte(r.body), &ec); err != nil {
+		t.Fatalf("echo %d: %v: %s", r.status, err, r.body)
+	}
+	return ec
+}
+
+func (ec echoed) header(k string) []string {
+	for name, v := range ec.Headers {
+		if strings.EqualFold(name, k) {
+			return v
+		}
+	}
+	return nil
+}
+
+func TestHygieneThroughTheEntry(t *testing.T) {
+	e := newEnv(t, withEntryToken("tok-123"))
+	e.learn("acme")
+	r := e.do("GET", "/t/acme/echo?set=Fenec-Verified:1&set=X-Answer:kept&set=Keep-Alive:timeout%3D1", map[string]string{
+		"Authorization": "Bearer abc", "Cookie": "s=1", "Idempotency-Key": "k", "Traceparent": "00-1-2-01",
+		"X-Forwarded-For": "6.6.6.6", "Forwarded": "for=6.6.6.6", "Fly-Client-Ip": "6.6.6.6",
+		"Cf-Connecting-Ip": "6.6.6.6", "Fenec-Router": "evil", "Fenec-Client": "6.6.6.6 1 x",
+		"Fenec-Home": "us", "X-Real-Ip": "6.6.6.6", "True-Client-Ip": "6.6.6.6",
+	}, "")
+	ec := decodeEcho(t, r)
+	for _, k := range []string{"Authorization", "Cookie", "Idempotency-Key", "Traceparent"} {
+		if ec.header(k) == nil {
+			t.Errorf("%s did not reach the router", k)
+		}
+	}
+	for _, k := range []string{"X-Forwarded-For", "Forwarded", "Fly-Client-Ip", "Cf-Connecting-Ip",
+		"Fenec-Router", "X-Real-Ip", "True-Client-Ip"} {
+		if v := ec.header(k); v != nil {
+			t.Errorf("%s reached the router: %q", k, v)
+		}
+	}
+	if v := ec.header("Fenec-Home"); len(v) != 1 || v[0] != "1" {
+		t.Errorf("Fenec-Home at router = %q, want [1]", v)
+	}
+	// Fenec-Client: the entry's own, verified here independently.
+	v := ec.header("Fenec-Client")
+	if len(v) != 1 {
+		t.Fatalf("Fenec-Client = %q", v)
+	}
+	parts := strings.Split(v[0], " ")
+	if len(parts) != 3 || parts[0] != "127.0.0.1" {
+		t.Fatalf("Fenec-Client = %q, want 127.0.0.1 <unix> <mark>", v[0])
+	}
+	mac := hmac.New(sha256.New, []byte("tok-123"))
+	fmt.Fprintf(mac, "fenec-client %s %s", parts[0], parts[1])
+	if want := base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:16]); parts[2] != want {
+		t.Errorf("mark = %s, want %s", parts[2], want)
+	}
+	if c := e.sc.ClientMarks(); c.Named < 2 || c.BadMark != 0 || c.Stale != 0 || c.Absent != 0 {
+		t.Errorf("stand-in counted %+v, want every request named", c)
+	}
+	// The answer: Fenec-Home, Fenec-Verified and hop-by-hop dropped.
+	if r.header.Get("Fenec-Verified") != "" || r.header.Get("Fenec-Home") != "" || r.header.Get("Keep-Alive") != "" {
+		t.Errorf("answer carried router-only headers: %v", r.header)
+	}
+	if r.header.Get("X-Answer") != "kept" || r.header.Get("Fenec-Shard") != "1" {
+		t.Errorf("answer lost headers: %v", r.header)
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	e := newEnv(t)
+	e.learn("acme")
+	ec := decodeEcho(t, e.do("GET", "/t/acme/echo", nil, ""))
+	gen := ec.header("X-Request-Id")
+	if len(gen) != 1 || gen[0] == "" {
+		t.Fatalf("X-Request-Id = %q", gen)
+	}
+	ec2 := decodeEcho(t, e.do("GET", "/t/acme/echo", nil, ""))
+	if ec2.header("X-Request-Id")[0] == gen[0] {
+		t.Error("two requests got the same id")
+	}
+	if !strings.Contains(e.logs.String(), `"request_id":"`+gen[0]+`"`) {
+		t.Error("the log line lacks the request id the router got")
+	}
+	ec3 := decodeEcho(t, e.do("GET", "/t/acme/echo", map[string]string{"X-Request-Id": "mine"}, ""))
+	if v := ec3.header("X-Request-Id"); len(v) != 1 || v[0] != "mine" {
+		t.Errorf("client's id = %q, want [mine] only", v)
+	}
+}
+
+func TestPathDecoding(t *testing.T) {
+	e := newEnv(t)
+	for _, p := range []string{"/t/acme%2F_replication", "/t/acme/%5Freplication"} {
+		r := e.do("GET", p, nil, "")
+		if r.header.Get("Fenec-Shard") != "1" {
+			t.Errorf("%s: %d %s", p, r.status, r.body)
+		}
+	}
+	if _, ok := e.homes.Lookup("acme"); !ok {
+		t.Error("acme not learned from /t/acme%2F_replication")
+	}
+	for _, p := range []string{"/t//items", "/t/", "/t/ac%00me/x", "/t/" + strings.Repeat("x", 256)} {
+		seen := len(e.sc.Seen())
+		r := e.do("GET", p, map[string]string{"Origin": "https://app.example"}, "")
+		if r.status != 400 || errCode(t, r) != codeBadPath {
+			t.Errorf("%s: %d %s, want 400 bad_path", p, r.status, r.body)
+		}
+		if len(e.sc.Seen()) != seen {
+			t.Errorf("%s reached a router", p)
+		}
+	}
+	// Outside /t/: routed like a tenant heard nowhere, teaches nothing.
+	r := e.do("GET", "/status", nil, "")
+	if r.header.Get("Fenec-Shard") != "1" {
+		t.Errorf("/status not routed: %d", r.status)
+	}
+	if e.homes.Len() != 1 {
+		t.Errorf("homes = %d, want only acme", e.homes.Len())
+	}
+	if r := e.do("GET", "/_entry/health", nil, ""); r.status != 200 || r.header.Get("Fenec-Shard") != "" {
+		t.Errorf("/_entry/health: %d %v", r.status, r.header)
+	}
+}
+
+func TestCORS(t *testing.T) {
+	e := newEnv(t, withCORS("https://app.example"))
+	e.learn("acme")
+	seen := len(e.sc.Seen())
+	r := e.do("OPTIONS", "/t/acme/items", map[string]string{
+		"Origin": "https://app.example", "Access-Control-Request-Method": "POST",
+		"Access-Control-Request-Headers": "content-type, idempotency-key"}, "")
+	if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != "https://app.example" ||
+		r.header.Get("Access-Control-Allow-Methods") != corsMethods ||
+		r.header.Get("Access-Control-Allow-Headers") != "content-type, idempotency-key" ||
+		r.header.Get("Access-Control-Max-Age") != "600" || r.header.Get("Vary") != "Origin" {
+		t.Errorf("preflight: %d %v", r.status, r.header)
+	}
+	if len(e.sc.Seen()) != seen {
+		t.Error("preflight reached a router")
+	}
+	// A router's answer: its own CORS headers, exactly one set.
+	r = e.do("GET", "/t/acme/items/1", map[string]string{"Origin": "https://app.example"}, "")
+	if v := r.header.Values("Access-Control-Allow-Origin"); len(v) != 1 {
+		t.Errorf("router answer has %d Access-Control-Allow-Origin: %q", len(v), v)
+	}
+	// The entry's own error: CORS headers from the entry.
+	r = e.do("GET", "/t//x", map[string]string{"Origin": "https://app.example"}, "")
+	if v := r.header.Values("Access-Control-Allow-Origin"); len(v) != 1 || v[0] != "https://app.example" {
+		t.Errorf("entry error ACAO = %q", v)
+	}
+	r = e.do("GET", "/t//x", map[string]string{"Origin": "https://evil.example"}, "")
+	if v := r.header.Values("Access-Control-Allow-Origin"); len(v) != 0 {
+		t.Errorf("entry error for a foreign origin has ACAO %q", v)
+	}
+}
+
+func TestBodies(t *testing.T) {
+	e := newEnv(t, withConfig(func(c *Config) { c.BodyBuffer = 1024 }))
+	e.learn("acme")
+	t.Run("longer than the buffer with a length is streamed", func(t *testing.T) {
+		body := strings.Repeat("b", 4096)
+		ec := decodeEcho(t, e.do("POST", "/t/acme/echo", nil, body))
+		if ec.BodyLen != 4096 {
+			t.Errorf("router got %d bytes, want 4096", ec.BodyLen)
+		}
+	})
+	t.Run("chunked within the buffer goes with a length", func(t *testing.T) {
+		req, _ := http.NewRequest("POST", e.srv.URL+"/t/acme/echo", struct{ *strings.Reader }{strings.NewReader("small")})
+		req.ContentLength = -1
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var ec echoed
+		json.NewDecoder(resp.Body).Decode(&ec)
+		if ec.BodyLen != 5 || ec.header("Content-Length") == nil || ec.header("Transfer-Encoding") != nil {
+			t.Errorf("router got %d bytes, headers %v", ec.BodyLen, ec.Headers)
+		}
+	})
+	t.Run("chunked past the buffer is 411", func(t *testing.T) {
+		seen := len(e.sc.Seen())
+		req, _ := http.NewRequest("POST", e.srv.URL+"/t/acme/items", struct{ *strings.Reader }{strings.NewReader(strings.Repeat("c", 2000))})
+		req.ContentLength = -1
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 411 {
+			t.Errorf("got %d, want 411", resp.StatusCode)
+		}
+		if len(e.sc.Seen()) != seen {
+			t.Error("a router was asked")
+		}
+	})
+	t.Run("streamed POST that may have run is not re-sent", func(t *testing.T) {
+		e.fault("eu", 0, "reset_after_request")
+		e.fault("eu", 1, "reset_after_request")
+		before := len(e.applies("acme"))
+		r := e.do("POST", "/t/acme/items", map[string]string{"Idempotency-Key": "big"}, strings.Repeat("d", 4096))
+		if r.status != 502 || errCode(t, r) != codeMayHaveRun {
+			t.Errorf("got %d %s: a streamed body cannot be sent twice", r.status, r.body)
+		}
+		if n := len(e.applies("acme")) - before; n != 1 {
+			t.Errorf("applies = %d, want 1", n)
+		}
+		e.fault("eu", 0, "ok")
+		e.fault("eu", 1, "ok")
+	})
+}
+
+func TestOverloaded(t *testing.T) {
+	e := newEnv(t, withConfig(func(c *Config) { c.MaxInflight = 1 }))
+	e.learn("acme")
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		e.do("POST", "/t/acme/items", map[string]string{"Fenec-Wait": "2"}, "x")
+	}()
+	eventually(t, 5*time.Second, "held write in flight", func() bool {
+		for _, s := range e.sc.Seen() {
+			if s.Method == "POST" {
+				return e.h.Inflight() == 1
+			}
+		}
+		return false
+	})
+	r := e.do("GET", "/t/acme/items/1", nil, "")
+	if r.status != 503 || errCode(t, r) != codeOverloaded {
+		t.Errorf("got %d %s, want 503 overloaded", r.status, r.body)
+	}
+	<-held
+}
+
+// Logs never carry the entry token, Authorization, a cookie or a body.
+func TestLogsCarryNoSecrets(t *testing.T) {
+	e := newEnv(t, withEntryToken("TOKEN-PLANTED-42"))
+	e.learn("acme")
+	e.fault("eu", 0, "reset_after_request")
+	for _, m := range []string{"POST", "GET"} {
+		e.do(m, "/t/acme/items", map[string]string{"Authorization": "Bearer AUTH-PLANTED-42",
+			"Cookie": "session=COOKIE-PLANTED-42"}, "BODY-PLANTED-42")
+	}
+	logs := e.logs.String()
+	if !strings.Contains(logs, "may_have_run") {
+		t.Fatalf("expected the failure in the logs:\n%s", logs)
+	}
+	for _, s := range []string{"TOKEN-PLANTED", "AUTH-PLANTED", "COOKIE-PLANTED", "BODY-PLANTED"} {
+		if strings.Contains(logs, s) {
+			t.Errorf("logs carry %s", s)
+		}
+	}
+}

@@ -1,0 +1,27 @@
+package proxy
+
+import "net/http"
+
+// logAttempt writes one warn line per failed attempt (what failed, where, and
+// what the entry did about it); answers are logged once per request by finish.
+func (h *Handler) logAttempt(r *http.Request, x *exchange, rt *router, at attemptResult, act action) {
+	h.met.attempts[rt.region][at.out].Inc()
+	x.lastOut = at.out
+	switch at.out {
+	case outAnswer, outHome5xx, outCanceled:
+		return
+	}
+	e := h.log.Warn()
+	if e == nil {
+		return
+	}
+	e = e.Str("region", h.regions[rt.region].name).Str("router", rt.name).Str("class", at.out.String()).
+		Str("next", act.String()).Str("method", r.Method).Str("tenant", x.tenant).Str("request_id", x.requestID(r))
+	if at.err != nil {
+		e = e.Err(at.err)
+	}
+	if at.resp != nil {
+		e = e.Int("status", at.resp.StatusCode)
+	}
+	e.Msg("attempt failed")
+}

@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the request path's Prometheus metrics. No metric has a
+// per-tenant label. Build with NewMetrics and pass in Config.Metrics; the
+// per-region children are resolved once, at New, so a request does no label
+// lookups.
+type Metrics struct {
+	Requests         *prometheus.CounterVec   // by outcome
+	HomeLookups      *prometheus.CounterVec   // by result: local, gossip, miss
+	Relays           prometheus.Counter       // answers whose Fenec-Home named another region than the one asked
+	Attempts         *prometheus.CounterVec   // by region and class (an attempt's outcome)
+	UpstreamSeconds  *prometheus.HistogramVec // time to an answer head, by region
+	UnknownHome      prometheus.Counter       // Fenec-Home naming a region not configured
+	Inflight         prometheus.Gauge
+	BodiesStreamed   prometheus.Counter // request bodies longer than --body-buffer, streamed to one router
+	IdleConnsDropped prometheus.Counter // connections closed because the idle pool of their router was full
+}
+
+// NewMetrics creates the metrics and registers them with reg (if non-nil).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_entry_requests_total", Help: "Client requests by outcome.",
+		}, []string{"outcome"}),
+		HomeLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_entry_home_lookups_total", Help: "Home table lookups by result (local, gossip, miss).",
+		}, []string{"result"}),
+		Relays: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_relays_total", Help: "Answers relayed by a router of another region than the tenant's home.",
+		}),
+		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_entry_attempts_total", Help: "Attempts at routers by region and outcome class.",
+		}, []string{"region", "class"}),
+		UpstreamSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fenec_entry_upstream_seconds",
+			Help:    "Time from sending a request to a router to its answer head, by region.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 35},
+		}, []string{"region"}),
+		UnknownHome: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_unknown_home_total", Help: "Fenec-Home answers naming a region that is not configured (ignored).",
+		}),
+		Inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenec_entry_inflight_requests", Help: "Requests in flight (bounded by --max-inflight).",
+		}),
+		BodiesStreamed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_bodies_streamed_total", Help: "Request bodies longer than --body-buffer, streamed to one router.",
+		}),
+		IdleConnsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_idle_conns_dropped_total", Help: "Router connections closed because their idle pool was full.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Requests, m.HomeLookups, m.Relays, m.Attempts, m.UpstreamSeconds,
+			m.UnknownHome, m.Inflight, m.BodiesStreamed, m.IdleConnsDropped)
+	}
+	return m
+}
+
+// Request outcomes, the label values of fenec_entry_requests_total.
+const (
+	resAnswer            = "answer"
+	resMayHaveRun        = codeMayHaveRun
+	resNoRegionReachable = codeNoRegionReachable
+	resBadPath           = codeBadPath
+	resLengthRequired    = codeLengthRequired
+	resOverloaded        = codeOverloaded
+	resPreflight         = "preflight"
+	resHealth            = "health"
+	resCanceled          = "canceled"
+	resAborted           = "aborted"
+)
+
+var resultNames = []string{resAnswer, resMayHaveRun, resNoRegionReachable, resBadPath, resLengthRequired,
+	resOverloaded, resPreflight, resHealth, resCanceled, resAborted}
+
+// boundMetrics holds the children resolved once for the configured regions.
+type boundMetrics struct {
+	requests map[string]prometheus.Counter
+	attempts [][]prometheus.Counter // [region][outcome]
+	upstream []prometheus.Observer  // [region]
+	lookup   [3]prometheus.Counter  // local, gossip, miss
+	m        *Metrics
+}
+
+func bindMetrics(m *Metrics, regions []Region) *boundMetrics {
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	b := &boundMetrics{m: m, requests: map[string]prometheus.Counter{}}
+	for _, r := range resultNames {
+		b.requests[r] = m.Requests.WithLabelValues(r)
+	}
+	for _, reg := range regions {
+		row := make([]prometheus.Counter, len(outcomeNames))
+		for o, name := range outcomeNames {
+			row[o] = m.Attempts.WithLabelValues(reg.Name, name)
+		}
+		b.attempts = append(b.attempts, row)
+		b.upstream = append(b.upstream, m.UpstreamSeconds.WithLabelValues(reg.Name))
+	}
+	for i, name := range []string{"local", "gossip", "miss"} {
+		b.lookup[i] = m.HomeLookups.WithLabelValues(name)
+	}
+	return b
+}

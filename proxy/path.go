@@ -1,0 +1,35 @@
+package proxy
+
+import "strings"
+
+// pathKind says what a request path names.
+type pathKind uint8
+
+const (
+	pathTenant pathKind = iota // /t/<tenant>/...: routed by the tenant's home
+	pathOther                  // outside /t/: routed like a tenant heard nowhere, teaches nothing
+	pathBad                    // under /t/ but no valid tenant: 400 bad_path
+)
+
+// tenantOf judges a path that has been percent-decoded once (net/http's
+// URL.Path), as the routers decode it, so /t/acme%2F_replication and
+// /t/acme/%5Freplication both name tenant "acme". The tenant is the first
+// segment after /t/; empty, longer than 255 bytes, or holding a NUL is bad.
+// It does not allocate: the tenant is a substring of path.
+func tenantOf(path string) (string, pathKind) {
+	if !strings.HasPrefix(path, "/t/") {
+		if path == "/t" {
+			return "", pathBad
+		}
+		return "", pathOther
+	}
+	rest := path[3:]
+	tenant := rest
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		tenant = rest[:i]
+	}
+	if tenant == "" || len(tenant) > maxTenantLen || strings.IndexByte(tenant, 0) >= 0 {
+		return "", pathBad
+	}
+	return tenant, pathTenant
+}

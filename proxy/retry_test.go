@@ -1,0 +1,278 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+func errCode(t *testing.T, r result) string {
+	t.Helper()
+	var e errorBody
+	if err := json.Unmarshal([]byte(r.body), &e); err != nil {
+		return ""
+	}
+	return e.Error
+}
+
+// learn makes the entry know tenant's home by one request through it.
+func (e *testEnv) learn(tenant string) {
+	e.t.Helper()
+	if r := e.do("GET", "/t/"+tenant+"/items/0", nil, ""); r.header.Get("Fenec-Shard") != "1" {
+		e.t.Fatalf("learning %s: %d %s", tenant, r.status, r.body)
+	}
+	if _, ok := e.homes.Lookup(tenant); !ok {
+		e.t.Fatalf("home of %s not learned", tenant)
+	}
+}
+
+func TestLearnsHomeThenGoesStraightThere(t *testing.T) {
+	e := newEnv(t)
+	// acme lives in eu; the entry knows nothing and starts at the default, us.
+	r := e.do("GET", "/t/acme/echo", nil, "")
+	if r.status != 200 || e.direct("us") != 1 || e.direct("eu") != 0 {
+		t.Fatalf("first request: %d, direct us=%d eu=%d", r.status, e.direct("us"), e.direct("eu"))
+	}
+	if r.header.Get("Fenec-Home") != "" {
+		t.Error("Fenec-Home reached the client")
+	}
+	if reg, ok := e.homes.Lookup("acme"); !ok || reg != 0 {
+		t.Fatalf("home = %d %v, want eu (0)", reg, ok)
+	}
+	r = e.do("GET", "/t/acme/echo", nil, "")
+	if r.status != 200 || e.direct("eu") != 1 || e.direct("us") != 1 {
+		t.Fatalf("second request: %d, direct us=%d eu=%d; want straight to eu", r.status, e.direct("us"), e.direct("eu"))
+	}
+}
+
+// Row: answer with Fenec-Shard, 5xx, Fenec-Home present -> the answer; no
+// other region is tried.
+func TestRowHome5xxIsTheAnswer(t *testing.T) {
+	for _, method := range []string{"GET", "POST"} {
+		t.Run(method, func(t *testing.T) {
+			e := newEnv(t)
+			// acme's home routers (eu) take the relayed request and reset:
+			// the us router answers its own 502 naming the home.
+			e.fault("eu", 0, "reset_after_request")
+			e.fault("eu", 1, "reset_after_request")
+			path := "/t/acme/items"
+			if method == "GET" {
+				path = "/t/acme/items/1"
+			}
+			r := e.do(method, path, nil, "")
+			if r.status != 502 || !strings.Contains(r.body, "home_unreachable") {
+				t.Fatalf("got %d %s, want the router's own 502", r.status, r.body)
+			}
+			if n := e.direct("eu"); n != 0 {
+				t.Errorf("entry asked eu %d times after a 502 naming the home", n)
+			}
+		})
+	}
+}
+
+// Row: answer with Fenec-Shard, 5xx, no Fenec-Home -> retryable: the next
+// region; otherwise the answer.
+func TestRowShard5xxWithoutHome(t *testing.T) {
+	t.Run("GET goes to the next region", func(t *testing.T) {
+		e := newEnv(t)
+		e.fault("us", 0, "marked_5xx_no_home")
+		e.fault("us", 1, "marked_5xx_no_home")
+		r := e.do("GET", "/t/acme/echo", nil, "")
+		if r.status != 200 || e.direct("eu") != 1 {
+			t.Fatalf("got %d, eu asked %d times; want 200 from eu", r.status, e.direct("eu"))
+		}
+		if n := e.direct("us"); n != 1 {
+			t.Errorf("us asked %d times, want 1 (a router's answer skips the region's other routers)", n)
+		}
+	})
+	t.Run("keyed POST goes to the next region", func(t *testing.T) {
+		e := newEnv(t)
+		e.fault("us", 0, "marked_5xx_no_home")
+		r := e.do("POST", "/t/acme/items", map[string]string{"Idempotency-Key": "k1"}, "x")
+		if r.status != 201 || len(e.applies("acme")) != 1 {
+			t.Fatalf("got %d, applies %d; want 201 once", r.status, len(e.applies("acme")))
+		}
+	})
+	t.Run("POST gets the answer", func(t *testing.T) {
+		e := newEnv(t)
+		e.fault("us", 0, "marked_5xx_no_home")
+		r := e.do("POST", "/t/acme/items", nil, "x")
+		if r.status != 503 || r.header.Get("Fenec-Shard") != "1" {
+			t.Fatalf("got %d %s, want the router's 503", r.status, r.body)
+		}
+		if e.direct("eu") != 0 || len(e.applies("acme")) != 0 {
+			t.Errorf("eu asked %d, applies %d; want neither", e.direct("eu"), len(e.applies("acme")))
+		}
+	})
+	t.Run("every region answers 5xx: the last router answer, not the entry's", func(t *testing.T) {
+		e := newEnv(t)
+		for _, reg := range []string{"eu", "us"} {
+			e.fault(reg, 0, "marked_5xx_no_home")
+			e.fault(reg, 1, "marked_5xx_no_home")
+		}
+		r := e.do("GET", "/t/acme/echo", nil, "")
+		if r.status != 503 || r.header.Get("Fenec-Shard") != "1" {
+			t.Fatalf("got %d %s", r.status, r.body)
+		}
+	})
+}
+
+// Row: connection never made -> the next router, whatever the request.
+func TestRowNeverMade(t *testing.T) {
+	for _, method := range []string{"GET", "POST"} {
+		t.Run(method, func(t *testing.T) {
+			e := newEnv(t)
+			e.learn("acme")
+			e.fault("eu", 0, "refuse")
+			e.fault("eu", 1, "ok")
+			path := "/t/acme/items"
+			if method == "GET" {
+				path = "/t/acme/items/1"
+			}
+			before := len(e.applies("acme"))
+			r := e.do(method, path, nil, "x")
+			if r.header.Get("Fenec-Shard") != "1" || r.status >= 500 {
+				t.Fatalf("got %d %s, want the second router's answer", r.status, r.body)
+			}
+			if method == "POST" && len(e.applies("acme"))-before != 1 {
+				t.Errorf("applies = %d, want 1", len(e.applies("acme"))-before)
+			}
+		})
+	}
+	t.Run("every router of every region refuses", func(t *testing.T) {
+		e := newEnv(t)
+		for _, reg := range []string{"eu", "us"} {
+			e.fault(reg, 0, "refuse")
+			e.fault(reg, 1, "refuse")
+		}
+		r := e.do("POST", "/t/acme/items", nil, "x")
+		if r.status != 502 || errCode(t, r) != codeNoRegionReachable {
+			t.Fatalf("got %d %s, want 502 no_region_reachable", r.status, r.body)
+		}
+		if r.header.Get("Content-Type") != "application/json" {
+			t.Errorf("Content-Type = %q", r.header.Get("Content-Type"))
+		}
+	})
+}
+
+// Row: failed after the request may have been written, or a 5xx without
+// Fenec-Shard -> retryable: the next router; otherwise 502 may_have_run, and
+// the region's next request starts at its next router.
+func TestRowMayHaveReached(t *testing.T) {
+	for _, fault := range []string{"reset_after_request", "unmarked_5xx", "blackhole"} {
+		t.Run(fault+"/POST without key is never re-sent", func(t *testing.T) {
+			e := newEnv(t, withConfig(func(c *Config) { c.AnswerTimeout = 300 * 1e6 }))
+			e.learn("acme")
+			e.fault("eu", 0, fault)
+			r := e.do("POST", "/t/acme/items", nil, "x")
+			if r.status != 502 || errCode(t, r) != codeMayHaveRun {
+				t.Fatalf("got %d %s, want 502 may_have_run", r.status, r.body)
+			}
+			if n := len(e.seenAt("eu", 1)); n != 0 {
+				t.Errorf("second eu router saw %d requests; the write was re-sent", n)
+			}
+			if e.direct("us") != 1 { // only the learning GET
+				t.Errorf("us asked %d times; the write went to another region", e.direct("us"))
+			}
+			applied := len(e.applies("acme"))
+			if fault == "reset_after_request" && applied != 1 {
+				t.Errorf("applies = %d, want exactly the one that ran before the reset", applied)
+			} else if fault != "reset_after_request" && applied != 0 {
+				t.Errorf("applies = %d, want 0", applied)
+			}
+			// The region's next request starts at its next router.
+			e.fault("eu", 0, "ok")
+			r = e.do("POST", "/t/acme/items", nil, "y")
+			if r.status != 201 || len(e.seenAt("eu", 1)) != 1 {
+				t.Errorf("next write: %d, second router saw %d; want it to start there", r.status, len(e.seenAt("eu", 1)))
+			}
+		})
+		t.Run(fault+"/GET goes to the next router", func(t *testing.T) {
+			e := newEnv(t, withConfig(func(c *Config) { c.AnswerTimeout = 300 * 1e6 }))
+			e.learn("acme")
+			e.fault("eu", 0, fault)
+			r := e.do("GET", "/t/acme/echo", nil, "")
+			if r.status != 200 || len(e.seenAt("eu", 1)) != 1 {
+				t.Fatalf("got %d, second router saw %d", r.status, len(e.seenAt("eu", 1)))
+			}
+		})
+		t.Run(fault+"/keyed POST applied once", func(t *testing.T) {
+			e := newEnv(t, withConfig(func(c *Config) { c.AnswerTimeout = 300 * 1e6 }))
+			e.learn("acme")
+			e.fault("eu", 0, fault)
+			r := e.do("POST", "/t/acme/items", map[string]string{"Idempotency-Key": "key-1"}, "x")
+			if r.status != 201 {
+				t.Fatalf("got %d %s, want 201 from the next router", r.status, r.body)
+			}
+			if n := len(e.applies("acme")); n != 1 {
+				t.Errorf("applies = %d, want 1 for one key", n)
+			}
+		})
+	}
+}
+
+// A mark only reorders: a region whose routers all failed is asked last by
+// reads for --read-backoff; a plain write's mark stays until the region
+// answers.
+func TestMarks(t *testing.T) {
+	t.Run("read mark moves the region last, then expires", func(t *testing.T) {
+		e := newEnv(t)
+		e.learn("acme") // home eu
+		e.fault("eu", 0, "refuse")
+		e.fault("eu", 1, "refuse")
+		r := e.do("GET", "/t/acme/items/1", nil, "") // eu fails, us relays -> router's 502 with home
+		if !e.homes.Marked(0) {
+			t.Fatalf("eu not marked after every router failed (got %d)", r.status)
+		}
+		e.fault("eu", 0, "ok")
+		e.fault("eu", 1, "ok")
+		usBefore := e.direct("us")
+		e.do("GET", "/t/acme/items/1", nil, "")
+		if e.direct("us") != usBefore+1 {
+			t.Errorf("marked home eu was not moved behind us")
+		}
+		e.clock.Advance(11e9) // past --read-backoff (10s)
+		usBefore = e.direct("us")
+		e.do("GET", "/t/acme/items/1", nil, "")
+		if e.direct("us") != usBefore {
+			t.Errorf("eu still asked last after the read mark expired")
+		}
+	})
+	t.Run("write mark stays until the region answers", func(t *testing.T) {
+		e := newEnv(t)
+		e.learn("acme")
+		e.fault("eu", 0, "reset_after_request")
+		r := e.do("POST", "/t/acme/items", nil, "x")
+		if errCode(t, r) != codeMayHaveRun || !e.homes.Marked(0) {
+			t.Fatalf("got %d %s, marked=%v", r.status, r.body, e.homes.Marked(0))
+		}
+		e.clock.Advance(60e9)
+		if !e.homes.Marked(0) {
+			t.Fatal("write mark expired by time")
+		}
+		e.fault("eu", 0, "ok")
+		// eu is asked last now: us relays the read home, and the answer of
+		// an eu router, naming eu, clears the mark.
+		usBefore := e.direct("us")
+		e.do("GET", "/t/acme/items/1", nil, "")
+		if e.direct("us") != usBefore+1 {
+			t.Error("write-marked eu was not asked last")
+		}
+		if e.homes.Marked(0) {
+			t.Error("mark not cleared by an answer from a router of the region")
+		}
+	})
+	t.Run("a marked healthy home still serves when it is the only way", func(t *testing.T) {
+		e := newEnv(t)
+		e.learn("globex") // home us
+		e.homes.Mark(1, homes.MarkWrite)
+		e.fault("eu", 0, "refuse")
+		e.fault("eu", 1, "refuse")
+		r := e.do("POST", "/t/globex/items", nil, "x")
+		if r.status != 201 {
+			t.Fatalf("got %d %s: a mark removed a healthy region", r.status, r.body)
+		}
+	})
+}

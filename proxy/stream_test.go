@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// An event reaches the client as the router sends it: each tick arrives on
+// its own, within a short time of the router writing it, not batched.
+func TestSSEStreamsEachEvent(t *testing.T) {
+	e := newEnv(t)
+	e.learn("acme")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/t/acme/events?tick=100", nil)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("Content-Type = %q", ct)
+	}
+	br := bufio.NewReader(resp.Body)
+	ticks := 0
+	var worst time.Duration
+	for ticks < 5 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(line, "data: ") || !strings.Contains(line, "unix_nano") {
+			continue
+		}
+		var d struct {
+			Seq      int   `json:"seq"`
+			UnixNano int64 `json:"unix_nano"`
+		}
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d); err != nil {
+			t.Fatal(err)
+		}
+		if lag := time.Since(time.Unix(0, d.UnixNano)); lag > worst {
+			worst = lag
+		}
+		ticks++
+	}
+	t.Logf("worst lag of 5 ticks from router write to client read: %v", worst)
+	// A buffering proxy would hold ticks until 32 KiB or the end of the
+	// stream: never, here. The bound is loose for a shared, -race machine.
+	if worst > 500*time.Millisecond {
+		t.Errorf("a tick took %v to arrive: buffered, not flushed per write", worst)
+	}
+}
+
+// A write applied while a stream is open reaches the stream.
+func TestSSECarriesWrites(t *testing.T) {
+	e := newEnv(t)
+	e.learn("acme")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/t/acme/events", nil)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, _ := br.ReadString('\n'); !strings.HasPrefix(line, "event: open") {
+		t.Fatalf("first line %q", line)
+	}
+	go e.do("POST", "/t/acme/items", nil, "hello")
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "event: item") {
+			return
+		}
+	}
+}
+
+// A client that goes away cancels the request to the router at once, before
+// or after the answer head: the router sees its connection close within a
+// second.
+func TestCancellationReachesRouter(t *testing.T) {
+	t.Run("stream after the head", func(t *testing.T) {
+		e := newEnv(t)
+		e.learn("acme")
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/t/acme/events", nil)
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufio.NewReader(resp.Body).ReadString('\n')
+		gone := time.Now()
+		cancel()
+		resp.Body.Close()
+		e.waitClientGone(t, "/t/acme/events", gone)
+	})
+	t.Run("held write before the head", func(t *testing.T) {
+		e := newEnv(t)
+		e.learn("acme")
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "POST", e.srv.URL+"/t/acme/items", strings.NewReader("x"))
+		req.Header.Set("Fenec-Wait", "20")
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if resp, err := e.srv.Client().Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		eventually(t, 5*time.Second, "held write reaches the router", func() bool {
+			for _, s := range e.sc.Seen() {
+				if s.Method == "POST" {
+					return true
+				}
+			}
+			return false
+		})
+		gone := time.Now()
+		cancel()
+		<-done
+		e.waitClientGone(t, "/t/acme/items", gone)
+		if n := len(e.applies("acme")); n != 0 {
+			t.Errorf("a cancelled held write was applied %d times", n)
+		}
+	})
+}
+
+func (e *testEnv) waitClientGone(t *testing.T, path string, gone time.Time) {
+	t.Helper()
+	eventually(t, 2*time.Second, "router sees the client go", func() bool {
+		for _, s := range e.sc.Seen() {
+			if s.Path == path && s.From == "" && s.ClientGone && !s.End.IsZero() {
+				if lag := s.End.Sub(gone); lag > time.Second {
+					t.Errorf("router saw the client go after %v, want within 1s", lag)
+				}
+				return true
+			}
+		}
+		return false
+	})
+}
