@@ -16,7 +16,7 @@ import (
 )
 
 // entryFor builds an entry whose only region "eu" has the given routers.
-func entryFor(t *testing.T, routers ...string) (*httptest.Server, *homes.Table) {
+func entryFor(t *testing.T, routers ...string) (*httptest.Server, *Handler) {
 	t.Helper()
 	table, err := homes.New(homes.Config{Regions: []string{"eu"}, Origin: "test"})
 	if err != nil {
@@ -33,7 +33,15 @@ func entryFor(t *testing.T, routers ...string) (*httptest.Server, *homes.Table) 
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { srv.Close(); h.Close() })
-	return srv, table
+	return srv, h
+}
+
+// waitIdle waits until the first router's connection is back in its pool
+// (the client can have the answer a moment before the entry pools it).
+func waitIdle(t *testing.T, h *Handler) {
+	eventually(t, 2*time.Second, "connection back in the pool", func() bool {
+		return h.regions[0].routers[0].idleCount() == 1
+	})
 }
 
 // Row: a proxy's 521, 523, 525, 526, 530 means the connection to the router
@@ -113,8 +121,11 @@ func staleRouter(t *testing.T) (addr string, requests *atomic.Int32) {
 func TestStaleKeepAlive(t *testing.T) {
 	t.Run("GET repeated on a fresh connection", func(t *testing.T) {
 		addr, n := staleRouter(t)
-		srv, _ := entryFor(t, addr)
+		srv, h := entryFor(t, addr)
 		for i := 0; i < 2; i++ {
+			if i == 1 {
+				waitIdle(t, h)
+			}
 			resp, err := http.Get(srv.URL + "/t/acme/x")
 			if err != nil {
 				t.Fatal(err)
@@ -130,9 +141,10 @@ func TestStaleKeepAlive(t *testing.T) {
 	})
 	t.Run("POST without key is may_have_run", func(t *testing.T) {
 		addr, _ := staleRouter(t)
-		srv, _ := entryFor(t, addr)
+		srv, h := entryFor(t, addr)
 		resp, _ := http.Post(srv.URL+"/t/acme/x", "text/plain", strings.NewReader("a"))
 		resp.Body.Close()
+		waitIdle(t, h)
 		resp, _ = http.Post(srv.URL+"/t/acme/x", "text/plain", strings.NewReader("b"))
 		resp.Body.Close()
 		if resp.StatusCode != 502 {

@@ -209,12 +209,13 @@ func (at *attemptResult) finishConn(reusable bool) {
 	at.c = nil
 }
 
-// discard gives up an answer not handed to the client.
+// discard gives up an answer not handed to the client: the connection is
+// closed first, so closing the body cannot read an endless stream to its end.
 func (at *attemptResult) discard() {
+	at.finishConn(false)
 	if at.resp != nil {
 		at.resp.Body.Close()
 	}
-	at.finishConn(false)
 }
 
 var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

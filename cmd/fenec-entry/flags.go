@@ -1,0 +1,328 @@
+package main
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fenec/fenec-entry/node"
+)
+
+// errHelp is returned by parse for -h, -help, --help.
+var errHelp = errors.New("help requested")
+
+// envPrefix is the prefix of every flag's environment variable.
+const envPrefix = "FENEC_ENTRY_"
+
+// flagDef is one flag of `serve`: how it is shown in --help and how its text becomes a field
+// of node.Config.
+type flagDef struct {
+	name   string // without dashes
+	arg    string // what the value looks like, in --help; "" for a boolean flag
+	group  string
+	usage  string
+	def    string // the default as --help shows it; "" for unset
+	later  string // what the flag waits for to take effect, if anything
+	secret bool   // its value is never shown, not even in an error
+	isBool bool
+	apply  func(c *node.Config, v string) error // v is the flag's text; errors say what is wrong, without the flag
+}
+
+// envName returns the flag's environment variable: FENEC_ENTRY_ and the name in capitals,
+// dashes as underscores.
+func (d *flagDef) envName() string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(d.name, "-", "_"))
+}
+
+const (
+	groupClient    = "Client listener"
+	groupRouters   = "Routers"
+	groupPlacement = "Where a tenant heard nowhere goes first, and who the client is"
+	groupProtocol  = "Shared with the routers"
+	groupGossip    = "Gossip"
+	groupOps       = "Operations"
+
+	laterGossip = "takes effect with gossip"
+	laterOps    = "takes effect with the operations issue"
+)
+
+var groups = []string{groupClient, groupRouters, groupPlacement, groupProtocol, groupGossip, groupOps}
+
+// flags are the flags of `serve`, in the order of CONTRACT.md section 3 within each group.
+var flags = []*flagDef{
+	{name: "listen", arg: "host:port", group: groupClient, def: node.DefaultListen,
+		usage: "client-facing HTTP/1.1 and h2c listener (HTTPS with --tls-cert)",
+		apply: setString(func(c *node.Config) *string { return &c.Listen })},
+	{name: "tls-cert", arg: "file", group: groupClient,
+		usage: "serve HTTPS (HTTP/1.1 and h2 by ALPN) with this PEM certificate chain, reloaded when it changes",
+		apply: setString(func(c *node.Config) *string { return &c.TLSCert })},
+	{name: "tls-key", arg: "file", group: groupClient,
+		usage: "the PEM private key of --tls-cert",
+		apply: setString(func(c *node.Config) *string { return &c.TLSKey })},
+	{name: "max-inflight", arg: "n", group: groupClient, def: strconv.Itoa(node.DefaultMaxInflight),
+		usage: "requests in flight at once; beyond it the entry answers 503 overloaded at once",
+		apply: setInt(func(c *node.Config) *int { return &c.MaxInflight })},
+	{name: "header-timeout", arg: "duration", group: groupClient, def: node.DefaultHeaderTimeout.String(),
+		usage: "a connection whose request head is incomplete after this is closed; heads over 1 MiB are refused",
+		apply: setDuration(func(c *node.Config) *time.Duration { return &c.HeaderTimeout })},
+
+	{name: "routers", arg: "spec", group: groupRouters,
+		usage: "required: regions and their routers, in fallback order, eu=http://r1:7000,http://r2:7000;us=http://r3:7000",
+		apply: func(c *node.Config, v string) (err error) { c.Routers, err = node.ParseRouters(v); return err }},
+	{name: "router-ca", arg: "file", group: groupRouters,
+		usage: "extra CA certificates (PEM) for routers reached over https://",
+		apply: setString(func(c *node.Config) *string { return &c.RouterCA })},
+	{name: "answer-timeout", arg: "duration", group: groupRouters, def: node.DefaultAnswerTimeout.String(),
+		usage: "a router that sends no answer head within this has failed (keep it above a held write's 30s)",
+		apply: setDuration(func(c *node.Config) *time.Duration { return &c.AnswerTimeout })},
+	{name: "body-buffer", arg: "size", group: groupRouters, def: "1MiB",
+		usage: "request bodies up to this are kept for a retry (1MiB, 512KiB, 1048576; at most 1GiB)",
+		apply: func(c *node.Config, v string) (err error) { c.BodyBuffer, err = node.ParseSize(v); return err }},
+	{name: "read-backoff", arg: "duration", group: groupRouters, def: node.DefaultReadBackoff.String(),
+		usage: "how long a failed region is asked last by reads and keyed writes",
+		apply: setDuration(func(c *node.Config) *time.Duration { return &c.ReadBackoff })},
+	{name: "homes", arg: "n", group: groupRouters, def: strconv.Itoa(node.DefaultHomes),
+		usage: "homes kept by this entry, the first heard forgotten first",
+		apply: setInt(func(c *node.Config) *int { return &c.Homes })},
+
+	{name: "continents", arg: "map", group: groupPlacement, def: "EU=eu,AF=eu,NA=us,SA=us,AS=ap,OC=ap,AN=ap (configured regions only)",
+		usage: "client continent to region, for tenants heard nowhere; empty for no mapping",
+		apply: func(c *node.Config, v string) (err error) { c.Continents, err = node.ParseContinents(v); return err }},
+	{name: "default-region", arg: "region", group: groupPlacement, def: "the first region of --routers",
+		usage: "asked first for a continent with no mapping",
+		apply: setString(func(c *node.Config) *string { return &c.DefaultRegion })},
+	{name: "pop", arg: "name", group: groupPlacement, def: "$FLY_REGION, else the hostname",
+		usage: "this entry's PoP name",
+		apply: setString(func(c *node.Config) *string { return &c.Pop })},
+	{name: "continent", arg: "code", group: groupPlacement, def: "the continent of $FLY_REGION, else unset",
+		usage: "this entry's continent (EU, NA, SA, AS, OC, AF, AN), the clients' when nothing else says",
+		apply: func(c *node.Config, v string) error { c.Continent = strings.ToUpper(strings.TrimSpace(v)); return nil }},
+	{name: "geoip", arg: "file", group: groupPlacement, later: laterOps,
+		usage: "a .mmdb file (MaxMind/DB-IP) giving the client's continent",
+		apply: setString(func(c *node.Config) *string { return &c.GeoIP })},
+	{name: "country-header", arg: "name", group: groupPlacement, later: laterOps,
+		usage: "a header naming the client's country, believed only from --trusted-proxies",
+		apply: setString(func(c *node.Config) *string { return &c.CountryHeader })},
+	{name: "client-ip", arg: "mode", group: groupPlacement, def: node.DefaultClientIP,
+		later: "proxy-protocol " + laterOps,
+		usage: "where the client's address comes from: peer, proxy-protocol, fly (Fly-Client-IP) or header:NAME (needs --trusted-proxies)",
+		apply: setString(func(c *node.Config) *string { return &c.ClientIP })},
+	{name: "trusted-proxies", arg: "cidrs", group: groupPlacement,
+		usage: "peers whose address and country headers are believed: 10.0.0.0/8,fd00::/8",
+		apply: func(c *node.Config, v string) (err error) { c.TrustedProxies, err = node.ParseCIDRs(v); return err }},
+
+	{name: "entry-token", arg: "secret", group: groupProtocol, secret: true,
+		usage: "shared with the routers' --entry-token; enables Fenec-Client",
+		apply: func(c *node.Config, v string) error { c.EntryToken = node.Secret(v); return nil }},
+	{name: "cors", arg: "origins", group: groupProtocol,
+		usage: "the routers' --http-cors: * or a comma list of origins; the entry answers preflights",
+		apply: setString(func(c *node.Config) *string { return &c.CORS })},
+
+	{name: "node", arg: "name", group: groupGossip, def: "$FLY_MACHINE_ID, else the hostname", later: laterGossip,
+		usage: "this entry's serf node name (also stamps its home observations)",
+		apply: setString(func(c *node.Config) *string { return &c.Node })},
+	{name: "gossip-bind", arg: "host:port", group: groupGossip, def: node.DefaultGossipBind, later: laterGossip,
+		usage: "serf/memberlist address (UDP and TCP)",
+		apply: setString(func(c *node.Config) *string { return &c.GossipBind })},
+	{name: "gossip-advertise", arg: "host:port", group: groupGossip, def: "detected", later: laterGossip,
+		usage: "the address peers reach this entry at",
+		apply: setString(func(c *node.Config) *string { return &c.GossipAdvertise })},
+	{name: "join", arg: "peers", group: groupGossip, later: laterGossip,
+		usage: "peers host:port,...; retried every 5s, serving alone until one answers",
+		apply: func(c *node.Config, v string) error { c.Join = node.ParseList(v); return nil }},
+	{name: "join-dns", arg: "name", group: groupGossip, later: laterGossip,
+		usage: "a name resolved every 5s for peers (on Fly: <app>.internal)",
+		apply: setString(func(c *node.Config) *string { return &c.JoinDNS })},
+	{name: "gossip-key", arg: "base64", group: groupGossip, later: laterGossip, secret: true,
+		usage: "base64 of a 16, 24 or 32-byte key: gossip is encrypted; required to join peers",
+		apply: setGossipKey},
+	{name: "insecure-gossip", group: groupGossip, later: laterGossip, isBool: true, def: "false",
+		usage: "allow joining peers without --gossip-key (gossip in the clear)",
+		apply: setBool(func(c *node.Config) *bool { return &c.InsecureGossip })},
+	{name: "rpc-addr", arg: "host:port", group: groupGossip, def: node.DefaultRPCAddr, later: laterGossip,
+		usage: "serf's RPC, for `serf members -rpc-addr ...`; not loopback needs --rpc-auth",
+		apply: setString(func(c *node.Config) *string { return &c.RPCAddr })},
+	{name: "rpc-auth", arg: "secret", group: groupGossip, later: laterGossip, secret: true,
+		usage: "token every serf RPC client must send (-rpc-auth)",
+		apply: func(c *node.Config, v string) error { c.RPCAuth = node.Secret(v); return nil }},
+
+	{name: "admin-listen", arg: "host:port", group: groupOps, def: node.DefaultAdminListen,
+		usage: "/metrics, /status.json, /healthz, /readyz",
+		apply: setString(func(c *node.Config) *string { return &c.AdminListen })},
+	{name: "drain", arg: "duration", group: groupOps, def: node.DefaultDrain.String(),
+		usage: "after SIGTERM, keep serving this long with Connection: close, then stop (open requests get 10s more)",
+		apply: setDuration(func(c *node.Config) *time.Duration { return &c.Drain })},
+	{name: "log-level", arg: "level", group: groupOps, def: node.DefaultLogLevel,
+		usage: "debug (a line per request), info, warn or error",
+		apply: func(c *node.Config, v string) error { c.LogLevel = strings.ToLower(strings.TrimSpace(v)); return nil }},
+	{name: "log-format", arg: "format", group: groupOps, def: node.DefaultLogFormat,
+		usage: "json (one object per line) or console (for people)",
+		apply: func(c *node.Config, v string) error { c.LogFormat = strings.ToLower(strings.TrimSpace(v)); return nil }},
+}
+
+func lookupFlag(name string) *flagDef {
+	for _, d := range flags {
+		if d.name == name {
+			return d
+		}
+	}
+	return nil
+}
+
+// parse turns serve's arguments and environment into a validated node.Config. Each flag's
+// value is taken from the command line, else from its FENEC_ENTRY_ variable (empty counts as
+// unset), else from its default; --pop, --continent and --node default from FLY_REGION,
+// FLY_MACHINE_ID and the hostname. It returns errHelp for -h/--help, and otherwise the first
+// error as a *node.ConfigError (one line, naming the flag, never holding a secret) or, for a
+// stray argument, a plain error.
+func parse(args []string, env func(string) string) (node.Config, error) {
+	return parseWith(args, env, os.Hostname)
+}
+
+func parseWith(args []string, env func(string) string, hostname func() (string, error)) (node.Config, error) {
+	cmdline, err := scanArgs(args)
+	if err != nil {
+		return node.Config{}, err
+	}
+	host, _ := hostname()
+	cfg := node.DefaultConfig()
+	cfg.Pop = node.DefaultPop(env("FLY_REGION"), host)
+	cfg.Continent = node.DefaultContinent(env("FLY_REGION"))
+	cfg.Node = node.DefaultNode(env("FLY_MACHINE_ID"), host)
+	for _, d := range flags {
+		v, ok := cmdline[d.name]
+		from := ""
+		if !ok {
+			if v = env(d.envName()); v == "" {
+				continue
+			}
+			from = d.envName() + ": "
+		}
+		if err := d.apply(&cfg, v); err != nil {
+			msg := err.Error()
+			if d.secret {
+				msg = "bad value" // apply of a secret never says more, but be sure
+				var se secretError
+				if errors.As(err, &se) {
+					msg = string(se)
+				}
+			}
+			return node.Config{}, &node.ConfigError{Flag: d.name, Msg: from + msg}
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return node.Config{}, err
+	}
+	return cfg, nil
+}
+
+// scanArgs reads flags the way Go's flag package does (-name, --name, -name=value,
+// --name value, a boolean flag alone or as --name=false, "--" ends the flags) and returns
+// the last value of each. Its errors name the flag and never print a value.
+func scanArgs(args []string) (map[string]string, error) {
+	out := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			if i+1 < len(args) {
+				return nil, fmt.Errorf("serve takes no arguments, only flags: argument %d is not a flag (see --help)", i+2)
+			}
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			return nil, fmt.Errorf("serve takes no arguments, only flags: argument %d is not a flag (see --help)", i+1)
+		}
+		name := strings.TrimPrefix(a[1:], "-")
+		name, val, hasVal := strings.Cut(name, "=")
+		if name == "" || name[0] == '-' {
+			return nil, &node.ConfigError{Flag: strings.TrimLeft(name, "-"), Msg: "bad flag syntax (want --name value or --name=value)"}
+		}
+		if name == "h" || name == "help" {
+			return nil, errHelp
+		}
+		d := lookupFlag(name)
+		if d == nil {
+			return nil, &node.ConfigError{Flag: name, Msg: "unknown flag (see fenec-entry serve --help)"}
+		}
+		switch {
+		case hasVal:
+		case d.isBool:
+			val = "true"
+		case i+1 < len(args):
+			i++
+			val = args[i]
+		default:
+			return nil, &node.ConfigError{Flag: name, Msg: "needs a value (" + d.arg + ")"}
+		}
+		out[name] = val
+	}
+	return out, nil
+}
+
+func setString(field func(*node.Config) *string) func(*node.Config, string) error {
+	return func(c *node.Config, v string) error {
+		*field(c) = strings.TrimSpace(v)
+		return nil
+	}
+}
+
+func setInt(field func(*node.Config) *int) func(*node.Config, string) error {
+	return func(c *node.Config, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		*field(c) = n
+		return nil
+	}
+}
+
+func setBool(field func(*node.Config) *bool) func(*node.Config, string) error {
+	return func(c *node.Config, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", v)
+		}
+		*field(c) = b
+		return nil
+	}
+}
+
+func setDuration(field func(*node.Config) *time.Duration) func(*node.Config, string) error {
+	return func(c *node.Config, v string) (err error) {
+		*field(c), err = parseDuration(v)
+		return err
+	}
+}
+
+func parseDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration (want e.g. 10s, 1m30s, 500ms)", v)
+	}
+	return d, nil
+}
+
+// secretError is an error about a secret flag's value that says what is wrong without it.
+type secretError string
+
+func (e secretError) Error() string { return string(e) }
+
+// setGossipKey decodes --gossip-key: standard base64, with or without padding, of 16, 24 or
+// 32 bytes (what `serf keygen` prints).
+func setGossipKey(c *node.Config, v string) error {
+	v = strings.TrimSpace(v)
+	key, err := base64.StdEncoding.DecodeString(v)
+	if err != nil {
+		key, err = base64.RawStdEncoding.DecodeString(v)
+	}
+	if err != nil || (len(key) != 16 && len(key) != 24 && len(key) != 32) {
+		return secretError("not base64 of 16, 24 or 32 bytes")
+	}
+	c.GossipKey = key
+	return nil
+}

@@ -1,0 +1,116 @@
+package node
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// FlyClientIPHeader is the header Fly's proxy sets to the client's address (--client-ip fly).
+const FlyClientIPHeader = "Fly-Client-Ip"
+
+// clientAddrFunc returns the proxy's Config.ClientAddr for c.ClientIP, or nil for the TCP
+// peer (the proxy's default). proxy-protocol is accepted by Validate but not implemented
+// yet: it is the TCP peer until the operations issue (Start logs a warning).
+func clientAddrFunc(c Config) func(*http.Request) string {
+	switch {
+	case c.ClientIP == ClientIPFly:
+		// Fly's proxy always overwrites Fly-Client-IP, so without --trusted-proxies it is
+		// believed from any peer; with them, only from them.
+		h := headerAddr{name: FlyClientIPHeader, trusted: c.TrustedProxies, anyPeer: len(c.TrustedProxies) == 0}
+		return h.addr
+	case strings.HasPrefix(c.ClientIP, ClientIPHeaderPrefix):
+		name := http.CanonicalHeaderKey(strings.TrimPrefix(c.ClientIP, ClientIPHeaderPrefix))
+		h := headerAddr{name: name, trusted: c.TrustedProxies}
+		return h.addr
+	}
+	return nil
+}
+
+// headerAddr takes the client's address from a header (X-Forwarded-For style: a list of
+// addresses, the nearest proxy's last) when the TCP peer is a trusted proxy. Safe for
+// concurrent use; it does not change after construction.
+type headerAddr struct {
+	name    string // canonical header name
+	trusted []netip.Prefix
+	anyPeer bool // believe the header from any peer
+}
+
+// addr returns the client's address without port or brackets: the right-most address of the
+// header that is not a trusted proxy (so that a client cannot choose its address by sending
+// the header itself), the left-most if all are trusted, and the TCP peer's if the peer is not
+// trusted, the header is absent or any element of it is not an address.
+func (h headerAddr) addr(r *http.Request) string {
+	peer := peerHost(r.RemoteAddr)
+	if !h.anyPeer {
+		pa, err := netip.ParseAddr(peer)
+		if err != nil || !h.isTrusted(pa) {
+			return peer
+		}
+	}
+	vals := r.Header[h.name]
+	var last netip.Addr
+	for i := len(vals) - 1; i >= 0; i-- {
+		v := vals[i]
+		for v != "" {
+			item := v
+			if j := strings.LastIndexByte(v, ','); j >= 0 {
+				item, v = v[j+1:], v[:j]
+			} else {
+				v = ""
+			}
+			item = strings.TrimSpace(item)
+			if item == "" {
+				continue
+			}
+			a, ok := parseAddrMaybePort(item)
+			if !ok {
+				return peer
+			}
+			if !h.isTrusted(a) {
+				return a.String()
+			}
+			last = a
+		}
+	}
+	if last.IsValid() {
+		return last.String()
+	}
+	return peer
+}
+
+func (h headerAddr) isTrusted(a netip.Addr) bool {
+	for _, p := range h.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseAddrMaybePort parses "1.2.3.4", "1.2.3.4:80", "::1" or "[::1]:80", and returns the
+// address unmapped and without zone.
+func parseAddrMaybePort(s string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		a = ap.Addr()
+	}
+	return a.Unmap().WithZone(""), true
+}
+
+// peerHost returns the host of a RemoteAddr, unmapped; RemoteAddr itself if it has no port.
+func peerHost(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return remote
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap().WithZone("").String()
+	}
+	return host
+}

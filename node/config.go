@@ -1,0 +1,175 @@
+package node
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/fenec/fenec-entry/proxy"
+)
+
+// Config is the configuration of one entry: every setting of `fenec-entry serve`
+// (CONTRACT.md section 3) as a parsed value, each field named after its flag. Build one with
+// DefaultConfig, set Routers, Pop and Node at least, and check it with Validate (New does).
+//
+// The zero Config is not valid: Routers, Pop and Node have no default, and the durations and
+// limits are zero. A Config is a plain value: copying it copies the slices and maps by
+// reference, so do not change one while a Node built from it runs.
+//
+// Secrets (EntryToken, GossipKey, RPCAuth) are of types that print as "[redacted]" with every
+// fmt verb and in JSON; String and MarshalZerologObject summarise the rest (redact.go).
+type Config struct {
+	// Client listener.
+
+	Listen        string        // --listen: host:port of the client-facing listener
+	TLSCert       string        // --tls-cert: PEM certificate chain file; with TLSKey serves HTTPS
+	TLSKey        string        // --tls-key: PEM private key file; with TLSCert
+	MaxInflight   int           // --max-inflight: requests in flight at once, 1..MaxMaxInflight
+	HeaderTimeout time.Duration // --header-timeout: how long a request head may take to arrive
+
+	// Routers.
+
+	// Routers are the regions in fallback order with their routers (--routers). Each router
+	// is scheme://host:port with scheme http or https and no path, query or user.
+	Routers       []proxy.Region
+	RouterCA      string        // --router-ca: PEM file of extra CAs for https:// routers; "" for none
+	AnswerTimeout time.Duration // --answer-timeout: a router with no answer head within it has failed
+	BodyBuffer    int64         // --body-buffer: request bodies up to this many bytes are kept for a retry
+	ReadBackoff   time.Duration // --read-backoff: how long a failed region is asked last by reads
+	Homes         int           // --homes: homes kept, 1..MaxHomes
+
+	// Where a tenant heard nowhere goes first.
+
+	// Continents maps a client continent code (EU, NA, SA, AS, OC, AF, AN) to a region name
+	// (--continents). Nil means DefaultContinents of the configured regions; an empty non-nil
+	// map means no mapping at all (every continent goes to DefaultRegion).
+	Continents     map[string]string
+	DefaultRegion  string         // --default-region: "" means the first region of Routers
+	Pop            string         // --pop: this entry's PoP name; required
+	Continent      string         // --continent: this entry's continent code; "" if unknown
+	GeoIP          string         // --geoip: .mmdb file giving a client address's continent; "" for none
+	CountryHeader  string         // --country-header: header naming the client's country; "" for none
+	ClientIP       string         // --client-ip: peer, proxy-protocol, fly or header:NAME
+	TrustedProxies []netip.Prefix // --trusted-proxies: peers whose address headers are believed
+
+	// The routers' side of the protocol.
+
+	EntryToken Secret // --entry-token: shared with the routers; enables Fenec-Client
+	CORS       string // --cors: "" (off), "*" or a comma list of origins
+
+	// Gossip (taken by the gossip package when it exists; validated already).
+
+	Node            string      // --node: serf node name, also the home table's Origin; required
+	GossipBind      string      // --gossip-bind: host:port for memberlist, UDP and TCP
+	GossipAdvertise string      // --gossip-advertise: host:port told to peers; "" to detect
+	Join            []string    // --join: peers, host:port each
+	JoinDNS         string      // --join-dns: name (or name:port) resolved again every 5 s
+	GossipKey       SecretBytes // --gossip-key: 16, 24 or 32 bytes; nil for clear-text gossip
+	InsecureGossip  bool        // --insecure-gossip: allow peers to join without GossipKey
+	RPCAddr         string      // --rpc-addr: host:port of serf's RPC
+	RPCAuth         Secret      // --rpc-auth: token every RPC client must send; "" for none
+
+	// Operations.
+
+	AdminListen string        // --admin-listen: host:port of /metrics, /healthz, /readyz, /status.json
+	Drain       time.Duration // --drain: after SIGTERM, keep serving this long with Connection: close
+	LogLevel    string        // --log-level: debug, info, warn or error
+	LogFormat   string        // --log-format: json or console
+
+	// Version is this build's version, shown in /status.json and the start line. Set by
+	// cmd from the build, not a flag; "" shows as "dev".
+	Version string
+}
+
+// Defaults of DefaultConfig, as CONTRACT.md section 3 gives them.
+const (
+	DefaultListen        = ":8080"
+	DefaultMaxInflight   = 10000
+	DefaultHeaderTimeout = 10 * time.Second
+	DefaultAnswerTimeout = 35 * time.Second
+	DefaultBodyBuffer    = 1 << 20
+	DefaultReadBackoff   = 10 * time.Second
+	DefaultHomes         = 50000
+	DefaultClientIP      = "peer"
+	DefaultGossipBind    = ":7946"
+	DefaultRPCAddr       = "127.0.0.1:7373"
+	DefaultAdminListen   = "127.0.0.1:9091"
+	DefaultDrain         = 10 * time.Second
+	DefaultLogLevel      = "info"
+	DefaultLogFormat     = "json"
+)
+
+// Bounds Validate enforces. They catch typos (a unit too many) rather than encode a limit of
+// the design; each is far above what a deployment needs.
+const (
+	MaxRegions          = 64               // regions in --routers (homes and proxy hold at most 64)
+	MaxRoutersPerRegion = 64               // routers in one region
+	MaxHomes            = 10_000_000       // --homes: about 1.5 GB of table at ~150 bytes a home
+	MaxMaxInflight      = 1_000_000        // --max-inflight
+	MaxBodyBuffer       = 1 << 30          // --body-buffer: 1 GiB
+	MaxHeaderTimeout    = 10 * time.Minute // --header-timeout
+	MaxAnswerTimeout    = time.Hour        // --answer-timeout
+	MaxReadBackoff      = time.Hour        // --read-backoff
+	MaxDrain            = 10 * time.Minute // --drain
+	MaxNameLen          = 128              // --node and --pop, in bytes
+	MaxRegionNameLen    = 64               // a region name, in bytes
+)
+
+// DefaultConfig returns the defaults of CONTRACT.md section 3. Routers, Pop and Node are left
+// empty (they have no environment-free default: cmd derives Pop and Node from FLY_REGION,
+// FLY_MACHINE_ID and the hostname, see DefaultPop and DefaultNode); Continents is nil, which
+// means DefaultContinents of whatever regions Routers names.
+func DefaultConfig() Config {
+	return Config{
+		Listen:        DefaultListen,
+		MaxInflight:   DefaultMaxInflight,
+		HeaderTimeout: DefaultHeaderTimeout,
+		AnswerTimeout: DefaultAnswerTimeout,
+		BodyBuffer:    DefaultBodyBuffer,
+		ReadBackoff:   DefaultReadBackoff,
+		Homes:         DefaultHomes,
+		ClientIP:      DefaultClientIP,
+		GossipBind:    DefaultGossipBind,
+		RPCAddr:       DefaultRPCAddr,
+		AdminListen:   DefaultAdminListen,
+		Drain:         DefaultDrain,
+		LogLevel:      DefaultLogLevel,
+		LogFormat:     DefaultLogFormat,
+	}
+}
+
+// RegionNames returns the names of c.Routers, in order.
+func (c Config) RegionNames() []string {
+	names := make([]string, len(c.Routers))
+	for i, r := range c.Routers {
+		names[i] = r.Name
+	}
+	return names
+}
+
+// ContinentMap returns the continent mapping in effect: c.Continents, or, when that is nil,
+// DefaultContinents of the configured regions. The map returned is a fresh copy.
+func (c Config) ContinentMap() map[string]string {
+	if c.Continents == nil {
+		return DefaultContinents(c.RegionNames())
+	}
+	m := make(map[string]string, len(c.Continents))
+	for k, v := range c.Continents {
+		m[k] = v
+	}
+	return m
+}
+
+// DefaultRegionName returns the region asked first for a continent with no mapping:
+// c.DefaultRegion, or the first region when that is empty, or "" with no regions.
+func (c Config) DefaultRegionName() string {
+	if c.DefaultRegion != "" {
+		return c.DefaultRegion
+	}
+	if len(c.Routers) > 0 {
+		return c.Routers[0].Name
+	}
+	return ""
+}
+
+// hasPeersToJoin reports whether the entry is told to join peers.
+func (c Config) hasPeersToJoin() bool { return len(c.Join) > 0 || c.JoinDNS != "" }

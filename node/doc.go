@@ -1,0 +1,12 @@
+// Package node is one entry: its configuration (Config, DefaultConfig, a pure Validate and
+// the parsers of the flag syntaxes), its wiring (the home table, the proxy, the Prometheus
+// registry), its lifecycle (New, Start, Drain, Close) and its admin listener (/metrics,
+// /healthz, /readyz, /status.json).
+//
+// node reads no environment variable and parses no command line: cmd/fenec-entry does that
+// and hands over a Config. It knows the request path only as a proxy.Handler and the home
+// table only through package homes.
+//
+// Errors a fixed configuration cannot recover from are *ConfigError (their text starts with
+// the flag, "--routers: ..."); everything else New, Start and Run return is a runtime failure.
+package node

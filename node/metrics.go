@@ -1,0 +1,101 @@
+package node
+
+import (
+	"runtime"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/proxy"
+)
+
+// newRegistry returns the entry's Prometheus registry with the Go and process collectors,
+// the proxy's metrics (returned, for proxy.Config.Metrics), the home table's and the node's
+// own. No metric has a per-tenant label: regions are at most MaxRegions.
+func (n *Node) newRegistry() (*prometheus.Registry, *proxy.Metrics) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&homesCollector{t: n.homes, regions: n.cfg.RegionNames(), capacity: n.cfg.Homes},
+	)
+	pm := proxy.NewMetrics(reg)
+
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fenec_entry_build_info",
+		Help: "Always 1; the labels say which build runs.",
+		ConstLabels: prometheus.Labels{
+			"version": n.version(), "goversion": runtime.Version(),
+			"pop": n.cfg.Pop, "continent": n.cfg.Continent,
+		},
+	}, func() float64 { return 1 }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fenec_entry_ready",
+		Help: "1 while /readyz answers 200, else 0.",
+	}, func() float64 { return b2f(n.isReady()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fenec_entry_draining",
+		Help: "1 from the start of a drain (SIGTERM) on, else 0.",
+	}, func() float64 { return b2f(n.draining.Load()) }))
+	if n.certs != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_entry_tls_cert_not_after_seconds",
+			Help: "Expiry of the --tls-cert certificate in use, Unix seconds.",
+		}, func() float64 { return float64(n.certs.NotAfter().Unix()) }))
+	}
+	return reg, pm
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// homesCollector exports the home table's Stats, read once per scrape, and each region's
+// mark. Safe for concurrent scrapes (Table.Stats and Table.Marked are).
+type homesCollector struct {
+	t        *homes.Table
+	regions  []string
+	capacity int
+}
+
+var (
+	descHomes = prometheus.NewDesc("fenec_entry_homes",
+		"Homes held, by source: local (heard from a router here) or gossip (told by a peer).", []string{"source"}, nil)
+	descHomesCapacity = prometheus.NewDesc("fenec_entry_homes_capacity",
+		"Most homes held (--homes); beyond it the first heard is forgotten first.", nil, nil)
+	descEvicted = prometheus.NewDesc("fenec_entry_homes_evicted_total",
+		"Homes forgotten to make room for new ones.", nil, nil)
+	descFeedDropped = prometheus.NewDesc("fenec_entry_homes_feed_dropped_total",
+		"Home and mark changes not gossiped because the change feed was full.", nil, nil)
+	descUnknownRegion = prometheus.NewDesc("fenec_entry_homes_unknown_region_total",
+		"Homes or marks, heard or told, naming a region that is not configured (ignored).", nil, nil)
+	descMarkedRegions = prometheus.NewDesc("fenec_entry_marked_regions",
+		"Regions with a live failure mark.", nil, nil)
+	descRegionMarked = prometheus.NewDesc("fenec_entry_region_marked",
+		"1 while the region has a live failure mark (it is asked last), else 0.", []string{"region"}, nil)
+)
+
+func (c *homesCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descHomes, descHomesCapacity, descEvicted, descFeedDropped,
+		descUnknownRegion, descMarkedRegions, descRegionMarked} {
+		ch <- d
+	}
+}
+
+func (c *homesCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.t.Stats()
+	ch <- prometheus.MustNewConstMetric(descHomes, prometheus.GaugeValue, float64(st.Local), "local")
+	ch <- prometheus.MustNewConstMetric(descHomes, prometheus.GaugeValue, float64(st.Gossip), "gossip")
+	ch <- prometheus.MustNewConstMetric(descHomesCapacity, prometheus.GaugeValue, float64(c.capacity))
+	ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(st.Evicted))
+	ch <- prometheus.MustNewConstMetric(descFeedDropped, prometheus.CounterValue, float64(st.FeedDropped))
+	ch <- prometheus.MustNewConstMetric(descUnknownRegion, prometheus.CounterValue, float64(st.UnknownRegion))
+	ch <- prometheus.MustNewConstMetric(descMarkedRegions, prometheus.GaugeValue, float64(st.Marked))
+	for i, name := range c.regions {
+		ch <- prometheus.MustNewConstMetric(descRegionMarked, prometheus.GaugeValue, b2f(c.t.Marked(i)), name)
+	}
+}

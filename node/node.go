@@ -1,0 +1,408 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/proxy"
+)
+
+// Limits of the listeners that are not flags.
+const (
+	maxHead        = 1 << 20           // request heads over 1 MiB are refused (CONTRACT.md §3)
+	maxHeaderBytes = maxHead - 4096    // net/http reads up to MaxHeaderBytes+4096 bytes of head (TestHeadLimit)
+	idleTimeout    = 120 * time.Second // an idle client keep-alive connection is closed after this
+	shutdownGrace  = 10 * time.Second  // after the drain, open requests get this long (then are ended)
+	adminGrace     = time.Second       // the admin listener's own shutdown grace
+)
+
+var errClosed = errors.New("node: closed")
+
+// Node is one running entry: the client listener serving a proxy.Handler, the admin listener,
+// the home table and a Prometheus registry. Make one with New; the zero Node is not usable.
+//
+// Its lifecycle is New -> Start -> Drain -> Close, and every method is safe for concurrent use:
+//   - Start binds the listeners and serves. A second call returns the first call's result;
+//     Start after Drain or Close returns an error and binds nothing.
+//   - Drain stops the entry gracefully (serve --drain more with Connection: close, stop
+//     listening, give open requests up to 10 s, then end them). A second call waits for the
+//     first to finish and returns nil.
+//   - Close stops everything at once, ending open requests. It is safe to call more than
+//     once, before Start, during or after Drain; it waits for every goroutine the Node started.
+type Node struct {
+	cfg    Config
+	log    zerolog.Logger
+	homes  *homes.Table
+	proxy  *proxy.Handler
+	certs  *certReloader // nil without --tls-cert
+	client *http.Server
+	admin  *http.Server
+
+	grace      time.Duration // open requests' time after the drain: shutdownGrace (tests shorten it)
+	certsEvery time.Duration // how often the certificate files are checked: certCheckEvery
+
+	ready     atomic.Bool // SetReady; true from New
+	draining  atomic.Bool
+	startedAt atomic.Pointer[time.Time] // nil until Start has bound the listeners
+
+	bg       context.Context // ends the background goroutines; cancelled by stopBackground
+	bgCancel context.CancelFunc
+	wg       sync.WaitGroup // serve loops and background goroutines
+	failed   chan error     // a serve loop's failure after Start; capacity 2, never closed
+	closed   chan struct{}  // closed by Close
+
+	mu          sync.Mutex // guards the following fields
+	startCalled bool
+	startErr    error
+	stopped     bool // Drain or Close was called
+	clientAddr  net.Addr
+	adminAddr   net.Addr
+
+	drainOnce sync.Once
+	closeOnce sync.Once
+}
+
+// New builds a Node from cfg: it validates cfg, reads --router-ca and the TLS certificate, and
+// builds the home table, the proxy and the metrics. It binds nothing and starts no goroutine.
+// Errors from a bad cfg or an unreadable file are *ConfigError.
+func New(cfg Config, logger zerolog.Logger) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	table, err := homes.New(homes.Config{
+		Regions:     cfg.RegionNames(),
+		Capacity:    cfg.Homes,
+		ReadBackoff: cfg.ReadBackoff,
+		Origin:      cfg.Node,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: home table: %w", err)
+	}
+	n := &Node{
+		cfg:        cfg,
+		log:        logger,
+		homes:      table,
+		failed:     make(chan error, 2),
+		closed:     make(chan struct{}),
+		grace:      shutdownGrace,
+		certsEvery: certCheckEvery,
+	}
+	n.ready.Store(true)
+
+	var routerTLS *tls.Config
+	if cfg.RouterCA != "" {
+		if routerTLS, err = loadRouterCA(cfg.RouterCA); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.TLSCert != "" {
+		if n.certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey, logger); err != nil {
+			return nil, err
+		}
+	}
+	reg, metrics := n.newRegistry()
+	var clientContinent func(*http.Request, string) string
+	if c := cfg.Continent; c != "" {
+		clientContinent = func(*http.Request, string) string { return c }
+	}
+	n.proxy, err = proxy.New(proxy.Config{
+		Regions:         cfg.Routers,
+		Homes:           table,
+		Continents:      cfg.ContinentMap(),
+		DefaultRegion:   cfg.DefaultRegion,
+		ClientAddr:      clientAddrFunc(cfg),
+		ClientContinent: clientContinent,
+		EntryToken:      string(cfg.EntryToken),
+		CORS:            cfg.CORS,
+		MaxInflight:     cfg.MaxInflight,
+		BodyBuffer:      cfg.BodyBuffer,
+		AnswerTimeout:   cfg.AnswerTimeout,
+		RouterTLS:       routerTLS,
+		Logger:          &n.log,
+		Metrics:         metrics,
+		ConnClose:       n.draining.Load,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: proxy: %w", err)
+	}
+
+	protos := new(http.Protocols)
+	protos.SetHTTP1(true)
+	n.client = &http.Server{
+		Handler:           n.proxy,
+		Protocols:         protos,
+		ReadHeaderTimeout: cfg.HeaderTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          httpErrorLog(logger, "client"),
+	}
+	if n.certs != nil {
+		protos.SetHTTP2(true)
+		n.client.TLSConfig = &tls.Config{GetCertificate: n.certs.GetCertificate, MinVersion: tls.VersionTLS12}
+	} else {
+		protos.SetUnencryptedHTTP2(true)
+	}
+	n.admin = &http.Server{
+		Handler:           n.adminHandler(reg),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          httpErrorLog(logger, "admin"),
+	}
+	n.bg, n.bgCancel = context.WithCancel(context.Background())
+	return n, nil
+}
+
+// Start binds the client listener (--listen) and the admin listener (--admin-listen) and
+// serves them; the entry is ready (/readyz) once Start returns nil, unless SetReady(false)
+// holds. A bind error names its flag ("--listen: listen tcp ...: address already in use"); it
+// is a runtime failure, not a *ConfigError. ctx bounds only the binding. See Node for calling
+// Start twice.
+func (n *Node) Start(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.startCalled:
+		return n.startErr
+	case n.stopped:
+		return errClosed
+	}
+	n.startCalled = true
+	n.startErr = n.startLocked(ctx)
+	return n.startErr
+}
+
+func (n *Node) startLocked(ctx context.Context) error {
+	var lc net.ListenConfig
+	cl, err := lc.Listen(ctx, "tcp", n.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	al, err := lc.Listen(ctx, "tcp", n.cfg.AdminListen)
+	if err != nil {
+		cl.Close()
+		return fmt.Errorf("--admin-listen: %w", err)
+	}
+	n.clientAddr, n.adminAddr = cl.Addr(), al.Addr()
+
+	n.serve("--listen", func() error {
+		if n.certs != nil {
+			return n.client.ServeTLS(cl, "", "")
+		}
+		return n.client.Serve(cl)
+	})
+	n.serve("--admin-listen", func() error { return n.admin.Serve(al) })
+	if n.certs != nil {
+		n.wg.Go(func() { n.certs.watch(n.bg, n.certsEvery) })
+	}
+	// Until gossip consumes the change feed, discard it, so that FeedDropped counts only
+	// changes gossip could not keep up with.
+	n.wg.Go(func() {
+		for {
+			select {
+			case <-n.bg.Done():
+				return
+			case <-n.homes.Changes():
+			}
+		}
+	})
+
+	now := time.Now()
+	n.startedAt.Store(&now)
+	n.logStart()
+	return nil
+}
+
+// serve runs one listener's serve loop in a goroutine of n; a failure other than the server
+// being shut down is reported on n.failed (Run stops on it).
+func (n *Node) serve(flag string, loop func() error) {
+	n.wg.Go(func() {
+		if err := loop(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			select {
+			case n.failed <- fmt.Errorf("%s: serve: %w", flag, err):
+			default:
+			}
+		}
+	})
+}
+
+// logStart writes the one info line of a start (never a secret, never the whole Config), and a
+// warning for each setting accepted but not yet in effect.
+func (n *Node) logStart() {
+	c := n.cfg
+	n.log.Info().Str("version", n.version()).Str("node", c.Node).Str("pop", c.Pop).Str("continent", c.Continent).
+		Str("listen", n.clientAddr.String()).Bool("tls", n.certs != nil).Str("admin_listen", n.adminAddr.String()).
+		Array("regions", regionsLog(c.Routers)).Str("default_region", c.DefaultRegionName()).
+		Msg("entry started")
+	n.log.Debug().Object("config", c).Msg("configuration")
+
+	later := func(flag, what string) {
+		n.log.Warn().Msgf("%s is accepted but takes effect with %s", flag, what)
+	}
+	if c.ClientIP == ClientIPProxyProtocol {
+		later("--client-ip proxy-protocol", "the operations issue: the TCP peer's address is used")
+	}
+	if c.GeoIP != "" {
+		later("--geoip", "the operations issue: --continent is every client's continent")
+	}
+	if c.CountryHeader != "" {
+		later("--country-header", "the operations issue: --continent is every client's continent")
+	}
+	if c.hasPeersToJoin() {
+		later("--join/--join-dns", "gossip: this entry serves alone")
+	}
+	if c.AnswerTimeout < 30*time.Second {
+		n.log.Warn().Stringer("answer_timeout", c.AnswerTimeout).
+			Msg("--answer-timeout is shorter than a held write's 30 s: held writes will fail as may_have_run")
+	}
+	if len(c.ContinentMap()) == 0 && len(c.Routers) > 1 {
+		n.log.Info().Str("default_region", c.DefaultRegionName()).
+			Msg("no continent maps to a configured region: tenants heard nowhere go to the default region first")
+	}
+}
+
+// SetReady sets the condition /readyz reports besides "started and not draining". It is true
+// from New; gossip will set it false until the joining entry holds the home table of a peer
+// (CONTRACT.md §6). Safe for concurrent use, before or after Start.
+func (n *Node) SetReady(ok bool) { n.ready.Store(ok) }
+
+// isReady reports whether the node is started and SetReady holds (draining aside).
+func (n *Node) isReady() bool { return n.startedAt.Load() != nil && n.ready.Load() }
+
+// ClientAddr returns the client listener's address, nil before Start.
+func (n *Node) ClientAddr() net.Addr {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.clientAddr
+}
+
+// AdminAddr returns the admin listener's address, nil before Start.
+func (n *Node) AdminAddr() net.Addr {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.adminAddr
+}
+
+func (n *Node) version() string {
+	if n.cfg.Version == "" {
+		return "dev"
+	}
+	return n.cfg.Version
+}
+
+// Drain stops the entry gracefully, as after SIGTERM (CONTRACT.md §10): every answer carries
+// Connection: close and /readyz answers 503 for --drain; then the listeners close, open
+// requests get up to 10 s (streams included) and are ended; then the proxy's idle router
+// connections close and the background goroutines stop. It returns when all that is done.
+//
+// If ctx ends (or Close is called) first, the waits are cut short and open requests are
+// ended at once; Drain then returns ctx's error. Drain before Start amounts to Close. See Node
+// for calling Drain twice.
+func (n *Node) Drain(ctx context.Context) error {
+	var err error
+	n.drainOnce.Do(func() { err = n.drain(ctx) })
+	return err
+}
+
+func (n *Node) drain(ctx context.Context) error {
+	n.mu.Lock()
+	n.stopped = true
+	started := n.startCalled && n.startErr == nil
+	n.mu.Unlock()
+	if !started {
+		n.Close()
+		return nil
+	}
+
+	n.draining.Store(true)
+	n.client.SetKeepAlivesEnabled(false)
+	n.log.Info().Stringer("drain", n.cfg.Drain).Int64("inflight", n.proxy.Inflight()).
+		Msg("draining: answers carry Connection: close")
+	t := time.NewTimer(n.cfg.Drain)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-n.closed:
+	}
+	t.Stop()
+
+	sctx, cancel := context.WithTimeout(ctx, n.grace)
+	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // Close cuts the grace short.
+		select {
+		case <-n.closed:
+			cancel()
+		case <-stop:
+		}
+	}()
+	n.log.Info().Int64("inflight", n.proxy.Inflight()).Stringer("grace", n.grace).
+		Msg("stopped listening; waiting for open requests")
+	if err := n.client.Shutdown(sctx); err != nil {
+		n.log.Warn().Int64("inflight", n.proxy.Inflight()).Msg("open requests ended at the end of the grace")
+		n.client.Close()
+	}
+	n.proxy.Close()
+	actx, acancel := context.WithTimeout(context.Background(), adminGrace)
+	if err := n.admin.Shutdown(actx); err != nil {
+		n.admin.Close()
+	}
+	acancel()
+	n.stopBackground()
+	n.log.Info().Msg("drained")
+	return ctx.Err()
+}
+
+// Close stops the entry at once: both listeners and every open connection close, requests in
+// flight are ended, the background goroutines stop. See Node for calling Close twice.
+func (n *Node) Close() {
+	n.closeOnce.Do(func() {
+		n.mu.Lock()
+		n.stopped = true
+		close(n.closed)
+		n.mu.Unlock()
+		n.client.Close()
+		n.admin.Close()
+		n.proxy.Close()
+		n.stopBackground()
+	})
+}
+
+func (n *Node) stopBackground() {
+	n.bgCancel()
+	n.wg.Wait()
+}
+
+// Run runs an entry until ctx ends, then drains it: New, Start, wait, Drain, Close. It
+// returns nil after a drain (exit status 0), a *ConfigError if cfg or a file it names is bad
+// (exit status 2), and any other error for a runtime failure: a listener that cannot be bound
+// or stops serving (exit status 1). The caller owns the signals: cancel ctx on the first
+// SIGTERM or SIGINT; on a second, exit without waiting for Run.
+func Run(ctx context.Context, cfg Config, logger zerolog.Logger) error {
+	n, err := New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	if err := n.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-n.failed:
+		return err
+	}
+	// The drain has its own bounds (--drain, then 10 s); ctx is already done.
+	n.Drain(context.WithoutCancel(ctx))
+	return nil
+}

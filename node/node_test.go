@@ -1,0 +1,440 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// startNode builds and starts a node for cfg and closes it when the test ends.
+func startNode(t *testing.T, cfg Config) (*Node, *logBuffer) {
+	t.Helper()
+	log, logs := testLogger(t)
+	n, err := New(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return n, logs
+}
+
+func get(t *testing.T, c *http.Client, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: reading the body: %v", url, err)
+	}
+	return resp, string(body)
+}
+
+func TestNodeServes(t *testing.T) {
+	router := newRouter(t, "eu", nil)
+	n, logs := startNode(t, testConfig(t, "eu", router.URL))
+	client := &http.Client{Timeout: 5 * time.Second}
+	base, admin := "http://"+n.ClientAddr().String(), "http://"+n.AdminAddr().String()
+
+	resp, body := get(t, client, base+"/t/acme/items/1")
+	if resp.StatusCode != 200 || body != "hello from eu" {
+		t.Fatalf("GET through the entry = %d %q", resp.StatusCode, body)
+	}
+	if resp.Header.Get("Connection") == "close" {
+		t.Error("Connection: close before any drain")
+	}
+
+	for path, want := range map[string]string{"/healthz": "ok\n", "/readyz": "ready\n"} {
+		if resp, body := get(t, client, admin+path); resp.StatusCode != 200 || body != want {
+			t.Errorf("%s = %d %q, want 200 %q", path, resp.StatusCode, body, want)
+		}
+	}
+	// The request is counted when its handler returns, which may be just after the body
+	// reached the client.
+	var metrics string
+	waitFor(t, 5*time.Second, "the request is counted", func() bool {
+		_, metrics = get(t, client, admin+"/metrics")
+		return strings.Contains(metrics, `fenec_entry_requests_total{outcome="answer"} 1`)
+	})
+	for _, want := range []string{
+		`fenec_entry_requests_total{outcome="answer"} 1`,
+		`fenec_entry_homes{source="local"} 1`,
+		`fenec_entry_region_marked{region="eu"} 0`,
+		`fenec_entry_ready 1`,
+		`fenec_entry_build_info{continent="EU",goversion=`,
+		"go_goroutines", "process_",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	resp, body = get(t, client, admin+"/status.json")
+	var st Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("/status.json = %v %q: %v", resp.Header, body, err)
+	}
+	if st.Pop != "test" || st.Node != "entry-test" || st.Version != "v0.0.0-test" || !st.Ready ||
+		len(st.Regions) != 1 || st.Regions[0].Routers[0] != router.URL || st.Homes.Local != 1 || st.Homes.Capacity != DefaultHomes {
+		t.Errorf("/status.json = %s", body)
+	}
+
+	if !strings.Contains(logs.String(), `"message":"entry started"`) || !strings.Contains(logs.String(), router.URL) {
+		t.Errorf("no start line with the routers: %s", logs)
+	}
+}
+
+func TestNodeH2C(t *testing.T) {
+	router := newRouter(t, "eu", nil)
+	n, _ := startNode(t, testConfig(t, "eu", router.URL))
+	protos := new(http.Protocols)
+	protos.SetUnencryptedHTTP2(true)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Protocols: protos}}
+	resp, body := get(t, client, "http://"+n.ClientAddr().String()+"/t/acme/x")
+	if resp.ProtoMajor != 2 || body != "hello from eu" {
+		t.Errorf("h2c: %s %d %q", resp.Proto, resp.StatusCode, body)
+	}
+}
+
+func TestNodeTLS(t *testing.T) {
+	router := newRouter(t, "eu", nil)
+	certFile, keyFile := tempFiles(t)
+	first := writeCert(t, certFile, keyFile, "first")
+	cfg := testConfig(t, "eu", router.URL)
+	cfg.TLSCert, cfg.TLSKey = certFile, keyFile
+	log, _ := testLogger(t)
+	n, err := New(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	n.certsEvery = 10 * time.Millisecond
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	url := "https://" + n.ClientAddr().String() + "/t/acme/x"
+
+	clientFor := func(cert *x509.Certificate, h2 bool) *http.Client {
+		pool := x509.NewCertPool()
+		pool.AddCert(cert)
+		protos := new(http.Protocols)
+		protos.SetHTTP1(true)
+		protos.SetHTTP2(h2)
+		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: pool}, Protocols: protos}}
+	}
+	if resp, body := get(t, clientFor(first, true), url); resp.ProtoMajor != 2 || body != "hello from eu" {
+		t.Errorf("h2 by ALPN: %s %q", resp.Proto, body)
+	}
+	if resp, _ := get(t, clientFor(first, false), url); resp.ProtoMajor != 1 {
+		t.Errorf("HTTP/1.1 over TLS: %s", resp.Proto)
+	}
+
+	// A new certificate is served once the watcher sees the files change.
+	second := writeCert(t, certFile, keyFile, "second")
+	waitFor(t, 5*time.Second, "the new certificate is served", func() bool {
+		resp, err := clientFor(second, false).Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return true
+	})
+}
+
+func TestNodeRouterCA(t *testing.T) {
+	router := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Fenec-Shard", "1")
+		w.Write([]byte("hello over tls"))
+	}))
+	t.Cleanup(router.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: router.Certificate().Raw}), 0o600)
+
+	cfg := testConfig(t, "eu", router.URL)
+	cfg.RouterCA = caFile
+	n, _ := startNode(t, cfg)
+	resp, body := get(t, &http.Client{Timeout: 5 * time.Second}, "http://"+n.ClientAddr().String()+"/t/acme/x")
+	if resp.StatusCode != 200 || body != "hello over tls" {
+		t.Errorf("through an https router with --router-ca: %d %q", resp.StatusCode, body)
+	}
+}
+
+func TestNewFileErrorsNameTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "not.pem")
+	os.WriteFile(notPEM, []byte("hello"), 0o600)
+	tests := []struct {
+		name   string
+		flag   string
+		mutate func(*Config)
+	}{
+		{"router ca missing", "router-ca", func(c *Config) { c.RouterCA = filepath.Join(dir, "missing.pem") }},
+		{"router ca not PEM", "router-ca", func(c *Config) { c.RouterCA = notPEM }},
+		{"tls cert missing", "tls-cert", func(c *Config) { c.TLSCert, c.TLSKey = filepath.Join(dir, "c"), notPEM }},
+		{"tls key missing", "tls-key", func(c *Config) { c.TLSCert, c.TLSKey = notPEM, filepath.Join(dir, "k") }},
+		{"invalid config", "homes", func(c *Config) { c.Homes = 0 }},
+	}
+	for _, tt := range tests {
+		cfg := testConfig(t, "eu", "http://127.0.0.1:1")
+		tt.mutate(&cfg)
+		_, err := New(cfg, zerolog.Nop())
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Flag != tt.flag || !strings.HasPrefix(err.Error(), "--"+tt.flag+": ") {
+			t.Errorf("%s: New = %v, want a *ConfigError naming --%s", tt.name, err, tt.flag)
+		}
+	}
+}
+
+func TestStartBindErrorNamesTheFlag(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, flag := range []string{"listen", "admin-listen"} {
+		cfg := testConfig(t, "eu", "http://127.0.0.1:1")
+		if flag == "listen" {
+			cfg.Listen = taken.Addr().String()
+		} else {
+			cfg.AdminListen = taken.Addr().String()
+		}
+		n, err := New(cfg, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = n.Start(context.Background())
+		var ce *ConfigError
+		if err == nil || !strings.HasPrefix(err.Error(), "--"+flag+": listen tcp") || errors.As(err, &ce) {
+			t.Errorf("Start with --%s taken = %v, want a runtime error naming the flag", flag, err)
+		}
+		if again := n.Start(context.Background()); again != err {
+			t.Errorf("second Start = %v, want the first's %v", again, err)
+		}
+		n.Close()
+	}
+}
+
+func TestLifecycleCallsTwice(t *testing.T) {
+	router := newRouter(t, "eu", nil)
+	cfg := testConfig(t, "eu", router.URL)
+	n, _ := startNode(t, cfg)
+	if err := n.Start(context.Background()); err != nil {
+		t.Errorf("second Start = %v", err)
+	}
+	n.Close()
+	n.Close()
+	if err := n.Drain(context.Background()); err != nil {
+		t.Errorf("Drain after Close = %v", err)
+	}
+	if _, err := net.Dial("tcp", n.ClientAddr().String()); err == nil {
+		t.Error("client listener still open after Close")
+	}
+
+	// Never started: Drain and Close are harmless, Start afterwards refuses.
+	fresh, err := New(cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.Drain(context.Background()); err != nil {
+		t.Errorf("Drain before Start = %v", err)
+	}
+	fresh.Close()
+	if err := fresh.Start(context.Background()); !errors.Is(err, errClosed) {
+		t.Errorf("Start after Drain = %v, want errClosed", err)
+	}
+}
+
+func TestDrain(t *testing.T) {
+	// The router streams to the client until the client goes: a stream outlives any drain.
+	streaming := make(chan struct{}, 1)
+	router := newRouter(t, "eu", func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/events") {
+			w.Write([]byte("ok"))
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		streaming <- struct{}{}
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-t.C:
+				w.Write([]byte(": keep-alive\n\n"))
+				w.(http.Flusher).Flush()
+			}
+		}
+	})
+	cfg := testConfig(t, "eu", router.URL)
+	cfg.Drain = 300 * time.Millisecond
+	log, logs := testLogger(t)
+	n, err := New(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	n.grace = 300 * time.Millisecond
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	base, admin := "http://"+n.ClientAddr().String(), "http://"+n.AdminAddr().String()
+	client := &http.Client{Timeout: 10 * time.Second}
+
+	stream, err := client.Get(base + "/t/acme/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	<-streaming
+	streamEnded := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, bufio.NewReader(stream.Body))
+		streamEnded <- err
+	}()
+
+	start := time.Now()
+	drained := make(chan error, 1)
+	go func() { drained <- n.Drain(context.Background()) }()
+
+	// While draining: answers carry Connection: close, /readyz says 503.
+	waitFor(t, 2*time.Second, "/readyz answers 503", func() bool {
+		resp, err := client.Get(admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	resp, body := get(t, client, base+"/t/acme/items/1")
+	if body != "ok" || !resp.Close {
+		t.Errorf("during the drain: %q, Connection: close = %v", body, resp.Close)
+	}
+
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Errorf("Drain = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Drain did not return within drain + grace + 4s")
+	}
+	if took := time.Since(start); took < cfg.Drain {
+		t.Errorf("Drain took %v, less than --drain %v", took, cfg.Drain)
+	}
+	select {
+	case <-streamEnded:
+	case <-time.After(2 * time.Second):
+		t.Error("the open stream was not ended after the grace")
+	}
+	if _, err := net.Dial("tcp", n.ClientAddr().String()); err == nil {
+		t.Error("client listener still open after the drain")
+	}
+	if err := n.Drain(context.Background()); err != nil {
+		t.Errorf("second Drain = %v", err)
+	}
+	if !strings.Contains(logs.String(), "drained") {
+		t.Errorf("no drained line: %s", logs)
+	}
+}
+
+func TestSetReady(t *testing.T) {
+	router := newRouter(t, "eu", nil)
+	n, _ := startNode(t, testConfig(t, "eu", router.URL))
+	admin := "http://" + n.AdminAddr().String() + "/readyz"
+	n.SetReady(false)
+	if resp, _ := get(t, http.DefaultClient, admin); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with SetReady(false) = %d", resp.StatusCode)
+	}
+	n.SetReady(true)
+	if resp, _ := get(t, http.DefaultClient, admin); resp.StatusCode != http.StatusOK {
+		t.Errorf("/readyz with SetReady(true) = %d", resp.StatusCode)
+	}
+}
+
+func TestRun(t *testing.T) {
+	router := newRouter(t, "eu", nil)
+	cfg := testConfig(t, "eu", router.URL)
+	log, _ := testLogger(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, log) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run after cancel = %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+
+	cfg.Homes = 0
+	var ce *ConfigError
+	if err := Run(context.Background(), cfg, log); !errors.As(err, &ce) {
+		t.Errorf("Run with a bad config = %v, want a *ConfigError", err)
+	}
+}
+
+// TestHeadLimit pins CONTRACT.md §3: a request head (request line and header fields) over
+// 1 MiB is refused with 431 before any router is asked; one just under is forwarded.
+func TestHeadLimit(t *testing.T) {
+	asked := make(chan struct{}, 4)
+	router := newRouter(t, "eu", func(w http.ResponseWriter, r *http.Request) {
+		asked <- struct{}{}
+		w.Write([]byte("ok"))
+	})
+	n, _ := startNode(t, testConfig(t, "eu", router.URL))
+	status := func(headSize int) int {
+		c, err := net.Dial("tcp", n.ClientAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		const prefix = "GET /t/acme/x HTTP/1.1\r\nHost: x\r\nX-Pad: "
+		const suffix = "\r\n\r\n"
+		go io.WriteString(c, prefix+strings.Repeat("p", headSize-len(prefix)-len(suffix))+suffix)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("head of %d bytes: %v", headSize, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// With h2c on, net/http reads the 24 bytes of a possible HTTP/2 preface before it
+	// starts counting, so the limit is 1 MiB + 24 bytes.
+	if got := status(1<<20 + 64); got != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("head of 1 MiB + 64 bytes: %d, want 431", got)
+	}
+	select {
+	case <-asked:
+		t.Error("a router was asked for a head over 1 MiB")
+	default:
+	}
+	if got := status(1<<20 - 64); got != http.StatusOK {
+		t.Errorf("head just under 1 MiB: %d, want 200", got)
+	}
+}
