@@ -87,16 +87,19 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return "dial router: " + e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
-// get returns a pooled connection that still looks alive, or a new one.
-// fresh forces a new connection (the one repeat after a stale one).
-func (rt *router) get(ctx context.Context, fresh bool) (*conn, error) {
+// get returns a pooled connection, or a new one. fresh forces a new
+// connection (the one repeat after a stale one). With check, a pooled
+// connection is first peeked at (one syscall) so that a plain write is not
+// sent on a connection the router already closed; a retryable request skips
+// the check, since a stale connection costs it only the one repeat.
+func (rt *router) get(ctx context.Context, fresh, check bool) (*conn, error) {
 	if !fresh {
 		for {
 			c := rt.popIdle()
 			if c == nil {
 				break
 			}
-			if time.Since(c.idleAt) < rt.idleTimeout && c.alive() {
+			if time.Since(c.idleAt) < rt.idleTimeout && (!check || c.alive()) {
 				c.reused = true
 				return c, nil
 			}

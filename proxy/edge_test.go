@@ -152,3 +152,49 @@ func TestStaleKeepAlive(t *testing.T) {
 		}
 	})
 }
+
+// A router that closes an idle keep-alive connection (FIN) before the next
+// request: the entry notices before it writes (the peek before reuse), so a
+// plain write goes on a fresh connection instead of failing as may_have_run.
+func TestClosedIdleConnectionNotUsedForWrites(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	closed := make(chan struct{}, 8)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err == nil {
+					req.Body.Close()
+					fmt.Fprintf(c, "HTTP/1.1 201 Created\r\nFenec-Shard: 1\r\nContent-Length: 0\r\n\r\n")
+				}
+				c.Close() // answered as keep-alive, then dropped
+				closed <- struct{}{}
+			}()
+		}
+	}()
+	srv, h := entryFor(t, "http://"+ln.Addr().String())
+	for i := 0; i < 2; i++ {
+		if i == 1 {
+			waitIdle(t, h)
+			<-closed
+			time.Sleep(20 * time.Millisecond) // let the FIN arrive
+		}
+		resp, err := http.Post(srv.URL+"/t/acme/items", "text/plain", strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 201 {
+			t.Fatalf("write %d: %d, want 201 on a fresh connection", i, resp.StatusCode)
+		}
+	}
+}

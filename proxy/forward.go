@@ -127,7 +127,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) attemptResult {
 	ctx := r.Context()
 	x.tries++
-	c, err := rt.get(ctx, fresh)
+	c, err := rt.get(ctx, fresh, !x.retryable)
 	if err != nil {
 		if ctx.Err() != nil {
 			return attemptResult{out: outCanceled, err: ctx.Err()}

@@ -1,0 +1,676 @@
+#!/usr/bin/env bash
+# bench/proxies.sh: the added latency and the throughput of fenec-entry next to nginx and
+# haproxy, all proxying one request to the same upstream on loopback, measured in
+# interleaved rounds. See bench/README.md for what it measures and how to read it.
+#
+#   bash bench/proxies.sh [flags]     (flags: bash bench/proxies.sh --help)
+set -euo pipefail
+
+usage() {
+	cat <<'EOF'
+usage: bash bench/proxies.sh [flags]
+
+  --rounds N       interleaved rounds (env BENCH_ROUNDS, default 5)
+  --seconds S      seconds per measurement (env BENCH_SECONDS, default 5)
+  --warmup S       seconds of warm-up load per target before the rounds (env BENCH_WARMUP, default 3)
+  --conns N        connections of the throughput run (env BENCH_CONNS, default 32)
+  --pin MODE       split: wrk on the first half of the CPUs, upstream and proxy on the
+                          other half (on 2 cores: wrk on CPU 0, servers on CPU 1); default
+                   none:  nothing pinned, every process on every CPU (env BENCH_PIN)
+  --workers N      nginx worker_processes and haproxy nbthread (env BENCH_WORKERS, default:
+                   the CPUs the servers may use); fenec-entry runs with GOMAXPROCS=N
+  --targets LIST   comma list from direct,nginx,haproxy,fenec-entry (env BENCH_TARGETS, default all)
+  --base-port P    first port tried for the listeners (env BENCH_BASE_PORT, default 18000)
+  --idle-wait S    before each round, wait up to S seconds for other processes to use less
+                   than 15% of a CPU (env BENCH_IDLE_WAIT, default 30); runs they disturb anyway
+                   are named in warnings and in the report
+  --entry-bin PATH a fenec-entry binary to measure instead of building ./cmd/fenec-entry
+                   (env BENCH_ENTRY_BIN), e.g. to compare two builds
+  --out FILE       raw per-round numbers, JSON lines (env BENCH_OUT,
+                   default bench/out/proxies-<UTC time>.jsonl)
+  --check          exit 1 when fenec-entry misses the floor (added p50 <= 1.5x nginx's,
+                   requests/s >= 0.66x nginx's)
+  --keep           keep the temp dir (configs, logs, raw wrk output) and print its path
+EOF
+}
+
+die() {
+	echo "proxies.sh: $*" >&2
+	exit 1
+}
+
+ROUNDS=${BENCH_ROUNDS:-5}
+MEASURE_S=${BENCH_SECONDS:-5}
+WARMUP_S=${BENCH_WARMUP:-3}
+CONNS=${BENCH_CONNS:-32}
+PIN=${BENCH_PIN:-split}
+TARGETS_ARG=${BENCH_TARGETS:-direct,nginx,haproxy,fenec-entry}
+BASE_PORT=${BENCH_BASE_PORT:-18000}
+OUT=${BENCH_OUT:-}
+WORKERS=${BENCH_WORKERS:-}
+ENTRY_BIN=${BENCH_ENTRY_BIN:-}
+IDLE_WAIT_S=${BENCH_IDLE_WAIT:-30}
+IDLE_MAX=15 # % of one CPU that other processes may use before a round counts as noisy
+CHECK=0
+KEEP=0
+
+while (($#)); do
+	case $1 in
+	--rounds) ROUNDS=${2:?--rounds needs a value}; shift 2 ;;
+	--seconds) MEASURE_S=${2:?--seconds needs a value}; shift 2 ;;
+	--warmup) WARMUP_S=${2:?--warmup needs a value}; shift 2 ;;
+	--conns) CONNS=${2:?--conns needs a value}; shift 2 ;;
+	--pin) PIN=${2:?--pin needs a value}; shift 2 ;;
+	--workers) WORKERS=${2:?--workers needs a value}; shift 2 ;;
+	--idle-wait) IDLE_WAIT_S=${2:?--idle-wait needs a value}; shift 2 ;;
+	--entry-bin) ENTRY_BIN=${2:?--entry-bin needs a value}; shift 2 ;;
+	--targets) TARGETS_ARG=${2:?--targets needs a value}; shift 2 ;;
+	--base-port) BASE_PORT=${2:?--base-port needs a value}; shift 2 ;;
+	--out) OUT=${2:?--out needs a value}; shift 2 ;;
+	--check) CHECK=1; shift ;;
+	--keep) KEEP=1; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) usage >&2; die "unknown argument: $1" ;;
+	esac
+done
+
+# want_int NAME VALUE MIN MAX: VALUE must be an integer in MIN..MAX.
+want_int() {
+	if ! [[ $2 =~ ^[0-9]+$ ]] || (($2 < $3 || $2 > $4)); then
+		die "--$1: want an integer in $3..$4, got '$2'"
+	fi
+}
+want_int rounds "$ROUNDS" 1 1000
+want_int seconds "$MEASURE_S" 1 3600
+want_int warmup "$WARMUP_S" 0 3600
+want_int idle-wait "$IDLE_WAIT_S" 0 3600
+want_int conns "$CONNS" 2 10000
+want_int base-port "$BASE_PORT" 1024 64999
+case $PIN in split | none) ;; *) die "--pin: want split or none, got '$PIN'" ;; esac
+
+declare -a TARGETS=()
+IFS=, read -r -a _targets <<<"$TARGETS_ARG"
+for t in "${_targets[@]}"; do
+	case $t in
+	direct | nginx | haproxy | fenec-entry) TARGETS+=("$t") ;;
+	*) die "--targets: want a comma list from direct,nginx,haproxy,fenec-entry, got '$t'" ;;
+	esac
+done
+((${#TARGETS[@]})) || die "--targets: empty"
+has_target() {
+	local t
+	for t in "${TARGETS[@]}"; do [[ $t == "$1" ]] && return 0; done
+	return 1
+}
+drop_target() {
+	local t keep=()
+	for t in "${TARGETS[@]}"; do [[ $t == "$1" ]] || keep+=("$t"); done
+	TARGETS=("${keep[@]}")
+}
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+REQ_PATH=/t/acme/items/1
+
+# ---- CPU layout -------------------------------------------------------------------------
+# On 2 cores the load generator competes with the servers for CPU. split gives wrk a core of
+# its own and puts everything being measured (upstream and proxy) on the other, so every
+# target runs under the same layout and wrk's own CPU cost stays out of the comparison;
+# README.md says why. Workers per proxy (nginx workers, haproxy threads, fenec-entry's
+# GOMAXPROCS) = the CPUs the servers may use, unless --workers says otherwise. The upstream's
+# GOMAXPROCS follows its affinity, as Go does by default.
+NCPU=$(nproc)
+CLIENT_CPUS=""
+SERVER_CPUS=""
+CLIENT_NCPU=0 # CPUs given to wrk alone; 0: none (unpinned)
+if [[ $PIN == split ]]; then
+	((NCPU >= 2)) || die "--pin split needs 2 CPUs or more (nproc: $NCPU); use --pin none"
+	((NCPU == $(getconf _NPROCESSORS_ONLN))) ||
+		die "--pin split: this shell may use only some CPUs ($NCPU of $(getconf _NPROCESSORS_ONLN)); use --pin none"
+	half=$((NCPU / 2))
+	CLIENT_NCPU=$half
+	CLIENT_CPUS=0
+	((half == 1)) || CLIENT_CPUS=0-$((half - 1))
+	SERVER_CPUS=$half
+	((NCPU - half == 1)) || SERVER_CPUS=$half-$((NCPU - 1))
+	SERVER_NCPU=$((NCPU - half))
+else
+	SERVER_NCPU=$NCPU
+fi
+WORKERS=${WORKERS:-$SERVER_NCPU}
+want_int workers "$WORKERS" 1 256
+pinned() { # pinned CPUS cmd...: exec cmd on CPUS (or anywhere when CPUS is empty)
+	local cpus=$1
+	shift
+	if [[ -n $cpus ]]; then exec taskset -c "$cpus" "$@"; else exec "$@"; fi
+}
+
+# ---- tools ------------------------------------------------------------------------------
+PATH=$PATH:/usr/sbin:/sbin
+APT_UPDATED=0
+apt_install() { # apt_install pkg...: install, running apt-get update once and only if needed
+	((EUID == 0)) || die "need to install $* but not root: run as root or install them yourself"
+	command -v apt-get >/dev/null || die "need to install $* and apt-get is missing"
+	if ((!APT_UPDATED)); then
+		echo "proxies.sh: apt-get update" >&2
+		apt-get update -qq >&2
+		APT_UPDATED=1
+	fi
+	echo "proxies.sh: apt-get install $*" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2
+}
+command -v go >/dev/null || die "go is missing (the toolchain that builds the upstream and fenec-entry)"
+for tool in wrk curl taskset ss; do
+	command -v "$tool" >/dev/null && continue
+	case $tool in
+	taskset) apt_install util-linux ;;
+	ss) apt_install iproute2 ;;
+	*) apt_install "$tool" ;;
+	esac
+done
+if has_target nginx && ! command -v nginx >/dev/null; then
+	# nginx is the core build; nginx-light is its name on older releases. On a host with
+	# systemd, the package's own nginx service may start on :80; this script neither uses
+	# nor stops it.
+	apt_install nginx || apt_install nginx-light
+fi
+if has_target haproxy && ! command -v haproxy >/dev/null; then apt_install haproxy; fi
+
+# ---- temp dir, processes, cleanup --------------------------------------------------------
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/fenec-bench.XXXXXX")
+declare -A PIDS=()
+WRK_PID=""
+# stop_all: SIGTERM to every process started here, a second SIGTERM to those still running
+# after 1 s (fenec-entry drains on the first and exits at once on the second, as serf's
+# agent does), SIGKILL to those still running 4 s later.
+stop_all() {
+	local name pid i alive pass
+	[[ -z $WRK_PID ]] || kill -TERM "$WRK_PID" 2>/dev/null || true
+	for pass in 10 40; do
+		for name in "${!PIDS[@]}"; do kill -TERM "${PIDS[$name]}" 2>/dev/null || true; done
+		for ((i = 0; i < pass; i++)); do
+			alive=0
+			for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+			((alive)) || return 0
+			sleep 0.1
+		done
+	done
+	for name in "${!PIDS[@]}"; do
+		pid=${PIDS[$name]}
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "proxies.sh: $name (pid $pid) still running after two SIGTERMs: SIGKILL" >&2
+			pkill -KILL -P "$pid" 2>/dev/null || true # nginx workers: children of this master
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	done
+}
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	stop_all
+	wait 2>/dev/null || true
+	if ((KEEP)); then
+		echo "proxies.sh: kept $TMP" >&2
+	else
+		rm -rf "$TMP"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+show_log() { # show_log NAME: the end of a process's logs, for an error message
+	local f
+	for f in "$TMP/$1.log" "$TMP/$1/error.log"; do # nginx keeps its own error.log
+		[[ -s $f ]] || continue
+		echo "---- last lines of $f ----" >&2
+		tail -n 20 "$f" >&2
+		echo "----" >&2
+	done
+}
+
+start() { # start NAME CPUS cmd...: run in the background, output to $TMP/NAME.log
+	local name=$1 cpus=$2
+	shift 2
+	(pinned "$cpus" "$@") >"$TMP/$name.log" 2>&1 </dev/null &
+	PIDS[$name]=$!
+}
+
+check_alive() {
+	local name
+	for name in "${!PIDS[@]}"; do
+		if ! kill -0 "${PIDS[$name]}" 2>/dev/null; then
+			show_log "$name"
+			die "$name (pid ${PIDS[$name]}) has exited"
+		fi
+	done
+}
+
+NEXT_PORT=$BASE_PORT
+port() { # port VAR: the next port >= NEXT_PORT with no TCP or UDP listener
+	local p=$NEXT_PORT
+	while [[ -n $(ss -Htuln "sport = :$p") ]]; do
+		((p++))
+		((p < 65535)) || die "no free port above --base-port $BASE_PORT"
+	done
+	NEXT_PORT=$((p + 1))
+	printf -v "$1" %d "$p"
+}
+
+# wait_ready NAME URL: poll (bounded, 15 s) until URL answers 200, failing at once if the
+# process dies.
+wait_ready() {
+	local name=$1 url=$2 i code
+	for ((i = 0; i < 150; i++)); do
+		if ! kill -0 "${PIDS[$name]}" 2>/dev/null; then
+			show_log "$name"
+			die "$name exited while starting"
+		fi
+		code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$url" || true)
+		[[ $code == 200 ]] && return 0
+		sleep 0.1
+	done
+	show_log "$name"
+	die "$name did not answer 200 at $url within 15 s (last status: ${code:-none})"
+}
+
+# verify NAME URL: one request by hand, checked the way a client of the entry would see it.
+verify() {
+	local name=$1 url=$2 hdr status size
+	hdr=$TMP/$name.verify.hdr
+	size=$(curl -s -D "$hdr" -o /dev/null -w '%{size_download}' --max-time 2 "$url") ||
+		die "$name: request to $url failed"
+	read -r status <"$hdr"
+	[[ $status == HTTP/1.1\ 200* ]] || die "$name: want HTTP/1.1 200, got: $status"
+	grep -qi '^fenec-shard: 1' "$hdr" || die "$name: answer lacks Fenec-Shard: 1 (not from the upstream?)"
+	((size == 64)) || die "$name: want the upstream's 64-byte body, got $size bytes"
+	if grep -qi '^fenec-home:' "$hdr"; then
+		echo "proxies.sh: warning: $name passed Fenec-Home on to the client" >&2
+	fi
+}
+
+# ---- build -------------------------------------------------------------------------------
+mkdir -p "$TMP/bin"
+echo "proxies.sh: building bench/upstream$([[ -n $ENTRY_BIN ]] || echo ' and cmd/fenec-entry')" >&2
+go build -trimpath -o "$TMP/bin/upstream" ./bench/upstream
+if has_target fenec-entry && [[ -n $ENTRY_BIN ]]; then
+	[[ -x $ENTRY_BIN ]] || die "--entry-bin: $ENTRY_BIN is not an executable file"
+	cp "$ENTRY_BIN" "$TMP/bin/fenec-entry"
+elif has_target fenec-entry; then
+	# As `make build` does, so that `fenec-entry version` names what was measured.
+	ldflags="-s -w -X main.version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
+	ldflags+=" -X main.commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+	if ! go build -trimpath -ldflags "$ldflags" -o "$TMP/bin/fenec-entry" ./cmd/fenec-entry 2>"$TMP/fenec-entry.build.log"; then
+		echo "proxies.sh: SKIPPING fenec-entry: ./cmd/fenec-entry does not build yet:" >&2
+		sed -n 1,5p "$TMP/fenec-entry.build.log" | sed 's/^/    /' >&2
+		drop_target fenec-entry
+	fi
+fi
+((${#TARGETS[@]})) || die "no target left to measure"
+
+# ---- start -------------------------------------------------------------------------------
+port UP_PORT
+start upstream "$SERVER_CPUS" "$TMP/bin/upstream" -listen "127.0.0.1:$UP_PORT"
+wait_ready upstream "http://127.0.0.1:$UP_PORT$REQ_PATH"
+declare -A URL=([direct]="http://127.0.0.1:$UP_PORT$REQ_PATH")
+
+# nginx and haproxy do the header work the entry does on every request: add Fenec-Home: 1
+# and an X-Request-Id on the way in, drop Fenec-Home on the way out.
+if has_target nginx; then
+	port NGINX_PORT
+	mkdir -p "$TMP/nginx"
+	cat >"$TMP/nginx/nginx.conf" <<EOF
+worker_processes $WORKERS;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $TMP/nginx/body;
+    proxy_temp_path $TMP/nginx/proxy;
+    fastcgi_temp_path $TMP/nginx/fastcgi;
+    uwsgi_temp_path $TMP/nginx/uwsgi;
+    scgi_temp_path $TMP/nginx/scgi;
+    keepalive_requests 1000000;
+    upstream fenec_router {
+        server 127.0.0.1:$UP_PORT;
+        keepalive 64;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location / {
+            proxy_pass http://fenec_router;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Fenec-Home 1;
+            proxy_set_header X-Request-Id \$request_id;
+            proxy_hide_header Fenec-Home;
+            proxy_buffering off;
+        }
+    }
+}
+EOF
+	start nginx "$SERVER_CPUS" nginx -e "$TMP/nginx/error.log" -p "$TMP/nginx" \
+		-c "$TMP/nginx/nginx.conf" -g 'daemon off;'
+	URL[nginx]="http://127.0.0.1:$NGINX_PORT$REQ_PATH"
+	wait_ready nginx "${URL[nginx]}"
+fi
+
+if has_target haproxy; then
+	port HAPROXY_PORT
+	cat >"$TMP/haproxy.cfg" <<EOF
+global
+    nbthread $WORKERS
+    maxconn 4096
+defaults
+    mode http
+    option http-keep-alive
+    http-reuse always
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    timeout http-keep-alive 60s
+frontend entry
+    bind 127.0.0.1:$HAPROXY_PORT
+    unique-id-format %{+X}o\ %ci:%cp_%fi:%fp_%Ts_%rt:%pid
+    http-request set-header Fenec-Home 1
+    http-request set-header X-Request-Id %[unique-id]
+    default_backend fenec_router
+backend fenec_router
+    http-response del-header Fenec-Home
+    server r1 127.0.0.1:$UP_PORT
+EOF
+	start haproxy "$SERVER_CPUS" haproxy -db -f "$TMP/haproxy.cfg"
+	URL[haproxy]="http://127.0.0.1:$HAPROXY_PORT$REQ_PATH"
+	wait_ready haproxy "${URL[haproxy]}"
+fi
+
+if has_target fenec-entry; then
+	port FE_PORT
+	port FE_ADMIN
+	port FE_GOSSIP
+	port FE_RPC
+	start fenec-entry "$SERVER_CPUS" env GOMAXPROCS="$WORKERS" "$TMP/bin/fenec-entry" serve \
+		--listen "127.0.0.1:$FE_PORT" --admin-listen "127.0.0.1:$FE_ADMIN" \
+		--routers "eu=http://127.0.0.1:$UP_PORT" \
+		--gossip-bind "127.0.0.1:$FE_GOSSIP" --rpc-addr "127.0.0.1:$FE_RPC"
+	URL[fenec-entry]="http://127.0.0.1:$FE_PORT$REQ_PATH"
+	wait_ready fenec-entry "${URL[fenec-entry]}"
+fi
+
+for t in "${TARGETS[@]}"; do verify "$t" "${URL[$t]}"; done
+
+# ---- measure -----------------------------------------------------------------------------
+cat >"$TMP/report.lua" <<'EOF'
+-- One machine-readable line per wrk run; latency in microseconds.
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    "BENCH p50_us=%d p99_us=%d rps=%.1f requests=%d duration_us=%d socket_errors=%d non_2xx=%d\n",
+    latency:percentile(50.0), latency:percentile(99.0),
+    summary.requests / (summary.duration / 1e6), summary.requests, summary.duration,
+    e.connect + e.read + e.write + e.timeout, e.status))
+end
+EOF
+
+# cpu_ticks: one line per CPU from /proc/stat, "busy total process": busy = all but idle and
+# iowait, process = user + nice + system (what processes are charged with, in the same ticks
+# as /proc/PID/stat).
+cpu_ticks() {
+	awk '/^cpu[0-9]/ { idle = $5 + $6; t = 0; for (i = 2; i <= 9; i++) t += $i; print t - idle, t, $2 + $3 + $4 }' /proc/stat
+}
+cpu_busy() { # cpu_busy BEFORE: each CPU's busy % since the cpu_ticks BEFORE, comma list
+	paste -d' ' <(echo "$1") <(cpu_ticks) |
+		awk '{ d = $5 - $2; pct = (d > 0) ? 100 * ($4 - $1) / d : 0; printf "%s%.0f", (NR > 1) ? "," : "", pct }'
+}
+# our_ticks: CPU ticks used so far by what this script runs: the servers and their children
+# (nginx's workers), and every finished child of this shell (wrk runs: cutime + cstime).
+our_ticks() {
+	local pids p
+	pids="${PIDS[*]} $(ps -o pid= --ppid "$(IFS=,; echo "${PIDS[*]}")" 2>/dev/null | tr '\n' ' ')"
+	{
+		# shellcheck disable=SC2086 # word splitting of the pid list is wanted
+		for p in $pids; do cat "/proc/$p/stat" 2>/dev/null || true; done | awk '{ sub(/.*\) /, ""); s += $12 + $13 } END { print s + 0 }'
+		awk '{ sub(/.*\) /, ""); print $12 + $13 + $14 + $15 }' "/proc/$$/stat"
+	} | awk '{ s += $1 } END { print s }'
+}
+# other_load CPU_BEFORE OURS_BEFORE: the CPU used since then by processes this script did not
+# start, in % of one CPU (top's way: 100 = one CPU busy all the time).
+other_load() {
+	local ours
+	ours=$(($(our_ticks) - $2))
+	paste -d' ' <(echo "$1") <(cpu_ticks) | awk -v ours="$ours" '
+		{ proc += $6 - $3; wall += $5 - $2; n++ }
+		END { o = (wall > 0) ? 100 * (proc - ours) / (wall / n) : 0; printf "%.0f", (o < 0) ? 0 : o }'
+}
+# pick_busy LIST CPUS: the mean busy % of CPUS (client, server or all) in a cpu_busy LIST.
+pick_busy() {
+	echo "$1" | awk -F, -v which="$2" -v nclient="$CLIENT_NCPU" '{
+		from = 1; to = NF
+		if (nclient && which == "client") to = nclient
+		if (nclient && which == "server") from = nclient + 1
+		s = 0; for (i = from; i <= to; i++) s += $i
+		printf "%.0f", s / (to - from + 1) }'
+}
+
+# wrk_run NAME THREADS CONNS SECONDS URL: runs wrk on the client CPUs and sets the globals
+# R_P50_US R_P99_US R_RPS R_REQUESTS R_DURATION_US R_SOCKET_ERRORS R_NON_2XX from its BENCH
+# line, R_BUSY, each CPU's busy % during the run (comma list), and R_OTHER (other_load).
+wrk_run() {
+	local name=$1 threads=$2 conns=$3 secs=$4 url=$5 before ours line
+	ours=$(our_ticks)
+	before=$(cpu_ticks)
+	(pinned "$CLIENT_CPUS" wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 2s --latency \
+		-s "$TMP/report.lua" "$url") >"$TMP/wrk.$name.out" 2>&1 &
+	WRK_PID=$!
+	wait "$WRK_PID" || { cat "$TMP/wrk.$name.out" >&2; die "wrk against $name failed"; }
+	WRK_PID=""
+	R_BUSY=$(cpu_busy "$before")
+	R_OTHER=$(other_load "$before" "$ours")
+	line=$(grep '^BENCH ' "$TMP/wrk.$name.out") || { cat "$TMP/wrk.$name.out" >&2; die "wrk printed no BENCH line"; }
+	eval "$(echo "$line" | awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); printf "R_%s=%s\n", toupper(kv[1]), kv[2] } }')"
+	check_alive
+	if ((R_SOCKET_ERRORS || R_NON_2XX)); then
+		echo "proxies.sh: warning: $name: $R_SOCKET_ERRORS socket errors, $R_NON_2XX non-2xx answers" >&2
+	fi
+}
+
+if [[ -z $OUT ]]; then
+	mkdir -p "$ROOT/bench/out"
+	OUT=$ROOT/bench/out/proxies-$(date -u +%Y%m%dT%H%M%SZ).jsonl
+fi
+mkdir -p "$(dirname "$OUT")"
+: >"$OUT"
+OUT_MD=${OUT%.jsonl}.md
+
+# Facts about the machine and the run.
+# (awk reads to the end: no early close, no SIGPIPE under pipefail)
+ver_nginx=-
+ver_haproxy=-
+if has_target nginx; then ver_nginx=$(nginx -v 2>&1 | awk 'NR == 1 { sub(/^nginx version: /, ""); print }'); fi
+if has_target haproxy; then ver_haproxy=$(haproxy -v 2>/dev/null | awk 'NR == 1 { print $3 }'); fi
+ver_wrk=$(wrk -v 2>&1 | awk 'NR == 1 { print $2 }' || true) # wrk -v exits 1
+ver_go=$(go version | awk '{ print $3 }')
+cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+git_rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo -)
+[[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]] && git_rev+="+dirty"
+ver_entry=-
+if has_target fenec-entry; then
+	# `fenec-entry version` prints version, commit and Go version (CONTRACT.md section 2).
+	ver_entry=$(timeout 5 "$TMP/bin/fenec-entry" version 2>/dev/null | awk 'NR == 1' || true)
+	if [[ -z $ver_entry ]]; then
+		ver_entry="built from the repo at $git_rev"
+		[[ -z $ENTRY_BIN ]] || ver_entry="$ENTRY_BIN (no version)"
+	fi
+fi
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN --workers $WORKERS --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}"
+json_str() { # json_str TEXT: TEXT as a JSON string (quotes, backslashes; control characters as spaces)
+	local s=${1//\\/\\\\}
+	s=${s//\"/\\\"}
+	printf '"%s"' "${s//[[:cntrl:]]/ }"
+}
+{
+	printf '{"kind":"meta","started":%s,"nproc":%d,"cpu":%s,"kernel":%s' \
+		"$(json_str "$started")" "$NCPU" "$(json_str "$cpu_model")" "$(json_str "$(uname -r)")"
+	printf ',"pin":%s,"client_cpus":%s,"server_cpus":%s,"workers":%d,"rounds":%d,"seconds":%d,"conns":%d' \
+		"$(json_str "$PIN")" "$(json_str "$CLIENT_CPUS")" "$(json_str "$SERVER_CPUS")" "$WORKERS" \
+		"$ROUNDS" "$MEASURE_S" "$CONNS"
+	printf ',"git":%s,"fenec_entry":%s,"nginx":%s,"haproxy":%s,"wrk":%s,"go":%s,"targets":%s,"reproduce":%s}\n' \
+		"$(json_str "$git_rev")" "$(json_str "$ver_entry")" "$(json_str "$ver_nginx")" \
+		"$(json_str "$ver_haproxy")" "$(json_str "$ver_wrk")" "$(json_str "$ver_go")" \
+		"$(json_str "$(IFS=,; echo "${TARGETS[*]}")")" "$(json_str "$REPRO")"
+} >>"$OUT"
+
+n=${#TARGETS[@]}
+echo "proxies.sh: targets ${TARGETS[*]}; $ROUNDS rounds x $n targets x 2 runs x ${MEASURE_S}s; about $((n * WARMUP_S + ROUNDS * (1 + n * 2 * MEASURE_S)))s, more if it waits for quiet" >&2
+for t in "${TARGETS[@]}"; do
+	((WARMUP_S == 0)) || wrk_run "$t" 2 "$CONNS" "$WARMUP_S" "${URL[$t]}"
+done
+
+# Rounds: each visits every target once, the order rotated by one each round so that no
+# target always runs first or last. Before each round, the script waits (up to --idle-wait
+# seconds) for other processes to leave the CPUs alone; during each run it measures what
+# they took anyway (other_load), for the report.
+ROWS=$TMP/rows.tsv # round target p50 p99 rps server-busy% client-busy% other-load%
+: >"$ROWS"
+wait_idle() { # wait_idle ROUND
+	local waited=0 other before ours
+	while :; do
+		ours=$(our_ticks)
+		before=$(cpu_ticks)
+		sleep 1
+		other=$(other_load "$before" "$ours")
+		((other > IDLE_MAX && waited < IDLE_WAIT_S)) || break
+		((waited++ > 0)) || echo "proxies.sh: round $1: other processes use ${other}% of a CPU; waiting up to ${IDLE_WAIT_S}s for quiet" >&2
+	done
+	((other <= IDLE_MAX)) || echo "proxies.sh: warning: round $1 starts with other processes at ${other}% of a CPU: its numbers will be noisy" >&2
+}
+for ((r = 1; r <= ROUNDS; r++)); do
+	order=()
+	for ((i = 0; i < n; i++)); do order+=("${TARGETS[$(((i + r - 1) % n))]}"); done
+	wait_idle "$r"
+	echo "proxies.sh: round $r/$ROUNDS: ${order[*]}" >&2
+	for ((i = 0; i < n; i++)); do
+		t=${order[$i]}
+		wrk_run "$t" 1 1 "$MEASURE_S" "${URL[$t]}"
+		p50=$R_P50_US p99=$R_P99_US lreq=$R_REQUESTS lerr=$((R_SOCKET_ERRORS + R_NON_2XX)) lother=$R_OTHER
+		wrk_run "$t" 2 "$CONNS" "$MEASURE_S" "${URL[$t]}"
+		printf '{"kind":"round","round":%d,"position":%d,"target":"%s","p50_us":%d,"p99_us":%d,"latency_requests":%d,"latency_errors":%d,"latency_other_load_pct":%d,"rps":%s,"load_p50_us":%d,"load_p99_us":%d,"load_requests":%d,"load_errors":%d,"load_cpu_busy_pct":[%s],"load_other_load_pct":%d}\n' \
+			"$r" "$((i + 1))" "$t" "$p50" "$p99" "$lreq" "$lerr" "$lother" "$R_RPS" "$R_P50_US" "$R_P99_US" \
+			"$R_REQUESTS" "$((R_SOCKET_ERRORS + R_NON_2XX))" "$R_BUSY" "$R_OTHER" >>"$OUT"
+		printf '%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n' "$r" "$t" "$p50" "$p99" "$R_RPS" \
+			"$(pick_busy "$R_BUSY" server)" "$(pick_busy "$R_BUSY" client)" "$((lother > R_OTHER ? lother : R_OTHER))" >>"$ROWS"
+		((lother <= IDLE_MAX && R_OTHER <= IDLE_MAX)) ||
+			echo "proxies.sh: warning: round $r, $t: other processes took ${lother}% / ${R_OTHER}% of a CPU (latency / load run)" >&2
+	done
+done
+
+# ---- report ------------------------------------------------------------------------------
+# Figures are the median over rounds (min-max). Added p50 and the ratios are paired within
+# a round (each round's target against the same round's direct and nginx), then the median
+# is taken: drift that hits a whole round cancels out. Exit status 3 from the awk: the floor
+# was missed.
+table() {
+	awk -F'\t' -v targets="$(IFS=,; echo "${TARGETS[*]}")" -v conns="$CONNS" -v pin="$PIN" -v idlemax="$IDLE_MAX" '
+	function med(a, n,   i, j, v) { # sorts a[1..n] in place
+		for (i = 2; i <= n; i++) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	function add(key, v) { vals[key, ++cnt[key]] = v }
+	function stat(key, fmt,   a, i, n, m) { # "median (min-max)" of the values under key
+		n = cnt[key]
+		if (n == 0) return "n/a"
+		for (i = 1; i <= n; i++) a[i] = vals[key, i]
+		m = med(a, n)
+		return n == 1 ? sprintf(fmt, m) : sprintf(fmt " (" fmt "-" fmt ")", m, a[1], a[n])
+	}
+	function median(key,   a, i) { for (i = 1; i <= cnt[key]; i++) a[i] = vals[key, i]; return cnt[key] ? med(a, cnt[key]) : "" }
+	{ p50[$1, $2] = $3; p99[$1, $2] = $4; rps[$1, $2] = $5; srv[$1, $2] = $6; cli[$1, $2] = $7
+	  add("other", $8); if ($8 > othermax) { othermax = $8; otherat = "round " $1 ", " $2 }
+	  rounds[$1] = 1; seen[$2] = 1 }
+	END {
+		nt = split(targets, T, ",")
+		for (r in rounds) for (k = 1; k <= nt; k++) {
+			t = T[k]
+			if (!((r, t) in p50)) continue
+			add("p50 " t, p50[r, t]); add("p99 " t, p99[r, t]); add("rps " t, rps[r, t])
+			add("srv " t, srv[r, t]); add("cli " t, cli[r, t])
+			if ((r, "direct") in p50) {
+				a = p50[r, t] - p50[r, "direct"]; add("added " t, a)
+				an = p50[r, "nginx"] - p50[r, "direct"]
+				if (((r, "nginx") in p50) && an > 0 && t != "direct") add("addratio " t, a / an)
+			}
+			if (((r, "nginx") in rps) && rps[r, "nginx"] > 0) add("rpsratio " t, rps[r, t] / rps[r, "nginx"])
+		}
+		print "| target | p50 µs | p99 µs | added p50 µs | rps c=" conns " | added-p50 ratio vs nginx | rps ratio vs nginx |"
+		print "|---|---|---|---|---|---|---|"
+		for (k = 1; k <= nt; k++) {
+			t = T[k]
+			printf "| %s | %s | %s | %s | %s | %s | %s |\n", t, stat("p50 " t, "%.0f"), stat("p99 " t, "%.0f"),
+				t == "direct" ? "0" : stat("added " t, "%.0f"), stat("rps " t, "%.0f"),
+				t == "direct" ? "-" : stat("addratio " t, "%.2f"), stat("rpsratio " t, "%.2f")
+		}
+		srvline = ""; cliline = ""
+		for (k = 1; k <= nt; k++) {
+			srvline = srvline sprintf("%s%s %.0f%%", (k > 1) ? ", " : "", T[k], median("srv " T[k]))
+			cliline = cliline sprintf("%s%s %.0f%%", (k > 1) ? ", " : "", T[k], median("cli " T[k]))
+		}
+		print ""
+		if (pin == "split") {
+			print "CPU busy during the c=" conns " runs (median), server CPU: " srvline "; wrk CPU: " cliline
+		} else {
+			print "CPU busy during the c=" conns " runs (median), all CPUs: " srvline
+		}
+		om = median("other")
+		verdict = ""
+		if (om > idlemax) verdict = ": noisy, run again on a quiet machine"
+		else if (othermax > idlemax) verdict = ": distrust that round if it stands out in the raw file"
+		if (othermax > 0) printf "other processes during the runs: median %.0f%% of a CPU, worst %d%% (%s)%s\n", om, othermax, otherat, verdict
+		else print "other processes during the runs: none measured"
+		rc = 0
+		if (("fenec-entry" in seen) && ("nginx" in seen) && ("direct" in seen)) {
+			ar = median("addratio fenec-entry"); rr = median("rpsratio fenec-entry")
+			okA = ar != "" && ar <= 1.5; okR = rr != "" && rr >= 0.66
+			printf "\nfloor: fenec-entry added p50 %.3fx nginx (want <= 1.5): %s; requests/s %.3fx nginx (want >= 0.66): %s\n",
+				ar, okA ? "ok" : "MISSED", rr, okR ? "ok" : "MISSED"
+			if (!(okA && okR)) rc = 3
+		}
+		exit rc
+	}' "$ROWS"
+}
+
+set +e
+(
+	echo "## fenec-entry vs nginx vs haproxy: GET $REQ_PATH on loopback"
+	echo
+	table
+	table_rc=$?
+	echo
+	echo "Median over $ROUNDS interleaved rounds (min-max); added p50 and the ratios are paired per round."
+	echo "p50/p99: wrk -t1 -c1 --latency, ${MEASURE_S}s; rps: wrk -t2 -c$CONNS, ${MEASURE_S}s."
+	echo
+	echo "- machine: nproc $NCPU ($cpu_model), kernel $(uname -r), $started"
+	echo "- versions: nginx $ver_nginx, haproxy $ver_haproxy, wrk $ver_wrk, go $ver_go; fenec-entry: $ver_entry; repo at $git_rev"
+	if [[ $PIN == split ]]; then
+		echo "- layout: wrk on CPU $CLIENT_CPUS; upstream and proxy on CPU $SERVER_CPUS; $WORKERS nginx worker(s), haproxy thread(s), fenec-entry GOMAXPROCS"
+	else
+		echo "- layout: nothing pinned; $WORKERS nginx worker(s), haproxy thread(s), fenec-entry GOMAXPROCS"
+	fi
+	has_target fenec-entry || echo "- fenec-entry was not measured: ./cmd/fenec-entry does not build yet"
+	echo "- raw: $OUT"
+	echo "- reproduce: cd $ROOT && $REPRO"
+	exit "$table_rc"
+) >"$OUT_MD"
+report_rc=$?
+set -e
+echo
+cat "$OUT_MD"
+echo "(this report: $OUT_MD)"
+if ((report_rc == 3)); then
+	((CHECK == 0)) || exit 1
+elif ((report_rc != 0)); then
+	die "the report failed (status $report_rc)"
+fi
