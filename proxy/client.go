@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // router is one router of a region and its pool of idle keep-alive
@@ -25,14 +27,16 @@ type router struct {
 
 	maxIdle     int
 	idleTimeout time.Duration
+	dropped     prometheus.Counter // connections closed because the idle pool was full
 
 	mu     sync.Mutex // guards the following fields
 	idle   []*conn    // LIFO: the most recently used first
 	closed bool
 }
 
-func newRouter(region, index int, u *url.URL, cfg *Config) *router {
+func newRouter(region, index int, u *url.URL, cfg *Config, dropped prometheus.Counter) *router {
 	rt := &router{
+		dropped:     dropped,
 		region:      region,
 		index:       index,
 		name:        u.Scheme + "://" + u.Host,
@@ -149,8 +153,12 @@ func (rt *router) put(c *conn) {
 	c.idleAt = time.Now()
 	rt.mu.Lock()
 	if rt.closed || len(rt.idle) >= rt.maxIdle {
+		full := !rt.closed
 		rt.mu.Unlock()
 		c.nc.Close()
+		if full {
+			rt.dropped.Inc()
+		}
 		return
 	}
 	rt.idle = append(rt.idle, c)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -196,5 +198,24 @@ func TestClosedIdleConnectionNotUsedForWrites(t *testing.T) {
 		if resp.StatusCode != 201 {
 			t.Fatalf("write %d: %d, want 201 on a fresh connection", i, resp.StatusCode)
 		}
+	}
+}
+
+// The idle pool of a router is bounded: a connection returned beyond
+// MaxIdlePerRouter is closed and counted.
+func TestIdlePoolBound(t *testing.T) {
+	u, _ := url.Parse("http://127.0.0.1:1")
+	m := NewMetrics(nil)
+	rt := newRouter(0, 0, u, &Config{MaxIdlePerRouter: 2, IdleTimeout: time.Minute}, m.IdleConnsDropped)
+	for i := 0; i < 3; i++ {
+		a, b := net.Pipe()
+		defer b.Close()
+		rt.put(&conn{nc: a, rt: rt})
+	}
+	if n := rt.idleCount(); n != 2 {
+		t.Errorf("idle = %d, want 2", n)
+	}
+	if got := testutil.ToFloat64(m.IdleConnsDropped); got != 1 {
+		t.Errorf("dropped = %v, want 1", got)
 	}
 }

@@ -62,7 +62,7 @@ func New(cfg Config) (*Handler, error) {
 		rs := &h.regions[i]
 		rs.name = reg.Name
 		for j, u := range reg.Routers {
-			rs.routers = append(rs.routers, newRouter(i, j, u, &c))
+			rs.routers = append(rs.routers, newRouter(i, j, u, &c, h.met.m.IdleConnsDropped))
 		}
 		h.byName[reg.Name] = i
 	}

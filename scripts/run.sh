@@ -18,7 +18,7 @@ pids+=($!)
 "$BIN/fenec-entry" serve \
   --listen 127.0.0.1:8080 --admin-listen 127.0.0.1:9091 \
   --routers 'eu=http://127.0.0.1:7101,http://127.0.0.1:7102;us=http://127.0.0.1:7201,http://127.0.0.1:7202' \
-  --default-region us --pop local --continent EU \
+  --default-region us --pop local --continent NA \
   --entry-token demo-entry-token --log-format console --log-level debug &
 pids+=($!)
 
