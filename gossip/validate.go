@@ -1,0 +1,98 @@
+package gossip
+
+import (
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+// Limits on what a peer may send. Anything outside them is counted and
+// dropped, never applied.
+const (
+	maxTenantLen = 255              // as the request path allows
+	maxNodeName  = 128              // an origin or observer name
+	maxFuture    = time.Minute      // a version this far ahead of our clock is refused
+	maxMarkTTL   = 10 * time.Minute // a read mark may not claim to last longer than this
+)
+
+var errInvalid = errors.New("invalid")
+
+// Validator checks homes and marks received from peers (events, snapshots,
+// repair) before they reach the table. The zero value is not usable; build
+// it with NewValidator. Safe for concurrent use (read-only after New).
+type Validator struct {
+	regions map[string]bool
+	now     func() time.Time
+}
+
+// NewValidator knows the configured regions; now is the clock (nil: time.Now).
+func NewValidator(regions []string, now func() time.Time) *Validator {
+	v := &Validator{regions: make(map[string]bool, len(regions)), now: now}
+	for _, r := range regions {
+		v.regions[r] = true
+	}
+	if v.now == nil {
+		v.now = time.Now
+	}
+	return v
+}
+
+// Home returns nil if h may be applied: a sane tenant name, a configured
+// region, an origin, and a version not absurdly in the future.
+func (v *Validator) Home(h homes.Home) error {
+	if err := validTenant(h.Tenant); err != nil {
+		return err
+	}
+	if !v.regions[h.Region] {
+		return fmt.Errorf("%w: home of %q in unknown region %q", errInvalid, h.Tenant, h.Region)
+	}
+	return v.version(h.Version)
+}
+
+// Mark returns nil if m may be applied: a configured region, an observer, a
+// sane expiry for read marks, a version not absurdly in the future.
+func (v *Validator) Mark(m homes.Mark) error {
+	if !v.regions[m.Region] {
+		return fmt.Errorf("%w: mark of unknown region %q", errInvalid, m.Region)
+	}
+	if m.Observer == "" || len(m.Observer) > maxNodeName {
+		return fmt.Errorf("%w: mark observer", errInvalid)
+	}
+	if !m.Clear {
+		switch m.Kind {
+		case homes.MarkRead:
+			if m.Expires.IsZero() || m.Expires.After(v.now().Add(maxMarkTTL)) {
+				return fmt.Errorf("%w: read mark expiry %v", errInvalid, m.Expires)
+			}
+		case homes.MarkWrite:
+		default:
+			return fmt.Errorf("%w: mark kind %d", errInvalid, m.Kind)
+		}
+	}
+	return v.version(m.Version)
+}
+
+func (v *Validator) version(ver homes.Version) error {
+	if ver.HLC == 0 || ver.Origin == "" || len(ver.Origin) > maxNodeName {
+		return fmt.Errorf("%w: version %v", errInvalid, ver)
+	}
+	if ver.Time().After(v.now().Add(maxFuture)) {
+		return fmt.Errorf("%w: version %v is more than %v ahead", errInvalid, ver, maxFuture)
+	}
+	return nil
+}
+
+func validTenant(t string) error {
+	if t == "" || len(t) > maxTenantLen || !utf8.ValidString(t) {
+		return fmt.Errorf("%w: tenant name", errInvalid)
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c < 0x20 || c == 0x7f || c == '/' {
+			return fmt.Errorf("%w: tenant name has a control character or slash", errInvalid)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package gossip
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+func TestValidator(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	v := NewValidator([]string{"eu", "us"}, func() time.Time { return now })
+	ver := homes.Version{HLC: uint64(now.UnixMilli()) << 16, Origin: "a"}
+	future := homes.Version{HLC: uint64(now.Add(2*time.Minute).UnixMilli()) << 16, Origin: "a"}
+	homeRows := []struct {
+		name string
+		h    homes.Home
+		ok   bool
+	}{
+		{"good", homes.Home{Tenant: "acme", Region: "eu", Version: ver}, true},
+		{"unknown region", homes.Home{Tenant: "acme", Region: "ap", Version: ver}, false},
+		{"empty tenant", homes.Home{Region: "eu", Version: ver}, false},
+		{"long tenant", homes.Home{Tenant: strings.Repeat("a", 256), Region: "eu", Version: ver}, false},
+		{"slash", homes.Home{Tenant: "a/b", Region: "eu", Version: ver}, false},
+		{"NUL", homes.Home{Tenant: "a\x00b", Region: "eu", Version: ver}, false},
+		{"bad utf8", homes.Home{Tenant: "a\xffb", Region: "eu", Version: ver}, false},
+		{"zero version", homes.Home{Tenant: "acme", Region: "eu"}, false},
+		{"no origin", homes.Home{Tenant: "acme", Region: "eu", Version: homes.Version{HLC: ver.HLC}}, false},
+		{"far future", homes.Home{Tenant: "acme", Region: "eu", Version: future}, false},
+	}
+	for _, row := range homeRows {
+		err := v.Home(row.h)
+		if (err == nil) != row.ok || (err != nil && !errors.Is(err, errInvalid)) {
+			t.Errorf("Home %s: %v", row.name, err)
+		}
+	}
+	markRows := []struct {
+		name string
+		m    homes.Mark
+		ok   bool
+	}{
+		{"read", homes.Mark{Region: "eu", Kind: homes.MarkRead, Observer: "a", Expires: now.Add(10 * time.Second), Version: ver}, true},
+		{"write", homes.Mark{Region: "eu", Kind: homes.MarkWrite, Observer: "a", Version: ver}, true},
+		{"clear", homes.Mark{Region: "us", Clear: true, Observer: "a", Version: ver}, true},
+		{"unknown region", homes.Mark{Region: "ap", Kind: homes.MarkWrite, Observer: "a", Version: ver}, false},
+		{"no observer", homes.Mark{Region: "eu", Kind: homes.MarkWrite, Version: ver}, false},
+		{"read without expiry", homes.Mark{Region: "eu", Kind: homes.MarkRead, Observer: "a", Version: ver}, false},
+		{"read for an hour", homes.Mark{Region: "eu", Kind: homes.MarkRead, Observer: "a", Expires: now.Add(time.Hour), Version: ver}, false},
+		{"bad kind", homes.Mark{Region: "eu", Kind: 9, Observer: "a", Version: ver}, false},
+		{"far future", homes.Mark{Region: "eu", Kind: homes.MarkWrite, Observer: "a", Version: future}, false},
+	}
+	for _, row := range markRows {
+		err := v.Mark(row.m)
+		if (err == nil) != row.ok {
+			t.Errorf("Mark %s: %v", row.name, err)
+		}
+	}
+}
