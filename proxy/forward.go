@@ -48,7 +48,6 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 					continue
 				case actNextRegion:
 					h.answered(rs, rt, true)
-					held.release()
 					held = holdAnswer(at)
 					nextRegion = true
 				case actMayHaveRun:
@@ -57,14 +56,12 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 					// its routers answers.
 					rs.lastGood.Store(uint32((rt.index + 1) % n))
 					h.homes.Mark(int(reg), homes.MarkWrite)
-					held.release()
 					x.result, x.status = resMayHaveRun, http.StatusBadGateway
 					h.writeError(w, r, http.StatusBadGateway, codeMayHaveRun,
 						"The router failed after the request may have reached it; it was not sent again. "+
 							"Retry with an Idempotency-Key to make it safe to repeat.", x.requestID(r))
 					return
 				case actStop:
-					held.release()
 					x.result = resCanceled
 					return
 				}

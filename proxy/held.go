@@ -26,8 +26,6 @@ func holdAnswer(at attemptResult) *heldAnswer {
 	return hd
 }
 
-func (hd *heldAnswer) release() {}
-
 func (hd *heldAnswer) deliver(w http.ResponseWriter, x *exchange) {
 	dst := w.Header()
 	copyAnswerHeader(dst, hd.header)
