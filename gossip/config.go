@@ -1,0 +1,382 @@
+package gossip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+// Defaults of Config. The memberlist values start from memberlist.DefaultWANConfig (entries
+// sit in PoPs on several continents) and are tuned as each comment says; see memberlistConfig.
+const (
+	DefaultBindPort = 7946          // memberlist's usual port, UDP and TCP (--gossip-bind :7946)
+	DefaultLabel    = "fenec-entry" // memberlist cluster label
+
+	// DefaultFlushInterval is how long a learned home waits to be batched with others. 75 ms
+	// keeps the ~1-3 s end-to-end budget (CONTRACT.md 6) while turning a burst of learnings
+	// into one event instead of dozens: serf's capacity is a few events per second cluster-wide
+	// (GOSSIP-NOTES.md), not homes per second.
+	DefaultFlushInterval = 75 * time.Millisecond
+
+	// DefaultMaxFlushInterval bounds how far backpressure widens the flush interval: under
+	// overload an event then carries up to 2 s of learnings, and a home still reaches every
+	// entry within a few seconds, or repair carries it.
+	DefaultMaxFlushInterval = 2 * time.Second
+
+	// DefaultEventSizeLimit is serf's UserEventSizeLimit (name + payload, encoded). serf's own
+	// default is 512 B; an event larger than a gossip packet's free space is silently never
+	// gossiped. A packet carries DefaultUDPBufferSize - 44 B (compound header 2, label 13,
+	// AES-GCM 29) and an event costs 3 B more inside it, so up to ~1,325 B would fit; 1,024 B
+	// leaves ~300 B for the membership messages (alive, suspect, acks) and the small events
+	// (marks, clears, one or two homes) that share the packet.
+	DefaultEventSizeLimit = 1024
+
+	// DefaultMaxPending bounds the homes waiting to be published (~100 B each with their
+	// names). When it is full the oldest is dropped and counted: anti-entropy repair carries
+	// it. Marks have their own small bound, maxPendingMarks.
+	DefaultMaxPending = 4096
+
+	// DefaultMaxEventsPerFlush bounds the events one flush hands serf, so that a backlog does
+	// not land in serf's queue at once (serf sends the newest first and older ones starve).
+	DefaultMaxEventsPerFlush = 4
+
+	// DefaultQueueHigh and DefaultQueueLow are the depths of serf's event queue (events still
+	// being retransmitted, this entry's and relayed ones) above which the flush interval
+	// doubles and below which it halves back. Healthy, the queue holds about rate x 0.2 s
+	// (retransmits / packets per second): a handful of events. Tens mean overload.
+	DefaultQueueHigh = 32
+	DefaultQueueLow  = 8
+
+	// DefaultMaxQueueDepth is serf's MaxQueueDepth: beyond it serf drops queued events
+	// without telling anyone (checked every 30 s). Events are at most DefaultEventSizeLimit,
+	// so the queue holds at most ~4 MB.
+	DefaultMaxQueueDepth = 4096
+
+	// DefaultRecvQueue bounds the events received and not yet applied. serf hands events
+	// over while holding its event lock on memberlist's packet goroutine, so the handler only
+	// enqueues; when the worker falls this far behind, events are dropped and counted.
+	DefaultRecvQueue = 1024
+
+	// DefaultJoinInterval is how often the joiner resolves Join and JoinDNS and joins the
+	// addresses that are not alive members (first join, restarts, healed partitions).
+	DefaultJoinInterval = 5 * time.Second
+
+	// DefaultUDPBufferSize is memberlist's largest UDP packet. WireGuard on Fly's 6PN has an
+	// MTU of 1420; less 40 B of IPv6 header and 8 B of UDP header leaves 1,372 B. memberlist's
+	// 1,400 would fragment every full gossip packet on 6PN.
+	DefaultUDPBufferSize = 1372
+
+	// DefaultGossipInterval (WAN default 500 ms) and DefaultGossipNodes (WAN default 4): a node
+	// sends at most GossipNodes packets per GossipInterval, 40 packets (~52 KB) a second at
+	// these values. The WAN 500 ms costs a round of hops half a second, too slow for 3 s
+	// convergence over several hops at 100 entries; 100 ms is the value the limits in
+	// GOSSIP-NOTES.md were measured with.
+	DefaultGossipInterval = 100 * time.Millisecond
+	DefaultGossipNodes    = 4
+
+	// DefaultProbeInterval (WAN default 5 s) and DefaultProbeTimeout (WAN 3 s): the farthest
+	// PoPs are ~300 ms apart, so a 1 s timeout with indirect probes is safe, and a failed
+	// entry is suspected in seconds rather than tens of seconds. Failure detection does not
+	// route requests (marks do), so this is not pushed further.
+	DefaultProbeInterval = 2 * time.Second
+	DefaultProbeTimeout  = 1 * time.Second
+
+	// DefaultPushPullInterval (WAN default 60 s): a full state exchange with one random node,
+	// the backstop that heals membership after lost gossip. 30 s (the LAN value) is cheap at
+	// the cluster sizes here (a PoP each).
+	DefaultPushPullInterval = 30 * time.Second
+
+	// DefaultTCPTimeout (WAN default 30 s): joins and push/pull over 6PN get an answer in well
+	// under a second or not at all; 10 s bounds how long a dead join target holds the joiner
+	// (and Close, which waits for it).
+	DefaultTCPTimeout = 10 * time.Second
+
+	// DefaultDeadNodeReclaimTime (memberlist default: never) lets an entry restarted with the
+	// same name on a new address (a Fly machine moved to another host) take its name back
+	// once the old incarnation has been dead this long, instead of being refused as a
+	// conflict.
+	DefaultDeadNodeReclaimTime = 30 * time.Second
+)
+
+// maxPendingMarks bounds the marks and clears waiting to be published. A region makes at most
+// one read mark a second (homes.markResend), so a handful per region is plenty.
+const maxPendingMarks = 256
+
+// Config configures a Gossip. Zero-valued optional fields take the defaults above.
+type Config struct {
+	// NodeName is this entry's serf node name (--node). Required, at most 128 bytes.
+	NodeName string
+
+	// BindAddr is host:port for memberlist's UDP and TCP listeners (--gossip-bind); "" means
+	// ":7946". Port 0 picks a free port (tests); Addr reports it.
+	BindAddr string
+
+	// AdvertiseAddr is host:port peers use to reach this entry (--gossip-advertise); ""
+	// means detected by memberlist (the bind address, or a private address when bound to
+	// all interfaces).
+	AdvertiseAddr string
+
+	// Join are static peers, host:port. Join and JoinDNS are resolved again every
+	// JoinInterval, and the addresses that are not alive members are joined, until Leave.
+	Join []string
+
+	// JoinDNS is a name resolved (A and AAAA) every JoinInterval; each address is joined at
+	// this entry's gossip port. On Fly: <app>.internal.
+	JoinDNS string
+
+	// Key is the gossip key (memberlist keyring, AES-GCM), 16, 24 or 32 bytes. Required
+	// unless Insecure: a node without it can neither join nor inject anything.
+	Key []byte
+
+	// Insecure allows a nil Key: gossip in clear (--insecure-gossip).
+	Insecure bool
+
+	// Label is memberlist's cluster label, checked on every packet and stream; "" means
+	// DefaultLabel. Clusters with different labels ignore each other.
+	Label string
+
+	// Tags are this entry's serf tags. Role "entry" is always set; node adds pop, continent,
+	// version and whatever else it needs. At most 512 bytes encoded (memberlist's meta).
+	Tags map[string]string
+
+	// RPCAddr is the listener for serf's agent IPC (--rpc-addr), so that the stock
+	// `serf members -rpc-addr ...` works; "" disables it. RPCAuth, if set, is the token every
+	// client must send first (`-rpc-auth`).
+	RPCAddr, RPCAuth string
+
+	// Table is the home table: its change feed is published, what peers send is applied to
+	// it. Required.
+	Table *homes.Table
+
+	// Regions are the configured regions; homes and marks naming others are refused.
+	// Required.
+	Regions []string
+
+	// Logger receives serf's and memberlist's logs at debug, member changes at info.
+	Logger zerolog.Logger
+
+	// Registerer gets the gossip metrics; nil means none are registered (they still count).
+	Registerer prometheus.Registerer
+
+	// Transport replaces memberlist's UDP/TCP transport (tests inject an in-process one);
+	// nil means memberlist's net transport on BindAddr.
+	Transport memberlist.NodeAwareTransport
+
+	// FlushInterval is how long a change waits to be batched (DefaultFlushInterval).
+	// Shorter: lower latency, more and smaller events (serf's capacity is in events).
+	FlushInterval time.Duration
+
+	// MaxFlushInterval bounds the flush interval under backpressure
+	// (DefaultMaxFlushInterval).
+	MaxFlushInterval time.Duration
+
+	// EventSizeLimit is serf's UserEventSizeLimit (DefaultEventSizeLimit), at most
+	// DefaultUDPBufferSize-100. Larger: more homes per event, fewer events sharing a packet.
+	EventSizeLimit int
+
+	// MaxPending bounds the homes waiting to be published (DefaultMaxPending); beyond it the
+	// oldest is dropped and counted. Memory: about 100 B a home.
+	MaxPending int
+
+	// MaxEventsPerFlush bounds the events one flush hands serf (DefaultMaxEventsPerFlush).
+	MaxEventsPerFlush int
+
+	// QueueHigh and QueueLow are serf event queue depths that widen and narrow the flush
+	// interval (DefaultQueueHigh, DefaultQueueLow). QueueLow must be below QueueHigh.
+	QueueHigh, QueueLow int
+
+	// MaxQueueDepth is serf's MaxQueueDepth (DefaultMaxQueueDepth): the events serf keeps
+	// queued before it silently drops the oldest. Memory: up to EventSizeLimit each.
+	MaxQueueDepth int
+
+	// RecvQueue bounds the received events waiting to be applied (DefaultRecvQueue); beyond
+	// it they are dropped and counted. Memory: up to EventSizeLimit each.
+	RecvQueue int
+
+	// JoinInterval is how often Join and JoinDNS are resolved and joined
+	// (DefaultJoinInterval).
+	JoinInterval time.Duration
+
+	// LookupIP resolves a host name for Join and JoinDNS; nil means net.DefaultResolver
+	// (A and AAAA). Tests inject one.
+	LookupIP func(ctx context.Context, host string) ([]net.IP, error)
+
+	// memberlist tuning; zero means the default of the same name. Tests shorten them.
+	GossipInterval   time.Duration // DefaultGossipInterval
+	GossipNodes      int           // DefaultGossipNodes
+	ProbeInterval    time.Duration // DefaultProbeInterval
+	ProbeTimeout     time.Duration // DefaultProbeTimeout
+	PushPullInterval time.Duration // DefaultPushPullInterval
+	TCPTimeout       time.Duration // DefaultTCPTimeout
+	UDPBufferSize    int           // DefaultUDPBufferSize
+
+	// LeavePropagateDelay is how long Leave stays up after its leave message went out, so
+	// that peers probing it learn it left rather than failed; 0 means serf's 1 s.
+	LeavePropagateDelay time.Duration
+}
+
+// ErrConfig is wrapped by every error New returns for a bad Config.
+var ErrConfig = errors.New("gossip: bad config")
+
+// Validate reports the first thing wrong with c, naming the flag or field, wrapped around
+// ErrConfig. It does no I/O (names are resolved later) and does not change c.
+func (c Config) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)
+	}
+	if c.NodeName == "" || len(c.NodeName) > maxNodeName {
+		return bad("--node: need a node name of 1 to %d bytes", maxNodeName)
+	}
+	if c.BindAddr != "" {
+		if _, _, err := splitHostPort(c.BindAddr); err != nil {
+			return bad("--gossip-bind: %v", err)
+		}
+	}
+	if c.AdvertiseAddr != "" {
+		host, port, err := splitHostPort(c.AdvertiseAddr)
+		if err != nil {
+			return bad("--gossip-advertise: %v", err)
+		}
+		if host == "" || port == 0 {
+			return bad("--gossip-advertise: %q: need host:port with a port", c.AdvertiseAddr)
+		}
+	}
+	for _, j := range c.Join {
+		host, port, err := splitHostPort(j)
+		if err != nil || host == "" || port == 0 {
+			return bad("--join: %q: need host:port", j)
+		}
+	}
+	switch len(c.Key) {
+	case 0:
+		if !c.Insecure {
+			return bad("--gossip-key: required unless --insecure-gossip")
+		}
+	case 16, 24, 32:
+	default:
+		return bad("--gossip-key: %d bytes; need 16, 24 or 32", len(c.Key))
+	}
+	if c.Table == nil {
+		return bad("Table: required")
+	}
+	if len(c.Regions) == 0 {
+		return bad("Regions: required")
+	}
+	for _, r := range c.Regions {
+		if r == "" || len(r) > 64 {
+			return bad("Regions: region name %q: need 1 to 64 bytes", r)
+		}
+	}
+	if c.RPCAddr != "" {
+		if _, _, err := splitHostPort(c.RPCAddr); err != nil {
+			return bad("--rpc-addr: %v", err)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"FlushInterval", c.FlushInterval}, {"MaxFlushInterval", c.MaxFlushInterval},
+		{"JoinInterval", c.JoinInterval}, {"GossipInterval", c.GossipInterval},
+		{"ProbeInterval", c.ProbeInterval}, {"ProbeTimeout", c.ProbeTimeout},
+		{"PushPullInterval", c.PushPullInterval}, {"TCPTimeout", c.TCPTimeout},
+		{"LeavePropagateDelay", c.LeavePropagateDelay},
+	} {
+		if d.v < 0 {
+			return bad("%s: %v is negative (0 means the default)", d.name, d.v)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{
+		{"EventSizeLimit", c.EventSizeLimit}, {"MaxPending", c.MaxPending},
+		{"MaxEventsPerFlush", c.MaxEventsPerFlush}, {"QueueHigh", c.QueueHigh},
+		{"QueueLow", c.QueueLow}, {"MaxQueueDepth", c.MaxQueueDepth},
+		{"RecvQueue", c.RecvQueue}, {"GossipNodes", c.GossipNodes},
+		{"UDPBufferSize", c.UDPBufferSize},
+	} {
+		if n.v < 0 {
+			return bad("%s: %d is negative (0 means the default)", n.name, n.v)
+		}
+	}
+	d := c.withDefaults()
+	if d.MaxFlushInterval < d.FlushInterval {
+		return bad("MaxFlushInterval %v is below FlushInterval %v", d.MaxFlushInterval, d.FlushInterval)
+	}
+	if d.EventSizeLimit < minEventSizeLimit || d.EventSizeLimit > d.UDPBufferSize-100 {
+		return bad("EventSizeLimit: %d; need %d to UDPBufferSize-100 (%d)",
+			d.EventSizeLimit, minEventSizeLimit, d.UDPBufferSize-100)
+	}
+	if d.QueueLow >= d.QueueHigh {
+		return bad("QueueLow %d must be below QueueHigh %d", d.QueueLow, d.QueueHigh)
+	}
+	return nil
+}
+
+// minEventSizeLimit fits one home with the longest tenant name and its envelope.
+const minEventSizeLimit = 512
+
+func (c Config) withDefaults() Config {
+	def := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defi := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	if c.BindAddr == "" {
+		c.BindAddr = ":" + strconv.Itoa(DefaultBindPort)
+	}
+	if c.Label == "" {
+		c.Label = DefaultLabel
+	}
+	def(&c.FlushInterval, DefaultFlushInterval)
+	def(&c.MaxFlushInterval, DefaultMaxFlushInterval)
+	def(&c.JoinInterval, DefaultJoinInterval)
+	def(&c.GossipInterval, DefaultGossipInterval)
+	def(&c.ProbeInterval, DefaultProbeInterval)
+	def(&c.ProbeTimeout, DefaultProbeTimeout)
+	def(&c.PushPullInterval, DefaultPushPullInterval)
+	def(&c.TCPTimeout, DefaultTCPTimeout)
+	defi(&c.EventSizeLimit, DefaultEventSizeLimit)
+	defi(&c.MaxPending, DefaultMaxPending)
+	defi(&c.MaxEventsPerFlush, DefaultMaxEventsPerFlush)
+	defi(&c.QueueHigh, DefaultQueueHigh)
+	defi(&c.QueueLow, DefaultQueueLow)
+	defi(&c.MaxQueueDepth, DefaultMaxQueueDepth)
+	defi(&c.RecvQueue, DefaultRecvQueue)
+	defi(&c.GossipNodes, DefaultGossipNodes)
+	defi(&c.UDPBufferSize, DefaultUDPBufferSize)
+	if c.LookupIP == nil {
+		c.LookupIP = func(ctx context.Context, host string) ([]net.IP, error) {
+			return net.DefaultResolver.LookupIP(ctx, "ip", host)
+		}
+	}
+	return c
+}
+
+// splitHostPort is net.SplitHostPort with a numeric port.
+func splitHostPort(hp string) (string, int, error) {
+	host, p, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q: bad port", hp)
+	}
+	return host, int(port), nil
+}

@@ -1,0 +1,437 @@
+package gossip
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/serf/client"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+var (
+	clusterKey  = bytes.Repeat([]byte{7}, 32)
+	strangerKey = bytes.Repeat([]byte{9}, 32)
+)
+
+type testNode struct {
+	name  string
+	g     *Gossip
+	table *homes.Table
+}
+
+// fastConfig is a Config for loopback clusters: short intervals so that a test takes
+// seconds, not so short that a 2-core machine under -race misses probes.
+func fastConfig(t *testing.T, name string, table *homes.Table) Config {
+	log := zerolog.Nop()
+	if os.Getenv("GOSSIP_TEST_LOG") != "" {
+		log = zerolog.New(zerolog.NewConsoleWriter()).With().Str("node", name).Logger()
+	}
+	return Config{
+		NodeName:            name,
+		BindAddr:            "127.0.0.1:0",
+		Key:                 clusterKey,
+		Tags:                map[string]string{"pop": "pop-" + name, "continent": "EU", "version": "test"},
+		Table:               table,
+		Regions:             testRegions,
+		Logger:              log,
+		Registerer:          prometheus.NewRegistry(),
+		FlushInterval:       20 * time.Millisecond,
+		MaxFlushInterval:    200 * time.Millisecond,
+		JoinInterval:        200 * time.Millisecond,
+		GossipInterval:      50 * time.Millisecond,
+		ProbeInterval:       500 * time.Millisecond,
+		ProbeTimeout:        250 * time.Millisecond,
+		PushPullInterval:    5 * time.Second,
+		TCPTimeout:          2 * time.Second,
+		LeavePropagateDelay: 100 * time.Millisecond,
+	}
+}
+
+func startNode(t *testing.T, name string, mod func(*Config)) *testNode {
+	t.Helper()
+	table, err := homes.New(homes.Config{Regions: testRegions, Origin: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fastConfig(t, name, table)
+	if mod != nil {
+		mod(&cfg)
+	}
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := g.Close(); err != nil {
+			t.Errorf("close %s: %v", name, err)
+		}
+	})
+	return &testNode{name: name, g: g, table: table}
+}
+
+// startCluster starts n keyed nodes a, b, c, ... joined to the first, and waits until every
+// one sees all the others alive.
+func startCluster(t *testing.T, n int) []*testNode {
+	t.Helper()
+	nodes := []*testNode{startNode(t, "a", nil)}
+	for i := 1; i < n; i++ {
+		name := string(rune('a' + i))
+		nodes = append(nodes, startNode(t, name, func(c *Config) { c.Join = []string{nodes[0].g.Addr()} }))
+	}
+	eventually(t, 5*time.Second, "cluster formed", func() bool {
+		for _, nd := range nodes {
+			if len(nd.g.Peers()) != n-1 || !nd.g.Joined() {
+				return false
+			}
+		}
+		return true
+	})
+	return nodes
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// flush makes n's publisher send what is pending now.
+func (n *testNode) flush() {
+	done := make(chan struct{})
+	n.g.pub.flushReq <- done
+	<-done
+}
+
+func (n *testNode) has(tenant, region string) bool {
+	id, ok := n.table.Lookup(tenant)
+	want, _ := n.table.RegionID(region)
+	return ok && id == want
+}
+
+func TestHomesTravel(t *testing.T) {
+	nodes := startCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	start := time.Now()
+	a.table.LearnName("acme", "eu")
+	c.table.LearnName("globex", "us")
+	eventually(t, 3*time.Second, "acme at b and c, globex at a and b", func() bool {
+		return b.has("acme", "eu") && c.has("acme", "eu") && a.has("globex", "us") && b.has("globex", "us")
+	})
+	t.Logf("two homes reached every entry in %v", time.Since(start))
+	// A tenant that moves converges to its new home everywhere.
+	b.table.LearnName("acme", "ap")
+	eventually(t, 3*time.Second, "acme moved to ap", func() bool { return a.has("acme", "ap") && c.has("acme", "ap") })
+	if st := c.table.Stats(); st.Gossip != 1 || st.Local != 1 {
+		t.Errorf("c holds %d gossiped and %d local homes, want 1 and 1", st.Gossip, st.Local)
+	}
+	if n := testutil.CollectAndCount(b.g.m.propagation); n != 1 {
+		t.Errorf("propagation histogram has %d series", n)
+	}
+	if got := testutil.ToFloat64(a.g.m.homesApplied); got < 2 {
+		t.Errorf("a applied %v homes from gossip, want 2", got)
+	}
+	if got := testutil.ToFloat64(a.g.m.members.WithLabelValues("alive")); got != 3 {
+		t.Errorf("members alive gauge %v, want 3", got)
+	}
+}
+
+func TestMarksAndClearsTravel(t *testing.T) {
+	nodes := startCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	us, _ := a.table.RegionID("us")
+	eu, _ := a.table.RegionID("eu")
+	a.table.Mark(us, homes.MarkWrite)
+	a.table.Mark(eu, homes.MarkRead)
+	eventually(t, 3*time.Second, "marks at b and c", func() bool {
+		return b.table.Marked(us) && c.table.Marked(us) && b.table.Marked(eu) && c.table.Marked(eu)
+	})
+	// A clear observed at c ends the marks everywhere.
+	c.table.Clear(us)
+	c.table.Clear(eu)
+	eventually(t, 3*time.Second, "clears at a and b", func() bool {
+		return !a.table.Marked(us) && !b.table.Marked(us) && !a.table.Marked(eu) && !b.table.Marked(eu)
+	})
+	if got := testutil.ToFloat64(b.g.m.marksApplied); got != 4 {
+		t.Errorf("b applied %v marks and clears, want 4", got)
+	}
+}
+
+// TestKnownHomeSendsNothing pins DESIGN.md: a request to a known home sends nothing.
+func TestKnownHomeSendsNothing(t *testing.T) {
+	a := startNode(t, "a", nil)
+	if !a.table.LearnName("acme", "eu") {
+		t.Fatal("first Learn changed nothing")
+	}
+	a.flush()
+	sent := testutil.ToFloat64(a.g.m.eventsSent)
+	if sent != 1 {
+		t.Fatalf("sent %v events for one new home, want 1", sent)
+	}
+	for range 100 {
+		a.table.LearnName("acme", "eu")
+	}
+	a.flush()
+	if got := testutil.ToFloat64(a.g.m.eventsSent); got != sent {
+		t.Fatalf("re-learning a known home sent %v events", got-sent)
+	}
+}
+
+func TestWrongKeyCannotJoinNorInject(t *testing.T) {
+	nodes := startCluster(t, 2)
+	a, b := nodes[0], nodes[1]
+	x := startNode(t, "x", func(c *Config) { c.Key = strangerKey })
+	if n, err := x.g.serf().Join([]string{a.g.Addr()}, true); err == nil || n != 0 {
+		t.Fatalf("join with another key: joined %d, err %v", n, err)
+	}
+	// Nor with no key at all.
+	y := startNode(t, "y", func(c *Config) { c.Key, c.Insecure = nil, true })
+	if n, err := y.g.serf().Join([]string{a.g.Addr()}, true); err == nil || n != 0 {
+		t.Fatalf("join without a key: joined %d, err %v", n, err)
+	}
+	x.table.LearnName("evil", "ap")
+	x.flush()
+	y.table.LearnName("evil2", "ap")
+	y.flush()
+	// Gossip among the keyed nodes still works, and carried nothing of x's or y's.
+	a.table.LearnName("acme", "eu")
+	eventually(t, 3*time.Second, "acme at b", func() bool { return b.has("acme", "eu") })
+	for _, n := range nodes {
+		if _, ok := n.table.Lookup("evil"); ok {
+			t.Errorf("%s holds a home injected without the key", n.name)
+		}
+		if _, ok := n.table.Lookup("evil2"); ok {
+			t.Errorf("%s holds a home injected in clear", n.name)
+		}
+		for _, m := range n.g.Members() {
+			if m.Name == "x" || m.Name == "y" {
+				t.Errorf("%s lists %s as a member (%s)", n.name, m.Name, m.State)
+			}
+		}
+	}
+	if x.g.Joined() || y.g.Joined() {
+		t.Error("a node without the key reports Joined")
+	}
+}
+
+func TestLeaveIsSeenLeft(t *testing.T) {
+	nodes := startCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.g.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.g.Leave(ctx); err != nil {
+		t.Fatalf("second Leave: %v", err)
+	}
+	state := func(n *testNode, name string) string {
+		for _, m := range n.g.Members() {
+			if m.Name == name {
+				return m.State
+			}
+		}
+		return ""
+	}
+	eventually(t, 3*time.Second, "c left at a and b", func() bool {
+		return state(a, "c") == "left" && state(b, "c") == "left"
+	})
+	if len(a.g.Peers()) != 1 {
+		t.Errorf("a has peers %v, want b only", a.g.Peers())
+	}
+	if err := c.g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.g.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestInvalidEventsChangeNothing(t *testing.T) {
+	nodes := startCluster(t, 2)
+	a, b := nodes[0], nodes[1]
+	now := time.Now()
+	ver := homes.Version{HLC: uint64(now.UnixMilli()) << 16, Origin: "a"}
+	future := homes.Version{HLC: uint64(now.Add(time.Hour).UnixMilli()) << 16, Origin: "a"}
+	e := newEncoder("a", DefaultEventSizeLimit)
+	bad, err := e.encode(
+		[]homes.Mark{{Region: "mars", Kind: homes.MarkWrite, Observer: "a", Version: ver}},
+		[]homes.Home{
+			{Tenant: "x/y", Region: "eu", Version: ver},
+			{Tenant: "acme", Region: "mars", Version: ver},
+			{Tenant: "acme", Region: "eu", Version: future},
+			{Tenant: strings.Repeat("t", 300), Region: "eu", Version: ver},
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range [][]byte{{0xff, 0xff, 0xff}, {formatMsgpack, 1, 'a', 0xc1}, bad} {
+		if err := a.g.sendEvent(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 3*time.Second, "b counted the invalid events and items", func() bool {
+		return testutil.ToFloat64(b.g.m.eventsInvalid) == 2 &&
+			testutil.ToFloat64(b.g.m.itemsInvalid.WithLabelValues("home")) == 4 &&
+			testutil.ToFloat64(b.g.m.itemsInvalid.WithLabelValues("mark")) == 1
+	})
+	if st := b.table.Stats(); st.Homes != 0 || st.Marked != 0 {
+		t.Fatalf("invalid events changed b's table: %+v", st)
+	}
+	if got := testutil.ToFloat64(b.g.m.homesApplied); got != 0 {
+		t.Fatalf("b applied %v homes", got)
+	}
+}
+
+// TestManyLongNamesArrive: a burst of homes with long tenant names is split into events
+// within serf's limit (serf refuses larger ones: counted as dropped "send") and all arrive.
+func TestManyLongNamesArrive(t *testing.T) {
+	nodes := startCluster(t, 2)
+	a, b := nodes[0], nodes[1]
+	hs := testHomes(300, 100, "a", 42)
+	for _, h := range hs {
+		a.table.LearnName(h.Tenant, h.Region)
+	}
+	eventually(t, 10*time.Second, "300 homes at b", func() bool { return b.table.Stats().Homes == len(hs) })
+	for _, h := range hs {
+		if !b.has(h.Tenant, h.Region) {
+			t.Fatalf("b lacks %s", h.Tenant)
+		}
+	}
+	if got := testutil.ToFloat64(a.g.m.eventsDropped.WithLabelValues("send")); got != 0 {
+		t.Fatalf("serf refused %v events", got)
+	}
+	sent := testutil.ToFloat64(a.g.m.eventsSent)
+	t.Logf("300 homes with 100-byte names: %v events", sent)
+}
+
+func TestIPC(t *testing.T) {
+	a := startNode(t, "a", func(c *Config) { c.RPCAddr = "127.0.0.1:0" })
+	b := startNode(t, "b", func(c *Config) {
+		c.RPCAddr, c.RPCAuth = "127.0.0.1:0", "s3cret"
+		c.Join = []string{a.g.Addr()}
+	})
+	eventually(t, 5*time.Second, "a and b joined", func() bool { return a.g.Joined() && b.g.Joined() })
+
+	list := func(addr, auth string) ([]string, error) {
+		cl, err := client.ClientFromConfig(&client.Config{Addr: addr, AuthKey: auth, Timeout: 2 * time.Second})
+		if err != nil {
+			return nil, err
+		}
+		defer cl.Close()
+		ms, err := cl.Members()
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, m := range ms {
+			if m.Tags["role"] != "entry" || m.Tags["pop"] != "pop-"+m.Name || m.Tags["version"] != "test" {
+				t.Errorf("member %s tags %v", m.Name, m.Tags)
+			}
+			out = append(out, m.Name+"="+m.Status)
+		}
+		return out, nil
+	}
+	for _, row := range []struct {
+		name, addr, auth string
+		ok               bool
+	}{
+		{"no auth needed", a.g.RPCAddr().String(), "", true},
+		{"auth given", b.g.RPCAddr().String(), "s3cret", true},
+		{"auth missing", b.g.RPCAddr().String(), "", false},
+		{"auth wrong", b.g.RPCAddr().String(), "nope", false},
+	} {
+		ms, err := list(row.addr, row.auth)
+		if (err == nil) != row.ok {
+			t.Errorf("%s: members %v, err %v", row.name, ms, err)
+			continue
+		}
+		if row.ok && len(ms) != 2 {
+			t.Errorf("%s: members %v, want a and b alive", row.name, ms)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	table, _ := homes.New(homes.Config{Regions: testRegions, Origin: "a"})
+	good := Config{NodeName: "a", Key: clusterKey, Table: table, Regions: testRegions}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("good config: %v", err)
+	}
+	for name, mod := range map[string]func(*Config){
+		"no node":       func(c *Config) { c.NodeName = "" },
+		"no key":        func(c *Config) { c.Key = nil },
+		"short key":     func(c *Config) { c.Key = c.Key[:10] },
+		"no table":      func(c *Config) { c.Table = nil },
+		"bad bind":      func(c *Config) { c.BindAddr = "nope" },
+		"bad join":      func(c *Config) { c.Join = []string{"host"} },
+		"bad advertise": func(c *Config) { c.AdvertiseAddr = "1.2.3.4" },
+		"huge events":   func(c *Config) { c.EventSizeLimit = 1400 },
+		"queue bounds":  func(c *Config) { c.QueueLow, c.QueueHigh = 10, 5 },
+		"negative":      func(c *Config) { c.FlushInterval = -1 },
+	} {
+		c := good
+		mod(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	insecure := good
+	insecure.Key, insecure.Insecure = nil, true
+	if err := insecure.Validate(); err != nil {
+		t.Errorf("insecure: %v", err)
+	}
+}
+
+// TestJoinDNSAndRejoin: an entry started before its peer serves alone and keeps resolving
+// JoinDNS (at its own gossip port) until the peer answers; when that peer restarts with
+// nothing to join, it is back in the cluster and gossip flows again.
+func TestJoinDNSAndRejoin(t *testing.T) {
+	lookup := func(ctx context.Context, host string) ([]net.IP, error) {
+		if host != "entries.test" {
+			return nil, fmt.Errorf("no such host %q", host)
+		}
+		return []net.IP{net.ParseIP("127.0.0.2"), net.ParseIP("127.0.0.3")}, nil
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.2:0") // a port free on 127.0.0.2 a moment ago
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(pc.LocalAddr().String())
+	pc.Close()
+	b := startNode(t, "b", func(c *Config) {
+		c.BindAddr = "127.0.0.3:" + port
+		c.JoinDNS, c.LookupIP = "entries.test", lookup
+	})
+	if b.g.Joined() {
+		t.Fatal("b joined with no peer up")
+	}
+	a := startNode(t, "a", func(c *Config) { c.BindAddr = "127.0.0.2:" + port })
+	eventually(t, 5*time.Second, "b's joiner found a through DNS", func() bool { return a.g.Joined() && b.g.Joined() })
+
+	if err := a.g.Close(); err != nil { // a crash: no leave
+		t.Fatal(err)
+	}
+	a2 := startNode(t, "a", func(c *Config) { c.BindAddr = "127.0.0.2:" + port })
+	eventually(t, 15*time.Second, "restarted a back in the cluster", func() bool { return a2.g.Joined() })
+	a2.table.LearnName("acme", "us")
+	eventually(t, 3*time.Second, "acme at b", func() bool { return b.has("acme", "us") })
+}

@@ -1,0 +1,102 @@
+package gossip
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the gossip metrics. None has a per-tenant label.
+type metrics struct {
+	members         *prometheus.GaugeVec   // state
+	eventsSent      prometheus.Counter     //
+	eventsReceived  prometheus.Counter     // from peers, before decoding
+	eventsDropped   *prometheus.CounterVec // reason: recv_queue_full, send
+	eventsInvalid   prometheus.Counter     // undecodable or too large
+	itemsInvalid    *prometheus.CounterVec // kind: home, mark
+	batchHomes      prometheus.Histogram
+	batchBytes      prometheus.Histogram
+	queueDepth      prometheus.Gauge
+	flushInterval   prometheus.Gauge
+	flushesDeferred prometheus.Counter
+	pendingDropped  prometheus.Counter
+	homesApplied    prometheus.Counter
+	marksApplied    prometheus.Counter
+	propagation     prometheus.Histogram
+}
+
+// memberStates are the label values of fenec_entry_gossip_members.
+var memberStates = []string{"alive", "leaving", "left", "failed"}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fenec_entry_gossip_members", Help: "Gossip cluster members by state (alive, leaving, left, failed), this entry included.",
+		}, []string{"state"}),
+		eventsSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_events_sent_total", Help: "Gossip events (batches of homes and marks) handed to serf.",
+		}),
+		eventsReceived: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_events_received_total", Help: "Gossip events received from peers.",
+		}),
+		eventsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_events_dropped_total",
+			Help: "Gossip events dropped: recv_queue_full (the apply worker fell behind), send (serf refused one).",
+		}, []string{"reason"}),
+		eventsInvalid: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_events_invalid_total", Help: "Gossip events received that could not be decoded (dropped whole).",
+		}),
+		itemsInvalid: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_items_invalid_total", Help: "Homes and marks received that failed validation (dropped), by kind.",
+		}, []string{"kind"}),
+		batchHomes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fenec_entry_gossip_batch_homes", Help: "Homes per gossip event sent.",
+			Buckets: []float64{0, 1, 2, 4, 8, 16, 24, 32, 48, 64, 96},
+		}),
+		batchBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fenec_entry_gossip_batch_bytes", Help: "Bytes per gossip event sent (name and payload).",
+			Buckets: []float64{64, 128, 256, 384, 512, 640, 768, 896, 1024, 1280},
+		}),
+		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenec_entry_gossip_serf_event_queue", Help: "serf's user event queue depth (events still being retransmitted).",
+		}),
+		flushInterval: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenec_entry_gossip_flush_interval_seconds", Help: "Current batching interval (widened under backpressure).",
+		}),
+		flushesDeferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_flushes_deferred_total", Help: "Flushes put off because backpressure widened the interval.",
+		}),
+		pendingDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_pending_dropped_total", Help: "Homes and marks dropped unsent because the pending batch was full (repair carries them).",
+		}),
+		homesApplied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_homes_applied_total", Help: "Homes from gossip events that changed the table.",
+		}),
+		marksApplied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_marks_applied_total", Help: "Marks and clears from gossip events that changed the table.",
+		}),
+		propagation: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fenec_entry_gossip_propagation_seconds",
+			Help:    "Time from a home's learning at its origin (its version's clock) to its arrival here, for homes sent by their origin.",
+			Buckets: []float64{.025, .05, .1, .2, .3, .5, .75, 1, 1.5, 2, 3, 5, 10},
+		}),
+	}
+	for _, s := range memberStates {
+		m.members.WithLabelValues(s)
+	}
+	m.eventsDropped.WithLabelValues("recv_queue_full")
+	m.eventsDropped.WithLabelValues("send")
+	m.itemsInvalid.WithLabelValues("home")
+	m.itemsInvalid.WithLabelValues("mark")
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.members, m.eventsSent, m.eventsReceived, m.eventsDropped,
+		m.eventsInvalid, m.itemsInvalid, m.batchHomes, m.batchBytes, m.queueDepth, m.flushInterval,
+		m.flushesDeferred, m.pendingDropped, m.homesApplied, m.marksApplied, m.propagation} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("gossip: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}

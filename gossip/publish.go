@@ -1,0 +1,221 @@
+package gossip
+
+import (
+	"context"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+// fifo is a bounded queue that drops its oldest element when full. Not safe for concurrent
+// use. The zero value with a capacity set by newFIFO is empty.
+type fifo[T any] struct {
+	buf     []T
+	head, n int
+}
+
+func newFIFO[T any](capacity int) *fifo[T] { return &fifo[T]{buf: make([]T, capacity)} }
+
+// push appends v and reports whether it dropped the oldest element to make room.
+func (q *fifo[T]) push(v T) (dropped bool) {
+	if q.n == len(q.buf) {
+		var zero T
+		q.buf[q.head] = zero
+		q.head = (q.head + 1) % len(q.buf)
+		q.n--
+		dropped = true
+	}
+	q.buf[(q.head+q.n)%len(q.buf)] = v
+	q.n++
+	return dropped
+}
+
+// appendTo appends the elements in order to dst.
+func (q *fifo[T]) appendTo(dst []T) []T {
+	for i := 0; i < q.n; i++ {
+		dst = append(dst, q.buf[(q.head+i)%len(q.buf)])
+	}
+	return dst
+}
+
+// pop removes the k oldest elements.
+func (q *fifo[T]) pop(k int) {
+	var zero T
+	for ; k > 0 && q.n > 0; k-- {
+		q.buf[q.head] = zero
+		q.head = (q.head + 1) % len(q.buf)
+		q.n--
+	}
+}
+
+// publisher turns the table's change feed into serf user events. One goroutine (run) owns
+// all of its fields.
+type publisher struct {
+	cfg   Config
+	feed  <-chan homes.Change
+	send  func(payload []byte) error // serf.UserEvent(EventName, payload, false)
+	depth func() int                 // serf's event queue depth; -1 if unknown
+	m     *metrics
+	log   zerolog.Logger
+
+	enc   *encoder
+	marks *fifo[homes.Mark]
+	homes *fifo[homes.Home]
+	// pendingBytes estimates the encoded size of the pending homes and marks, to flush
+	// early once they fill an event.
+	pendingBytes int
+
+	interval  time.Duration // current flush interval: FlushInterval widened by backpressure
+	lastFlush time.Time
+
+	scratchM []homes.Mark
+	scratchH []homes.Home
+
+	// flushReq lets tests flush now: the publisher drains the feed, flushes everything it
+	// may (ignoring the interval, within MaxEventsPerFlush) and closes the channel it got.
+	flushReq chan chan struct{}
+}
+
+func newPublisher(cfg Config, send func([]byte) error, depth func() int, m *metrics, log zerolog.Logger) *publisher {
+	return &publisher{
+		cfg:      cfg,
+		feed:     cfg.Table.Changes(),
+		send:     send,
+		depth:    depth,
+		m:        m,
+		log:      log,
+		enc:      newEncoder(cfg.NodeName, cfg.EventSizeLimit),
+		marks:    newFIFO[homes.Mark](maxPendingMarks),
+		homes:    newFIFO[homes.Home](cfg.MaxPending),
+		interval: cfg.FlushInterval,
+		flushReq: make(chan chan struct{}),
+	}
+}
+
+// run publishes until ctx is done. What is pending then is left to repair.
+func (p *publisher) run(ctx context.Context) {
+	tick := time.NewTicker(p.cfg.FlushInterval)
+	defer tick.Stop()
+	p.m.flushInterval.Set(p.interval.Seconds())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c := <-p.feed:
+			p.add(c)
+			// A full event's worth: send it now rather than at the tick, unless
+			// backpressure has widened the interval.
+			if p.pendingBytes >= p.enc.budget && p.interval == p.cfg.FlushInterval {
+				p.flush(time.Now(), true)
+			}
+		case now := <-tick.C:
+			p.tick(now)
+		case done := <-p.flushReq:
+			for drained := false; !drained; {
+				select {
+				case c := <-p.feed:
+					p.add(c)
+				default:
+					drained = true
+				}
+			}
+			p.flush(time.Now(), false)
+			close(done)
+		}
+	}
+}
+
+// itemOverhead estimates the msgpack bytes of a home or mark besides its strings.
+const itemOverhead = 20
+
+func (p *publisher) add(c homes.Change) {
+	switch c.Kind {
+	case homes.ChangeHome:
+		if p.homes.push(c.Home) {
+			p.m.pendingDropped.Inc()
+		} else {
+			p.pendingBytes += itemOverhead + len(c.Home.Tenant) + len(c.Home.Region)
+		}
+	case homes.ChangeMark:
+		if p.marks.push(c.Mark) {
+			p.m.pendingDropped.Inc()
+		} else {
+			p.pendingBytes += itemOverhead + len(c.Mark.Region)
+		}
+	}
+}
+
+// tick adapts the flush interval to serf's queue and flushes when the interval has passed.
+// Backpressure: while serf's event queue is above QueueHigh (events queue faster than
+// gossip sends them, and serf would starve then drop them), each tick doubles the interval up
+// to MaxFlushInterval, so that every event carries more homes and fewer events are made;
+// below QueueLow it halves back. A tick that finds changes pending but waits for the widened
+// interval counts a deferred flush.
+func (p *publisher) tick(now time.Time) {
+	if d := p.depth(); d >= 0 {
+		p.m.queueDepth.Set(float64(d))
+		switch {
+		case d >= p.cfg.QueueHigh:
+			p.interval = min(2*p.interval, p.cfg.MaxFlushInterval)
+		case d <= p.cfg.QueueLow:
+			p.interval = max(p.interval/2, p.cfg.FlushInterval)
+		}
+		p.m.flushInterval.Set(p.interval.Seconds())
+	}
+	if p.marks.n == 0 && p.homes.n == 0 {
+		return
+	}
+	if now.Sub(p.lastFlush) < p.interval {
+		p.m.flushesDeferred.Inc()
+		return
+	}
+	p.flush(now, false)
+}
+
+// flush sends up to MaxEventsPerFlush events of pending marks, then homes; with fullOnly,
+// only events that are full.
+func (p *publisher) flush(now time.Time, fullOnly bool) {
+	p.scratchM = p.marks.appendTo(p.scratchM[:0])
+	p.scratchH = p.homes.appendTo(p.scratchH[:0])
+	events, nm, nh, skipped, err := p.enc.split(p.scratchM, p.scratchH, p.cfg.MaxEventsPerFlush, fullOnly)
+	if err != nil {
+		p.log.Warn().Err(err).Msg("gossip: encoding a batch failed; dropping it")
+		nm, nh = len(p.scratchM), len(p.scratchH)
+	}
+	if skipped > 0 {
+		p.m.pendingDropped.Add(float64(skipped))
+	}
+	p.marks.pop(nm)
+	p.homes.pop(nh)
+	p.recount()
+	if len(events) > 0 {
+		p.lastFlush = now
+	}
+	for _, ev := range events {
+		if err := p.send(ev.payload); err != nil {
+			p.m.eventsDropped.WithLabelValues("send").Inc()
+			p.log.Debug().Err(err).Int("bytes", len(ev.payload)).Msg("gossip: serf refused an event")
+			continue
+		}
+		p.m.eventsSent.Inc()
+		p.m.batchBytes.Observe(float64(len(ev.payload) + len(EventName)))
+		p.m.batchHomes.Observe(float64(ev.homes))
+	}
+	clear(p.scratchM)
+	clear(p.scratchH)
+}
+
+// recount recomputes pendingBytes after a flush.
+func (p *publisher) recount() {
+	n := 0
+	for i := 0; i < p.homes.n; i++ {
+		h := p.homes.buf[(p.homes.head+i)%len(p.homes.buf)]
+		n += itemOverhead + len(h.Tenant) + len(h.Region)
+	}
+	for i := 0; i < p.marks.n; i++ {
+		n += itemOverhead + len(p.marks.buf[(p.marks.head+i)%len(p.marks.buf)].Region)
+	}
+	p.pendingBytes = n
+}

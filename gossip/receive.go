@@ -1,0 +1,109 @@
+package gossip
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/serf/serf"
+	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+// eventHandler is registered with serf's agent, which calls it on its event loop, the
+// goroutine serf itself blocks on while holding its event lock: it only enqueues (user
+// events) or logs (member events), never waits.
+type eventHandler struct{ g *Gossip }
+
+func (h eventHandler) HandleEvent(e serf.Event) {
+	g := h.g
+	switch e := e.(type) {
+	case serf.UserEvent:
+		if e.Name != EventName {
+			return
+		}
+		if s, ok := payloadSender(e.Payload); ok && s == g.cfg.NodeName {
+			return // our own, handed back by serf
+		}
+		g.m.eventsReceived.Inc()
+		select {
+		case g.recvq <- e.Payload:
+		default:
+			g.m.eventsDropped.WithLabelValues("recv_queue_full").Inc()
+		}
+	case serf.MemberEvent:
+		for _, mem := range e.Members {
+			g.log.Info().Str("event", e.Type.String()).Str("member", mem.Name).
+				Str("addr", memberAddr(mem)).Msg("gossip: member " + e.Type.String())
+		}
+		select {
+		case g.membersChanged <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// receiver decodes, validates and applies events from peers. One goroutine (run) owns it.
+type receiver struct {
+	table *homes.Table
+	v     *Validator
+	dec   *decoder
+	m     *metrics
+	log   zerolog.Logger
+	now   func() time.Time
+}
+
+func (r *receiver) run(ctx context.Context, q <-chan []byte) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-q:
+			r.apply(p)
+		}
+	}
+}
+
+// apply applies one event's payload. An undecodable event is counted and dropped whole; a
+// home or mark that fails validation is counted and skipped, and the rest of the event is
+// applied (a peer configured with one region more, during a rolling deploy, still delivers
+// the homes this entry can use).
+func (r *receiver) apply(payload []byte) {
+	sender, b, err := r.dec.decode(payload)
+	if err != nil {
+		r.m.eventsInvalid.Inc()
+		r.log.Debug().Err(err).Str("sender", sender).Int("bytes", len(payload)).Msg("gossip: invalid event dropped")
+		return
+	}
+	if len(sender) > maxNodeName {
+		r.m.eventsInvalid.Inc()
+		return
+	}
+	// Marks first, as sent.
+	for _, w := range b.M {
+		m := w.mark(sender)
+		if err := r.v.Mark(m); err != nil {
+			r.m.itemsInvalid.WithLabelValues("mark").Inc()
+			r.log.Debug().Err(err).Str("sender", sender).Msg("gossip: invalid mark dropped")
+			continue
+		}
+		if r.table.ApplyMark(m) {
+			r.m.marksApplied.Inc()
+		}
+	}
+	now := r.now()
+	for _, w := range b.H {
+		h := w.home(sender)
+		if err := r.v.Home(h); err != nil {
+			r.m.itemsInvalid.WithLabelValues("home").Inc()
+			r.log.Debug().Err(err).Str("sender", sender).Msg("gossip: invalid home dropped")
+			continue
+		}
+		if h.Version.Origin == sender {
+			r.m.propagation.Observe(max(now.Sub(h.Version.Time()), 0).Seconds())
+		}
+		if r.table.Apply(h) {
+			r.m.homesApplied.Inc()
+		}
+	}
+}

@@ -1,0 +1,297 @@
+package gossip
+
+import (
+	"bytes"
+	"compress/flate"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+// EventName is the serf user event that carries homes, marks and clears.
+const EventName = "fenec-homes"
+
+// An event's payload is a small header and a body:
+//
+//	byte 0     format: formatMsgpack (body is msgpack) or formatFlate (raw DEFLATE of it,
+//	           with flateDict as preset dictionary)
+//	byte 1     n, the length of the sender's node name
+//	2 .. 2+n   the sender's node name, so that a node drops its own events unread
+//	rest       body: a wireBatch
+//
+// The sender encodes both and keeps the smaller: DEFLATE pays from a few homes on.
+const (
+	formatMsgpack byte = 1
+	formatFlate   byte = 2
+)
+
+// maxDecoded bounds a decompressed body: a peer cannot make us inflate a bomb.
+const maxDecoded = 64 << 10
+
+// serfEnvelope is what serf adds to name + payload when it encodes a user event (message
+// type, msgpack map of LTime, Name, Payload, CC: 38 B plus the name at most), with a margin.
+// serf checks the encoded size against UserEventSizeLimit.
+const serfEnvelope = 48
+
+// wireHome is a homes.Home on the wire. O is empty when the version's origin is the sender.
+type wireHome struct {
+	T string `msgpack:"t"`
+	R string `msgpack:"r"`
+	V uint64 `msgpack:"v"`
+	O string `msgpack:"o,omitempty"`
+}
+
+// wireMark is a homes.Mark on the wire. B (observer) and O (version origin) are empty when
+// they are the sender; X is the expiry in unix milliseconds, 0 for none.
+type wireMark struct {
+	R string `msgpack:"r"`
+	K uint8  `msgpack:"k,omitempty"`
+	C bool   `msgpack:"c,omitempty"`
+	B string `msgpack:"b,omitempty"`
+	X int64  `msgpack:"x,omitempty"`
+	V uint64 `msgpack:"v"`
+	O string `msgpack:"o,omitempty"`
+}
+
+// wireBatch is an event's body. Marks come first: they are few and urgent.
+type wireBatch struct {
+	M []wireMark `msgpack:"m,omitempty"`
+	H []wireHome `msgpack:"h,omitempty"`
+}
+
+// flateDict primes DEFLATE with what every body repeats (field names, map headers), so that
+// even a small event compresses.
+var flateDict = func() []byte {
+	b, _ := msgpack.Marshal(wireBatch{
+		M: []wireMark{{R: "eu", K: 1, V: 1 << 56, X: 1 << 42}},
+		H: []wireHome{{T: "tenant", R: "us", V: 1 << 56}, {T: "tenant", R: "ap", V: 1 << 56, O: "node"}},
+	})
+	return b
+}()
+
+func toWireHome(h homes.Home, sender string) wireHome {
+	w := wireHome{T: h.Tenant, R: h.Region, V: h.Version.HLC}
+	if h.Version.Origin != sender {
+		w.O = h.Version.Origin
+	}
+	return w
+}
+
+func (w wireHome) home(sender string) homes.Home {
+	o := w.O
+	if o == "" {
+		o = sender
+	}
+	return homes.Home{Tenant: w.T, Region: w.R, Version: homes.Version{HLC: w.V, Origin: o}}
+}
+
+func toWireMark(m homes.Mark, sender string) wireMark {
+	w := wireMark{R: m.Region, K: uint8(m.Kind), C: m.Clear, V: m.Version.HLC}
+	if m.Observer != sender {
+		w.B = m.Observer
+	}
+	if m.Version.Origin != sender {
+		w.O = m.Version.Origin
+	}
+	if !m.Expires.IsZero() {
+		// Rounded up: a mark never ends before its observer meant it to.
+		w.X = (m.Expires.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+	}
+	if m.Clear {
+		w.K = 0
+	}
+	return w
+}
+
+func (w wireMark) mark(sender string) homes.Mark {
+	m := homes.Mark{Region: w.R, Kind: homes.MarkKind(w.K), Clear: w.C, Observer: w.B,
+		Version: homes.Version{HLC: w.V, Origin: w.O}}
+	if m.Observer == "" {
+		m.Observer = sender
+	}
+	if m.Version.Origin == "" {
+		m.Version.Origin = sender
+	}
+	if w.X != 0 {
+		m.Expires = time.UnixMilli(w.X)
+	}
+	return m
+}
+
+// encoder builds event payloads for one sender. Not safe for concurrent use (the publisher
+// owns it); it reuses its buffers and its DEFLATE writer (~600 KB, made once).
+type encoder struct {
+	sender string
+	budget int // most payload bytes per event
+
+	raw, z bytes.Buffer
+	enc    *msgpack.Encoder
+	fw     *flate.Writer
+	batch  wireBatch
+}
+
+func newEncoder(sender string, eventSizeLimit int) *encoder {
+	e := &encoder{sender: sender, budget: eventSizeLimit - serfEnvelope - len(EventName)}
+	e.enc = msgpack.NewEncoder(&e.raw)
+	e.fw, _ = flate.NewWriterDict(&e.z, flate.BestCompression, flateDict) // the level is valid
+	return e
+}
+
+// encode returns the payload carrying marks and hs, a fresh slice.
+func (e *encoder) encode(marks []homes.Mark, hs []homes.Home) ([]byte, error) {
+	e.batch.M, e.batch.H = e.batch.M[:0], e.batch.H[:0]
+	for _, m := range marks {
+		e.batch.M = append(e.batch.M, toWireMark(m, e.sender))
+	}
+	for _, h := range hs {
+		e.batch.H = append(e.batch.H, toWireHome(h, e.sender))
+	}
+	e.raw.Reset()
+	if err := e.enc.Encode(&e.batch); err != nil {
+		return nil, fmt.Errorf("gossip: encode batch: %w", err)
+	}
+	e.z.Reset()
+	e.fw.Reset(&e.z)
+	if _, err := e.fw.Write(e.raw.Bytes()); err != nil {
+		return nil, fmt.Errorf("gossip: compress batch: %w", err)
+	}
+	if err := e.fw.Close(); err != nil {
+		return nil, fmt.Errorf("gossip: compress batch: %w", err)
+	}
+	format, body := formatMsgpack, e.raw.Bytes()
+	if e.z.Len() < len(body) {
+		format, body = formatFlate, e.z.Bytes()
+	}
+	out := make([]byte, 0, 2+len(e.sender)+len(body))
+	out = append(out, format, byte(len(e.sender)))
+	out = append(out, e.sender...)
+	return append(out, body...), nil
+}
+
+// event is one encoded payload and what it carries.
+type event struct {
+	payload      []byte
+	marks, homes int
+}
+
+// split encodes the first items of marks then hs into at most maxEvents events, each
+// within the budget and each as full as it can be. It returns the events and how many
+// marks and homes they carry in all. With fullOnly, it stops before an event that would not be full
+// (the rest waits for more). An item that cannot fit an event alone is skipped and counted
+// in skipped (it cannot happen with validated names and minEventSizeLimit).
+func (e *encoder) split(marks []homes.Mark, hs []homes.Home, maxEvents int, fullOnly bool) (events []event, nMarks, nHomes, skipped int, err error) {
+	for len(events) < maxEvents && (nMarks < len(marks) || nHomes < len(hs)) {
+		restM, restH := marks[nMarks:], hs[nHomes:]
+		total := len(restM) + len(restH)
+		fits := func(k int) ([]byte, bool, error) {
+			km := min(k, len(restM))
+			p, err := e.encode(restM[:km], restH[:k-km])
+			return p, err == nil && len(p) <= e.budget, err
+		}
+		// Grow k by doubling while it fits, then bisect between the last fit and the first
+		// miss: O(log k) encodings of at most ~2 events' worth.
+		var best []byte
+		lo, hi := 0, 0 // lo fits (0: nothing yet), hi does not (0: none found)
+		for k := 1; ; k *= 2 {
+			k = min(k, total)
+			p, ok, err := fits(k)
+			if err != nil {
+				return events, nMarks, nHomes, skipped, err
+			}
+			if !ok {
+				hi = k
+				break
+			}
+			lo, best = k, p
+			if k == total {
+				break
+			}
+		}
+		for hi != 0 && hi-lo > 1 {
+			mid := (lo + hi) / 2
+			p, ok, err := fits(mid)
+			if err != nil {
+				return events, nMarks, nHomes, skipped, err
+			}
+			if ok {
+				lo, best = mid, p
+			} else {
+				hi = mid
+			}
+		}
+		if lo == 0 { // the first item alone is too large
+			if len(restM) > 0 {
+				nMarks++
+			} else {
+				nHomes++
+			}
+			skipped++
+			continue
+		}
+		if fullOnly && hi == 0 {
+			break // everything left fits one event: not full yet
+		}
+		km := min(lo, len(restM))
+		events = append(events, event{payload: best, marks: km, homes: lo - km})
+		nMarks += km
+		nHomes += lo - km
+	}
+	return events, nMarks, nHomes, skipped, nil
+}
+
+var errBadEvent = errors.New("bad event")
+
+// decoder reads event payloads. Not safe for concurrent use (the receive worker owns it).
+type decoder struct {
+	fr  io.ReadCloser
+	out bytes.Buffer
+}
+
+func newDecoder() *decoder {
+	return &decoder{fr: flate.NewReaderDict(bytes.NewReader(nil), flateDict)}
+}
+
+// sender returns the sender named in payload's header, without decoding the body.
+func payloadSender(payload []byte) (string, bool) {
+	if len(payload) < 2 || len(payload) < 2+int(payload[1]) {
+		return "", false
+	}
+	return string(payload[2 : 2+int(payload[1])]), true
+}
+
+// decode returns the sender and the batch in payload; errors wrap errBadEvent.
+func (d *decoder) decode(payload []byte) (string, wireBatch, error) {
+	var b wireBatch
+	sender, ok := payloadSender(payload)
+	if !ok || sender == "" {
+		return "", b, fmt.Errorf("%w: short header", errBadEvent)
+	}
+	body := payload[2+len(sender):]
+	switch payload[0] {
+	case formatMsgpack:
+	case formatFlate:
+		if err := d.fr.(flate.Resetter).Reset(bytes.NewReader(body), flateDict); err != nil {
+			return sender, b, fmt.Errorf("%w: %v", errBadEvent, err)
+		}
+		d.out.Reset()
+		n, err := d.out.ReadFrom(io.LimitReader(d.fr, maxDecoded+1))
+		if err != nil {
+			return sender, b, fmt.Errorf("%w: inflate: %v", errBadEvent, err)
+		}
+		if n > maxDecoded {
+			return sender, b, fmt.Errorf("%w: inflates past %d bytes", errBadEvent, maxDecoded)
+		}
+		body = d.out.Bytes()
+	default:
+		return sender, b, fmt.Errorf("%w: format %d", errBadEvent, payload[0])
+	}
+	if err := msgpack.Unmarshal(body, &b); err != nil {
+		return sender, b, fmt.Errorf("%w: msgpack: %v", errBadEvent, err)
+	}
+	return sender, b, nil
+}
