@@ -1,0 +1,271 @@
+package gossip
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+// Two tables that each hold homes the other lacks, and different versions of some tenants,
+// agree after each pulled once, with the newer home of every tenant on both sides.
+func TestRepairConverges(t *testing.T) {
+	ms := newMembers("a", "b")
+	a, b := newSyncNode(t, "a", ms), newSyncNode(t, "b", ms)
+	base := ver(-time.Minute, 0, "o")
+	fill(a.table, 0, 3000, base)   // shared 0..2999
+	fill(b.table, 0, 3000, base)   //
+	fill(a.table, 3000, 500, base) // only at a
+	fill(b.table, 3500, 700, base) // only at b
+	newerA, newerB := ver(0, 1, "a"), ver(0, 2, "b")
+	for i := 0; i < 100; i++ { // conflicts: 0..49 newer at a, 50..99 newer at b
+		a.table.Apply(homes.Home{Tenant: fmt.Sprintf("tenant-%d", i), Region: "ap", Version: newerA})
+		if i >= 50 {
+			b.table.Apply(homes.Home{Tenant: fmt.Sprintf("tenant-%d", i), Region: "us", Version: newerB})
+		}
+	}
+	a.table.Mark(2, homes.MarkWrite)
+
+	ra, err := a.sync.Repair(context.Background(), b.peer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := b.sync.Repair(context.Background(), a.peer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a pulled %+v; b pulled %+v", ra, rb)
+	equalTables(t, a.table, b.table)
+	if a.table.Len() != 4200 {
+		t.Errorf("%d homes, want 4200", a.table.Len())
+	}
+	for i := 0; i < 100; i++ {
+		h, _, _ := b.table.Get(fmt.Sprintf("tenant-%d", i))
+		want := newerA
+		if i >= 50 {
+			want = newerB
+		}
+		if h.Version != want {
+			t.Errorf("tenant-%d: %v, want %v", i, h.Version, want)
+		}
+	}
+	if !b.table.Marked(2) {
+		t.Error("a's write mark did not reach b")
+	}
+	if ra.HomesApplied != 700+50 || ra.Buckets == 0 || ra.Homes >= 4200 {
+		t.Errorf("a's pull: %+v, want 750 applied from a subset of buckets", ra)
+	}
+	if got := testutil.ToFloat64(a.sync.m.applied.WithLabelValues(viaRepair, typeHome)); got != 750 {
+		t.Errorf("repair applied metric %v", got)
+	}
+
+	// Now in sync: a round transfers no homes and makes no pull.
+	pulls := b.served("pull", "ok")
+	r, err := a.sync.Repair(context.Background(), b.peer())
+	if err != nil || r != (RepairResult{}) || b.served("pull", "ok") != pulls {
+		t.Errorf("repair of equal tables: %+v, %v, pulls %d -> %d", r, err, pulls, b.served("pull", "ok"))
+	}
+}
+
+func TestRepairIdenticalTablesTransferNothing(t *testing.T) {
+	ms := newMembers("a", "b")
+	a, b := newSyncNode(t, "a", ms), newSyncNode(t, "b", ms)
+	v := ver(-time.Minute, 0, "o")
+	// The same homes inserted in different orders: digests do not depend on order.
+	for i := 0; i < 2000; i++ {
+		a.table.Apply(homes.Home{Tenant: fmt.Sprintf("t%d", i), Region: "eu", Version: v})
+		b.table.Apply(homes.Home{Tenant: fmt.Sprintf("t%d", 1999-i), Region: "eu", Version: v})
+	}
+	r, err := a.sync.Repair(context.Background(), b.peer())
+	if err != nil || r != (RepairResult{}) {
+		t.Fatalf("Repair: %+v, %v", r, err)
+	}
+	if n := b.served("pull", "ok"); n != 0 {
+		t.Errorf("%d pulls served", n)
+	}
+	if n := testutil.ToFloat64(a.sync.m.rounds.WithLabelValues("in_sync")); n != 1 {
+		t.Errorf("in_sync rounds %v", n)
+	}
+}
+
+func TestRepairRefusedWithoutProof(t *testing.T) {
+	ms := newMembers("a", "b")
+	a := newSyncNode(t, "a", ms)
+	for _, path := range []string{pathDigest, pathPull} {
+		method := http.MethodGet
+		if path == pathPull {
+			method = http.MethodPost
+		}
+		req, _ := http.NewRequest(method, a.srv.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("%s %s: %d, want 401", method, path, resp.StatusCode)
+		}
+	}
+	b := newSyncNode(t, "b", ms, withKey([]byte("wrong")))
+	if _, err := b.sync.Repair(context.Background(), a.peer()); err == nil {
+		t.Error("Repair with the wrong key succeeded")
+	}
+}
+
+func TestRepairBadPullBody(t *testing.T) {
+	ms := newMembers("a", "b")
+	a := newSyncNode(t, "a", ms)
+	b := newSyncNode(t, "b", ms)
+	for _, body := range [][]byte{nil, []byte("junk"), {0x92, 0x01, 0xc4, 0x01, 0xff}} {
+		_, _, err := b.sync.call(context.Background(), a.peer(), http.MethodPost, pathPull, body)
+		if se, ok := err.(*StatusError); !ok || se.Status != 400 {
+			t.Errorf("body %x: %v, want 400", body, err)
+		}
+	}
+}
+
+// Run repairs every Interval, jittered, until its context ends.
+func TestSyncRunLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		calls := 0
+		s, err := NewSync(SyncConfig{
+			Node: "a", Table: newTable(t, "a", 10), Validator: NewValidator(syncRegions, nil),
+			MemberAddr: newMembers().addr, Interval: 10 * time.Second,
+			Peers: func() []Peer { mu.Lock(); defer mu.Unlock(); calls++; return nil },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		time.Sleep(7 * time.Second) // jitter is ±25 %: no round before 7.5 s
+		synctest.Wait()
+		mu.Lock()
+		if calls != 0 {
+			t.Errorf("%d rounds before 7.5 s", calls)
+		}
+		mu.Unlock()
+		time.Sleep(93 * time.Second) // 100 s: between 8 and 13 rounds
+		synctest.Wait()
+		mu.Lock()
+		n := calls
+		mu.Unlock()
+		if n < 8 || n > 13 {
+			t.Errorf("%d rounds in 100 s at 10 s ±25 %%", n)
+		}
+		if got := testutil.ToFloat64(s.m.rounds.WithLabelValues("no_peer")); int(got) != n {
+			t.Errorf("no_peer rounds %v, want %d", got, n)
+		}
+		cancel()
+		<-done
+	})
+}
+
+func TestDigestOrderIndependent(t *testing.T) {
+	a, b := newTable(t, "a", 100), newTable(t, "b", 100)
+	v := ver(0, 0, "o")
+	hs := []homes.Home{{Tenant: "x", Region: "eu", Version: v}, {Tenant: "y", Region: "us", Version: v}, {Tenant: "z", Region: "ap", Version: v}}
+	for i := range hs {
+		a.Apply(hs[i])
+		b.Apply(hs[len(hs)-1-i])
+	}
+	if *computeDigest(a) != *computeDigest(b) {
+		t.Error("digests differ for the same homes")
+	}
+	b.Apply(homes.Home{Tenant: "y", Region: "us", Version: ver(time.Second, 0, "o")})
+	da, db := computeDigest(a), computeDigest(b)
+	if da.buckets[bucketOf("y")] == db.buckets[bucketOf("y")] {
+		t.Error("a newer version left the bucket's digest unchanged")
+	}
+	diff := 0
+	for i := range da.buckets {
+		if da.buckets[i] != db.buckets[i] {
+			diff++
+		}
+	}
+	if diff != 1 {
+		t.Errorf("%d buckets differ, want 1", diff)
+	}
+}
+
+// BenchmarkRepairDigest is the cost of one digest of a full default table (50,000 homes): one
+// Range plus a hash per home.
+func BenchmarkRepairDigest(b *testing.B) {
+	t := newTable(b, "a", 50000)
+	fill(t, 0, 50000, ver(-time.Minute, 0, "some-node-name"))
+	b.ReportAllocs()
+	for b.Loop() {
+		computeDigest(t)
+	}
+}
+
+// BenchmarkSnapshot50k is a whole snapshot of 50,000 homes over loopback HTTP into an empty
+// table: serve, stream, verify, validate, apply. bytes/op is the stream's size.
+func BenchmarkSnapshot50k(b *testing.B) {
+	ms := newMembers("a", "b")
+	a := newSyncNode(b, "a", ms, withCapacity(50000))
+	fill(a.table, 0, 50000, ver(-time.Minute, 0, "some-node-name"))
+	var size int64
+	a.wrap(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		cw := &countingWriter{ResponseWriter: w}
+		next.ServeHTTP(cw, r)
+		if r.URL.Path == pathSnapshot {
+			size = cw.n
+		}
+	})
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		c := newSyncNode(b, "b", ms, withCapacity(50000))
+		b.StartTimer()
+		if applied, _, err := c.sync.Fetch(context.Background(), a.peer()); err != nil || applied != 50000 {
+			b.Fatal(applied, err)
+		}
+	}
+	b.ReportMetric(float64(size), "stream-bytes")
+}
+
+// BenchmarkSnapshotServe50k is the serving side alone: Range, encode, seal, to io.Discard.
+func BenchmarkSnapshotServe50k(b *testing.B) {
+	ms := newMembers("a", "b")
+	a := newSyncNode(b, "a", ms, withKey(nil), withCapacity(50000))
+	fill(a.table, 0, 50000, ver(-time.Minute, 0, "some-node-name"))
+	req := httptest.NewRequest(http.MethodGet, pathSnapshot, nil)
+	req.RemoteAddr = "127.0.0.1:1"
+	req.Header.Set(proofHeader, "b")
+	b.ReportAllocs()
+	for b.Loop() {
+		a.sync.Handler().ServeHTTP(discardWriter{h: http.Header{}}, req)
+	}
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return c.ResponseWriter.Write(p)
+}
+
+func (c *countingWriter) Flush()                      { c.ResponseWriter.(http.Flusher).Flush() }
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+type discardWriter struct{ h http.Header }
+
+func (d discardWriter) Header() http.Header         { return d.h }
+func (d discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (d discardWriter) WriteHeader(int)             {}

@@ -1,0 +1,207 @@
+package gossip
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Authentication of the snapshot and repair endpoints (see Sync for the whole scheme).
+//
+// Every request proves knowledge of the gossip key without sending it: the client asks for a
+// nonce (GET /_gossip/challenge?node=<its name>), then sends
+//
+//	Fenec-Proof: <node> <nonce> <base64url(HMAC-SHA256(authKey, "fenec-snapshot <node> <nonce> <METHOD> <path>"))>
+//
+// and the server answers, on success only,
+//
+//	Fenec-Proof-Reply: <server node> <base64url(HMAC-SHA256(authKey, "fenec-snapshot-reply <nonce> <node> <METHOD> <path> <server node>"))>
+//
+// authKey is HMAC-SHA256(gossip key, "fenec-entry snapshot auth v1"): the raw gossip key
+// (memberlist's AES key) is never used for anything else. The body of every answer is then
+// sealed with the same key (see snapshot_wire.go), so a peer without the key can feed nothing.
+// The proof covers the method and path, not a request body: the one body (a pull's bucket
+// bitmap) only chooses what the peer sends back. Without a key (insecure gossip) the header
+// is just "Fenec-Proof: <node>", checked against the membership and the source address.
+const (
+	proofHeader      = "Fenec-Proof"
+	proofReplyHeader = "Fenec-Proof-Reply"
+
+	authKeyLabel   = "fenec-entry snapshot auth v1"
+	nonceTTL       = 30 * time.Second
+	maxNonces      = 1024 // outstanding challenges; at the bound a challenge is refused (503) and counted
+	nonceBytes     = 16
+	maxProofHeader = 512
+)
+
+// deriveAuthKey returns the key all snapshot proofs and seals use. A nil gossip key
+// (insecure gossip) gives a fixed, public key: seals are then checksums, not proofs.
+func deriveAuthKey(gossipKey []byte) []byte {
+	m := hmac.New(sha256.New, gossipKey)
+	m.Write([]byte(authKeyLabel))
+	return m.Sum(nil)
+}
+
+func macString(key []byte, parts ...string) string {
+	m := hmac.New(sha256.New, key)
+	for i, p := range parts {
+		if i > 0 {
+			m.Write([]byte{' '})
+		}
+		m.Write([]byte(p))
+	}
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// requestProof is the mac of a client's Fenec-Proof header.
+func requestProof(authKey []byte, node, nonce, method, path string) string {
+	return macString(authKey, "fenec-snapshot", node, nonce, method, path)
+}
+
+// replyProof is the mac of a server's Fenec-Proof-Reply header.
+func replyProof(authKey []byte, nonce, node, method, path, server string) string {
+	return macString(authKey, "fenec-snapshot-reply", nonce, node, method, path, server)
+}
+
+func macEqual(a, b string) bool { return hmac.Equal([]byte(a), []byte(b)) }
+
+// nonces are the outstanding challenges: each single use, bound to the node that asked,
+// valid for nonceTTL, at most maxNonces at once. Safe for concurrent use.
+type nonces struct {
+	now func() time.Time
+
+	mu sync.Mutex            // guards m
+	m  map[string]nonceEntry // nonce -> who asked and until when
+}
+
+type nonceEntry struct {
+	node    string
+	expires time.Time
+}
+
+func newNonces(now func() time.Time) *nonces {
+	return &nonces{now: now, m: make(map[string]nonceEntry)}
+}
+
+// issue returns a fresh nonce for node, or false if maxNonces unexpired ones are outstanding.
+func (n *nonces) issue(node string) (string, bool) {
+	var b [nonceBytes]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	nonce := base64.RawURLEncoding.EncodeToString(b[:])
+	now := n.now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.m) >= maxNonces {
+		for k, e := range n.m { // at most maxNonces entries, only when full
+			if !now.Before(e.expires) {
+				delete(n.m, k)
+			}
+		}
+		if len(n.m) >= maxNonces {
+			return "", false
+		}
+	}
+	n.m[nonce] = nonceEntry{node: node, expires: now.Add(nonceTTL)}
+	return nonce, true
+}
+
+// take consumes nonce: true if it was outstanding, unexpired and issued to node. A nonce is
+// gone after its first take, whether the proof that carried it is right or not.
+func (n *nonces) take(nonce, node string) bool {
+	now := n.now()
+	n.mu.Lock()
+	e, ok := n.m[nonce]
+	delete(n.m, nonce)
+	n.mu.Unlock()
+	return ok && e.node == node && now.Before(e.expires)
+}
+
+// authError is why a request was refused: the status, the JSON error code, the metric label.
+type authError struct {
+	status int
+	code   string
+	msg    string
+}
+
+var (
+	errNoProof    = &authError{http.StatusUnauthorized, "no_proof", "a Fenec-Proof header is required"}
+	errBadNonce   = &authError{http.StatusUnauthorized, "bad_nonce", "unknown, expired, reused or someone else's nonce"}
+	errBadProof   = &authError{http.StatusUnauthorized, "bad_proof", "the proof does not match"}
+	errNotMember  = &authError{http.StatusForbidden, "not_member", "not a current alive member"}
+	errWrongSrc   = &authError{http.StatusForbidden, "wrong_source", "the request does not come from the member's address"}
+	errNoncesFull = &authError{http.StatusServiceUnavailable, "busy", "too many outstanding challenges"}
+)
+
+// member checks that node is an alive member whose address is the request's source.
+func (s *Sync) member(r *http.Request, node string) *authError {
+	if node == "" || len(node) > maxNodeName {
+		return errNotMember
+	}
+	addr, ok := s.cfg.MemberAddr(node)
+	if !ok {
+		return errNotMember
+	}
+	src, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil || src.Addr().Unmap() != addr.Unmap() {
+		return errWrongSrc
+	}
+	return nil
+}
+
+// authenticate checks a request's Fenec-Proof and returns the node and nonce it names.
+// Without a key only the node's membership and address are checked: the header is then
+// "Fenec-Proof: <node>" (anything after the node is ignored).
+func (s *Sync) authenticate(r *http.Request) (node, nonce string, aerr *authError) {
+	h := r.Header.Get(proofHeader)
+	if h == "" || len(h) > maxProofHeader {
+		return "", "", errNoProof
+	}
+	f := strings.Fields(h)
+	if len(f) == 0 {
+		return "", "", errNoProof
+	}
+	if !s.secure {
+		return f[0], "", s.member(r, f[0])
+	}
+	if len(f) != 3 {
+		return "", "", errNoProof
+	}
+	node, nonce, mac := f[0], f[1], f[2]
+	if !s.nonces.take(nonce, node) {
+		return "", "", errBadNonce
+	}
+	if !macEqual(mac, requestProof(s.authKey, node, nonce, r.Method, r.URL.Path)) {
+		return "", "", errBadProof
+	}
+	if aerr := s.member(r, node); aerr != nil {
+		return "", "", aerr
+	}
+	return node, nonce, nil
+}
+
+// signReply sets Fenec-Proof-Reply on a successful answer (secure mode only).
+func (s *Sync) signReply(w http.ResponseWriter, r *http.Request, node, nonce string) {
+	if !s.secure {
+		return
+	}
+	w.Header().Set(proofReplyHeader, s.cfg.Node+" "+replyProof(s.authKey, nonce, node, r.Method, r.URL.Path, s.cfg.Node))
+}
+
+// checkReply verifies a server's Fenec-Proof-Reply (secure mode only).
+func (s *Sync) checkReply(resp *http.Response, peer Peer, nonce, method, path string) error {
+	if !s.secure {
+		return nil
+	}
+	f := strings.Fields(resp.Header.Get(proofReplyHeader))
+	if len(f) != 2 || (peer.Name != "" && f[0] != peer.Name) ||
+		!macEqual(f[1], replyProof(s.authKey, nonce, s.cfg.Node, method, path, f[0])) {
+		return ErrBadReply
+	}
+	return nil
+}
