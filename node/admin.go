@@ -69,6 +69,18 @@ type Status struct {
 	Regions   []RegionStatus `json:"regions"`
 	Homes     HomesStatus    `json:"homes"`
 	Marks     []MarkStatus   `json:"marks"`
+	Gossip    bool           `json:"gossip"`  // false: no --gossip-key and no --insecure-gossip, serving alone
+	Members   []MemberStatus `json:"members"` // every gossip member this entry knows, itself included
+}
+
+// MemberStatus is one gossip member as serf sees it.
+type MemberStatus struct {
+	Name      string `json:"name"`
+	Addr      string `json:"addr"`
+	State     string `json:"state"` // alive, leaving, left, failed
+	Pop       string `json:"pop"`
+	Continent string `json:"continent"`
+	Version   string `json:"version"`
 }
 
 // RegionStatus is one configured region, in --routers order.
@@ -110,6 +122,8 @@ func (n *Node) Status() Status {
 		Inflight:  n.proxy.Inflight(),
 		Regions:   []RegionStatus{},
 		Marks:     []MarkStatus{},
+		Gossip:    n.cfg.gossipEnabled(),
+		Members:   []MemberStatus{},
 		Homes: HomesStatus{
 			Held: st.Homes, Local: st.Local, Gossip: st.Gossip, Capacity: n.cfg.Homes,
 			Evicted: st.Evicted, FeedDropped: st.FeedDropped, UnknownRegion: st.UnknownRegion,
@@ -117,6 +131,10 @@ func (n *Node) Status() Status {
 	}
 	if t := n.startedAt.Load(); t != nil {
 		s.Started = *t
+	}
+	for _, m := range n.Members() {
+		s.Members = append(s.Members, MemberStatus{Name: m.Name, Addr: m.Addr, State: m.State,
+			Pop: m.Tags["pop"], Continent: m.Tags["continent"], Version: m.Tags["version"]})
 	}
 	for i, r := range n.cfg.Routers {
 		rs := RegionStatus{Name: r.Name, Marked: n.homes.Marked(i)}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/homes"
@@ -47,6 +48,10 @@ type Node struct {
 	certs  *certReloader // nil without --tls-cert
 	client *http.Server
 	admin  *http.Server
+	reg    *prometheus.Registry
+	// cluster is the gossip part, set by Start when gossip is enabled; guarded by mu
+	// until Start returns, read-only after.
+	cluster *cluster
 
 	grace      time.Duration // open requests' time after the drain: shutdownGrace (tests shorten it)
 	certsEvery time.Duration // how often the certificate files are checked: certCheckEvery
@@ -111,6 +116,7 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 		}
 	}
 	reg, metrics := n.newRegistry()
+	n.reg = reg
 	var clientContinent func(*http.Request, string) string
 	if c := cfg.Continent; c != "" {
 		clientContinent = func(*http.Request, string) string { return c }
@@ -204,17 +210,25 @@ func (n *Node) startLocked(ctx context.Context) error {
 	if n.certs != nil {
 		n.wg.Go(func() { n.certs.watch(n.bg, n.certsEvery) })
 	}
-	// Until gossip consumes the change feed, discard it, so that FeedDropped counts only
-	// changes gossip could not keep up with.
-	n.wg.Go(func() {
-		for {
-			select {
-			case <-n.bg.Done():
-				return
-			case <-n.homes.Changes():
-			}
+	if n.cfg.gossipEnabled() {
+		if err := n.startCluster(ctx); err != nil {
+			n.client.Close()
+			n.admin.Close()
+			n.stopBackground()
+			return err
 		}
-	})
+	} else {
+		// No gossip to publish to: drain the change feed so that it never fills.
+		n.wg.Go(func() {
+			for {
+				select {
+				case <-n.bg.Done():
+					return
+				case <-n.homes.Changes():
+				}
+			}
+		})
+	}
 
 	now := time.Now()
 	n.startedAt.Store(&now)
@@ -257,8 +271,8 @@ func (n *Node) logStart() {
 	if c.CountryHeader != "" {
 		later("--country-header", "the operations issue: --continent is every client's continent")
 	}
-	if c.hasPeersToJoin() {
-		later("--join/--join-dns", "gossip: this entry serves alone")
+	if !c.gossipEnabled() {
+		n.log.Info().Msg("gossip off (no --gossip-key, no --insecure-gossip): this entry serves alone")
 	}
 	if c.AnswerTimeout < 30*time.Second {
 		n.log.Warn().Stringer("answer_timeout", c.AnswerTimeout).
@@ -324,6 +338,8 @@ func (n *Node) drain(ctx context.Context) error {
 	}
 
 	n.draining.Store(true)
+	// Peers see this entry "left" at once and stop sending it anything.
+	n.leaveCluster()
 	n.client.SetKeepAlivesEnabled(false)
 	n.log.Info().Stringer("drain", n.cfg.Drain).Int64("inflight", n.proxy.Inflight()).
 		Msg("draining: answers carry Connection: close")
@@ -358,6 +374,7 @@ func (n *Node) drain(ctx context.Context) error {
 		n.admin.Close()
 	}
 	acancel()
+	n.closeCluster()
 	n.stopBackground()
 	n.log.Info().Msg("drained")
 	return ctx.Err()
@@ -374,6 +391,7 @@ func (n *Node) Close() {
 		n.client.Close()
 		n.admin.Close()
 		n.proxy.Close()
+		n.closeCluster()
 		n.stopBackground()
 	})
 }

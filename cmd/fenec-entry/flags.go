@@ -46,7 +46,6 @@ const (
 	groupGossip    = "Gossip"
 	groupOps       = "Operations"
 
-	laterGossip = "takes effect with gossip"
 	laterOps    = "takes effect with the operations issue"
 )
 
@@ -122,31 +121,34 @@ var flags = []*flagDef{
 		usage: "the routers' --http-cors: * or a comma list of origins; the entry answers preflights",
 		apply: setString(func(c *node.Config) *string { return &c.CORS })},
 
-	{name: "node", arg: "name", group: groupGossip, def: "$FLY_MACHINE_ID, else the hostname", later: laterGossip,
+	{name: "node", arg: "name", group: groupGossip, def: "$FLY_MACHINE_ID, else the hostname",
 		usage: "this entry's serf node name (also stamps its home observations)",
 		apply: setString(func(c *node.Config) *string { return &c.Node })},
-	{name: "gossip-bind", arg: "host:port", group: groupGossip, def: node.DefaultGossipBind, later: laterGossip,
+	{name: "gossip-bind", arg: "host:port", group: groupGossip, def: node.DefaultGossipBind,
 		usage: "serf/memberlist address (UDP and TCP)",
 		apply: setString(func(c *node.Config) *string { return &c.GossipBind })},
-	{name: "gossip-advertise", arg: "host:port", group: groupGossip, def: "detected", later: laterGossip,
+	{name: "gossip-advertise", arg: "host:port", group: groupGossip, def: "detected",
 		usage: "the address peers reach this entry at",
 		apply: setString(func(c *node.Config) *string { return &c.GossipAdvertise })},
-	{name: "join", arg: "peers", group: groupGossip, later: laterGossip,
+	{name: "join", arg: "peers", group: groupGossip,
 		usage: "peers host:port,...; retried every 5s, serving alone until one answers",
 		apply: func(c *node.Config, v string) error { c.Join = node.ParseList(v); return nil }},
-	{name: "join-dns", arg: "name", group: groupGossip, later: laterGossip,
+	{name: "join-dns", arg: "name", group: groupGossip,
 		usage: "a name resolved every 5s for peers (on Fly: <app>.internal)",
 		apply: setString(func(c *node.Config) *string { return &c.JoinDNS })},
-	{name: "gossip-key", arg: "base64", group: groupGossip, later: laterGossip, secret: true,
+	{name: "gossip-key", arg: "base64", group: groupGossip, secret: true,
 		usage: "base64 of a 16, 24 or 32-byte key: gossip is encrypted; required to join peers",
 		apply: setGossipKey},
-	{name: "insecure-gossip", group: groupGossip, later: laterGossip, isBool: true, def: "false",
+	{name: "insecure-gossip", group: groupGossip, isBool: true, def: "false",
 		usage: "allow joining peers without --gossip-key (gossip in the clear)",
 		apply: setBool(func(c *node.Config) *bool { return &c.InsecureGossip })},
-	{name: "rpc-addr", arg: "host:port", group: groupGossip, def: node.DefaultRPCAddr, later: laterGossip,
+	{name: "snapshot-listen", arg: "host:port", group: groupGossip, def: node.DefaultSnapshot,
+		usage: "where peers fetch this entry's home table (joiners, repair); reachable by peers only (on Fly the 6PN address)",
+		apply: setString(func(c *node.Config) *string { return &c.SnapshotListen })},
+	{name: "rpc-addr", arg: "host:port", group: groupGossip, def: node.DefaultRPCAddr,
 		usage: "serf's RPC, for `serf members -rpc-addr ...`; not loopback needs --rpc-auth",
 		apply: setString(func(c *node.Config) *string { return &c.RPCAddr })},
-	{name: "rpc-auth", arg: "secret", group: groupGossip, later: laterGossip, secret: true,
+	{name: "rpc-auth", arg: "secret", group: groupGossip, secret: true,
 		usage: "token every serf RPC client must send (-rpc-auth)",
 		apply: func(c *node.Config, v string) error { c.RPCAuth = node.Secret(v); return nil }},
 

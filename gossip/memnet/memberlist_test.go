@@ -1,0 +1,168 @@
+package memnet
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+func TestMemberlistConverges(t *testing.T) {
+	tests := []struct {
+		name     string
+		min, max time.Duration
+		loss     float64
+		probe    time.Duration
+	}{
+		{"no latency", 0, 0, 0, 200 * time.Millisecond},
+		{"latency 10-150ms, 1% loss", 10 * time.Millisecond, 150 * time.Millisecond, 0.01, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nw := New(1)
+			nw.SetLatency(tt.min, tt.max)
+			nw.SetLoss(tt.loss)
+			c := startCluster(t, nw, 10, tt.probe)
+			d := waitFor(t, 10*time.Second, "all 10 see 10 alive", func() bool { return allSeeAlive(c.ms, c.names) })
+			// Stay converged: no false suspicion at this latency and loss.
+			for range 3 * 10 {
+				if !allSeeAlive(c.ms, c.names) {
+					t.Fatalf("cluster lost convergence: %v", aliveSet(c.ms[0]))
+				}
+				time.Sleep(tt.probe / 10)
+			}
+			t.Logf("converged %v after the joins; %+v", d, nw.Stats())
+		})
+	}
+}
+
+func TestMemberlistPartitionAndHeal(t *testing.T) {
+	nw := New(1)
+	c := startCluster(t, nw, 10, 200*time.Millisecond)
+	waitFor(t, 10*time.Second, "converged", func() bool { return allSeeAlive(c.ms, c.names) })
+
+	nw.Partition([]string{"n0"})
+	split := waitFor(t, 30*time.Second, "sides see each other failed", func() bool {
+		if !allSeeAlive(c.ms[:1], c.names[:1]) {
+			return false
+		}
+		return allSeeAlive(c.ms[1:], c.names[1:])
+	})
+
+	t.Logf("sides saw each other failed %v after the partition", split)
+	nw.Heal()
+	// memberlist does not rejoin nodes it declared dead by itself: rejoin,
+	// as the entries' periodic rejoin does.
+	seed, _ := nw.Addr("n1")
+	if _, err := c.ms[0].Join([]string{seed}); err != nil {
+		t.Fatalf("rejoin: %v", err)
+	}
+	d := waitFor(t, 15*time.Second, "merged after heal", func() bool { return allSeeAlive(c.ms, c.names) })
+	t.Logf("merged %v after the rejoin; %+v", d, nw.Stats())
+}
+
+func TestMemberlistDetectsFailure(t *testing.T) {
+	tests := []struct {
+		name string
+		fail func(c *cluster)
+	}{
+		{"shutdown", func(c *cluster) { _ = c.ms[4].Shutdown() }},
+		{"kill", func(c *cluster) { c.net.Kill("n4") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nw := New(1)
+			c := startCluster(t, nw, 5, 200*time.Millisecond)
+			waitFor(t, 10*time.Second, "converged", func() bool { return allSeeAlive(c.ms, c.names) })
+			tt.fail(c)
+			d := waitFor(t, 15*time.Second, "n4 declared dead", func() bool {
+				for _, m := range c.ms[:4] {
+					for _, node := range m.Members() {
+						if node.Name == "n4" { // Members leaves out dead nodes
+							return false
+						}
+					}
+				}
+				return true
+			})
+			t.Logf("n4 dead after %v; %+v", d, nw.Stats())
+		})
+	}
+}
+
+// After every node shuts down, no goroutine of the network or of memberlist
+// is left blocked on it: the old MockTransport left senders and dialers
+// stuck forever.
+func TestShutdownLeavesNoGoroutines(t *testing.T) {
+	base := runtime.NumGoroutine()
+	nw := New(1)
+	nw.SetLatency(time.Millisecond, 20*time.Millisecond)
+	var ms []*memberlist.Memberlist
+	func() {
+		c := startCluster(t, nw, 10, 200*time.Millisecond)
+		ms = c.ms
+		waitFor(t, 10*time.Second, "converged", func() bool { return allSeeAlive(c.ms, c.names) })
+		t.Logf("10 nodes: %d goroutines (baseline %d)", runtime.NumGoroutine(), base)
+	}()
+	// Shut down in an order that leaves nodes sending to, and dialling,
+	// nodes already gone.
+	for _, m := range ms {
+		if err := m.Shutdown(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	waitFor(t, 10*time.Second, "goroutines back to baseline", func() bool {
+		n = runtime.NumGoroutine()
+		return n <= base+2
+	})
+	if t.Failed() {
+		buf := make([]byte, 1<<20)
+		t.Logf("%d goroutines:\n%s", n, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// Two nodes pinging each other as fast as they can: with memberlist's
+// MockTransport each node's packet goroutine blocked sending its ack to the
+// other's, and both froze.
+func TestPingStormDoesNotDeadlock(t *testing.T) {
+	nw := New(1)
+	c := startCluster(t, nw, 2, 200*time.Millisecond)
+	waitFor(t, 10*time.Second, "converged", func() bool { return allSeeAlive(c.ms, c.names) })
+
+	const workers, pings = 8, 200
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed int
+	for i, m := range c.ms {
+		peer := c.ms[1-i].LocalNode()
+		for range workers {
+			wg.Go(func() {
+				for range pings {
+					if _, err := m.Ping(peer.Name, addrString(peer.FullAddress().Addr)); err != nil {
+						mu.Lock()
+						failed++
+						mu.Unlock()
+					}
+				}
+			})
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("ping storm did not finish in 30s: deadlock")
+	}
+	st := nw.Stats()
+	t.Logf("%d pings, %d failed; %+v", 2*workers*pings, failed, st)
+	if failed > 2*workers*pings/100 {
+		t.Errorf("%d of %d pings failed", failed, 2*workers*pings)
+	}
+	if !allSeeAlive(c.ms, c.names) {
+		t.Error("nodes see each other failed after the storm")
+	}
+}
