@@ -1,0 +1,234 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net"
+	"net/url"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fenec/fenec-entry/standin"
+)
+
+// The multi-process gossip tests: real fenec-entry processes joined in one encrypted serf
+// cluster on loopback, in front of stand-in routers (CONTRACT.md sections 6 and 10).
+
+type clusterEntry struct {
+	*entry
+	client, admin, gossip string
+}
+
+// gossipAddr waits for the gossip start line and returns its memberlist address.
+func (e *entry) gossipAddr(t *testing.T) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, l := range e.stderr() {
+			var line struct {
+				Message string `json:"message"`
+				Addr    string `json:"addr"`
+			}
+			if json.Unmarshal([]byte(l), &line) == nil && line.Message == "gossip: started" {
+				return line.Addr
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no gossip start line within 10s")
+	return ""
+}
+
+type statusDoc struct {
+	Ready bool `json:"ready"`
+	Homes struct {
+		Held   int `json:"held"`
+		Gossip int `json:"gossip"`
+	} `json:"homes"`
+	Regions []struct {
+		Name   string `json:"name"`
+		Marked bool   `json:"marked"`
+	} `json:"regions"`
+	Members []struct {
+		Name  string `json:"name"`
+		State string `json:"state"`
+	} `json:"members"`
+}
+
+func (c *clusterEntry) status(t *testing.T) statusDoc {
+	t.Helper()
+	_, _, body := httpGet(t, "http://"+c.admin+"/status.json")
+	var s statusDoc
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatalf("status.json: %v: %s", err, body)
+	}
+	return s
+}
+
+func (s statusDoc) memberState(name string) string {
+	for _, m := range s.Members {
+		if m.Name == name {
+			return m.State
+		}
+	}
+	return ""
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func TestGossipCluster(t *testing.T) {
+	sc, err := standin.Start(standin.Config{
+		Regions: []standin.Region{
+			{Name: "eu", Addrs: []string{"127.0.0.1:0", "127.0.0.1:0"}},
+			{Name: "us", Addrs: []string{"127.0.0.1:0"}},
+		},
+		Tenants: map[string]string{"acme": "eu", "globex": "us"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	routers := "eu=" + strings.Join(sc.URLs("eu"), ",") + ";us=" + strings.Join(sc.URLs("us"), ",")
+	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	rpcAddr := map[string]string{"a": freeAddr(t), "b": "127.0.0.1:0", "c": "127.0.0.1:0", "d": "127.0.0.1:0"}
+
+	start := func(name string, join string) *clusterEntry {
+		args := []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+			"--gossip-bind", "127.0.0.1:0", "--snapshot-listen", "127.0.0.1:0", "--rpc-addr", rpcAddr[name],
+			"--node", name, "--pop", name, "--continent", "NA", "--routers", routers, "--drain", "200ms"}
+		if join != "" {
+			args = append(args, "--join", join)
+		}
+		e := startEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+key))
+		ce := &clusterEntry{entry: e}
+		ce.client, ce.admin = e.started(t)
+		ce.gossip = e.gossipAddr(t)
+		return ce
+	}
+	a := start("a", "")
+	b := start("b", a.gossip)
+	c := start("c", a.gossip)
+	for _, e := range []*clusterEntry{a, b, c} {
+		waitFor(t, 10*time.Second, "three alive members at every entry", func() bool {
+			s := e.status(t)
+			n := 0
+			for _, m := range s.Members {
+				if m.State == "alive" {
+					n++
+				}
+			}
+			return n == 3 && s.Ready
+		})
+	}
+
+	// The stock serf CLI lists the entries with their tags (go tool serf: a tool of go.mod).
+	out, err := exec.Command("go", "tool", "serf", "members", "-rpc-addr", rpcAddr["a"]).CombinedOutput()
+	if err != nil {
+		t.Fatalf("serf members: %v\n%s", err, out)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		found := false
+		for _, line := range strings.Split(string(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 4 && f[0] == name && f[2] == "alive" && strings.Contains(f[3], "role=entry") &&
+				strings.Contains(f[3], "pop="+name) && strings.Contains(f[3], "continent=NA") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("serf members does not list %s alive with its tags:\n%s", name, out)
+		}
+	}
+
+	// Learned at A (acme lives in eu; the PoP's continent sends it to us first, which relays).
+	euDirect := func() int {
+		n := 0
+		eu := map[string]bool{}
+		for _, u := range sc.URLs("eu") {
+			pu, _ := url.Parse(u)
+			eu[pu.Host] = true
+		}
+		for _, s := range sc.Seen() {
+			if eu[s.Router] && s.From == "" {
+				n++
+			}
+		}
+		return n
+	}
+	if status, _, _ := httpGet(t, "http://"+a.client+"/t/acme/items/1"); status != 404 || euDirect() != 0 {
+		t.Fatalf("first request at A: %d, eu asked directly %d times; want a relay by us", status, euDirect())
+	}
+	learned := time.Now()
+	for _, e := range []*clusterEntry{b, c} {
+		waitFor(t, 3*time.Second, "home reaches "+e.client, func() bool { return e.status(t).Homes.Gossip >= 1 })
+	}
+	took := time.Since(learned)
+	t.Logf("home learned at A held by B and C after %v", took)
+	if took > time.Second {
+		t.Errorf("home took %v to reach B and C, want within a second", took)
+	}
+	before := euDirect()
+	for _, e := range []*clusterEntry{b, c} {
+		httpGet(t, "http://"+e.client+"/t/acme/items/1")
+	}
+	if got := euDirect() - before; got != 2 {
+		t.Errorf("B and C sent %d of 2 requests straight to eu", got)
+	}
+
+	// A fourth entry started later holds the table before it reports ready.
+	d := start("d", a.gossip)
+	waitFor(t, 6*time.Second, "D ready", func() bool { return d.status(t).Ready })
+	if s := d.status(t); s.Homes.Held < 1 {
+		t.Errorf("D ready with %d homes, want the table (acme)", s.Homes.Held)
+	}
+
+	// A mark made at A reorders regions at B: eu fails at A, B asks us first.
+	for _, u := range sc.URLs("eu") {
+		pu, _ := url.Parse(u)
+		f, _ := standin.ParseFault("refuse")
+		if err := sc.SetFault(pu.Host, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	httpGet(t, "http://"+a.client+"/t/acme/items/1")
+	waitFor(t, 3*time.Second, "eu marked at B", func() bool {
+		for _, r := range b.status(t).Regions {
+			if r.Name == "eu" && r.Marked {
+				return true
+			}
+		}
+		return false
+	})
+
+	// SIGTERM: the others see the entry left.
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Second, "A sees C left", func() bool { return a.status(t).memberState("c") == "left" })
+	if status := c.exitStatus(t, 15*time.Second); status != 0 {
+		t.Errorf("C exit status %d, want 0", status)
+	}
+}
