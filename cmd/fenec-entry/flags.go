@@ -46,7 +46,7 @@ const (
 	groupGossip    = "Gossip"
 	groupOps       = "Operations"
 
-	laterOps    = "takes effect with the operations issue"
+	laterOps = "takes effect with the operations issue"
 )
 
 var groups = []string{groupClient, groupRouters, groupPlacement, groupProtocol, groupGossip, groupOps}
