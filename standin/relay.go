@@ -53,12 +53,18 @@ func (rt *Router) relay(w http.ResponseWriter, req *http.Request, home string, e
 		h[k] = v
 	}
 	removeHopByHop(h)
+	// Shows a client (the demo, a curl) that this answer was relayed, and by which router.
+	h.Set(hdrRelayedBy, rt.addr)
 	w.WriteHeader(resp.StatusCode)
 	if flush(w) != nil { // the head at once: a stream may send nothing for a while
 		return
 	}
 	streamBody(w, req, resp.Body)
 }
+
+// hdrRelayedBy names the router that relayed an answer to the home region (stand-in only; a
+// real Fenec router says nothing).
+const hdrRelayedBy = "Standin-Relayed-By"
 
 // outRequest is req as relayed to addr: same method, path (as escaped by the client), query,
 // headers (hop-by-hop ones removed) and body, plus Fenec-Router.

@@ -17,6 +17,9 @@ func TestRelayAddsFenecRouterAndPassesFenecHome(t *testing.T) {
 	if a.status != 200 || a.header.Get(hdrHome) != "eu" {
 		t.Fatalf("relayed echo: %d Fenec-Home %q, want 200 eu", a.status, a.header.Get(hdrHome))
 	}
+	if got := a.header.Get(hdrRelayedBy); got != us0 {
+		t.Errorf("%s = %q, want the relaying router %s", hdrRelayedBy, got, us0)
+	}
 	var echo echoAnswer
 	mustUnmarshal(t, a.body, &echo)
 	if echo.Region != "eu" || echo.Headers.Get(hdrRouter) != us0 {
