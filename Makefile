@@ -5,17 +5,17 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build run test fuzz bench bench-proxies vet fmt clean
+.PHONY: build demo test fuzz bench bench-proxies vet fmt clean
 
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/fenec-entry ./cmd/fenec-entry
 	$(GO) build -trimpath -o $(BIN)/fenec-standin ./cmd/fenec-standin
 
-# Stand-in routers for two regions and one entry on loopback, until the demo
-# command exists. Ctrl-C stops both.
-run: build
-	@bash scripts/run.sh
+# Stand-in routers for eu, us and ap and three entries in one encrypted gossip
+# cluster on loopback; prints URLs and curl lines. Ctrl-C stops everything.
+demo: build
+	@$(BIN)/fenec-entry demo
 
 # The whole test suite, with the race detector. CI runs exactly this.
 test:

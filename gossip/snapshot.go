@@ -532,7 +532,13 @@ func (s *Sync) Bootstrap(ctx context.Context) error {
 				return nil
 			}
 			last = err
-			s.log.Warn().Err(err).Str("peer", p.Name).Int("applied", applied).Msg("snapshot failed")
+			lvl := zerolog.WarnLevel
+			if se := (*StatusError)(nil); errors.As(err, &se) && se.Code == "not_member" {
+				// Normal while joining: the joiner heard of this peer before the peer
+				// heard of the joiner. The next round asks again.
+				lvl = zerolog.DebugLevel
+			}
+			s.log.WithLevel(lvl).Err(err).Str("peer", p.Name).Int("applied", applied).Msg("snapshot failed")
 			if ctx.Err() != nil {
 				return fmt.Errorf("gossip: bootstrap: %w (last: %w)", ctx.Err(), last)
 			}

@@ -10,6 +10,8 @@ const usageText = `Usage: fenec-entry <command> [flags]
 
 Commands:
   serve     run one entry (fenec-entry serve --help lists its flags)
+  demo      stand-in routers for eu, us, ap and three entries in one gossip cluster on
+            loopback, with curl lines to try (fenec-entry demo --help)
   version   print the version, commit and Go version
 
 Exit status: 0 after a clean stop, 1 on a runtime failure (a listener that

@@ -38,6 +38,8 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 	switch cmd := args[0]; cmd {
 	case "serve":
 		return serve(args[1:], stdout, stderr, env)
+	case "demo":
+		return demo(args[1:], stdout, stderr)
 	case "version":
 		if len(args) > 1 {
 			fmt.Fprintln(stderr, "fenec-entry version: takes no arguments")
