@@ -1,4 +1,4 @@
-# fenec-entry: the two commands a fresh machine needs are `make run` and `make test`.
+# fenec-entry: the two commands a fresh machine needs are `make demo` and `make test`.
 GO      ?= go
 BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)

@@ -11,7 +11,7 @@ import (
 	"github.com/fenec/fenec-entry/homes"
 )
 
-func benchHandler(b *testing.B, routers ...string) *Handler {
+func benchHandler(b testing.TB, routers ...string) *Handler {
 	b.Helper()
 	table, err := homes.New(homes.Config{Regions: []string{"eu", "us", "ap"}, Origin: "bench"})
 	if err != nil {

@@ -29,6 +29,8 @@ type router struct {
 	idleTimeout time.Duration
 	dropped     prometheus.Counter // connections closed because the idle pool was full
 
+	state routerState // the last attempt, for RouterStatus; atomics only
+
 	mu     sync.Mutex // guards the following fields
 	idle   []*conn    // LIFO: the most recently used first
 	closed bool

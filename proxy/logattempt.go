@@ -2,10 +2,16 @@ package proxy
 
 import "net/http"
 
-// logAttempt writes one warn line per failed attempt (what failed, where, and
-// what the entry did about it); answers are logged once per request by finish.
+// logAttempt counts an attempt, records it in its router's state (RouterStatus) and
+// writes one warn line per failed attempt (what failed, where, and what the entry did
+// about it); answers are logged once per request by finish.
 func (h *Handler) logAttempt(r *http.Request, x *exchange, rt *router, at attemptResult, act action) {
 	h.met.attempts[rt.region][at.out].Inc()
+	status := 0
+	if at.resp != nil {
+		status = at.resp.StatusCode
+	}
+	rt.state.record(at.out, status, h.cfg.Now().UnixNano())
 	x.lastOut = at.out
 	switch at.out {
 	case outAnswer, outHome5xx, outCanceled:
@@ -20,8 +26,8 @@ func (h *Handler) logAttempt(r *http.Request, x *exchange, rt *router, at attemp
 	if at.err != nil {
 		e = e.Err(at.err)
 	}
-	if at.resp != nil {
-		e = e.Int("status", at.resp.StatusCode)
+	if status != 0 {
+		e = e.Int("status", status)
 	}
 	e.Msg("attempt failed")
 }
