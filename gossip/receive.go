@@ -89,6 +89,12 @@ func (r *receiver) apply(payload []byte) {
 		}
 		if r.table.ApplyMark(m) {
 			r.m.marksApplied.Inc()
+			what := "region marked by a peer"
+			if m.Clear {
+				what = "region cleared by a peer"
+			}
+			r.log.Info().Str("region", m.Region).Str("observer", m.Observer).Bool("write", m.Kind == homes.MarkWrite && !m.Clear).
+				Msg(what)
 		}
 	}
 	now := r.now()

@@ -114,18 +114,21 @@ func (t *Table) MarkedSet() uint64 {
 // changes: a new mark, a write mark over a read mark, or a read mark extended more than a
 // second past the end the cluster last heard of (a local extension under that is kept but
 // not sent). A region already write-marked costs one atomic load; otherwise Mark takes the
-// region's lock. Out-of-range regions and invalid kinds are ignored.
-func (t *Table) Mark(region int, kind MarkKind) {
+// region's lock. Out-of-range regions and invalid kinds are ignored. It reports whether it
+// sent a change (the caller logs state changes).
+func (t *Table) Mark(region int, kind MarkKind) bool {
 	if uint(region) >= uint(len(t.marks)) || kind != MarkRead && kind != MarkWrite {
-		return
+		return false
 	}
 	r := &t.marks[region]
 	if r.word.Load()&writeBit != 0 {
-		return // a write mark: nothing a mark adds until it is cleared
+		return false // a write mark: nothing a mark adds until it is cleared
 	}
-	if m, ok := t.mark(r, region, kind); ok {
+	m, ok := t.mark(r, region, kind)
+	if ok {
 		t.emit(Change{Kind: ChangeMark, Mark: m})
 	}
+	return ok
 }
 
 func (t *Table) mark(r *regionMarks, region int, kind MarkKind) (Mark, bool) {
@@ -161,14 +164,16 @@ func (t *Table) mark(r *regionMarks, region int, kind MarkKind) (Mark, bool) {
 // marks. When the region is unmarked (the common case: Clear follows every successful
 // answer) it is one atomic load: no lock, no clock, no feed entry. It sends a ChangeMark with
 // Clear set only if it ended a live mark; an expired read mark is reset silently.
-// Out of range: ignored.
-func (t *Table) Clear(region int) {
+// Out of range: ignored. It reports whether it ended a live mark.
+func (t *Table) Clear(region int) bool {
 	if uint(region) >= uint(len(t.marks)) || t.marks[region].word.Load() == 0 {
-		return
+		return false
 	}
-	if m, ok := t.clear(region); ok {
+	m, ok := t.clear(region)
+	if ok {
 		t.emit(Change{Kind: ChangeMark, Mark: m})
 	}
+	return ok
 }
 
 func (t *Table) clear(region int) (Mark, bool) {

@@ -55,7 +55,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 					// the region is asked last by plain writes until one of
 					// its routers answers.
 					rs.lastGood.Store(uint32((rt.index + 1) % n))
-					h.homes.Mark(int(reg), homes.MarkWrite)
+					h.markRegion(int(reg), homes.MarkWrite, x)
 					x.result, x.status = resMayHaveRun, http.StatusBadGateway
 					h.writeError(w, r, http.StatusBadGateway, codeMayHaveRun,
 						"The router failed after the request may have reached it; it was not sent again. "+
@@ -74,7 +74,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 			if x.retryable {
 				kind = homes.MarkRead
 			}
-			h.homes.Mark(int(reg), kind)
+			h.markRegion(int(reg), kind, x)
 		}
 	}
 	if held != nil {
@@ -103,7 +103,7 @@ func (h *Handler) answered(rs *regionState, rt *router, shard bool) {
 	if int(rs.lastGood.Load()) != rt.index {
 		rs.lastGood.Store(uint32(rt.index))
 	}
-	h.homes.Clear(rt.region)
+	h.clearRegion(rt.region)
 }
 
 // attemptResult is one attempt's outcome and, when an answer head came back,
@@ -233,7 +233,7 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, x *exchange, a
 				// another region's router), which clears its marks too. A
 				// router's own 5xx naming the home says the opposite.
 				if resp.StatusCode < 500 {
-					h.homes.Clear(reg)
+					h.clearRegion(reg)
 				}
 			}
 		} else {

@@ -263,6 +263,13 @@ func TestMarks(t *testing.T) {
 		if e.homes.Marked(0) {
 			t.Error("mark not cleared by an answer from a router of the region")
 		}
+		// Each state change is one info line.
+		logs := e.logs.String()
+		for _, want := range []string{`"level":"info","region":"eu","kind":"write"`, `"level":"info","region":"eu","message":"region cleared`} {
+			if strings.Count(logs, want) != 1 {
+				t.Errorf("want one log line with %s:\n%s", want, logs)
+			}
+		}
 	})
 	t.Run("a marked healthy home still serves when it is the only way", func(t *testing.T) {
 		e := newEnv(t)
