@@ -1,0 +1,272 @@
+// Command gossipsim measures how fast homes learned at one entry reach every entry of an
+// in-process cluster (gossip/simcluster on memnet), what it costs, and what repair has to
+// carry. It prints one JSON line on stdout; progress goes to stderr. See README.md.
+//
+//	go run ./bench/gossipsim -nodes 10 -rate 50 -duration 10s
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/fenec/fenec-entry/gossip"
+	"github.com/fenec/fenec-entry/gossip/simcluster"
+)
+
+type flags struct {
+	nodes        int
+	rate         float64
+	duration     time.Duration
+	minLat       time.Duration
+	maxLat       time.Duration
+	loss         float64
+	seed         int64
+	repair       time.Duration
+	drain        time.Duration
+	settle       time.Duration
+	idle         time.Duration
+	poll         time.Duration
+	eventSize    int
+	gossipNodes  int
+	gossipIntvl  time.Duration
+	flushIntvl   time.Duration
+	maxPerFlush  int
+	queueHigh    int
+	queueLow     int
+	verboseStats bool
+}
+
+func main() {
+	var f flags
+	flag.IntVar(&f.nodes, "nodes", 10, "entries in the cluster")
+	flag.Float64Var(&f.rate, "rate", 50, "new homes per second, cluster-wide, each learned at a random entry")
+	flag.DurationVar(&f.duration, "duration", 10*time.Second, "how long homes are learned")
+	flag.DurationVar(&f.minLat, "min-latency", 10*time.Millisecond, "memnet one-way latency, lower bound (uniform)")
+	flag.DurationVar(&f.maxLat, "max-latency", 150*time.Millisecond, "memnet one-way latency, upper bound")
+	flag.Float64Var(&f.loss, "loss", 0.01, "memnet packet loss probability")
+	flag.Int64Var(&f.seed, "seed", 1, "seed of memnet's draws, the tenant names and the learning entries")
+	flag.DurationVar(&f.repair, "repair", 5*time.Second, "repair interval once repair starts (production: 30s)")
+	flag.DurationVar(&f.drain, "drain", 5*time.Second, "gossip-only time after the last learning before repair starts")
+	flag.DurationVar(&f.settle, "settle", 0, "how long repair may take to fill every table; 0 means max(5s, 3 x -repair)")
+	flag.DurationVar(&f.idle, "idle", 3*time.Second, "idle window before learning, to measure membership traffic alone")
+	flag.DurationVar(&f.poll, "poll", 5*time.Millisecond, "how often every table is checked for the homes it lacks")
+	// Tuning experiments; 0 keeps gossip's default.
+	flag.IntVar(&f.eventSize, "event-size", 0, "gossip EventSizeLimit (0: gossip.DefaultEventSizeLimit)")
+	flag.IntVar(&f.gossipNodes, "gossip-nodes", 0, "gossip GossipNodes (0: default)")
+	flag.DurationVar(&f.gossipIntvl, "gossip-interval", 0, "gossip GossipInterval (0: default)")
+	flag.DurationVar(&f.flushIntvl, "flush-interval", 0, "gossip FlushInterval (0: default)")
+	flag.IntVar(&f.maxPerFlush, "max-events-per-flush", 0, "gossip MaxEventsPerFlush (0: default)")
+	flag.IntVar(&f.queueHigh, "queue-high", 0, "gossip QueueHigh (0: default)")
+	flag.IntVar(&f.queueLow, "queue-low", 0, "gossip QueueLow (0: default)")
+	flag.Parse()
+	if f.nodes < 2 || f.rate <= 0 || f.duration <= 0 || f.repair <= 0 || f.poll <= 0 {
+		fmt.Fprintln(os.Stderr, "gossipsim: need -nodes >= 2 and positive -rate, -duration, -repair, -poll")
+		os.Exit(2)
+	}
+	if f.settle == 0 {
+		f.settle = max(5*time.Second, 3*f.repair)
+	}
+	res, err := run(f)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gossipsim:", err)
+		os.Exit(1)
+	}
+	b, _ := json.Marshal(res)
+	fmt.Println(string(b))
+}
+
+// result is the JSON line. Times are milliseconds; a percentile is null when that share of
+// homes never reached every entry.
+type result struct {
+	Nodes       int      `json:"nodes"`
+	Rate        float64  `json:"rate"`
+	DurationS   float64  `json:"duration_s"`
+	LatencyMS   [2]int   `json:"latency_ms"`
+	Loss        float64  `json:"loss"`
+	Seed        int64    `json:"seed"`
+	RepairS     float64  `json:"repair_s"`
+	Homes       int      `json:"homes"`
+	P50MS       *float64 `json:"p50_ms"`
+	P99MS       *float64 `json:"p99_ms"`
+	MaxMS       *float64 `json:"max_ms"`
+	PairP50MS   *float64 `json:"pair_p50_ms"`
+	PairP99MS   *float64 `json:"pair_p99_ms"`
+	CompleteByG float64  `json:"complete_by_gossip"`
+	CoverageG   float64  `json:"coverage_gossip"`
+	BytesPerES  float64  `json:"gossip_bytes_per_entry_s"`
+	IdleBytesES float64  `json:"idle_bytes_per_entry_s"`
+	PacketsES   float64  `json:"packets_per_entry_s"`
+	EventsSent  float64  `json:"events_sent"`
+	EventsRecv  float64  `json:"events_received"`
+	Delivery    float64  `json:"event_delivery"`
+	HomesPerEv  float64  `json:"homes_per_event"`
+	Dropped     float64  `json:"events_dropped"`
+	PendDropped float64  `json:"pending_dropped"`
+	Deferred    float64  `json:"flushes_deferred"`
+	MaxQueue    float64  `json:"max_serf_queue"`
+	MaxFlushMS  float64  `json:"max_flush_interval_ms"`
+	NetDrops    uint64   `json:"packets_dropped_queue_full"`
+	Repaired    float64  `json:"homes_repaired"`
+	RepairRnds  float64  `json:"repair_rounds"`
+	RepairS2    float64  `json:"repair_took_s"`
+	Lost        int      `json:"homes_lost"`
+	LostPairs   int      `json:"pairs_lost"`
+	CPUCores    float64  `json:"cpu_cores"`
+	PollMS      float64  `json:"poll_ms"`
+	MaxScanMS   float64  `json:"max_scan_ms"`
+	FormedS     float64  `json:"members_formed_s"`
+}
+
+func run(f flags) (*result, error) {
+	opts := simcluster.Options{
+		Nodes: f.nodes, Seed: f.seed, MinLatency: f.minLat, MaxLatency: f.maxLat, Loss: f.loss,
+		RepairInterval: f.repair,
+		Gossip: func(_ int, c *gossip.Config) {
+			c.EventSizeLimit = f.eventSize
+			c.GossipNodes = f.gossipNodes
+			c.GossipInterval = f.gossipIntvl
+			c.FlushInterval = f.flushIntvl
+			c.MaxEventsPerFlush = f.maxPerFlush
+			c.QueueHigh, c.QueueLow = f.queueHigh, f.queueLow
+		},
+	}
+	begin := time.Now()
+	c, err := simcluster.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second+time.Duration(f.nodes)*300*time.Millisecond)
+	err = c.WaitMembers(ctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	formed := time.Since(begin)
+	logf("%d entries formed in %v", f.nodes, formed.Round(time.Millisecond))
+
+	es := c.Entries()
+	nw := c.Network()
+	idle0 := nw.Stats()
+	time.Sleep(f.idle) // measuring idle traffic, not waiting for anything
+	idle1 := nw.Stats()
+
+	rng := rand.New(rand.NewPCG(uint64(f.seed), 0x676f7373))
+	total := int(math.Ceil(f.rate * f.duration.Seconds()))
+	tr := newTracker(es, total, f.poll)
+	regions := simcluster.DefaultRegions
+	names := tenantNames(rng, total)
+	go tr.run()
+	sampler := newSampler(es)
+	go sampler.run()
+
+	logf("learning %d homes over %v at %.0f/s", total, f.duration, f.rate)
+	cpu0, st0, t0 := cpuTime(), nw.Stats(), time.Now()
+	for k := range total {
+		at := t0.Add(time.Duration(float64(k) / f.rate * float64(time.Second)))
+		if d := time.Until(at); d > 0 {
+			time.Sleep(d) // pacing the learnings
+		}
+		i := rng.IntN(len(es))
+		tr.learned(k, names[k], regions[rng.IntN(len(regions))], i)
+	}
+	if d := time.Until(t0.Add(f.duration)); d > 0 {
+		time.Sleep(d)
+	}
+	wall, cpu1, st1 := time.Since(t0), cpuTime(), nw.Stats()
+
+	logf("gossip only: draining for up to %v", f.drain)
+	tr.waitAll(f.drain)
+	gossipPairs, gossipComplete := tr.counts()
+
+	logf("repair every %v: settling for up to %v", f.repair, f.settle)
+	repairStart := time.Now()
+	c.StartRepair()
+	tr.waitAll(f.settle)
+	repairTook := time.Since(repairStart)
+	tr.stop()
+	sampler.stop()
+	finalPairs, finalComplete := tr.counts()
+
+	res := &result{
+		Nodes: f.nodes, Rate: f.rate, DurationS: f.duration.Seconds(),
+		LatencyMS: [2]int{int(f.minLat / time.Millisecond), int(f.maxLat / time.Millisecond)},
+		Loss:      f.loss, Seed: f.seed, RepairS: f.repair.Seconds(), Homes: total,
+		CompleteByG: ratio(gossipComplete, total),
+		CoverageG:   ratio(gossipPairs, total*len(es)),
+		BytesPerES:  float64(st1.SentBytes-st0.SentBytes) / float64(len(es)) / wall.Seconds(),
+		IdleBytesES: float64(idle1.SentBytes-idle0.SentBytes) / float64(len(es)) / f.idle.Seconds(),
+		PacketsES:   float64(st1.Sent-st0.Sent) / float64(len(es)) / wall.Seconds(),
+		NetDrops:    st1.DroppedQueueFull - st0.DroppedQueueFull,
+		RepairS2:    round(repairTook.Seconds(), 2),
+		Lost:        total - finalComplete,
+		LostPairs:   total*len(es) - finalPairs,
+		CPUCores:    round((cpu1-cpu0).Seconds()/wall.Seconds(), 2),
+		PollMS:      f.poll.Seconds() * 1e3,
+		MaxScanMS:   round(tr.maxScan.Seconds()*1e3, 2),
+		FormedS:     round(formed.Seconds(), 2),
+		MaxQueue:    sampler.maxQueue,
+		MaxFlushMS:  sampler.maxFlush * 1e3,
+	}
+	res.BytesPerES, res.IdleBytesES, res.PacketsES = round(res.BytesPerES, 0), round(res.IdleBytesES, 0), round(res.PacketsES, 1)
+	res.P50MS, res.P99MS, res.MaxMS, res.PairP50MS, res.PairP99MS = tr.percentiles()
+	for _, e := range es {
+		res.EventsSent += e.Metric("fenec_entry_gossip_events_sent_total")
+		res.EventsRecv += e.Metric("fenec_entry_gossip_events_received_total")
+		res.Dropped += e.Metric("fenec_entry_gossip_events_dropped_total")
+		res.PendDropped += e.Metric("fenec_entry_gossip_pending_dropped_total")
+		res.Deferred += e.Metric("fenec_entry_gossip_flushes_deferred_total")
+		res.Repaired += e.Metric("fenec_entry_sync_applied_total", "via", "repair", "type", "home")
+		res.RepairRnds += e.Metric("fenec_entry_repair_rounds_total")
+	}
+	if res.EventsSent > 0 {
+		res.Delivery = round(res.EventsRecv/(res.EventsSent*float64(len(es)-1)), 4)
+		res.HomesPerEv = round(float64(total)/res.EventsSent, 1)
+	}
+	return res, nil
+}
+
+func ratio(a, b int) float64 { return round(float64(a)/float64(b), 4) }
+
+func round(x float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(x*p) / p
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func logf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "gossipsim: "+format+"\n", a...)
+}
+
+// tenantNames returns n distinct names shaped like real tenant slugs (two words and a
+// number, 12-24 bytes), which compress as real ones do.
+func tenantNames(rng *rand.Rand, n int) []string {
+	words := []string{"amber", "brisk", "cedar", "delta", "ember", "fjord", "gale", "harbor",
+		"iris", "juniper", "kestrel", "lumen", "maple", "nimbus", "onyx", "pine", "quartz",
+		"raven", "sable", "tundra", "umber", "vale", "willow", "zephyr"}
+	out := make([]string, n)
+	seen := make(map[string]bool, n)
+	for k := range out {
+		for {
+			s := fmt.Sprintf("%s-%s-%d", words[rng.IntN(len(words))], words[rng.IntN(len(words))], rng.IntN(100000))
+			if !seen[s] {
+				seen[s] = true
+				out[k] = s
+				break
+			}
+		}
+	}
+	return out
+}
