@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -132,6 +133,9 @@ func TestStaleKeepAlive(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Read to the end: a client that closes early makes the entry drop
+			// the router connection instead of pooling it.
+			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != 200 {
 				t.Fatalf("request %d: %d", i, resp.StatusCode)
@@ -145,6 +149,7 @@ func TestStaleKeepAlive(t *testing.T) {
 		addr, _ := staleRouter(t)
 		srv, h := entryFor(t, addr)
 		resp, _ := http.Post(srv.URL+"/t/acme/x", "text/plain", strings.NewReader("a"))
+		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		waitIdle(t, h)
 		resp, _ = http.Post(srv.URL+"/t/acme/x", "text/plain", strings.NewReader("b"))
@@ -194,6 +199,7 @@ func TestClosedIdleConnectionNotUsedForWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 201 {
 			t.Fatalf("write %d: %d, want 201 on a fresh connection", i, resp.StatusCode)
