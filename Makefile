@@ -43,3 +43,8 @@ fmt:
 
 clean:
 	rm -rf $(BIN)
+
+# docs/status.png: the /status page in headless Chromium (apt-get install -y chromium).
+.PHONY: screenshot
+screenshot:
+	GO=$(GO) bash scripts/screenshot.sh docs/status.png

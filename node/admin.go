@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fenec/fenec-entry/proxy"
 )
 
 // adminHandler serves the admin listener (--admin-listen):
@@ -14,9 +16,8 @@ import (
 //	/metrics      Prometheus text format
 //	/healthz      200 while the process runs
 //	/readyz       200 once started, while SetReady(true) holds and not draining; else 503
+//	/status       Status as an HTML page (status_page.go)
 //	/status.json  Status as JSON
-//
-// The HTML /status page comes with the operations issue.
 func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
@@ -44,6 +45,7 @@ func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(n.Status())
 	})
+	mux.HandleFunc("GET /status", n.serveStatusPage)
 	return mux
 }
 
@@ -71,6 +73,9 @@ type Status struct {
 	Marks     []MarkStatus   `json:"marks"`
 	Gossip    bool           `json:"gossip"`  // false: no --gossip-key and no --insecure-gossip, serving alone
 	Members   []MemberStatus `json:"members"` // every gossip member this entry knows, itself included
+
+	At      time.Time      `json:"at"`                       // when this status was taken
+	Traffic *GossipTraffic `json:"gossip_traffic,omitempty"` // nil when gossip is off
 }
 
 // MemberStatus is one gossip member as serf sees it.
@@ -88,6 +93,22 @@ type RegionStatus struct {
 	Name    string   `json:"name"`
 	Routers []string `json:"routers"`
 	Marked  bool     `json:"marked"`
+	// RouterStates are the Routers in the same order, with what this entry last saw of each.
+	RouterStates []RouterStatus `json:"router_states"`
+}
+
+// RouterStatus is one router as this entry last saw it (proxy.Handler.RouterStatus).
+type RouterStatus struct {
+	URL string `json:"url"` // as in RegionStatus.Routers
+	// State is "up" (its last attempt got an answer), "failing" (it did not) or "unknown"
+	// (not asked since this entry started).
+	State string `json:"state"`
+	// LastOutcome is the last attempt's class: answer, home_5xx, shard_5xx, never_made or
+	// may_have_reached (CONTRACT.md section 4); "" before any.
+	LastOutcome string    `json:"last_outcome,omitempty"`
+	LastStatus  int       `json:"last_status,omitempty"` // the last answer's status; 0: no answer head
+	LastAt      time.Time `json:"last_at,omitzero"`      // when the last attempt ended
+	Failures    int       `json:"failures"`              // failed attempts since it last answered
 }
 
 // HomesStatus is the home table's Stats.
@@ -113,6 +134,7 @@ type MarkStatus struct {
 func (n *Node) Status() Status {
 	st := n.homes.Stats()
 	s := Status{
+		At:        time.Now(),
 		Pop:       n.cfg.Pop,
 		Continent: n.cfg.Continent,
 		Node:      n.cfg.Node,
@@ -136,12 +158,21 @@ func (n *Node) Status() Status {
 		s.Members = append(s.Members, MemberStatus{Name: m.Name, Addr: m.Addr, State: m.State,
 			Pop: m.Tags["pop"], Continent: m.Tags["continent"], Version: m.Tags["version"]})
 	}
+	states := n.proxy.RouterStatus() // regions and routers in n.cfg.Routers order
 	for i, r := range n.cfg.Routers {
 		rs := RegionStatus{Name: r.Name, Marked: n.homes.Marked(i)}
 		for _, u := range r.Routers {
 			rs.Routers = append(rs.Routers, u.Redacted())
+			var st proxy.RouterState
+			if len(states) > 0 {
+				st, states = states[0], states[1:]
+			}
+			rs.RouterStates = append(rs.RouterStates, routerStatus(u.Redacted(), st))
 		}
 		s.Regions = append(s.Regions, rs)
+	}
+	if s.Gossip {
+		s.Traffic = n.traffic.rates(n.reg, s.At, s.Started)
 	}
 	for _, m := range n.homes.Marks() {
 		if m.Clear {

@@ -11,10 +11,12 @@ import (
 const FlyClientIPHeader = "Fly-Client-Ip"
 
 // clientAddrFunc returns the proxy's Config.ClientAddr for c.ClientIP, or nil for the TCP
-// peer (the proxy's default). proxy-protocol is accepted by Validate but not implemented
-// yet: it is the TCP peer until the operations issue (Start logs a warning).
+// peer (the proxy's default). Under proxy-protocol the listener (clientip_proxyproto.go) has
+// already made RemoteAddr the PROXY header's source; it is written unmapped, like the others.
 func clientAddrFunc(c Config) func(*http.Request) string {
 	switch {
+	case c.ClientIP == ClientIPProxyProtocol:
+		return func(r *http.Request) string { return peerHost(r.RemoteAddr) }
 	case c.ClientIP == ClientIPFly:
 		// Fly's proxy always overwrites Fly-Client-IP, so without --trusted-proxies it is
 		// believed from any peer; with them, only from them.
@@ -99,6 +101,20 @@ func parseAddrMaybePort(s string) (netip.Addr, bool) {
 			return netip.Addr{}, false
 		}
 		a = ap.Addr()
+	}
+	return a.Unmap().WithZone(""), true
+}
+
+// peerAddr returns the address of a RemoteAddr ("1.2.3.4:80", "[::1]:80"), unmapped and
+// without zone, without allocating.
+func peerAddr(remote string) (netip.Addr, bool) {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}, false
 	}
 	return a.Unmap().WithZone(""), true
 }

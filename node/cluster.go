@@ -42,6 +42,10 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return errors.Join(errors.New("--snapshot-listen"), err)
 	}
 	_, snapPort, _ := net.SplitHostPort(sl.Addr().String())
+	var key []byte // nil, not empty, in the clear: gossip and Sync read nil as "no key"
+	if len(c.GossipKey) > 0 {
+		key = []byte(c.GossipKey)
+	}
 
 	g, err := gossip.New(gossip.Config{
 		NodeName:      c.Node,
@@ -49,7 +53,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 		AdvertiseAddr: c.GossipAdvertise,
 		Join:          c.Join,
 		JoinDNS:       c.JoinDNS,
-		Key:           []byte(c.GossipKey),
+		Key:           key,
 		Insecure:      c.InsecureGossip,
 		Tags: map[string]string{
 			"pop": c.Pop, "continent": c.Continent, "version": n.version(), "snap": snapPort,
@@ -79,7 +83,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	}
 	sy, err := gossip.NewSync(gossip.SyncConfig{
 		Node:       c.Node,
-		Key:        []byte(c.GossipKey),
+		Key:        key,
 		Table:      n.homes,
 		Validator:  gossip.NewValidator(c.RegionNames(), nil),
 		MemberAddr: g.MemberAddr,

@@ -1,7 +1,7 @@
 // Package node is one entry: its configuration (Config, DefaultConfig, a pure Validate and
 // the parsers of the flag syntaxes), its wiring (the home table, the proxy, the Prometheus
 // registry), its lifecycle (New, Start, Drain, Close) and its admin listener (/metrics,
-// /healthz, /readyz, /status.json).
+// /healthz, /readyz, /status, /status.json).
 //
 // node reads no environment variable and parses no command line: cmd/fenec-entry does that
 // and hands over a Config. It knows the request path only as a proxy.Handler and the home

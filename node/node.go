@@ -45,7 +45,9 @@ type Node struct {
 	log    zerolog.Logger
 	homes  *homes.Table
 	proxy  *proxy.Handler
-	certs  *certReloader // nil without --tls-cert
+	certs  *certReloader    // nil without --tls-cert
+	pp     *proxyProtocol   // nil unless --client-ip proxy-protocol
+	geo    *clientContinent // the client's continent (--geoip, --country-header, --continent)
 	client *http.Server
 	admin  *http.Server
 	reg    *prometheus.Registry
@@ -59,6 +61,7 @@ type Node struct {
 	ready     atomic.Bool // SetReady; true from New
 	draining  atomic.Bool
 	startedAt atomic.Pointer[time.Time] // nil until Start has bound the listeners
+	traffic   trafficRates              // gossip event rates for Status; zero value ready
 
 	bg       context.Context // ends the background goroutines; cancelled by stopBackground
 	bgCancel context.CancelFunc
@@ -117,9 +120,11 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 	}
 	reg, metrics := n.newRegistry()
 	n.reg = reg
-	var clientContinent func(*http.Request, string) string
-	if c := cfg.Continent; c != "" {
-		clientContinent = func(*http.Request, string) string { return c }
+	if n.geo, err = newClientContinent(cfg, reg); err != nil {
+		return nil, err
+	}
+	if cfg.ClientIP == ClientIPProxyProtocol {
+		n.pp = newProxyProtocol(cfg, logger, reg)
 	}
 	n.proxy, err = proxy.New(proxy.Config{
 		Regions:         cfg.Routers,
@@ -127,7 +132,7 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 		Continents:      cfg.ContinentMap(),
 		DefaultRegion:   cfg.DefaultRegion,
 		ClientAddr:      clientAddrFunc(cfg),
-		ClientContinent: clientContinent,
+		ClientContinent: n.geo.fn(),
 		EntryToken:      string(cfg.EntryToken),
 		CORS:            cfg.CORS,
 		MaxInflight:     cfg.MaxInflight,
@@ -192,6 +197,9 @@ func (n *Node) startLocked(ctx context.Context) error {
 	cl, err := lc.Listen(ctx, "tcp", n.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
+	}
+	if n.pp != nil {
+		cl = n.pp.wrap(cl) // under TLS too: the PROXY header comes before the handshake
 	}
 	al, err := lc.Listen(ctx, "tcp", n.cfg.AdminListen)
 	if err != nil {
@@ -259,17 +267,13 @@ func (n *Node) logStart() {
 		Msg("entry started")
 	n.log.Debug().Object("config", c).Msg("configuration")
 
-	later := func(flag, what string) {
-		n.log.Warn().Msgf("%s is accepted but takes effect with %s", flag, what)
+	if db := n.geo.db; db != nil {
+		n.log.Info().Str("geoip", c.GeoIP).Str("database_type", db.Metadata.DatabaseType).
+			Time("built", db.Metadata.BuildTime()).Msg("geoip database opened")
 	}
-	if c.ClientIP == ClientIPProxyProtocol {
-		later("--client-ip proxy-protocol", "the operations issue: the TCP peer's address is used")
-	}
-	if c.GeoIP != "" {
-		later("--geoip", "the operations issue: --continent is every client's continent")
-	}
-	if c.CountryHeader != "" {
-		later("--country-header", "the operations issue: --continent is every client's continent")
+	if c.ClientIP == ClientIPProxyProtocol && len(c.TrustedProxies) == 0 {
+		n.log.Info().Msg("--client-ip proxy-protocol without --trusted-proxies: a PROXY header is believed " +
+			"from any peer, so --listen must be reachable by the proxies only")
 	}
 	if !c.gossipEnabled() {
 		n.log.Info().Msg("gossip off (no --gossip-key, no --insecure-gossip): this entry serves alone")

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net"
+	"net/http"
 	"net/url"
 	"os/exec"
 	"strings"
@@ -113,6 +114,14 @@ func TestGossipCluster(t *testing.T) {
 	defer sc.Close()
 	routers := "eu=" + strings.Join(sc.URLs("eu"), ",") + ";us=" + strings.Join(sc.URLs("us"), ",")
 	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	const (
+		plantedToken  = "PLANTED-ENTRY-TOKEN-7f3a"
+		plantedRPC    = "PLANTED-RPC-AUTH-91c2"
+		plantedAuth   = "Bearer PLANTED-AUTHORIZATION-5d1e"
+		plantedCookie = "session=PLANTED-COOKIE-c0de"
+		plantedBody   = "PLANTED-BODY-b0d7"
+	)
+	var all []*entry
 	rpcAddr := map[string]string{"a": freeAddr(t), "b": "127.0.0.1:0", "c": "127.0.0.1:0", "d": "127.0.0.1:0"}
 
 	start := func(name string, join string) *clusterEntry {
@@ -122,7 +131,9 @@ func TestGossipCluster(t *testing.T) {
 		if join != "" {
 			args = append(args, "--join", join)
 		}
-		e := startEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+key))
+		e := startEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+key, "FENEC_ENTRY_LOG_LEVEL=debug",
+			"FENEC_ENTRY_ENTRY_TOKEN="+plantedToken, "FENEC_ENTRY_RPC_AUTH="+plantedRPC))
+		all = append(all, e)
 		ce := &clusterEntry{entry: e}
 		ce.client, ce.admin = e.started(t)
 		ce.gossip = e.gossipAddr(t)
@@ -145,7 +156,7 @@ func TestGossipCluster(t *testing.T) {
 	}
 
 	// The stock serf CLI lists the entries with their tags (go tool serf: a tool of go.mod).
-	out, err := exec.Command("go", "tool", "serf", "members", "-rpc-addr", rpcAddr["a"]).CombinedOutput()
+	out, err := exec.Command("go", "tool", "serf", "members", "-rpc-addr", rpcAddr["a"], "-rpc-auth", plantedRPC).CombinedOutput()
 	if err != nil {
 		t.Fatalf("serf members: %v\n%s", err, out)
 	}
@@ -223,6 +234,16 @@ func TestGossipCluster(t *testing.T) {
 		return false
 	})
 
+	// Requests carrying secrets, through every entry.
+	for _, e := range []*clusterEntry{a, b, d} {
+		req, _ := http.NewRequest("POST", "http://"+e.client+"/t/globex/items", strings.NewReader(plantedBody))
+		req.Header.Set("Authorization", plantedAuth)
+		req.Header.Set("Cookie", plantedCookie)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+
 	// SIGTERM: the others see the entry left.
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -230,5 +251,21 @@ func TestGossipCluster(t *testing.T) {
 	waitFor(t, 3*time.Second, "A sees C left", func() bool { return a.status(t).memberState("c") == "left" })
 	if status := c.exitStatus(t, 15*time.Second); status != 0 {
 		t.Errorf("C exit status %d, want 0", status)
+	}
+
+	// No secret reaches a log line, in the whole run of every entry (at debug).
+	lines := 0
+	for _, e := range all {
+		for _, l := range e.stderr() {
+			lines++
+			for _, s := range []string{plantedToken, plantedRPC, "PLANTED-AUTHORIZATION", "PLANTED-COOKIE", plantedBody, key} {
+				if strings.Contains(l, s) {
+					t.Errorf("a log line carries %q: %s", s, l)
+				}
+			}
+		}
+	}
+	if lines < 50 {
+		t.Errorf("only %d log lines at debug: the secret check read too little", lines)
 	}
 }

@@ -45,8 +45,6 @@ const (
 	groupProtocol  = "Shared with the routers"
 	groupGossip    = "Gossip"
 	groupOps       = "Operations"
-
-	laterOps = "takes effect with the operations issue"
 )
 
 var groups = []string{groupClient, groupRouters, groupPlacement, groupProtocol, groupGossip, groupOps}
@@ -100,18 +98,18 @@ var flags = []*flagDef{
 	{name: "continent", arg: "code", group: groupPlacement, def: "the continent of $FLY_REGION, else unset",
 		usage: "this entry's continent (EU, NA, SA, AS, OC, AF, AN), the clients' when nothing else says",
 		apply: func(c *node.Config, v string) error { c.Continent = strings.ToUpper(strings.TrimSpace(v)); return nil }},
-	{name: "geoip", arg: "file", group: groupPlacement, later: laterOps,
-		usage: "a .mmdb file (MaxMind/DB-IP) giving the client's continent",
+	{name: "geoip", arg: "file", group: groupPlacement,
+		usage: "a .mmdb file (MaxMind/DB-IP country or city) giving the client's continent; read at start",
 		apply: setString(func(c *node.Config) *string { return &c.GeoIP })},
-	{name: "country-header", arg: "name", group: groupPlacement, later: laterOps,
-		usage: "a header naming the client's country, believed only from --trusted-proxies",
+	{name: "country-header", arg: "name", group: groupPlacement,
+		usage: "a header naming the client's country (ISO code, e.g. CF-IPCountry), asked when --geoip does not answer; believed only from --trusted-proxies",
 		apply: setString(func(c *node.Config) *string { return &c.CountryHeader })},
 	{name: "client-ip", arg: "mode", group: groupPlacement, def: node.DefaultClientIP,
-		later: "proxy-protocol " + laterOps,
-		usage: "where the client's address comes from: peer, proxy-protocol, fly (Fly-Client-IP) or header:NAME (needs --trusted-proxies)",
+		usage: "where the client's address comes from: peer, proxy-protocol (a PROXY v1/v2 header required on every connection), " +
+			"fly (Fly-Client-IP) or header:NAME (needs --trusted-proxies)",
 		apply: setString(func(c *node.Config) *string { return &c.ClientIP })},
 	{name: "trusted-proxies", arg: "cidrs", group: groupPlacement,
-		usage: "peers whose address and country headers are believed: 10.0.0.0/8,fd00::/8",
+		usage: "peers whose address and country headers are believed: 10.0.0.0/8,fd00::/8; with proxy-protocol, the only peers accepted",
 		apply: func(c *node.Config, v string) (err error) { c.TrustedProxies, err = node.ParseCIDRs(v); return err }},
 
 	{name: "entry-token", arg: "secret", group: groupProtocol, secret: true,

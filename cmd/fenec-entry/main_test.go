@@ -27,6 +27,8 @@ func TestRunExitStatus(t *testing.T) {
 		{"bad value", []string{"serve", "--routers", "eu=ftp://r:1"}, 2, "", "--routers: "},
 		{"config error from a file", []string{"serve", "--routers", testRouters, "--router-ca", "/nonexistent/ca.pem",
 			"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, 2, "", "--router-ca: "},
+		{"geoip file missing", []string{"serve", "--routers", testRouters, "--geoip", "/nonexistent/geo.mmdb",
+			"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, 2, "", "--geoip: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

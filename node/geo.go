@@ -1,0 +1,190 @@
+package node
+
+import (
+	"net/http"
+	"net/netip"
+	"sync"
+
+	"github.com/oschwald/maxminddb-golang/v2"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// clientContinent answers proxy.Config.ClientContinent: the continent of the client, from the
+// first source that answers (CONTRACT.md §3):
+//  1. --geoip: the continent.code of the client's address (the one --client-ip gives) in a
+//     MaxMind or DB-IP database;
+//  2. --country-header: the country named by that header, through countryContinents, believed
+//     only when the request's TCP peer is in --trusted-proxies;
+//  3. --continent: this PoP's continent ("" if unset: then --default-region).
+//
+// It is asked once per request for a tenant heard nowhere, so it allocates nothing: the
+// database is memory-mapped and only the continent code is decoded. Safe for concurrent use;
+// nothing in it changes after newClientContinent.
+type clientContinent struct {
+	db        *maxminddb.Reader // nil without --geoip
+	header    string            // canonical --country-header; "" for none
+	trusted   []netip.Prefix    // --trusted-proxies
+	trustPeer bool              // every TCP peer is trusted (proxy-protocol with --trusted-proxies)
+	pop       string            // --continent
+
+	// By source: how many clients' continents each source gave.
+	fromGeoIP, fromHeader, fromPop, unknown prometheus.Counter
+}
+
+// newClientContinent opens --geoip, if set, and registers the source counter in reg. An
+// unreadable or invalid database is a *ConfigError naming --geoip.
+//
+// The database stays mapped for the life of the process: it is not closed with the Node,
+// because a request still running after Close may be reading it; the garbage collector
+// unmaps it once nothing refers to it.
+func newClientContinent(c Config, reg prometheus.Registerer) (*clientContinent, error) {
+	cc := &clientContinent{
+		trusted:   c.TrustedProxies,
+		trustPeer: c.ClientIP == ClientIPProxyProtocol && len(c.TrustedProxies) > 0,
+		pop:       c.Continent,
+	}
+	if c.CountryHeader != "" {
+		cc.header = http.CanonicalHeaderKey(c.CountryHeader)
+	}
+	if c.GeoIP != "" {
+		db, err := openGeoIP(c.GeoIP)
+		if err != nil {
+			return nil, err
+		}
+		cc.db = db
+	}
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fenec_entry_client_continent_total",
+		Help: "Clients of tenants heard nowhere whose continent was found, by source: geoip (--geoip), " +
+			"header (--country-header), pop (--continent), none (no source answered).",
+	}, []string{"source"})
+	if reg != nil {
+		reg.MustRegister(v)
+	}
+	cc.fromGeoIP = v.WithLabelValues("geoip")
+	cc.fromHeader = v.WithLabelValues("header")
+	cc.fromPop = v.WithLabelValues("pop")
+	cc.unknown = v.WithLabelValues("none")
+	return cc, nil
+}
+
+// openGeoIP opens an .mmdb file and checks that it is one: a *ConfigError otherwise.
+func openGeoIP(path string) (*maxminddb.Reader, error) {
+	db, err := maxminddb.Open(path)
+	if err != nil {
+		return nil, cfgErr("geoip", "%q is not a readable MaxMind DB file (want a .mmdb from MaxMind or DB-IP): %v", path, err)
+	}
+	if db.Metadata.IPVersion != 4 && db.Metadata.IPVersion != 6 {
+		return nil, cfgErr("geoip", "%q: IP version %d in its metadata (want 4 or 6)", path, db.Metadata.IPVersion)
+	}
+	return db, nil
+}
+
+// continent returns the client's continent code, or "" if no source answers. addr is the
+// client's address as --client-ip gives it (no port, no brackets).
+func (cc *clientContinent) continent(r *http.Request, addr string) string {
+	if cc.db != nil {
+		if c := cc.lookup(addr); c != "" {
+			cc.fromGeoIP.Inc()
+			return c
+		}
+	}
+	if cc.header != "" && cc.peerTrusted(r) {
+		if vs := r.Header[cc.header]; len(vs) > 0 {
+			if c := countryContinent(vs[0]); c != "" {
+				cc.fromHeader.Inc()
+				return c
+			}
+		}
+	}
+	if cc.pop != "" {
+		cc.fromPop.Inc()
+		return cc.pop
+	}
+	cc.unknown.Inc()
+	return ""
+}
+
+// geoRecord is the one field of a MaxMind/DB-IP country or city record the entry needs;
+// decoding into it skips the rest of the record.
+type geoRecord struct {
+	Continent struct {
+		Code string `maxminddb:"code"`
+	} `maxminddb:"continent"`
+}
+
+// geoRecords recycles the records lookup decodes into: Decode takes an interface, so a
+// record on the stack would escape and cost an allocation per lookup.
+var geoRecords = sync.Pool{New: func() any { return new(geoRecord) }}
+
+// lookup returns the continent code of addr in the database, or "" if addr is not an
+// address, is not in the database, or has no valid continent code there. It does not
+// allocate (the decoder caches the few continent strings).
+func (cc *clientContinent) lookup(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return ""
+	}
+	res := cc.db.Lookup(a.Unmap().WithZone(""))
+	if !res.Found() {
+		return ""
+	}
+	rec := geoRecords.Get().(*geoRecord)
+	*rec = geoRecord{}
+	code := ""
+	if res.Decode(rec) == nil {
+		code = canonicalContinent(rec.Continent.Code)
+	}
+	*rec = geoRecord{}
+	geoRecords.Put(rec)
+	return code
+}
+
+// canonicalContinent returns code if it is a continent code, as a constant string (so that a
+// string decoded from the database is not kept), else "".
+func canonicalContinent(code string) string {
+	switch code {
+	case "EU":
+		return "EU"
+	case "AF":
+		return "AF"
+	case "NA":
+		return "NA"
+	case "SA":
+		return "SA"
+	case "AS":
+		return "AS"
+	case "OC":
+		return "OC"
+	case "AN":
+		return "AN"
+	}
+	return ""
+}
+
+// peerTrusted reports whether the request's TCP peer is a trusted proxy. Under
+// proxy-protocol with --trusted-proxies the listener refuses every other peer, and
+// RemoteAddr is the PROXY header's source (the client), so every request's peer is trusted.
+func (cc *clientContinent) peerTrusted(r *http.Request) bool {
+	if cc.trustPeer {
+		return true
+	}
+	a, ok := peerAddr(r.RemoteAddr)
+	if !ok {
+		return false
+	}
+	for _, p := range cc.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// fn returns the function for proxy.Config.ClientContinent, or nil when no source can answer.
+func (cc *clientContinent) fn() func(*http.Request, string) string {
+	if cc.db == nil && cc.header == "" && cc.pop == "" {
+		return nil
+	}
+	return cc.continent
+}

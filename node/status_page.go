@@ -1,0 +1,340 @@
+package node
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fenec/fenec-entry/proxy"
+)
+
+// The /status page: Status rendered by html/template (which escapes every value: member
+// names, tags and router URLs come from peers and flags), one embedded file, no external
+// asset and no script. It reloads itself every statusRefresh.
+
+//go:embed templates/status.html
+var statusHTML string
+
+const statusRefresh = 5 // seconds, the page's <meta http-equiv="refresh">
+
+var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
+	"num":  formatCount,
+	"rate": formatRate,
+	"pct":  formatPercent,
+	"subf": func(a, b float64) float64 { return max(a-b, 0) },
+}).Parse(statusHTML))
+
+// serveStatusPage serves GET /status. The page is rendered whole before it is written, so
+// a template error is a 500, not half a page.
+func (n *Node) serveStatusPage(w http.ResponseWriter, _ *http.Request) {
+	var buf bytes.Buffer
+	if err := renderStatus(&buf, n.Status()); err != nil {
+		n.log.Error().Err(err).Msg("admin: rendering /status")
+		writeText(w, http.StatusInternalServerError, "status page: "+err.Error()+"\n")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.Write(buf.Bytes())
+}
+
+func renderStatus(buf *bytes.Buffer, s Status) error {
+	return statusTemplate.Execute(buf, newStatusView(s))
+}
+
+// routerStatus makes a RouterStatus of what the proxy saw of the router at url.
+func routerStatus(url string, st proxy.RouterState) RouterStatus {
+	rs := RouterStatus{URL: url, State: "up", LastOutcome: st.LastOutcome, LastStatus: st.LastStatus,
+		LastAt: st.LastAt, Failures: st.Failures}
+	switch {
+	case st.LastOutcome == "":
+		rs.State = "unknown"
+	case st.Failing():
+		rs.State = "failing"
+	}
+	return rs
+}
+
+// statusView is what the template shows: the Status and what is derived from it for people
+// (durations, counts, badge classes). Times are relative to Status.At.
+type statusView struct {
+	S             Status
+	Refresh       int
+	State         badge // ready, not ready, draining
+	Uptime        string
+	Started       string
+	At            string
+	Members       []memberView
+	Alive         int
+	Regions       []regionView
+	RegionOK      int
+	RouterSummary string // "4 up · 1 failing · 1 not asked yet"
+	Marks         []markView
+	HomesPct      float64 // held / capacity, in percent
+	LocalPct      float64
+	Traffic       *trafficView
+}
+
+type badge struct{ Class, Text string }
+
+type memberView struct {
+	MemberStatus
+	Badge        badge
+	Self         bool
+	OtherVersion bool // another version than this entry's
+}
+
+type regionView struct {
+	Name    string
+	Badge   badge
+	Note    string // what the mark means for its requests
+	Summary string // "1 up · 1 failing"
+	Routers []routerView
+}
+
+type routerView struct {
+	RouterStatus
+	Badge badge
+	Ago   string
+}
+
+type markView struct {
+	MarkStatus
+	Left string
+}
+
+type trafficView struct {
+	GossipTraffic
+	Window string
+}
+
+// Badge classes: ok (green), warn (amber), bad (red), off (grey).
+var (
+	memberBadges = map[string]string{"alive": "ok", "leaving": "warn", "left": "off", "failed": "bad"}
+	routerBadges = map[string]string{"up": "ok", "failing": "bad", "unknown": "off"}
+)
+
+func newStatusView(s Status) statusView {
+	v := statusView{S: s, Refresh: statusRefresh, At: s.At.UTC().Format("15:04:05 UTC")}
+	switch {
+	case s.Draining:
+		v.State = badge{"bad", "draining"}
+	case s.Ready:
+		v.State = badge{"ok", "ready"}
+	default:
+		v.State = badge{"warn", "not ready"}
+	}
+	if !s.Started.IsZero() {
+		v.Uptime = formatDuration(s.At.Sub(s.Started))
+		v.Started = s.Started.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+
+	for _, m := range s.Members {
+		mv := memberView{MemberStatus: m, Self: m.Name == s.Node, OtherVersion: m.Version != s.Version,
+			Badge: badge{classOr(memberBadges, m.State), m.State}}
+		if m.State == "alive" {
+			v.Alive++
+		}
+		v.Members = append(v.Members, mv)
+	}
+	// This entry first, then by name.
+	slices.SortStableFunc(v.Members, func(a, b memberView) int {
+		if a.Self != b.Self {
+			if a.Self {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+
+	marks := map[string][]MarkStatus{}
+	for _, m := range s.Marks {
+		marks[m.Region] = append(marks[m.Region], m)
+		v.Marks = append(v.Marks, markView{MarkStatus: m, Left: timeLeft(s.At, m.Expires)})
+	}
+	var all routerCounts
+	for _, r := range s.Regions {
+		rv := regionView{Name: r.Name, Badge: badge{"ok", "ok"}}
+		var rc routerCounts
+		for _, rs := range r.RouterStates {
+			rv.Routers = append(rv.Routers, routerView{RouterStatus: rs,
+				Badge: badge{classOr(routerBadges, rs.State), rs.State}, Ago: ago(s.At, rs.LastAt)})
+			rc.add(rs.State)
+			all.add(rs.State)
+		}
+		rv.Summary = rc.String()
+		if r.Marked {
+			rv.Badge = badge{"warn", "marked"}
+			rv.Note = markNote(marks[r.Name])
+		} else {
+			v.RegionOK++
+		}
+		v.Regions = append(v.Regions, rv)
+	}
+	v.RouterSummary = all.String()
+
+	if c := s.Homes.Capacity; c > 0 {
+		v.HomesPct = min(100, 100*float64(s.Homes.Held)/float64(c))
+		v.LocalPct = min(v.HomesPct, 100*float64(s.Homes.Local)/float64(c))
+	}
+	if t := s.Traffic; t != nil {
+		tv := &trafficView{GossipTraffic: *t}
+		if t.WindowSeconds > 0 {
+			tv.Window = formatDuration(time.Duration(t.WindowSeconds * float64(time.Second)))
+		}
+		v.Traffic = tv
+	}
+	return v
+}
+
+// routerCounts counts routers by state.
+type routerCounts struct{ up, failing, unknown int }
+
+func (c *routerCounts) add(state string) {
+	switch state {
+	case "up":
+		c.up++
+	case "failing":
+		c.failing++
+	default:
+		c.unknown++
+	}
+}
+
+func (c routerCounts) String() string {
+	parts := []string{fmt.Sprintf("%d up", c.up)}
+	if c.failing > 0 {
+		parts = append(parts, fmt.Sprintf("%d failing", c.failing))
+	}
+	if c.unknown > 0 {
+		parts = append(parts, fmt.Sprintf("%d not asked yet", c.unknown))
+	}
+	return strings.Join(parts, " · ")
+}
+
+func classOr(m map[string]string, k string) string {
+	if c, ok := m[k]; ok {
+		return c
+	}
+	return "off"
+}
+
+// markNote says what a region's marks do: a read mark sends reads elsewhere first until it
+// expires; a write mark makes plain writes ask it last until one of its routers answers.
+func markNote(ms []MarkStatus) string {
+	var parts []string
+	for _, m := range ms {
+		p := m.Kind
+		if m.Observer != "" {
+			p += " mark by " + m.Observer
+		} else {
+			p += " mark"
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return "asked last"
+	}
+	return strings.Join(parts, ", ") + ": asked last"
+}
+
+// ago is how long before now t was: "4s ago", "3m ago"; "never" for the zero time.
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := now.Sub(t)
+	if d < time.Second {
+		return "just now"
+	}
+	return formatDuration(d) + " ago"
+}
+
+// timeLeft is how long after now t is: "12s"; "" for the zero time (until cleared).
+func timeLeft(now, t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	if d := t.Sub(now); d > 0 {
+		return formatDuration(d)
+	}
+	return "expiring"
+}
+
+// formatDuration shows a duration in its two largest units: 45s, 3m 05s, 2h 10m, 3d 4h.
+func formatDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm %02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh %02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// formatCount writes n with thousands separators: 1,234,567.
+func formatCount(n any) string {
+	var s string
+	switch v := n.(type) {
+	case int:
+		s = strconv.Itoa(v)
+	case int64:
+		s = strconv.FormatInt(v, 10)
+	case uint64:
+		s = strconv.FormatUint(v, 10)
+	default:
+		return fmt.Sprint(n)
+	}
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// formatPercent shows a share in percent: "0%", "<0.1%", "12.5%".
+func formatPercent(f float64) string {
+	switch {
+	case f == 0:
+		return "0%"
+	case f < 0.1:
+		return "<0.1%"
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64) + "%"
+}
+
+// formatRate shows events per second: "0", "0.03", "1.2", "340".
+func formatRate(f float64) string {
+	switch {
+	case f == 0:
+		return "0"
+	case f < 0.01:
+		return "<0.01"
+	case f < 10:
+		return strconv.FormatFloat(f, 'f', 2, 64)
+	case f < 100:
+		return strconv.FormatFloat(f, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(f, 'f', 0, 64)
+}
