@@ -21,6 +21,7 @@ demo: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	bash deploy/check.sh
 
 # Short fuzzing runs of every fuzz target (seed corpora run in `make test`).
 fuzz:
