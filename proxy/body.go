@@ -6,17 +6,38 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // reqBody is a request body as the attempts see it: kept whole in memory
 // (buf, up to --body-buffer) so every router can be sent it, streamed once
 // (a longer body with Content-Length), or absent.
 type reqBody struct {
-	kind   bodyKind
-	buf    *bytes.Buffer // bodyKept
-	length int64         // Content-Length to send; -1: none
-	stream *countReader  // bodyStreamed
+	kind     bodyKind
+	buf      *bytes.Buffer // bodyKept
+	length   int64         // Content-Length to send; -1: none
+	stream   *countReader  // bodyStreamed
+	reserved int64         // bytes taken from the bodyBudget, given back when the request ends
+	squeezed bool          // streamed although short enough to keep: the budget was spent
 }
+
+// bodyBudget bounds the request body bytes held in memory at once across all requests
+// (Config.MaxBufferedBytes): without it, --max-inflight requests of --body-buffer each could
+// hold 10 GB. Safe for concurrent use.
+type bodyBudget struct {
+	max  int64
+	used atomic.Int64
+}
+
+func (b *bodyBudget) take(n int64) bool {
+	if b.used.Add(n) > b.max {
+		b.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+func (b *bodyBudget) give(n int64) { b.used.Add(-n) }
 
 type bodyKind uint8
 
@@ -48,6 +69,7 @@ var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 var (
 	errLengthRequired = errors.New("request body without length exceeds the body buffer")
 	errBodyRead       = errors.New("reading the request body")
+	errBodyBudget     = errors.New("no room to buffer a request body without length")
 )
 
 // needsLength: methods whose empty body is still sent with Content-Length: 0.
@@ -63,8 +85,10 @@ func needsLength(method string) bool {
 // with a declared length is left to be streamed; a longer one without a
 // length (chunked from the client, or h2 without content-length) is refused
 // with errLengthRequired before any router is asked, since routers take no
-// chunked body.
-func prepareBody(r *http.Request, limit int64) (reqBody, error) {
+// chunked body. Kept bytes come out of budget: a body with a length that does
+// not fit is streamed like a long one; a body without a length needs room for
+// limit bytes to be judged, and without it is refused with errBodyBudget.
+func prepareBody(r *http.Request, limit int64, budget *bodyBudget) (reqBody, error) {
 	cl := r.ContentLength
 	if r.Body == nil || r.Body == http.NoBody || cl == 0 {
 		if needsLength(r.Method) {
@@ -75,6 +99,32 @@ func prepareBody(r *http.Request, limit int64) (reqBody, error) {
 	if cl > limit {
 		return reqBody{kind: bodyStreamed, length: cl, stream: &countReader{r: r.Body}}, nil
 	}
+	reserve := cl
+	if cl < 0 {
+		reserve = limit
+	}
+	if !budget.take(reserve) {
+		if cl < 0 {
+			return reqBody{}, errBodyBudget
+		}
+		return reqBody{kind: bodyStreamed, length: cl, stream: &countReader{r: r.Body}, squeezed: true}, nil
+	}
+	b, err := readBody(r, cl, limit)
+	if err != nil {
+		budget.give(reserve)
+		return b, err
+	}
+	if b.kind != bodyKept {
+		budget.give(reserve)
+		return b, nil
+	}
+	budget.give(reserve - b.length) // keep only what the body holds
+	b.reserved = b.length
+	return b, nil
+}
+
+// readBody reads a body of at most limit bytes (cl, or unknown: -1) into a pooled buffer.
+func readBody(r *http.Request, cl, limit int64) (reqBody, error) {
 	buf := bodyPool.Get().(*bytes.Buffer)
 	buf.Reset()
 	// Read at most limit+1 bytes: one more than the limit proves a body

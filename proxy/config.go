@@ -58,6 +58,12 @@ type Config struct {
 	// BodyBuffer is the largest request body kept for a retry. 0 means 1 MiB.
 	BodyBuffer int64
 
+	// MaxBufferedBytes bounds the request body bytes kept in memory at once across all
+	// requests. A body with a length that finds no room is streamed to one router (it then
+	// cannot be sent to another); a body without a length, which needs BodyBuffer bytes of
+	// room to be judged, is refused 503 overloaded. 0 means 256 MiB.
+	MaxBufferedBytes int64
+
 	// AnswerTimeout: a router that sends no answer head within it has failed.
 	// 0 means 35s.
 	AnswerTimeout time.Duration
@@ -96,6 +102,7 @@ type Config struct {
 const (
 	defaultMaxInflight = 10000
 	defaultBodyBuffer  = 1 << 20
+	defaultMaxBuffered = 256 << 20
 	defaultAnswer      = 35 * time.Second
 	defaultDial        = 3 * time.Second
 	defaultMaxIdle     = 128
@@ -111,6 +118,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.BodyBuffer == 0 {
 		d.BodyBuffer = defaultBodyBuffer
+	}
+	if d.MaxBufferedBytes == 0 {
+		d.MaxBufferedBytes = defaultMaxBuffered
 	}
 	if d.AnswerTimeout == 0 {
 		d.AnswerTimeout = defaultAnswer

@@ -31,6 +31,7 @@ type Handler struct {
 	continentRegion map[string]int
 
 	inflight atomic.Int64
+	budget   bodyBudget // request body bytes held in memory, across requests
 	idPrefix string
 	idSeq    atomic.Uint64
 }
@@ -57,6 +58,8 @@ func New(cfg Config) (*Handler, error) {
 		met:             bindMetrics(c.Metrics, c.Regions),
 		continentRegion: map[string]int{},
 	}
+	h.budget.max = c.MaxBufferedBytes
+	h.met.m.bodyBytes(&h.budget)
 	h.regions = make([]regionState, len(c.Regions))
 	for i, reg := range c.Regions {
 		rs := &h.regions[i]
@@ -154,8 +157,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.met.m.Inflight.Dec()
 	}()
 
-	body, err := prepareBody(r, h.cfg.BodyBuffer)
+	body, err := prepareBody(r, h.cfg.BodyBuffer, &h.budget)
 	if err != nil {
+		if errors.Is(err, errBodyBudget) {
+			h.finish(&x, r, reqID, resOverloaded, http.StatusServiceUnavailable)
+			h.writeError(w, r, http.StatusServiceUnavailable, codeOverloaded,
+				"No room at this entry to buffer a request body without a length; try again shortly.", reqID)
+			return
+		}
 		if errors.Is(err, errLengthRequired) {
 			h.finish(&x, r, reqID, resLengthRequired, http.StatusLengthRequired)
 			h.writeError(w, r, http.StatusLengthRequired, codeLengthRequired,
@@ -167,9 +176,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.body = body
-	defer releaseBody(body.buf)
+	defer func() {
+		releaseBody(body.buf)
+		h.budget.give(body.reserved)
+	}()
 	if body.kind == bodyStreamed {
 		h.met.m.BodiesStreamed.Inc()
+		if body.squeezed {
+			h.met.m.BodiesSqueezed.Inc()
+		}
 	}
 
 	x.retryable = isRetryable(r.Method, len(r.Header["Idempotency-Key"]) > 0)

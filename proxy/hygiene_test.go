@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 type echoed struct {
@@ -272,4 +274,31 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 			t.Errorf("logs carry %s", s)
 		}
 	}
+}
+
+// Kept request bodies share one memory budget: a body with a length that finds no room is
+// streamed to one router instead; one without a length is refused 503 overloaded; the budget
+// is given back when each request ends.
+func TestBodyBudget(t *testing.T) {
+	e := newEnv(t, withConfig(func(c *Config) { c.BodyBuffer = 1024; c.MaxBufferedBytes = 64 }))
+	e.learn("acme")
+	ec := decodeEcho(t, e.do("POST", "/t/acme/echo", nil, strings.Repeat("k", 32)))
+	if ec.BodyLen != 32 || testutil.ToFloat64(e.h.met.m.BodiesSqueezed) != 0 {
+		t.Fatalf("a body within the budget: router got %d bytes", ec.BodyLen)
+	}
+	ec = decodeEcho(t, e.do("POST", "/t/acme/echo", nil, strings.Repeat("s", 100)))
+	if ec.BodyLen != 100 || testutil.ToFloat64(e.h.met.m.BodiesSqueezed) != 1 {
+		t.Errorf("over the budget: router got %d bytes, squeezed %v; want streamed", ec.BodyLen, testutil.ToFloat64(e.h.met.m.BodiesSqueezed))
+	}
+	req, _ := http.NewRequest("POST", e.srv.URL+"/t/acme/items", struct{ *strings.Reader }{strings.NewReader("c")})
+	req.ContentLength = -1
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Errorf("chunked body with no room for --body-buffer: %d, want 503 overloaded", resp.StatusCode)
+	}
+	eventually(t, 2*time.Second, "budget given back", func() bool { return e.h.budget.used.Load() == 0 })
 }

@@ -17,6 +17,8 @@ type Metrics struct {
 	UnknownHome      prometheus.Counter       // Fenec-Home naming a region not configured
 	Inflight         prometheus.Gauge
 	BodiesStreamed   prometheus.Counter // request bodies longer than --body-buffer, streamed to one router
+	BodiesSqueezed   prometheus.Counter // bodies short enough to keep, streamed because MaxBufferedBytes was spent
+	reg              prometheus.Registerer
 	IdleConnsDropped prometheus.Counter // connections closed because the idle pool of their router was full
 }
 
@@ -49,15 +51,31 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		BodiesStreamed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_bodies_streamed_total", Help: "Request bodies longer than --body-buffer, streamed to one router.",
 		}),
+		BodiesSqueezed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_bodies_squeezed_total",
+			Help: "Request bodies within --body-buffer streamed to one router because the memory budget for kept bodies was spent.",
+		}),
 		IdleConnsDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_idle_conns_dropped_total", Help: "Router connections closed because their idle pool was full.",
 		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Requests, m.HomeLookups, m.Relays, m.Attempts, m.UpstreamSeconds,
-			m.UnknownHome, m.Inflight, m.BodiesStreamed, m.IdleConnsDropped)
+			m.UnknownHome, m.Inflight, m.BodiesStreamed, m.BodiesSqueezed, m.IdleConnsDropped)
 	}
+	m.reg = reg
 	return m
+}
+
+// bodyBytes exports the body budget in use as fenec_entry_body_buffer_bytes.
+func (m *Metrics) bodyBytes(b *bodyBudget) {
+	if m == nil || m.reg == nil {
+		return
+	}
+	m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fenec_entry_body_buffer_bytes",
+		Help: "Request body bytes held in memory for retries (bounded by the body budget).",
+	}, func() float64 { return float64(b.used.Load()) }))
 }
 
 // Request outcomes, the label values of fenec_entry_requests_total.
