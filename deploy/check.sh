@@ -132,8 +132,8 @@ if conc.get("type") != "requests":
     err("fly.toml: http_service.concurrency.type should be requests (what --max-inflight counts)")
 if not (0 < conc.get("soft_limit", 0) <= conc.get("hard_limit", 0) <= mi):
     err(f"fly.toml: want 0 < soft_limit <= hard_limit <= --max-inflight ({mi})")
-if not any(c.get("path") == "/_entry/health" for c in hs.get("checks", [])):
-    err("fly.toml: no [[http_service.checks]] on /_entry/health")
+if not any(c.get("path") == "/_entry/ready" for c in hs.get("checks", [])):
+    err("fly.toml: no [[http_service.checks]] on /_entry/ready")
 if admin[0] in ("127.0.0.1", "::1", "localhost"):
     err("fly.toml: --admin-listen on loopback: Fly's checks and metrics cannot reach it")
 ready = [c for c in fly.get("checks", {}).values() if c.get("path") == "/readyz"]

@@ -142,6 +142,7 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 		Logger:          &n.log,
 		Metrics:         metrics,
 		ConnClose:       n.draining.Load,
+		Ready:           func() bool { return n.isReady() && !n.draining.Load() },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: proxy: %w", err)

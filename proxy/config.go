@@ -94,6 +94,9 @@ type Config struct {
 	// Now is the clock for Fenec-Client timestamps. Nil: time.Now.
 	Now func() time.Time
 
+	// Ready, if non-nil, answers GET /_entry/ready (200 or 503); nil: always ready.
+	Ready func() bool
+
 	// ConnClose, if non-nil and returning true, makes every answer carry
 	// Connection: close (the drain after SIGTERM).
 	ConnClose func() bool

@@ -225,3 +225,21 @@ func TestIdlePoolBound(t *testing.T) {
 		t.Errorf("dropped = %v, want 1", got)
 	}
 }
+
+func TestEntryReady(t *testing.T) {
+	table, _ := homes.New(homes.Config{Regions: []string{"eu"}, Origin: "test"})
+	u, _ := url.Parse("http://127.0.0.1:1")
+	var ready atomic.Bool
+	h, err := New(Config{Regions: []Region{{Name: "eu", Routers: []*url.URL{u}}}, Homes: table, Ready: ready.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []int{503, 200} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/_entry/ready", nil))
+		if w.Code != want {
+			t.Errorf("ready=%v: /_entry/ready = %d, want %d", ready.Load(), w.Code, want)
+		}
+		ready.Store(true)
+	}
+}

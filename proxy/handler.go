@@ -116,9 +116,22 @@ type exchange struct {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/_entry/health" {
+	switch r.URL.Path {
+	case "/_entry/health":
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"status":"ok"}` + "\n"))
+		h.met.requests[resHealth].Inc()
+		return
+	case "/_entry/ready":
+		// Readiness on the client port, for a platform whose checks can reach only it (Fly's
+		// service checks): 503 while the entry waits for a peer's table or drains.
+		w.Header().Set("Content-Type", "application/json")
+		if h.cfg.Ready != nil && !h.cfg.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"status":"not_ready"}` + "\n"))
+		} else {
+			w.Write([]byte(`{"status":"ready"}` + "\n"))
+		}
 		h.met.requests[resHealth].Inc()
 		return
 	}
