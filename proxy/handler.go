@@ -142,7 +142,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	x := exchange{start: time.Now(), region: -1}
-	x.head.requestID = ""
 	reqID := r.Header.Get("X-Request-Id")
 	if reqID == "" {
 		reqID = h.newRequestID()

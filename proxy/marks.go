@@ -4,7 +4,7 @@ import "github.com/fenec/fenec-entry/homes"
 
 // markRegion marks a region that could give this request no answer, and logs the state
 // change at info (a region already marked logs nothing).
-func (h *Handler) markRegion(region int, kind homes.MarkKind, x *exchange) {
+func (h *Handler) markRegion(region int, kind homes.MarkKind, reqID string) {
 	if !h.homes.Mark(region, kind) {
 		return
 	}
@@ -12,7 +12,7 @@ func (h *Handler) markRegion(region int, kind homes.MarkKind, x *exchange) {
 	if kind == homes.MarkWrite {
 		k = "write"
 	}
-	h.log.Info().Str("region", h.regions[region].name).Str("kind", k).Str("request_id", x.head.requestID).
+	h.log.Info().Str("region", h.regions[region].name).Str("kind", k).Str("request_id", reqID).
 		Msg("region marked: asked last until it answers")
 }
 
