@@ -113,7 +113,41 @@ func (n *Node) startCluster(ctx context.Context) error {
 	}
 	n.wg.Go(func() { n.bootstrap(c.hasPeersToJoin()) })
 	n.wg.Go(func() { sy.Run(n.bg) })
+	n.wg.Go(func() { n.repairOnRejoin(peers) })
 	return nil
+}
+
+// rejoinEvery is how often repairOnRejoin looks for peers that came (back) alive.
+const rejoinEvery = time.Second
+
+// repairOnRejoin pulls differences from every peer that becomes alive (a partition healed, a
+// frozen or restarted entry is back): what either side learned meanwhile travels at once
+// instead of waiting for the periodic repair to pick that peer (which, with a random peer
+// every ~30 s, can take minutes). Both sides see each other come back, so both pull.
+func (n *Node) repairOnRejoin(peers func() []gossip.Peer) {
+	alive := map[string]bool{}
+	first := true
+	t := time.NewTicker(rejoinEvery)
+	defer t.Stop()
+	for {
+		now := map[string]bool{}
+		for _, p := range peers() {
+			now[p.Name] = true
+			if !alive[p.Name] && !first {
+				ctx, cancel := context.WithTimeout(n.bg, 10*time.Second)
+				if _, err := n.cluster.sync.Repair(ctx, p); err != nil {
+					n.log.Debug().Err(err).Str("peer", p.Name).Msg("repair with a rejoined peer")
+				}
+				cancel()
+			}
+		}
+		alive, first = now, false
+		select {
+		case <-n.bg.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // bootstrap makes the entry ready once it holds a peer's table: it waits up to joinWait for a

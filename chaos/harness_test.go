@@ -1,0 +1,721 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Settings of every entry the suite starts, and the bounds the checks use.
+const (
+	readBackoff   = 2 * time.Second // --read-backoff
+	answerTimeout = 3 * time.Second // --answer-timeout: a blackholed router fails in 3 s, not 35
+	clientTimeout = 10 * time.Second
+	// repairMax is the longest gap between two repair rounds of one entry: the entry's
+	// gossip.DefaultRepairInterval (30 s, no flag) jittered +25 %.
+	repairMax = 30 * time.Second * 5 / 4
+	// partitionGID is the group id entry A runs with (as root), so that the packet filter can
+	// tell A's outgoing gossip and snapshot connections from B's and C's (nft meta skgid).
+	partitionGID = 4242
+)
+
+var (
+	flagSeed = flag.Int64("chaos.seed", 0, "override every scenario's seed (0: each scenario's own)")
+	flagKeep = flag.Bool("chaos.keep", false, "keep the logs directory of every scenario")
+)
+
+// regions in --routers order (the fallback order); each has two stand-in routers.
+var regions = []string{"eu", "us", "ap"}
+
+// tenants t01..t12, homed round robin eu, us, ap.
+var tenants, initialHomes = func() ([]string, map[string]string) {
+	var ts []string
+	homes := map[string]string{}
+	for i := 1; i <= 12; i++ {
+		t := fmt.Sprintf("t%02d", i)
+		ts = append(ts, t)
+		homes[t] = regions[(i-1)%len(regions)]
+	}
+	return ts, homes
+}()
+
+var bin struct{ dir, entry, standin string }
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if err := build(); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos: build:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	printSummary(os.Stdout)
+	os.RemoveAll(bin.dir)
+	os.Exit(code)
+}
+
+// build compiles ./cmd/fenec-entry and ./cmd/fenec-standin of this module once, into a
+// temporary directory.
+func build() error {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return err
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	if bin.dir, err = os.MkdirTemp("", "fenec-chaos-bin-"); err != nil {
+		return err
+	}
+	bin.entry = filepath.Join(bin.dir, "fenec-entry")
+	bin.standin = filepath.Join(bin.dir, "fenec-standin")
+	for out, pkg := range map[string]string{bin.entry: "./cmd/fenec-entry", bin.standin: "./cmd/fenec-standin"} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+		}
+	}
+	return nil
+}
+
+// ---- ports ----
+
+var portsMu sync.Mutex
+var portsUsed = map[int]bool{}
+
+// freePort returns a loopback port free for TCP and UDP now, never returned before in this run.
+func freePort(t *testing.T) int {
+	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		pc, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
+		ln.Close()
+		if err != nil || portsUsed[port] {
+			if pc != nil {
+				pc.Close()
+			}
+			continue
+		}
+		pc.Close()
+		portsUsed[port] = true
+		return port
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// ---- the stand-in process ----
+
+type routerInfo struct {
+	Region string `json:"region"`
+	Addr   string `json:"addr"`
+	URL    string `json:"url"`
+}
+
+type standinProc struct {
+	cmd     *exec.Cmd
+	routers []routerInfo
+	done    chan struct{}
+}
+
+func (h *harness) startStandin() {
+	t := h.t
+	var pairs []string
+	for _, tn := range tenants {
+		pairs = append(pairs, tn+"="+initialHomes[tn])
+	}
+	args := []string{"--tenants", strings.Join(pairs, ","), "--log-level", "warn", "--http-keepalive", "1s"}
+	for _, r := range regions {
+		args = append(args, "--region", r+"=127.0.0.1:0,127.0.0.1:0")
+	}
+	cmd := exec.Command(bin.standin, args...)
+	logf, err := os.Create(filepath.Join(h.dir, "standin.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = logf
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &standinProc{cmd: cmd, done: make(chan struct{})}
+	lines := make(chan routerInfo)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ri routerInfo
+			if json.Unmarshal(sc.Bytes(), &ri) == nil && ri.Addr != "" {
+				lines <- ri
+			}
+		}
+		io.Copy(io.Discard, stdout)
+	}()
+	go func() { cmd.Wait(); logf.Close(); close(s.done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-s.done
+		}
+	})
+	timeout := time.After(10 * time.Second)
+	for len(s.routers) < 2*len(regions) {
+		select {
+		case ri := <-lines:
+			s.routers = append(s.routers, ri)
+		case <-s.done:
+			t.Fatalf("fenec-standin exited before listening; see %s", filepath.Join(h.dir, "standin.log"))
+		case <-timeout:
+			t.Fatal("fenec-standin: no router lines within 10s")
+		}
+	}
+	h.standin = s
+}
+
+func (h *harness) routersOf(region string) []routerInfo {
+	var out []routerInfo
+	for _, r := range h.standin.routers {
+		if r.Region == region {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (h *harness) routersSpec() string {
+	var parts []string
+	for _, reg := range regions {
+		var urls []string
+		for _, r := range h.routersOf(reg) {
+			urls = append(urls, r.URL)
+		}
+		parts = append(parts, reg+"="+strings.Join(urls, ","))
+	}
+	return strings.Join(parts, ";")
+}
+
+var adminClient = &http.Client{Timeout: 5 * time.Second}
+
+// admin calls the stand-in's admin API on the first router that is not offline (refuse and
+// down close a router's listener, its admin API with it) and decodes the JSON answer into out.
+func (h *harness) admin(method, path string, form url.Values, out any) error {
+	var last error
+	routers := slices.Clone(h.standin.routers)
+	slices.SortStableFunc(routers, func(a, b routerInfo) int {
+		ao, bo := h.faults.offline(a.Addr), h.faults.offline(b.Addr)
+		switch {
+		case ao == bo:
+			return 0
+		case ao:
+			return 1
+		}
+		return -1
+	})
+	for _, r := range routers {
+		u := r.URL + "/_standin/" + path
+		var req *http.Request
+		if method == http.MethodPost {
+			req, _ = http.NewRequest(method, u, strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		} else {
+			if form != nil {
+				u += "?" + form.Encode()
+			}
+			req, _ = http.NewRequest(method, u, nil)
+		}
+		resp, err := adminClient.Do(req)
+		if err != nil {
+			last = err
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			last = err
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s /_standin/%s: %d %s", method, path, resp.StatusCode, body)
+		}
+		if out != nil {
+			return json.Unmarshal(body, out)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s /_standin/%s: no router answered: %v", method, path, last)
+}
+
+// apply is one row of the stand-in ledger (standin.Apply).
+type apply struct {
+	Tenant    string    `json:"tenant"`
+	Region    string    `json:"region"`
+	Router    string    `json:"router"`
+	Method    string    `json:"method"`
+	Key       string    `json:"key"`
+	RequestID string    `json:"request_id"`
+	At        time.Time `json:"at"`
+}
+
+// seen is one request a router received (standin.Seen, the fields used here).
+type seen struct {
+	Seq       uint64 `json:"seq"`
+	Router    string `json:"router"`
+	Region    string `json:"region"`
+	RequestID string `json:"request_id"`
+	From      string `json:"from"`
+}
+
+func (h *harness) ledger() []apply {
+	var out []apply
+	if err := h.admin(http.MethodGet, "ledger", nil, &out); err != nil {
+		h.t.Fatalf("ledger: %v", err)
+	}
+	return out
+}
+
+func (h *harness) seenSince(seq uint64) []seen {
+	var out []seen
+	if err := h.admin(http.MethodGet, "seen", url.Values{"since": {strconv.FormatUint(seq, 10)}}, &out); err != nil {
+		h.t.Fatalf("seen: %v", err)
+	}
+	return out
+}
+
+// setFault switches one router and records the change with the instants around the call.
+func (h *harness) setFault(addr, mode string) {
+	before := time.Now()
+	err := h.admin(http.MethodPost, "fault", url.Values{"router": {addr}, "mode": {mode}}, nil)
+	h.faults.add(addr, mode, before, time.Now())
+	if err != nil {
+		h.t.Errorf("fault %s=%s: %v", addr, mode, err)
+	}
+}
+
+// move moves a tenant's home and records it.
+func (h *harness) move(tenant, home string) {
+	before := time.Now()
+	err := h.admin(http.MethodPost, "move", url.Values{"tenant": {tenant}, "home": {home}}, nil)
+	h.dirLog.add(tenant, home, before, time.Now())
+	if err != nil {
+		h.t.Errorf("move %s to %s: %v", tenant, home, err)
+	}
+}
+
+func (h *harness) clearFaults() {
+	for _, r := range h.standin.routers {
+		if h.faults.current(r.Addr) != "ok" {
+			h.setFault(r.Addr, "ok")
+		}
+	}
+}
+
+// ---- entries ----
+
+type entryProc struct {
+	name, continent                  string
+	listen, admin, gossip, snap, rpc string
+	args, env                        []string
+	gid                              uint32
+	logPath                          string
+	mu                               sync.Mutex
+	cmd                              *exec.Cmd
+	done                             chan struct{}
+	base                             procMetrics
+	starts                           int
+}
+
+func (h *harness) newEntries() {
+	t := h.t
+	key := base64.StdEncoding.EncodeToString([]byte("fenec-chaos-gossip-key-32-bytes!"))
+	conts := []string{"EU", "NA", "AS"}
+	for i, name := range []string{"a", "b", "c"} {
+		e := &entryProc{name: name, continent: conts[i],
+			listen: fmt.Sprintf("127.0.0.1:%d", freePort(t)), admin: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			gossip: fmt.Sprintf("127.0.0.1:%d", freePort(t)), snap: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			rpc:     fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			logPath: filepath.Join(h.dir, "entry-"+name+".log"),
+		}
+		if name == "a" && os.Geteuid() == 0 {
+			e.gid = partitionGID
+		}
+		h.entries = append(h.entries, e)
+	}
+	for _, e := range h.entries {
+		var join []string
+		for _, o := range h.entries {
+			if o != e {
+				join = append(join, o.gossip)
+			}
+		}
+		e.args = []string{"serve", "--listen", e.listen, "--admin-listen", e.admin,
+			"--gossip-bind", e.gossip, "--snapshot-listen", e.snap, "--rpc-addr", e.rpc,
+			"--node", e.name, "--pop", e.name, "--continent", e.continent,
+			"--routers", h.routersSpec(), "--join", strings.Join(join, ","),
+			"--read-backoff", readBackoff.String(), "--answer-timeout", answerTimeout.String(),
+			"--drain", "200ms", "--log-level", "info"}
+		e.env = append(cleanEnv(), "FENEC_ENTRY_GOSSIP_KEY="+key)
+	}
+	t.Cleanup(func() {
+		for _, e := range h.entries {
+			e.signal(syscall.SIGCONT)
+			e.kill()
+		}
+	})
+}
+
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FENEC_ENTRY_") && !strings.HasPrefix(kv, "FLY_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// start starts the entry with its flags (the same every time: a restart is the same entry).
+func (e *entryProc) start(t *testing.T) {
+	t.Helper()
+	logf, err := os.OpenFile(e.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin.entry, e.args...)
+	cmd.Env = e.env
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if e.gid != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 0, Gid: e.gid, NoSetGroups: true}}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(done) }()
+	e.mu.Lock()
+	e.cmd, e.done = cmd, done
+	e.starts++
+	e.mu.Unlock()
+}
+
+func (e *entryProc) signal(sig syscall.Signal) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cmd != nil && e.cmd.Process != nil {
+		e.cmd.Process.Signal(sig)
+	}
+}
+
+// kill is kill -9, and waits for the process to be gone.
+func (e *entryProc) kill() {
+	e.mu.Lock()
+	cmd, done := e.cmd, e.done
+	e.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+func (e *entryProc) exited() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+type statusDoc struct {
+	Ready bool `json:"ready"`
+	Homes struct {
+		Held   int `json:"held"`
+		Local  int `json:"local"`
+		Gossip int `json:"gossip"`
+	} `json:"homes"`
+	Regions []struct {
+		Name   string `json:"name"`
+		Marked bool   `json:"marked"`
+	} `json:"regions"`
+	Marks []struct {
+		Region string `json:"region"`
+		Kind   string `json:"kind"`
+	} `json:"marks"`
+	Members []struct {
+		Name  string `json:"name"`
+		State string `json:"state"`
+	} `json:"members"`
+}
+
+var statusClient = &http.Client{Timeout: 2 * time.Second}
+
+func (e *entryProc) status() (statusDoc, error) {
+	var s statusDoc
+	resp, err := statusClient.Get("http://" + e.admin + "/status.json")
+	if err != nil {
+		return s, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&s)
+	return s, err
+}
+
+func (s statusDoc) member(name string) string {
+	for _, m := range s.Members {
+		if m.Name == name {
+			return m.State
+		}
+	}
+	return ""
+}
+
+func (s statusDoc) alive() int {
+	n := 0
+	for _, m := range s.Members {
+		if m.State == "alive" {
+			n++
+		}
+	}
+	return n
+}
+
+func (s statusDoc) marked(region string) bool {
+	for _, r := range s.Regions {
+		if r.Name == region {
+			return r.Marked
+		}
+	}
+	return false
+}
+
+// procMetrics are the process figures the leak check compares.
+type procMetrics struct {
+	goroutines, fds, rss float64
+}
+
+func (m procMetrics) String() string {
+	return fmt.Sprintf("goroutines %.0f, fds %.0f, rss %.1f MiB", m.goroutines, m.fds, m.rss/(1<<20))
+}
+
+func (e *entryProc) metrics() (procMetrics, error) {
+	var m procMetrics
+	resp, err := statusClient.Get("http://" + e.admin + "/metrics")
+	if err != nil {
+		return m, err
+	}
+	defer resp.Body.Close()
+	found := 0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "go_goroutines":
+			m.goroutines, found = v, found+1
+		case "process_open_fds":
+			m.fds, found = v, found+1
+		case "process_resident_memory_bytes":
+			m.rss, found = v, found+1
+		}
+	}
+	if found != 3 {
+		return m, errors.New("/metrics lacks go_goroutines, process_open_fds or process_resident_memory_bytes")
+	}
+	return m, nil
+}
+
+// ---- the harness ----
+
+type harness struct {
+	t        *testing.T
+	scenario string
+	seed     int64
+	dir      string
+	standin  *standinProc
+	entries  []*entryProc
+	faults   *faultLog
+	dirLog   *directoryLog
+	rec      *recorder
+	// disrupted: windows during which something other than a router fault explains an
+	// error (an entry killed or stopped); filled by the scenarios.
+	notes []string
+}
+
+func newHarness(t *testing.T, scenario string, seed int64) *harness {
+	if *flagSeed != 0 {
+		seed = *flagSeed
+	}
+	dir, err := os.MkdirTemp("", "fenec-chaos-"+scenario+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, scenario: scenario, seed: seed, dir: dir, faults: newFaultLog(), dirLog: newDirectoryLog()}
+	h.rec = newRecorder(h)
+	t.Cleanup(func() {
+		if t.Failed() || *flagKeep {
+			t.Logf("logs kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	t.Logf("scenario %s, seed %d, logs in %s", scenario, seed, dir)
+	h.startStandin()
+	h.newEntries()
+	for _, e := range h.entries {
+		e.start(t)
+	}
+	h.waitCluster(30 * time.Second)
+	return h
+}
+
+func (h *harness) entry(name string) *entryProc {
+	for _, e := range h.entries {
+		if e.name == name {
+			return e
+		}
+	}
+	h.t.Fatalf("no entry %s", name)
+	return nil
+}
+
+// waitCluster waits until every entry is ready and sees the three entries alive.
+func (h *harness) waitCluster(within time.Duration) time.Duration {
+	h.t.Helper()
+	start := time.Now()
+	var last string
+	for {
+		ok := true
+		for _, e := range h.entries {
+			s, err := e.status()
+			if err != nil || !s.Ready || s.alive() != len(h.entries) {
+				ok = false
+				last = fmt.Sprintf("%s: ready %v, members %+v, err %v", e.name, s.Ready, s.Members, err)
+				break
+			}
+		}
+		if ok {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			h.t.Fatalf("cluster not whole within %v: %s", within, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitStatus polls an entry's status until cond holds, and returns how long it took.
+func (h *harness) waitStatus(e *entryProc, within time.Duration, what string, cond func(statusDoc) bool) (time.Duration, bool) {
+	start := time.Now()
+	for time.Since(start) <= within {
+		if s, err := e.status(); err == nil && cond(s) {
+			return time.Since(start), true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.t.Errorf("%s: not within %v", what, within)
+	return time.Since(start), false
+}
+
+// baseline records every entry's process figures after a warm-up at full concurrency, with
+// the client's idle connections closed.
+func (h *harness) baseline() {
+	h.rec.closeIdle()
+	time.Sleep(300 * time.Millisecond)
+	for _, e := range h.entries {
+		m, err := e.metrics()
+		if err != nil {
+			h.t.Fatalf("%s: %v", e.name, err)
+		}
+		e.base = m
+		h.t.Logf("baseline %s: %v", e.name, m)
+	}
+}
+
+// warmup teaches every entry the homes of tenants (one request each through every entry),
+// then runs the scenario's traffic shape for a moment so that the router pools fill as they
+// will under load, and takes the baseline.
+func (h *harness) warmup(ts []string) {
+	for _, e := range h.entries {
+		for _, tn := range ts {
+			h.rec.probe(e, tn, "warm")
+		}
+	}
+	tr := h.startTraffic(h.seed^0x5eed, 12, ts)
+	time.Sleep(1500 * time.Millisecond)
+	tr.stop()
+	h.baseline()
+}
+
+func (h *harness) logf(format string, args ...any) {
+	h.t.Logf("%s +%s: %s", h.scenario, time.Since(h.rec.t0).Round(100*time.Millisecond), fmt.Sprintf(format, args...))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// metricLines returns the /metrics lines of the named metrics (for the log).
+func (e *entryProc) metricLines(names ...string) []string {
+	resp, err := statusClient.Get("http://" + e.admin + "/metrics")
+	if err != nil {
+		return []string{err.Error()}
+	}
+	defer resp.Body.Close()
+	var out []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		for _, n := range names {
+			if strings.HasPrefix(l, n+"{") || strings.HasPrefix(l, n+" ") {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,502 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// summary is one row of the table printed at the end of the run.
+type summary struct {
+	Scenario      string
+	Seed          int64
+	Requests      int
+	Writes        int // writes sent (plain and keyed, client retries included)
+	Applies       int // rows of the stand-in ledger
+	Duplicates    int // applies beyond the first of one plain write (request id) or one key
+	KeyedLost     int // keys the client saw succeed with no apply
+	PlainLost     int // plain writes the client saw succeed with no apply
+	False502      int // no_region_reachable while some router was healthy the whole request
+	MarkRefusals  int // no_region_reachable while the tenant's home had a healthy router
+	AfterRefusal  int // applies of a write that got an entry-made 5xx other than may_have_run
+	WrongRegion   int // applies outside the tenant's home at that instant
+	Unexpected5xx int // 5xx with no router fault and no home move around the request
+	MayHaveRun    int
+	ClientErrors  int
+	Converge      time.Duration // after the last fault: every entry holds the same homes
+	TableProbe    string        // the routing probe: ok / n mismatches
+	Leak          string        // ok or what grew
+	Failures      []string
+}
+
+var (
+	summaryMu sync.Mutex
+	summaries []*summary
+)
+
+func printSummary(w io.Writer) {
+	summaryMu.Lock()
+	defer summaryMu.Unlock()
+	if len(summaries) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| scenario | seed | requests | writes | applies | duplicate applies | keyed writes lost | false 502s | unexpected 5xx | may_have_run | client errors | time to converge | table probe | leak | verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, s := range summaries {
+		fmt.Fprintln(w, s.row())
+	}
+	fmt.Fprintln(w)
+}
+
+func (s *summary) row() string {
+	verdict := "PASS"
+	if len(s.Failures) > 0 {
+		verdict = fmt.Sprintf("FAIL (%d)", len(s.Failures))
+	}
+	conv := "-"
+	if s.Converge >= 0 {
+		conv = s.Converge.Round(100 * time.Millisecond).String()
+	}
+	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s |",
+		s.Scenario, s.Seed, s.Requests, s.Writes, s.Applies, s.Duplicates, s.KeyedLost, s.False502,
+		s.Unexpected5xx, s.MayHaveRun, s.ClientErrors, conv, s.TableProbe, s.Leak, verdict)
+}
+
+func (s *summary) fail(format string, args ...any) {
+	s.Failures = append(s.Failures, fmt.Sprintf(format, args...))
+}
+
+// finish ends a scenario: faults cleared, the table agreement and leak checks, the ledger
+// invariants; it prints the row and fails the test on any violation. w was started when the
+// last disruption ended (convergence is timed from it); convergeWithin bounds it.
+func (h *harness) finish(w *convergeWatch, convergeWithin time.Duration, extra func(*summary)) *summary {
+	t := h.t
+	s := &summary{Scenario: h.scenario, Seed: h.seed, Converge: -1}
+	h.clearFaults()
+	h.rec.closeIdle()
+
+	// Every entry holds the same homes: the tenants some router answered for.
+	s.Converge = h.converge(s, w, convergeWithin)
+	h.probeTables(s)
+	h.checkLeaks(s)
+	h.checkLedger(s)
+	if extra != nil {
+		extra(s)
+	}
+
+	summaryMu.Lock()
+	summaries = append(summaries, s)
+	summaryMu.Unlock()
+	fmt.Printf("\nSUMMARY %s\n", s.row())
+	for _, f := range s.Failures {
+		t.Errorf("%s: %s", h.scenario, f)
+	}
+	return s
+}
+
+// learned is the set of tenants some router answered (below 500) for: every entry must hold
+// their homes once the table has converged.
+func (h *harness) learned() map[string]bool {
+	out := map[string]bool{}
+	for _, r := range h.rec.records() {
+		if r.Shard && r.Status > 0 && r.Status < 500 {
+			out[r.Tenant] = true
+		}
+	}
+	return out
+}
+
+// agreeNow reports whether every entry is ready, sees every member alive, and holds exactly
+// the homes learned anywhere (held counts: the entry exposes no digest of its table; the
+// routing probe below checks the values), and what each holds.
+func (h *harness) agreeNow() (bool, string) {
+	want := len(h.learned())
+	ok := true
+	var held []string
+	for _, e := range h.entries {
+		st, err := e.status()
+		if err != nil || !st.Ready || st.alive() != len(h.entries) || st.Homes.Held != want {
+			ok = false
+		}
+		x := fmt.Sprintf("%s=%d", e.name, st.Homes.Held)
+		if err != nil {
+			x += "(" + err.Error() + ")"
+		}
+		held = append(held, x)
+	}
+	return ok, fmt.Sprintf("want %d homes each, held %s", want, strings.Join(held, " "))
+}
+
+// convergeWatch polls agreement from the end of the last disruption, while traffic may still
+// flow, and keeps the first instant it held.
+type convergeWatch struct {
+	since  time.Time
+	mu     sync.Mutex
+	agreed time.Time
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func (h *harness) watchConvergence() *convergeWatch {
+	w := &convergeWatch{since: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for {
+			if ok, _ := h.agreeNow(); ok {
+				w.mu.Lock()
+				w.agreed = time.Now()
+				w.mu.Unlock()
+				return
+			}
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return w
+}
+
+// converge returns the time from w.since to the first agreement, waiting up to within from
+// w.since; agreement must still hold once traffic has stopped.
+func (h *harness) converge(s *summary, w *convergeWatch, within time.Duration) time.Duration {
+	deadline := w.since.Add(within)
+	select {
+	case <-w.done:
+	case <-time.After(time.Until(deadline)):
+		close(w.stop)
+		<-w.done
+	}
+	w.mu.Lock()
+	agreed := w.agreed
+	w.mu.Unlock()
+	for {
+		ok, last := h.agreeNow()
+		if ok {
+			if agreed.IsZero() {
+				agreed = time.Now()
+			}
+			d := agreed.Sub(w.since)
+			h.logf("tables agree %v after the last disruption ended (%s)", d.Round(100*time.Millisecond), last)
+			return d
+		}
+		if time.Now().After(deadline) {
+			s.fail("tables do not agree within %v of the last disruption: %s", within, last)
+			return -1
+		}
+		agreed = time.Time{} // it held while traffic flowed, not now: time it again
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// probeTables checks the values of every entry's table without reading it: once the read
+// marks have expired, one GET per (entry, tenant) must reach a router of the tenant's home
+// region first (an entry that did not know the home would ask its continent's region first,
+// which relays). Only the first request of a pair tells, since it teaches the entry; tenants
+// whose home region is still marked at an entry are skipped (a mark reorders).
+func (h *harness) probeTables(s *summary) {
+	// Read marks expire after --read-backoff; write marks last until a router of the region
+	// answers anywhere. Wait for both to go.
+	var marks []string
+	deadline := time.Now().Add(readBackoff + 5*time.Second)
+	for {
+		marks = marks[:0]
+		for _, e := range h.entries {
+			st, err := e.status()
+			if err != nil {
+				marks = append(marks, e.name+": "+err.Error())
+				continue
+			}
+			for _, m := range st.Marks {
+				marks = append(marks, e.name+":"+m.Region+"/"+m.Kind)
+			}
+		}
+		if len(marks) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(marks) > 0 {
+		h.logf("marks still live %v after the faults ended: probing around them", marks)
+	}
+	before := h.seenSince(0)
+	var maxSeq uint64
+	for _, x := range before {
+		maxSeq = max(maxSeq, x.Seq)
+	}
+	want := h.learned()
+	type pair struct{ entry, tenant, home, id string }
+	var probes []pair
+	skipped := 0
+	for _, e := range h.entries {
+		st, _ := e.status()
+		for _, tn := range tenants {
+			if !want[tn] {
+				continue
+			}
+			home := h.dirLog.home(tn)
+			if st.marked(home) {
+				skipped++
+				continue
+			}
+			r := h.rec.probe(e, tn, "tableprobe")
+			probes = append(probes, pair{e.name, tn, home, r.ID})
+		}
+	}
+	first := map[string]seen{}
+	for _, x := range h.seenSince(maxSeq) {
+		if x.From != "" {
+			continue
+		}
+		if f, ok := first[x.RequestID]; !ok || x.Seq < f.Seq {
+			first[x.RequestID] = x
+		}
+	}
+	var bad []string
+	for _, p := range probes {
+		x, ok := first[p.id]
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s/%s: no router saw the probe", p.entry, p.tenant))
+		} else if x.Region != p.home {
+			bad = append(bad, fmt.Sprintf("%s/%s: asked %s first, home is %s", p.entry, p.tenant, x.Region, p.home))
+		}
+	}
+	s.TableProbe = fmt.Sprintf("%d/%d ok", len(probes)-len(bad), len(probes))
+	if skipped > 0 {
+		s.TableProbe += fmt.Sprintf(" (%d marked)", skipped)
+	}
+	if len(bad) > 0 {
+		s.fail("table probe: %d of %d (entry, tenant) pairs not routed to the home first: %s", len(bad), len(probes), strings.Join(bad, "; "))
+	}
+}
+
+// Leak tolerances: goroutines and file descriptors may exceed the baseline by a fixed slack
+// plus 10 % (idle pooled router connections, a serf reconnect in flight); resident memory by
+// 64 MiB or 50 %, whichever is larger (the Go heap does not shrink at once after a burst).
+// A leak of one goroutine or descriptor per request, over thousands of requests, is far past it.
+const (
+	leakSlackGoroutines = 25
+	leakSlackFDs        = 20
+	leakSlackRSS        = 64 << 20
+	leakSettle          = 20 * time.Second
+)
+
+func (h *harness) checkLeaks(s *summary) {
+	h.rec.closeIdle()
+	deadline := time.Now().Add(leakSettle)
+	for {
+		var grew []string
+		for _, e := range h.entries {
+			m, err := e.metrics()
+			if err != nil {
+				grew = append(grew, e.name+": "+err.Error())
+				continue
+			}
+			b := e.base
+			if m.goroutines > b.goroutines*1.1+leakSlackGoroutines {
+				grew = append(grew, fmt.Sprintf("%s goroutines %.0f (baseline %.0f)", e.name, m.goroutines, b.goroutines))
+			}
+			if m.fds > b.fds*1.1+leakSlackFDs {
+				grew = append(grew, fmt.Sprintf("%s fds %.0f (baseline %.0f)", e.name, m.fds, b.fds))
+			}
+			if m.rss > max(b.rss*1.5, b.rss+leakSlackRSS) {
+				grew = append(grew, fmt.Sprintf("%s rss %.1f MiB (baseline %.1f MiB)", e.name, m.rss/(1<<20), b.rss/(1<<20)))
+			}
+		}
+		if len(grew) == 0 {
+			var parts []string
+			for _, e := range h.entries {
+				m, _ := e.metrics()
+				parts = append(parts, fmt.Sprintf("%s: %v (baseline %v)", e.name, m, e.base))
+			}
+			h.logf("no leak: %s", strings.Join(parts, "; "))
+			s.Leak = "ok"
+			return
+		}
+		if time.Now().After(deadline) {
+			s.Leak = "LEAK"
+			s.fail("not back near the baseline %v after traffic stopped: %s", leakSettle, strings.Join(grew, "; "))
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkLedger joins the clients' records with the stand-in ledger (by request id and key).
+func (h *harness) checkLedger(s *summary) {
+	recs := h.rec.records()
+	led := h.ledger()
+	s.Requests = len(recs)
+	s.Applies = len(led)
+
+	byID := map[string]*record{}
+	keyOK := map[string]string{} // key -> a request id that succeeded
+	for _, r := range recs {
+		byID[r.ID] = r
+		if r.Op == opWrite || r.Op == opKeyed {
+			s.Writes++
+		}
+		if r.Op == opKeyed {
+			if r.ok() {
+				keyOK[r.Key] = r.ID
+			}
+		}
+		if r.Err != "" {
+			s.ClientErrors++
+		}
+		if r.EntryMade && r.Code == "may_have_run" {
+			s.MayHaveRun++
+		}
+	}
+	appliesByID := map[string][]apply{}
+	appliesByKey := map[string][]apply{}
+	unknown := 0
+	for _, a := range led {
+		if a.Key != "" {
+			appliesByKey[a.Tenant+"\x00"+a.Key] = append(appliesByKey[a.Tenant+"\x00"+a.Key], a)
+		} else {
+			appliesByID[a.RequestID] = append(appliesByID[a.RequestID], a)
+		}
+		r := byID[a.RequestID]
+		if r == nil {
+			unknown++
+			continue
+		}
+		// Only in its home region at the time (the move windows allow either home).
+		homes := h.dirLog.homes(a.Tenant, a.At.Add(-time.Millisecond), a.At.Add(time.Millisecond))
+		if !slices.Contains(homes, a.Region) {
+			s.WrongRegion++
+			s.fail("write %s (%s) applied in %s at %s; home then %v", a.RequestID, a.Tenant, a.Region, a.At.Format(time.RFC3339Nano), homes)
+		}
+		// A client that got an entry-made 5xx other than may_have_run had no apply.
+		if r.EntryMade && r.Status >= 500 && r.Code != "may_have_run" {
+			s.AfterRefusal++
+			s.fail("write %s got %d %s from entry %s, yet was applied at %s", r.ID, r.Status, r.Code, r.Entry, a.Region)
+		}
+		if r.Op != opWrite && r.Op != opKeyed {
+			s.fail("request %s (%s) appears in the ledger", r.ID, r.Op)
+		}
+	}
+	if unknown > 0 {
+		s.fail("%d applies carry a request id no client sent", unknown)
+	}
+	ids := make([]string, 0, len(appliesByID))
+	for id := range appliesByID {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if as := appliesByID[id]; len(as) > 1 {
+			s.Duplicates += len(as) - 1
+			r := byID[id]
+			s.fail("plain write %s applied %d times (%s), client saw %s", id, len(as), routersOf(as), r.outcome())
+		}
+	}
+	keys := make([]string, 0, len(appliesByKey))
+	for k := range appliesByKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if as := appliesByKey[k]; len(as) > 1 {
+			s.Duplicates += len(as) - 1
+			s.fail("key %q applied %d times (%s)", strings.ReplaceAll(k, "\x00", "/"), len(as), routersOf(as))
+		}
+	}
+	for _, r := range recs {
+		if r.Op == opKeyed && r.ok() && len(appliesByKey[r.Tenant+"\x00"+r.Key]) == 0 && keyOK[r.Key] == r.ID {
+			s.KeyedLost++
+			s.fail("keyed write %s (key %s) answered %d, never applied", r.ID, r.Key, r.Status)
+		}
+		if r.Op == opWrite && r.ok() && len(appliesByID[r.ID]) == 0 {
+			s.PlainLost++
+			s.fail("plain write %s answered %d, never applied", r.ID, r.Status)
+		}
+	}
+
+	// No false 502, and a mark never removes a region.
+	for _, r := range recs {
+		if r.EntryMade && r.Code == "no_region_reachable" {
+			var healthy, homeHealthy []string
+			homes := h.dirLog.homes(r.Tenant, r.Start, r.End)
+			for _, rt := range h.standin.routers {
+				if h.faults.healthyThroughout(rt.Addr, r.Start, r.End) {
+					healthy = append(healthy, rt.Region+"/"+rt.Addr)
+					if slices.Contains(homes, rt.Region) {
+						homeHealthy = append(homeHealthy, rt.Addr)
+					}
+				}
+			}
+			if len(healthy) > 0 {
+				s.False502++
+				s.fail("false 502: %s %s %s via %s got no_region_reachable after %v while %v answered throughout",
+					r.Op, r.ID, r.Tenant, r.Entry, r.End.Sub(r.Start).Round(time.Millisecond), healthy)
+			}
+			if len(homeHealthy) > 0 {
+				s.MarkRefusals++
+				s.fail("mark removed a region: %s %s refused while its home %v had %v healthy", r.ID, r.Tenant, homes, homeHealthy)
+			}
+		}
+		if r.Status >= 500 && !h.faults.anyFault(r.Start.Add(-time.Second), r.End) && !h.dirLog.moved(r.Tenant, r.Start.Add(-time.Second), r.End) {
+			s.Unexpected5xx++
+			s.fail("unexpected 5xx: %s %s %s via %s: %s with no router fault or home move around it", r.Op, r.ID, r.Tenant, r.Entry, r.outcome())
+		}
+	}
+	// What the clients saw, by kind and outcome: shows which paths the faults exercised.
+	hist := map[string]int{}
+	for _, r := range recs {
+		o := r.outcome()
+		if r.Status >= 200 && r.Status < 500 && r.Err == "" {
+			o = fmt.Sprintf("%dxx", r.Status/100)
+		}
+		hist[r.Op.String()+" "+o]++
+	}
+	hk := make([]string, 0, len(hist))
+	for k := range hist {
+		hk = append(hk, fmt.Sprintf("%s: %d", k, hist[k]))
+	}
+	sort.Strings(hk)
+	h.logf("outcomes: %s", strings.Join(hk, ", "))
+	if len(s.Failures) > 40 { // keep the log readable
+		n := len(s.Failures)
+		s.Failures = append(s.Failures[:40], fmt.Sprintf("... and %d more", n-40))
+	}
+}
+
+func routersOf(as []apply) string {
+	var parts []string
+	for _, a := range as {
+		parts = append(parts, a.Region+"/"+a.Router)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (r *record) outcome() string {
+	if r == nil {
+		return "nothing (no client record)"
+	}
+	if r.Err != "" && r.Status == 0 {
+		return "error " + r.Err
+	}
+	s := fmt.Sprintf("%d", r.Status)
+	if r.Code != "" {
+		s += " " + r.Code
+	}
+	if r.EntryMade {
+		s += " (entry)"
+	} else if r.Shard {
+		s += " (router)"
+	}
+	if r.Err != "" {
+		s += " then " + r.Err
+	}
+	return s
+}

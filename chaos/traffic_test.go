@@ -1,0 +1,442 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type opKind uint8
+
+const (
+	opRead  opKind = iota // GET /t/<t>/items/<id>
+	opWrite               // POST /t/<t>/items without Idempotency-Key
+	opKeyed               // POST /t/<t>/items with Idempotency-Key
+	opSSE                 // GET /t/<t>/events, held open a while
+	opProbe               // the harness's own GET (warm-up, learning, table check)
+)
+
+var opNames = [...]string{"read", "write", "keyed", "sse", "probe"}
+
+func (o opKind) String() string { return opNames[o] }
+
+// retryable: what the entry may send again (CONTRACT.md section 4).
+func (o opKind) retryable() bool { return o != opWrite }
+
+// entryCodes are the entry's own error codes (CONTRACT.md section 8).
+var entryCodes = map[string]bool{"may_have_run": true, "no_region_reachable": true,
+	"overloaded": true, "bad_path": true, "length_required": true}
+
+// record is one request as the client saw it.
+type record struct {
+	ID        string // X-Request-Id, set by the client, unique
+	Client    int    // -1 for the harness
+	Entry     string
+	Op        opKind
+	Tenant    string
+	Key       string // Idempotency-Key
+	Try       int    // 0, 1, 2: the client's own retries of a keyed write
+	Start     time.Time
+	End       time.Time
+	Status    int    // 0: no answer head
+	Code      string // "error" of a JSON body
+	EntryMade bool   // an entry-made error: Code among entryCodes and no Fenec-Shard
+	Shard     bool   // the answer carries Fenec-Shard (a router's answer)
+	Err       string // client-side failure (timeout, refused, reset, cut stream)
+	Events    int    // SSE: data lines received
+}
+
+func (r *record) ok() bool { return r.Err == "" && r.Status >= 200 && r.Status < 300 }
+
+// recorder sends requests and records them; one per scenario.
+type recorder struct {
+	h      *harness
+	t0     time.Time
+	tr     *http.Transport
+	client *http.Client
+	mu     sync.Mutex
+	recs   []*record
+	seq    atomic.Uint64
+}
+
+func newRecorder(h *harness) *recorder {
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true, IdleConnTimeout: 30 * time.Second}
+	return &recorder{h: h, t0: time.Now(), tr: tr, client: &http.Client{Transport: tr}}
+}
+
+func (rc *recorder) closeIdle() { rc.tr.CloseIdleConnections() }
+
+func (rc *recorder) records() []*record {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]*record(nil), rc.recs...)
+}
+
+func (rc *recorder) newID(client int) string {
+	return fmt.Sprintf("%s-%d-c%d-%d", rc.h.scenario, rc.h.seed, client, rc.seq.Add(1))
+}
+
+// do sends one request and records its outcome. hold > 0 is an event stream read for hold.
+func (rc *recorder) do(r *record, method, path, body string, hold time.Duration) *record {
+	e := rc.h.entry(r.Entry)
+	timeout := clientTimeout
+	if hold > 0 {
+		timeout = hold + clientTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, "http://"+e.listen+path, rd)
+	req.Header.Set("X-Request-Id", r.ID)
+	if r.Key != "" {
+		req.Header.Set("Idempotency-Key", r.Key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	r.Start = time.Now()
+	resp, err := rc.client.Do(req)
+	if err != nil {
+		r.End = time.Now()
+		r.Err = errClass(err)
+		rc.add(r)
+		return r
+	}
+	r.Status = resp.StatusCode
+	r.Shard = resp.Header.Get("Fenec-Shard") != ""
+	if hold > 0 && resp.StatusCode == http.StatusOK {
+		r.Events, r.Err = readStream(resp.Body, hold)
+	} else {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if err != nil {
+			r.Err = "body: " + errClass(err)
+		}
+		var eb struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(b, &eb) == nil {
+			r.Code = eb.Error
+			r.EntryMade = !r.Shard && entryCodes[eb.Error]
+		}
+	}
+	resp.Body.Close()
+	r.End = time.Now()
+	rc.add(r)
+	return r
+}
+
+func (rc *recorder) add(r *record) {
+	rc.mu.Lock()
+	rc.recs = append(rc.recs, r)
+	rc.mu.Unlock()
+}
+
+// readStream reads an event stream for hold, counting data lines; the stream ending before
+// (a cut or a close) is an error.
+func readStream(body io.Reader, hold time.Duration) (int, string) {
+	type res struct {
+		n   int
+		err error
+	}
+	done := make(chan res, 1)
+	var events atomic.Int64
+	go func() {
+		buf := make([]byte, 4096)
+		var err error
+		for {
+			var n int
+			n, err = body.Read(buf)
+			events.Add(int64(strings.Count(string(buf[:n]), "\ndata:") + boolInt(strings.HasPrefix(string(buf[:n]), "data:"))))
+			if err != nil {
+				break
+			}
+		}
+		done <- res{int(events.Load()), err}
+	}()
+	select {
+	case r := <-done:
+		if r.err == io.EOF {
+			return r.n, "stream ended early"
+		}
+		return r.n, "stream: " + errClass(r.err)
+	case <-time.After(hold):
+		return int(events.Load()), "" // closed by the client, as intended
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func errClass(err error) string {
+	s := err.Error()
+	switch {
+	case strings.Contains(s, "context deadline exceeded"), strings.Contains(s, "Client.Timeout"):
+		return "timeout"
+	case strings.Contains(s, "connection refused"):
+		return "refused"
+	case strings.Contains(s, "connection reset"):
+		return "reset"
+	case strings.Contains(s, "EOF"):
+		return "eof"
+	}
+	return s
+}
+
+// probe is the harness's own GET of a tenant through one entry.
+func (rc *recorder) probe(e *entryProc, tenant, what string) *record {
+	r := &record{ID: rc.h.scenario + "-" + what + "-" + rc.newID(-1), Client: -1, Entry: e.name, Op: opProbe, Tenant: tenant}
+	return rc.do(r, http.MethodGet, "/t/"+tenant+"/items/0", "", 0)
+}
+
+// traffic is N clients, each with its own seeded generator.
+type traffic struct {
+	h       *harness
+	stopped atomic.Bool
+	wg      sync.WaitGroup
+	avoid   sync.Map // entry name -> true: not targeted (stopped)
+}
+
+// startTraffic starts n clients over tenants ts, through every entry not avoided.
+func (h *harness) startTraffic(seed int64, n int, ts []string) *traffic {
+	tr := &traffic{h: h}
+	for i := range n {
+		tr.wg.Add(1)
+		go func() {
+			defer tr.wg.Done()
+			tr.client(i, rand.New(rand.NewPCG(uint64(seed), uint64(i))), ts)
+		}()
+	}
+	return tr
+}
+
+func (tr *traffic) stop() {
+	tr.stopped.Store(true)
+	tr.wg.Wait()
+}
+
+func (tr *traffic) setAvoid(name string, on bool) {
+	if on {
+		tr.avoid.Store(name, true)
+	} else {
+		tr.avoid.Delete(name)
+	}
+}
+
+func (tr *traffic) pickEntry(rng *rand.Rand) string {
+	var names []string
+	for _, e := range tr.h.entries {
+		if _, no := tr.avoid.Load(e.name); !no {
+			names = append(names, e.name)
+		}
+	}
+	if len(names) == 0 {
+		return tr.h.entries[0].name
+	}
+	return names[rng.IntN(len(names))]
+}
+
+func (tr *traffic) client(i int, rng *rand.Rand, ts []string) {
+	rc := tr.h.rec
+	nkey := 0
+	for !tr.stopped.Load() {
+		tenant := ts[rng.IntN(len(ts))]
+		r := &record{ID: rc.newID(i), Client: i, Entry: tr.pickEntry(rng), Tenant: tenant}
+		switch x := rng.IntN(100); {
+		case x < 40:
+			r.Op = opRead
+			rc.do(r, http.MethodGet, fmt.Sprintf("/t/%s/items/%d", tenant, rng.IntN(200)), "", 0)
+		case x < 65:
+			r.Op = opWrite
+			rc.do(r, http.MethodPost, "/t/"+tenant+"/items", `{"n":1}`, 0)
+		case x < 92:
+			r.Op = opKeyed
+			nkey++
+			r.Key = fmt.Sprintf("k-%d-%d-%d", tr.h.seed, i, nkey)
+			for try := 0; ; try++ {
+				r.Try = try
+				rc.do(r, http.MethodPost, "/t/"+tenant+"/items", `{"n":2}`, 0)
+				if r.ok() || (r.Err == "" && r.Status < 500) || try == 2 || tr.stopped.Load() {
+					break
+				}
+				time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+				r = &record{ID: rc.newID(i), Client: i, Entry: tr.pickEntry(rng), Tenant: tenant, Op: opKeyed, Key: r.Key}
+			}
+		default:
+			r.Op = opSSE
+			rc.do(r, http.MethodGet, "/t/"+tenant+"/events", "", time.Duration(300+rng.IntN(1500))*time.Millisecond)
+		}
+		time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+	}
+}
+
+// ---- timelines of router faults and home moves ----
+
+// change is one switch, known to have taken effect between Before and After.
+type change struct {
+	Value         string
+	Before, After time.Time
+}
+
+// timeline is the changes of one thing (a router's fault, a tenant's home), in order.
+type timeline struct {
+	initial string
+	changes []change
+}
+
+// during returns every value that may have been in effect at some instant of [s, e].
+func (tl *timeline) during(s, e time.Time) []string {
+	cur := tl.initial
+	var out []string
+	for _, c := range tl.changes {
+		if !c.After.After(s) { // took effect before s
+			cur = c.Value
+			continue
+		}
+		if c.Before.After(e) {
+			break
+		}
+		out = append(out, c.Value) // may have taken effect within [s, e]
+	}
+	return append(out, cur)
+}
+
+func (tl *timeline) last() string {
+	if len(tl.changes) == 0 {
+		return tl.initial
+	}
+	return tl.changes[len(tl.changes)-1].Value
+}
+
+type faultLog struct {
+	mu sync.Mutex
+	m  map[string]*timeline // router addr
+}
+
+func newFaultLog() *faultLog { return &faultLog{m: map[string]*timeline{}} }
+
+func (f *faultLog) add(router, mode string, before, after time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tl := f.m[router]
+	if tl == nil {
+		tl = &timeline{initial: "ok"}
+		f.m[router] = tl
+	}
+	tl.changes = append(tl.changes, change{mode, before, after})
+}
+
+func (f *faultLog) current(router string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if tl := f.m[router]; tl != nil {
+		return tl.last()
+	}
+	return "ok"
+}
+
+func (f *faultLog) offline(router string) bool {
+	m := f.current(router)
+	return m == "refuse" || m == "down"
+}
+
+// modes returns the fault modes router may have been in during [s, e].
+func (f *faultLog) modes(router string, s, e time.Time) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if tl := f.m[router]; tl != nil {
+		return tl.during(s, e)
+	}
+	return []string{"ok"}
+}
+
+// healthyMode: a router in this mode answers every request within --answer-timeout.
+func healthyMode(m string) bool {
+	if m == "ok" {
+		return true
+	}
+	var ms int
+	if _, err := fmt.Sscanf(m, "slow=%d", &ms); err == nil {
+		return time.Duration(ms)*time.Millisecond < answerTimeout/2
+	}
+	return false
+}
+
+// healthyThroughout: the router was in a healthy mode at every instant of [s, e].
+func (f *faultLog) healthyThroughout(router string, s, e time.Time) bool {
+	for _, m := range f.modes(router, s, e) {
+		if !healthyMode(m) {
+			return false
+		}
+	}
+	return true
+}
+
+// anyFault: some router may have been in a fault mode (slow included) during [s, e].
+func (f *faultLog) anyFault(s, e time.Time) bool {
+	f.mu.Lock()
+	routers := make([]string, 0, len(f.m))
+	for r := range f.m {
+		routers = append(routers, r)
+	}
+	f.mu.Unlock()
+	for _, r := range routers {
+		for _, m := range f.modes(r, s, e) {
+			if m != "ok" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+type directoryLog struct {
+	mu sync.Mutex
+	m  map[string]*timeline // tenant
+}
+
+func newDirectoryLog() *directoryLog {
+	d := &directoryLog{m: map[string]*timeline{}}
+	for t, home := range initialHomes {
+		d.m[t] = &timeline{initial: home}
+	}
+	return d
+}
+
+func (d *directoryLog) add(tenant, home string, before, after time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.m[tenant].changes = append(d.m[tenant].changes, change{home, before, after})
+}
+
+func (d *directoryLog) homes(tenant string, s, e time.Time) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.m[tenant].during(s, e)
+}
+
+func (d *directoryLog) home(tenant string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.m[tenant].last()
+}
+
+// moved: the tenant's home may have changed during [s, e].
+func (d *directoryLog) moved(tenant string, s, e time.Time) bool {
+	return len(d.homes(tenant, s, e)) > 1
+}
