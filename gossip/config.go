@@ -83,6 +83,20 @@ const (
 	DefaultGossipInterval = 100 * time.Millisecond
 	DefaultGossipNodes    = 4
 
+	// DefaultRetransmitMult is memberlist's RetransmitMult (WAN default 4): every node sends
+	// each broadcast (membership changes, serf user events) RetransmitMult x ceil(log10(N+1))
+	// times. serf's queues and memberlist's copy this one value: it cannot differ between
+	// membership and events.
+	DefaultRetransmitMult = 4
+
+	// DefaultDirectCopies and DefaultDirectCopyInterval: homes go straight to every member
+	// (direct.go), each packet DirectCopies times, DirectCopyInterval apart. With 1 % loss a
+	// (home, entry) pair misses all 3 copies with probability 1e-6, so even at 100 entries a
+	// home almost never waits for repair; spacing the copies lets a short loss burst pass.
+	// A lost first copy costs that pair one interval.
+	DefaultDirectCopies       = 3
+	DefaultDirectCopyInterval = 50 * time.Millisecond
+
 	// DefaultProbeInterval (WAN default 5 s) and DefaultProbeTimeout (WAN 3 s): the farthest
 	// PoPs are ~300 ms apart, so a 1 s timeout with indirect probes is safe, and a failed
 	// entry is suspected in seconds rather than tens of seconds. Failure detection does not
@@ -187,8 +201,19 @@ type Config struct {
 	// oldest is dropped and counted. Memory: about 100 B a home.
 	MaxPending int
 
-	// MaxEventsPerFlush bounds the events one flush hands serf (DefaultMaxEventsPerFlush).
+	// MaxEventsPerFlush bounds the events one flush hands serf (DefaultMaxEventsPerFlush),
+	// and the direct batches it sends.
 	MaxEventsPerFlush int
+
+	// SerfHomes sends homes as serf user events, as marks are, instead of straight to every
+	// member (direct.go). It costs a dozen event sends per home at every entry; kept to
+	// compare in benchmarks.
+	SerfHomes bool
+
+	// DirectCopies is how many times a direct batch is sent to each member
+	// (DefaultDirectCopies), DirectCopyInterval apart (DefaultDirectCopyInterval).
+	DirectCopies       int
+	DirectCopyInterval time.Duration
 
 	// QueueHigh and QueueLow are serf event queue depths that widen and narrow the flush
 	// interval (DefaultQueueHigh, DefaultQueueLow). QueueLow must be below QueueHigh.
@@ -213,6 +238,7 @@ type Config struct {
 	// memberlist tuning; zero means the default of the same name. Tests shorten them.
 	GossipInterval   time.Duration // DefaultGossipInterval
 	GossipNodes      int           // DefaultGossipNodes
+	RetransmitMult   int           // DefaultRetransmitMult
 	ProbeInterval    time.Duration // DefaultProbeInterval
 	ProbeTimeout     time.Duration // DefaultProbeTimeout
 	PushPullInterval time.Duration // DefaultPushPullInterval
@@ -289,7 +315,7 @@ func (c Config) Validate() error {
 		{"JoinInterval", c.JoinInterval}, {"GossipInterval", c.GossipInterval},
 		{"ProbeInterval", c.ProbeInterval}, {"ProbeTimeout", c.ProbeTimeout},
 		{"PushPullInterval", c.PushPullInterval}, {"TCPTimeout", c.TCPTimeout},
-		{"LeavePropagateDelay", c.LeavePropagateDelay},
+		{"LeavePropagateDelay", c.LeavePropagateDelay}, {"DirectCopyInterval", c.DirectCopyInterval},
 	} {
 		if d.v < 0 {
 			return bad("%s: %v is negative (0 means the default)", d.name, d.v)
@@ -303,6 +329,7 @@ func (c Config) Validate() error {
 		{"MaxEventsPerFlush", c.MaxEventsPerFlush}, {"QueueHigh", c.QueueHigh},
 		{"QueueLow", c.QueueLow}, {"MaxQueueDepth", c.MaxQueueDepth},
 		{"RecvQueue", c.RecvQueue}, {"GossipNodes", c.GossipNodes},
+		{"RetransmitMult", c.RetransmitMult}, {"DirectCopies", c.DirectCopies},
 		{"UDPBufferSize", c.UDPBufferSize},
 	} {
 		if n.v < 0 {
@@ -359,6 +386,9 @@ func (c Config) withDefaults() Config {
 	defi(&c.MaxQueueDepth, DefaultMaxQueueDepth)
 	defi(&c.RecvQueue, DefaultRecvQueue)
 	defi(&c.GossipNodes, DefaultGossipNodes)
+	defi(&c.RetransmitMult, DefaultRetransmitMult)
+	defi(&c.DirectCopies, DefaultDirectCopies)
+	def(&c.DirectCopyInterval, DefaultDirectCopyInterval)
 	defi(&c.UDPBufferSize, DefaultUDPBufferSize)
 	if c.LookupIP == nil {
 		c.LookupIP = func(ctx context.Context, host string) ([]net.IP, error) {

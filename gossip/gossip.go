@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"maps"
 	"net"
 	"net/netip"
@@ -35,7 +36,7 @@ type PeerMember struct {
 }
 
 // Gossip is this entry's membership in the cluster and the publishing and applying of homes
-// and marks over serf user events. Lifecycle: New, Start, Leave, Close; Leave and Close are
+// and marks (homes in direct packets, marks in serf user events). Lifecycle: New, Start, Leave, Close; Leave and Close are
 // idempotent, and Close waits for every goroutine Start started. Members, Peers, Joined and
 // Addr are safe for concurrent use at any time (empty before Start).
 type Gossip struct {
@@ -45,6 +46,8 @@ type Gossip struct {
 	v   *Validator
 
 	recvq          chan []byte
+	codec          *directCodec
+	dedup          *directDedup // owned by the directTransport's goroutine
 	membersChanged chan struct{}
 	joined         atomic.Bool
 
@@ -59,6 +62,7 @@ type Gossip struct {
 	leaveDone chan struct{}      // closed when the leave ended; nil before Leave
 	leaveErr  error
 	pub       *publisher
+	tr        *directTransport
 
 	wg sync.WaitGroup
 }
@@ -78,7 +82,13 @@ func New(cfg Config) (*Gossip, error) {
 	if err != nil {
 		return nil, err
 	}
+	codec, err := newDirectCodec(cfg.Key, cfg.Label)
+	if err != nil {
+		return nil, err
+	}
 	return &Gossip{
+		codec:          codec,
+		dedup:          newDirectDedup(),
 		cfg:            cfg,
 		log:            cfg.Logger.With().Str("component", "gossip").Logger(),
 		m:              m,
@@ -114,6 +124,7 @@ func (g *Gossip) memberlistConfig() (*memberlist.Config, error) {
 	mc.UDPBufferSize = c.UDPBufferSize
 	mc.GossipInterval = c.GossipInterval
 	mc.GossipNodes = c.GossipNodes
+	mc.RetransmitMult = c.RetransmitMult
 	mc.ProbeInterval = c.ProbeInterval
 	mc.ProbeTimeout = c.ProbeTimeout
 	mc.PushPullInterval = c.PushPullInterval
@@ -127,10 +138,71 @@ func (g *Gossip) memberlistConfig() (*memberlist.Config, error) {
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 	mc.Label = c.Label
-	if c.Transport != nil {
-		mc.Transport = c.Transport
-	}
 	return mc, nil
+}
+
+// transport is memberlist's transport for mc: Config.Transport or a UDP/TCP one on
+// BindAddr, under a directTransport that takes the direct packets out (direct.go).
+func (g *Gossip) transport(mc *memberlist.Config) (*directTransport, error) {
+	inner := g.cfg.Transport
+	if inner == nil {
+		nt, err := newNetTransport(mc, log.New(logWriter{g.log}, "", log.LstdFlags))
+		if err != nil {
+			return nil, err
+		}
+		inner = nt
+	}
+	return newDirectTransport(inner, g.handleDirect), nil
+}
+
+// handleDirect takes a direct packet from the transport's goroutine: it opens it and
+// queues its payload for the receiver, once per payload (its copies are counted and
+// dropped). It never blocks.
+func (g *Gossip) handleDirect(pkt []byte) {
+	payload, err := g.codec.open(pkt)
+	if err != nil {
+		g.m.directReceived.WithLabelValues("invalid").Inc()
+		g.log.Debug().Err(err).Int("bytes", len(pkt)).Msg("gossip: invalid direct packet dropped")
+		return
+	}
+	if s, ok := payloadSender(payload); !ok || s == g.cfg.NodeName {
+		g.m.directReceived.WithLabelValues("invalid").Inc()
+		return
+	}
+	if g.dedup.has(payload) {
+		g.m.directReceived.WithLabelValues("duplicate").Inc()
+		return
+	}
+	select {
+	case g.recvq <- payload:
+		g.dedup.add(payload)
+		g.m.directReceived.WithLabelValues("new").Inc()
+	default:
+		g.m.eventsDropped.WithLabelValues("recv_queue_full").Inc()
+	}
+}
+
+// writeDirect sends a direct packet to one member, under memberlist (no label header: the
+// label is in the packet's additional data). Only after Start.
+func (g *Gossip) writeDirect(pkt []byte, to memberlist.Address) error {
+	g.mu.Lock()
+	tr := g.tr
+	g.mu.Unlock()
+	_, err := tr.NodeAwareTransport.WriteToAddress(pkt, to)
+	return err
+}
+
+// directPeers are the members a direct batch goes to: every one memberlist considers
+// alive or suspect, but this entry.
+func (g *Gossip) directPeers() []memberlist.Address {
+	ms := g.serf().Memberlist().Members()
+	out := make([]memberlist.Address, 0, len(ms))
+	for _, n := range ms {
+		if n.Name != g.cfg.NodeName {
+			out = append(out, memberlist.Address{Addr: n.Address(), Name: n.Name})
+		}
+	}
+	return out
 }
 
 func (g *Gossip) serfConfig(mc *memberlist.Config) *serf.Config {
@@ -168,6 +240,11 @@ func (g *Gossip) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	tr, err := g.transport(mc)
+	if err != nil {
+		return fmt.Errorf("gossip: start: %w", err)
+	}
+	mc.Transport = tr
 	lw := logWriter{g.log}
 	ac := agent.DefaultConfig()
 	ac.NodeName = g.cfg.NodeName
@@ -175,10 +252,12 @@ func (g *Gossip) Start(ctx context.Context) error {
 	ac.EnableCompression = false
 	a, err := agent.Create(ac, g.serfConfig(mc), lw)
 	if err != nil {
+		_ = tr.Shutdown()
 		return fmt.Errorf("gossip: start: %w", err)
 	}
 	a.RegisterEventHandler(eventHandler{g})
 	if err := a.Start(); err != nil {
+		_ = tr.Shutdown() // memberlist may not have taken it over
 		return fmt.Errorf("gossip: start: %w", err)
 	}
 	var ipc *agent.AgentIPC
@@ -191,12 +270,17 @@ func (g *Gossip) Start(ctx context.Context) error {
 		g.rpcAddr = ln.Addr()
 		ipc = agent.NewAgentIPC(a, g.cfg.RPCAuth, ln, lw, agent.NewLogWriter(256), false)
 	}
-	g.started, g.agent, g.ipc = true, a, ipc
+	g.started, g.agent, g.ipc, g.tr = true, a, ipc, tr
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	joinCtx, joinStop := context.WithCancel(runCtx)
 	g.cancel, g.joinStop = cancel, joinStop
 	g.pub = newPublisher(g.cfg, g.sendEvent, g.queueDepth, g.m, g.log)
+	if !g.cfg.SerfHomes {
+		g.pub.direct = &directSender{codec: g.codec, peers: g.directPeers, copies: g.cfg.DirectCopies,
+			every: g.cfg.DirectCopyInterval, m: g.m,
+			write: func(pkt []byte, to memberlist.Address) { _, _ = tr.NodeAwareTransport.WriteToAddress(pkt, to) }}
+	}
 	recv := &receiver{table: g.cfg.Table, v: g.v, dec: newDecoder(), m: g.m, log: g.log, now: time.Now}
 	g.wg.Add(4)
 	go func() { defer g.wg.Done(); g.pub.run(runCtx) }()

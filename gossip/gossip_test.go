@@ -84,12 +84,18 @@ func startNode(t *testing.T, name string, mod func(*Config)) *testNode {
 
 // startCluster starts n keyed nodes a, b, c, ... joined to the first, and waits until every
 // one sees all the others alive.
-func startCluster(t *testing.T, n int) []*testNode {
+// mod, if given, changes every node's config.
+func startCluster(t *testing.T, n int, mod ...func(*Config)) []*testNode {
 	t.Helper()
-	nodes := []*testNode{startNode(t, "a", nil)}
+	apply := func(c *Config) {
+		for _, m := range mod {
+			m(c)
+		}
+	}
+	nodes := []*testNode{startNode(t, "a", apply)}
 	for i := 1; i < n; i++ {
 		name := string(rune('a' + i))
-		nodes = append(nodes, startNode(t, name, func(c *Config) { c.Join = []string{nodes[0].g.Addr()} }))
+		nodes = append(nodes, startNode(t, name, func(c *Config) { apply(c); c.Join = []string{nodes[0].g.Addr()} }))
 	}
 	eventually(t, 5*time.Second, "cluster formed", func() bool {
 		for _, nd := range nodes {
@@ -128,7 +134,13 @@ func (n *testNode) has(tenant, region string) bool {
 }
 
 func TestHomesTravel(t *testing.T) {
-	nodes := startCluster(t, 3)
+	t.Run("direct", func(t *testing.T) { testHomesTravel(t, startCluster(t, 3)) })
+	t.Run("serf", func(t *testing.T) {
+		testHomesTravel(t, startCluster(t, 3, func(c *Config) { c.SerfHomes = true }))
+	})
+}
+
+func testHomesTravel(t *testing.T, nodes []*testNode) {
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	start := time.Now()
 	a.table.LearnName("acme", "eu")
@@ -182,16 +194,19 @@ func TestKnownHomeSendsNothing(t *testing.T) {
 		t.Fatal("first Learn changed nothing")
 	}
 	a.flush()
-	sent := testutil.ToFloat64(a.g.m.eventsSent)
+	batches := func() float64 {
+		return testutil.ToFloat64(a.g.m.eventsSent) + testutil.ToFloat64(a.g.m.directBatches)
+	}
+	sent := batches()
 	if sent != 1 {
-		t.Fatalf("sent %v events for one new home, want 1", sent)
+		t.Fatalf("sent %v batches for one new home, want 1", sent)
 	}
 	for range 100 {
 		a.table.LearnName("acme", "eu")
 	}
 	a.flush()
-	if got := testutil.ToFloat64(a.g.m.eventsSent); got != sent {
-		t.Fatalf("re-learning a known home sent %v events", got-sent)
+	if got := batches(); got != sent {
+		t.Fatalf("re-learning a known home sent %v batches", got-sent)
 	}
 }
 
@@ -304,7 +319,15 @@ func TestInvalidEventsChangeNothing(t *testing.T) {
 // TestManyLongNamesArrive: a burst of homes with long tenant names is split into events
 // within serf's limit (serf refuses larger ones: counted as dropped "send") and all arrive.
 func TestManyLongNamesArrive(t *testing.T) {
-	nodes := startCluster(t, 2)
+	t.Run("direct", func(t *testing.T) {
+		testManyLongNamesArrive(t, startCluster(t, 2))
+	})
+	t.Run("serf", func(t *testing.T) {
+		testManyLongNamesArrive(t, startCluster(t, 2, func(c *Config) { c.SerfHomes = true }))
+	})
+}
+
+func testManyLongNamesArrive(t *testing.T, nodes []*testNode) {
 	a, b := nodes[0], nodes[1]
 	hs := testHomes(300, 100, "a", 42)
 	for _, h := range hs {
@@ -319,8 +342,8 @@ func TestManyLongNamesArrive(t *testing.T) {
 	if got := testutil.ToFloat64(a.g.m.eventsDropped.WithLabelValues("send")); got != 0 {
 		t.Fatalf("serf refused %v events", got)
 	}
-	sent := testutil.ToFloat64(a.g.m.eventsSent)
-	t.Logf("300 homes with 100-byte names: %v events", sent)
+	t.Logf("300 homes with 100-byte names: %v serf events, %v direct batches",
+		testutil.ToFloat64(a.g.m.eventsSent), testutil.ToFloat64(a.g.m.directBatches))
 }
 
 func TestIPC(t *testing.T) {

@@ -23,6 +23,9 @@ type metrics struct {
 	homesApplied    prometheus.Counter
 	marksApplied    prometheus.Counter
 	propagation     prometheus.Histogram
+	directBatches   prometheus.Counter
+	directPackets   prometheus.Counter
+	directReceived  *prometheus.CounterVec // result: new, duplicate, invalid
 }
 
 // memberStates are the label values of fenec_entry_gossip_members.
@@ -80,6 +83,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time from a home's learning at its origin (its version's clock) to its arrival here, for homes sent by their origin.",
 			Buckets: []float64{.025, .05, .1, .2, .3, .5, .75, 1, 1.5, 2, 3, 5, 10},
 		}),
+		directBatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_direct_batches_sent_total", Help: "Batches of homes sent straight to every member (each DirectCopies times).",
+		}),
+		directPackets: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_direct_packets_sent_total", Help: "Direct packets sent (batches x members x copies).",
+		}),
+		directReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_direct_packets_received_total",
+			Help: "Direct packets received from peers: new (queued to apply), duplicate (a copy already applied), invalid (failed to open or decode).",
+		}, []string{"result"}),
+	}
+	for _, r := range []string{"new", "duplicate", "invalid"} {
+		m.directReceived.WithLabelValues(r)
 	}
 	for _, s := range memberStates {
 		m.members.WithLabelValues(s)
@@ -93,7 +109,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{m.members, m.eventsSent, m.eventsReceived, m.eventsDropped,
 		m.eventsInvalid, m.itemsInvalid, m.batchHomes, m.batchBytes, m.queueDepth, m.flushInterval,
-		m.flushesDeferred, m.pendingDropped, m.homesApplied, m.marksApplied, m.propagation} {
+		m.flushesDeferred, m.pendingDropped, m.homesApplied, m.marksApplied, m.propagation,
+		m.directBatches, m.directPackets, m.directReceived} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gossip: register metrics: %w", err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/homes"
@@ -50,7 +51,8 @@ func (q *fifo[T]) pop(k int) {
 	}
 }
 
-// publisher turns the table's change feed into serf user events. One goroutine (run) owns
+// publisher turns the table's change feed into direct batches of homes and serf user events of
+// marks (or of both, with SerfHomes). One goroutine (run) owns
 // all of its fields.
 type publisher struct {
 	cfg   Config
@@ -72,6 +74,10 @@ type publisher struct {
 
 	scratchM []homes.Mark
 	scratchH []homes.Home
+
+	// direct, if set, sends homes straight to every member (direct.go); marks still go
+	// through send. nil: homes go through send too, as serf user events.
+	direct *directSender
 
 	// flushReq lets tests flush now: the publisher drains the feed, flushes everything it
 	// may (ignoring the interval, within MaxEventsPerFlush) and closes the channel it got.
@@ -98,11 +104,21 @@ func newPublisher(cfg Config, send func([]byte) error, depth func() int, m *metr
 func (p *publisher) run(ctx context.Context) {
 	tick := time.NewTicker(p.cfg.FlushInterval)
 	defer tick.Stop()
+	copyT := time.NewTimer(time.Hour)
+	copyT.Stop()
+	armed := false // copyT runs
 	p.m.flushInterval.Set(p.interval.Seconds())
 	for {
+		if !armed && p.direct != nil && len(p.direct.queue) > 0 {
+			copyT.Reset(time.Until(p.direct.queue[0].due))
+			armed = true
+		}
 		select {
 		case <-ctx.Done():
 			return
+		case now := <-copyT.C:
+			armed = false
+			p.direct.sendCopies(now)
 		case c := <-p.feed:
 			p.add(c)
 			// A full event's worth: send it now rather than at the tick, unless
@@ -167,7 +183,9 @@ func (p *publisher) tick(now time.Time) {
 	if p.marks.n == 0 && p.homes.n == 0 {
 		return
 	}
-	if now.Sub(p.lastFlush) < p.interval {
+	// A tick lands a little before or after FlushInterval since the last one (timer jitter):
+	// half a tick of slack, or a jittered tick would defer a flush by a whole tick.
+	if now.Sub(p.lastFlush) < p.interval-p.cfg.FlushInterval/2 {
 		p.m.flushesDeferred.Inc()
 		return
 	}
@@ -175,22 +193,23 @@ func (p *publisher) tick(now time.Time) {
 }
 
 // flush sends up to MaxEventsPerFlush events of pending marks, then homes; with fullOnly,
-// only events that are full.
+// only events that are full. With direct, homes go in direct batches (up to
+// MaxEventsPerFlush of them) and marks in serf events.
 func (p *publisher) flush(now time.Time, fullOnly bool) {
 	p.scratchM = p.marks.appendTo(p.scratchM[:0])
 	p.scratchH = p.homes.appendTo(p.scratchH[:0])
-	events, nm, nh, skipped, err := p.enc.split(p.scratchM, p.scratchH, p.cfg.MaxEventsPerFlush, fullOnly)
-	if err != nil {
-		p.log.Warn().Err(err).Msg("gossip: encoding a batch failed; dropping it")
-		nm, nh = len(p.scratchM), len(p.scratchH)
-	}
-	if skipped > 0 {
-		p.m.pendingDropped.Add(float64(skipped))
+	var events, direct []event
+	var nm, nh int
+	if p.direct == nil {
+		events, nm, nh = p.split(p.scratchM, p.scratchH, fullOnly)
+	} else {
+		events, nm, _ = p.split(p.scratchM, nil, fullOnly)
+		direct, _, nh = p.split(nil, p.scratchH, fullOnly)
 	}
 	p.marks.pop(nm)
 	p.homes.pop(nh)
 	p.recount()
-	if len(events) > 0 {
+	if len(events)+len(direct) > 0 {
 		p.lastFlush = now
 	}
 	for _, ev := range events {
@@ -203,8 +222,89 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 		p.m.batchBytes.Observe(float64(len(ev.payload) + len(EventName)))
 		p.m.batchHomes.Observe(float64(ev.homes))
 	}
+	for _, ev := range direct {
+		if err := p.direct.send(now, ev.payload); err != nil {
+			p.m.eventsDropped.WithLabelValues("send").Inc()
+			p.log.Warn().Err(err).Msg("gossip: sealing a direct batch failed; dropping it")
+			continue
+		}
+		p.m.directBatches.Inc()
+		p.m.batchBytes.Observe(float64(len(ev.payload) + directOverhead))
+		p.m.batchHomes.Observe(float64(ev.homes))
+	}
 	clear(p.scratchM)
 	clear(p.scratchH)
+}
+
+// split encodes marks then hs into at most MaxEventsPerFlush events and returns them and
+// how many marks and homes they carry (or were dropped: unencodable, counted).
+func (p *publisher) split(marks []homes.Mark, hs []homes.Home, fullOnly bool) ([]event, int, int) {
+	events, nm, nh, skipped, err := p.enc.split(marks, hs, p.cfg.MaxEventsPerFlush, fullOnly)
+	if err != nil {
+		p.log.Warn().Err(err).Msg("gossip: encoding a batch failed; dropping it")
+		return nil, len(marks), len(hs)
+	}
+	if skipped > 0 {
+		p.m.pendingDropped.Add(float64(skipped))
+	}
+	return events, nm, nh
+}
+
+// directSender sends direct batches to every member, DirectCopies times each,
+// DirectCopyInterval apart. The publisher's goroutine owns it.
+type directSender struct {
+	codec  *directCodec
+	peers  func() []memberlist.Address // every member but this entry
+	write  func(pkt []byte, to memberlist.Address)
+	copies int
+	every  time.Duration
+	m      *metrics
+	queue  []directCopy // copies still to send, by due time
+}
+
+// maxDirectQueue bounds the packets waiting for their next copy; beyond it the oldest
+// lose their last copies (repair carries what that loses).
+const maxDirectQueue = 1024
+
+// send seals payload and sends its first copy to every member now.
+func (d *directSender) send(now time.Time, payload []byte) error {
+	pkt, err := d.codec.seal(payload)
+	if err != nil {
+		return err
+	}
+	peers := d.peers()
+	d.sendAll(pkt, peers)
+	if d.copies > 1 && len(peers) > 0 {
+		if len(d.queue) >= maxDirectQueue {
+			d.queue = d.queue[1:]
+		}
+		d.queue = append(d.queue, directCopy{pkt: pkt, peers: peers, left: d.copies - 1, due: now.Add(d.every)})
+	}
+	return nil
+}
+
+func (d *directSender) sendAll(pkt []byte, peers []memberlist.Address) {
+	for _, a := range peers {
+		d.write(pkt, a)
+	}
+	d.m.directPackets.Add(float64(len(peers)))
+}
+
+// sendCopies sends the copies that are due and schedules the next ones.
+func (d *directSender) sendCopies(now time.Time) {
+	n := 0
+	for n < len(d.queue) && !d.queue[n].due.After(now) {
+		n++
+	}
+	due := d.queue[:n:n]
+	d.queue = d.queue[n:] // appends below never reach due's elements
+	for _, c := range due {
+		d.sendAll(c.pkt, c.peers)
+		if c.left--; c.left > 0 {
+			c.due = now.Add(d.every)
+			d.queue = append(d.queue, c)
+		}
+	}
 }
 
 // recount recomputes pendingBytes after a flush.

@@ -33,6 +33,7 @@ type flags struct {
 	settle       time.Duration
 	idle         time.Duration
 	poll         time.Duration
+	failDetect   time.Duration
 	eventSize    int
 	gossipNodes  int
 	gossipIntvl  time.Duration
@@ -40,6 +41,11 @@ type flags struct {
 	maxPerFlush  int
 	queueHigh    int
 	queueLow     int
+	retransmit   int
+	serfHomes    bool
+	copies       int
+	copyIntvl    time.Duration
+	maxFlush     time.Duration
 	verboseStats bool
 }
 
@@ -56,6 +62,7 @@ func main() {
 	flag.DurationVar(&f.drain, "drain", 5*time.Second, "gossip-only time after the last learning before repair starts")
 	flag.DurationVar(&f.settle, "settle", 0, "how long repair may take to fill every table; 0 means max(5s, 3 x -repair)")
 	flag.DurationVar(&f.idle, "idle", 3*time.Second, "idle window before learning, to measure membership traffic alone")
+	flag.DurationVar(&f.failDetect, "fail-detect", 30*time.Second, "after the run, kill one entry and wait up to this long until every other sees it failed (0: skip)")
 	flag.DurationVar(&f.poll, "poll", 5*time.Millisecond, "how often every table is checked for the homes it lacks")
 	// Tuning experiments; 0 keeps gossip's default.
 	flag.IntVar(&f.eventSize, "event-size", 0, "gossip EventSizeLimit (0: gossip.DefaultEventSizeLimit)")
@@ -65,6 +72,11 @@ func main() {
 	flag.IntVar(&f.maxPerFlush, "max-events-per-flush", 0, "gossip MaxEventsPerFlush (0: default)")
 	flag.IntVar(&f.queueHigh, "queue-high", 0, "gossip QueueHigh (0: default)")
 	flag.IntVar(&f.queueLow, "queue-low", 0, "gossip QueueLow (0: default)")
+	flag.BoolVar(&f.serfHomes, "serf-homes", false, "gossip SerfHomes: homes as serf user events, not direct batches")
+	flag.IntVar(&f.copies, "direct-copies", 0, "gossip DirectCopies (0: default)")
+	flag.DurationVar(&f.copyIntvl, "direct-copy-interval", 0, "gossip DirectCopyInterval (0: default)")
+	flag.IntVar(&f.retransmit, "retransmit-mult", 0, "gossip RetransmitMult (0: default)")
+	flag.DurationVar(&f.maxFlush, "max-flush-interval", 0, "gossip MaxFlushInterval (0: default)")
 	flag.Parse()
 	if f.nodes < 2 || f.rate <= 0 || f.duration <= 0 || f.repair <= 0 || f.poll <= 0 {
 		fmt.Fprintln(os.Stderr, "gossipsim: need -nodes >= 2 and positive -rate, -duration, -repair, -poll")
@@ -103,7 +115,11 @@ type result struct {
 	BytesPerES  float64  `json:"gossip_bytes_per_entry_s"`
 	IdleBytesES float64  `json:"idle_bytes_per_entry_s"`
 	PacketsES   float64  `json:"packets_per_entry_s"`
+	SerfHomes   bool     `json:"serf_homes"`
 	EventsSent  float64  `json:"events_sent"`
+	DirBatches  float64  `json:"direct_batches"`
+	DirPackets  float64  `json:"direct_packets"`
+	DirDup      float64  `json:"direct_duplicates"`
 	EventsRecv  float64  `json:"events_received"`
 	Delivery    float64  `json:"event_delivery"`
 	HomesPerEv  float64  `json:"homes_per_event"`
@@ -122,6 +138,8 @@ type result struct {
 	PollMS      float64  `json:"poll_ms"`
 	MaxScanMS   float64  `json:"max_scan_ms"`
 	FormedS     float64  `json:"members_formed_s"`
+	FailFirstS  *float64 `json:"failure_first_s"`
+	FailAllS    *float64 `json:"failure_all_s"`
 }
 
 func run(f flags) (*result, error) {
@@ -135,6 +153,10 @@ func run(f flags) (*result, error) {
 			c.FlushInterval = f.flushIntvl
 			c.MaxEventsPerFlush = f.maxPerFlush
 			c.QueueHigh, c.QueueLow = f.queueHigh, f.queueLow
+			c.RetransmitMult = f.retransmit
+			c.SerfHomes = f.serfHomes
+			c.DirectCopies, c.DirectCopyInterval = f.copies, f.copyIntvl
+			c.MaxFlushInterval = f.maxFlush
 		},
 	}
 	begin := time.Now()
@@ -198,7 +220,7 @@ func run(f flags) (*result, error) {
 	res := &result{
 		Nodes: f.nodes, Rate: f.rate, DurationS: f.duration.Seconds(),
 		LatencyMS: [2]int{int(f.minLat / time.Millisecond), int(f.maxLat / time.Millisecond)},
-		Loss:      f.loss, Seed: f.seed, RepairS: f.repair.Seconds(), Homes: total,
+		Loss:      f.loss, Seed: f.seed, SerfHomes: f.serfHomes, RepairS: f.repair.Seconds(), Homes: total,
 		CompleteByG: ratio(gossipComplete, total),
 		CoverageG:   ratio(gossipPairs, total*len(es)),
 		BytesPerES:  float64(st1.SentBytes-st0.SentBytes) / float64(len(es)) / wall.Seconds(),
@@ -220,6 +242,9 @@ func run(f flags) (*result, error) {
 	for _, e := range es {
 		res.EventsSent += e.Metric("fenec_entry_gossip_events_sent_total")
 		res.EventsRecv += e.Metric("fenec_entry_gossip_events_received_total")
+		res.DirBatches += e.Metric("fenec_entry_gossip_direct_batches_sent_total")
+		res.DirPackets += e.Metric("fenec_entry_gossip_direct_packets_sent_total")
+		res.DirDup += e.Metric("fenec_entry_gossip_direct_packets_received_total", "result", "duplicate")
 		res.Dropped += e.Metric("fenec_entry_gossip_events_dropped_total")
 		res.PendDropped += e.Metric("fenec_entry_gossip_pending_dropped_total")
 		res.Deferred += e.Metric("fenec_entry_gossip_flushes_deferred_total")
@@ -228,7 +253,12 @@ func run(f flags) (*result, error) {
 	}
 	if res.EventsSent > 0 {
 		res.Delivery = round(res.EventsRecv/(res.EventsSent*float64(len(es)-1)), 4)
-		res.HomesPerEv = round(float64(total)/res.EventsSent, 1)
+	}
+	if f.failDetect > 0 {
+		res.FailFirstS, res.FailAllS = failureDetection(c, f.failDetect)
+	}
+	if b := res.EventsSent + res.DirBatches; b > 0 {
+		res.HomesPerEv = round(float64(total)/b, 1)
 	}
 	return res, nil
 }
@@ -269,4 +299,40 @@ func tenantNames(rng *rand.Rand, n int) []string {
 		}
 	}
 	return out
+}
+
+// failureDetection cuts the last entry off the network (its host lost power) and returns how
+// long until the first and until every other entry listed it failed (nil: not within limit).
+func failureDetection(c *simcluster.Cluster, limit time.Duration) (first, all *float64) {
+	es := c.Entries()
+	victim := len(es) - 1
+	name := es[victim].Name
+	logf("killing %s: waiting up to %v until every entry sees it failed", name, limit)
+	c.Kill(victim)
+	t0 := time.Now()
+	seen := make([]bool, victim)
+	left := victim
+	for left > 0 && time.Since(t0) < limit {
+		for i, e := range es[:victim] {
+			if seen[i] {
+				continue
+			}
+			for _, m := range e.Gossip.Members() {
+				if m.Name == name && m.State == "failed" {
+					seen[i] = true
+					left--
+					if first == nil {
+						v := round(time.Since(t0).Seconds(), 2)
+						first = &v
+					}
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling the member lists
+	}
+	if left == 0 {
+		v := round(time.Since(t0).Seconds(), 2)
+		all = &v
+	}
+	return first, all
 }

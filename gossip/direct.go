@@ -1,0 +1,248 @@
+package gossip
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Direct homes. serf re-sends every user event RetransmitMult x ceil(log10(N+1)) times from
+// every entry (8 sends per entry at 10 entries, 12 at 100), and an entry learns only R/N of
+// the R homes a second the cluster learns, so per-entry batching cannot fill events: every
+// home costs a dozen event sends at every entry, and 50 homes/s saturates serf's packets at
+// 100 entries (bench/gossipsim/README.md). Homes therefore go straight from the entry that
+// learned them to every member, in one hop, on memberlist's own port: the packet is
+// sent to each member DirectCopies times, DirectCopyInterval apart, so that with 1 % loss a
+// (home, entry) pair is missed with probability 0.01^DirectCopies, and repair carries those.
+// Cost: an entry sends each of its batches (N-1) x DirectCopies times, against serf's
+// N x 12 event sends per event cluster-wide, and a home arrives after one network hop, not
+// log(N) gossip rounds. Marks and clears, rare and urgent, stay on serf user events, whose
+// epidemic reaches members the origin does not know yet.
+//
+// A direct packet shares memberlist's UDP port: directTransport, under memberlist, takes
+// the packets that begin with directMagic (no memberlist packet does: memberlist's own begin
+// with a message type below 16, an encryption version 0 or 1, or the label header 244) and
+// hands the rest to memberlist. The body is an event payload (wire.go), sealed with the
+// gossip key:
+//
+//	byte 0        directMagic
+//	byte 1        directSealed: 12 B nonce, then AES-GCM(key) of the payload, with
+//	              directAAD + cluster label as additional data (so another cluster's key or
+//	              label fails to open it)
+//	              directPlain (--insecure-gossip): 1 B label length, label, payload
+const (
+	directMagic  byte = 0xFB
+	directPlain  byte = 0
+	directSealed byte = 1
+
+	directNonce = 12
+	directTag   = 16
+	// directOverhead is what a sealed direct packet adds to its payload.
+	directOverhead = 2 + directNonce + directTag
+)
+
+const directAAD = "fenec-entry direct homes\x00"
+
+var errDirect = errors.New("bad direct packet")
+
+// directCodec seals and opens direct packets. Safe for concurrent use.
+type directCodec struct {
+	aead  cipher.AEAD // nil: insecure
+	label string
+	aad   []byte
+}
+
+func newDirectCodec(key []byte, label string) (*directCodec, error) {
+	c := &directCodec{label: label, aad: []byte(directAAD + label)}
+	if len(key) == 0 {
+		return c, nil
+	}
+	b, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: direct: %w", err)
+	}
+	if c.aead, err = cipher.NewGCM(b); err != nil {
+		return nil, fmt.Errorf("gossip: direct: %w", err)
+	}
+	return c, nil
+}
+
+// seal returns the packet carrying payload, a fresh slice.
+func (c *directCodec) seal(payload []byte) ([]byte, error) {
+	if c.aead == nil {
+		out := make([]byte, 0, 3+len(c.label)+len(payload))
+		out = append(out, directMagic, directPlain, byte(len(c.label)))
+		out = append(out, c.label...)
+		return append(out, payload...), nil
+	}
+	out := make([]byte, 2+directNonce, directOverhead+len(payload))
+	out[0], out[1] = directMagic, directSealed
+	if _, err := rand.Read(out[2 : 2+directNonce]); err != nil {
+		return nil, fmt.Errorf("gossip: direct: nonce: %w", err)
+	}
+	return c.aead.Seal(out, out[2:2+directNonce], payload, c.aad), nil
+}
+
+// open returns the payload of a packet from seal; errors wrap errDirect. An insecure entry
+// refuses sealed packets and a keyed one plain packets.
+func (c *directCodec) open(pkt []byte) ([]byte, error) {
+	if len(pkt) < 2 || pkt[0] != directMagic {
+		return nil, fmt.Errorf("%w: header", errDirect)
+	}
+	switch pkt[1] {
+	case directPlain:
+		if c.aead != nil {
+			return nil, fmt.Errorf("%w: not sealed", errDirect)
+		}
+		if len(pkt) < 3 || len(pkt) < 3+int(pkt[2]) || string(pkt[3:3+int(pkt[2])]) != c.label {
+			return nil, fmt.Errorf("%w: label", errDirect)
+		}
+		return pkt[3+int(pkt[2]):], nil
+	case directSealed:
+		if c.aead == nil {
+			return nil, fmt.Errorf("%w: sealed, and no key", errDirect)
+		}
+		if len(pkt) < directOverhead {
+			return nil, fmt.Errorf("%w: short", errDirect)
+		}
+		p, err := c.aead.Open(nil, pkt[2:2+directNonce], pkt[2+directNonce:], c.aad)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errDirect, err)
+		}
+		return p, nil
+	default:
+		return nil, fmt.Errorf("%w: kind %d", errDirect, pkt[1])
+	}
+}
+
+// directTransport sits under memberlist: it takes direct packets out of the packet stream
+// and passes everything else on. Its goroutine runs until Shutdown, which memberlist calls.
+type directTransport struct {
+	memberlist.NodeAwareTransport
+	in     chan *memberlist.Packet
+	handle func(pkt []byte) // a direct packet, still sealed; must not block
+	stop   chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+func newDirectTransport(inner memberlist.NodeAwareTransport, handle func([]byte)) *directTransport {
+	t := &directTransport{NodeAwareTransport: inner, in: make(chan *memberlist.Packet),
+		handle: handle, stop: make(chan struct{})}
+	t.wg.Add(1)
+	go t.run()
+	return t
+}
+
+func (t *directTransport) run() {
+	defer t.wg.Done()
+	src := t.NodeAwareTransport.PacketCh()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case p := <-src:
+			if len(p.Buf) > 0 && p.Buf[0] == directMagic {
+				t.handle(p.Buf)
+				continue
+			}
+			select {
+			case t.in <- p:
+			case <-t.stop:
+				return
+			}
+		}
+	}
+}
+
+// PacketCh is what memberlist reads: every packet but the direct ones.
+func (t *directTransport) PacketCh() <-chan *memberlist.Packet { return t.in }
+
+// Shutdown stops the filter and the transport under it. Safe to call twice.
+func (t *directTransport) Shutdown() error {
+	var err error
+	t.once.Do(func() {
+		close(t.stop)
+		err = t.NodeAwareTransport.Shutdown()
+		t.wg.Wait()
+	})
+	return err
+}
+
+// newNetTransport makes the UDP/TCP transport memberlist would make for mc (which it
+// does only when Config.Transport is nil), so that directTransport can sit on it. Port 0
+// picks a free port and writes it into mc, as memberlist does.
+func newNetTransport(mc *memberlist.Config, logOut *log.Logger) (*memberlist.NetTransport, error) {
+	nc := &memberlist.NetTransportConfig{BindAddrs: []string{mc.BindAddr}, BindPort: mc.BindPort, Logger: logOut}
+	tries := 1
+	if mc.BindPort == 0 {
+		tries = 10 // the port is picked for TCP, then bound for UDP too: racy
+	}
+	var err error
+	for range tries {
+		var nt *memberlist.NetTransport
+		if nt, err = memberlist.NewNetTransport(nc); err == nil {
+			if mc.BindPort == 0 {
+				mc.BindPort = nt.GetAutoBindPort()
+				mc.AdvertisePort = mc.BindPort
+			}
+			return nt, nil
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	return nil, fmt.Errorf("gossip: listen on %s: %w", net.JoinHostPort(mc.BindAddr, strconv.Itoa(mc.BindPort)), err)
+}
+
+// directDedup remembers the last directDedupSize payloads applied, so that the copies of a
+// packet are decoded and applied once. Not safe for concurrent use.
+type directDedup struct {
+	seed maphash.Seed
+	seen map[uint64]struct{}
+	ring [directDedupSize]uint64
+	next int
+}
+
+const directDedupSize = 1024
+
+func newDirectDedup() *directDedup {
+	return &directDedup{seed: maphash.MakeSeed(), seen: make(map[uint64]struct{}, directDedupSize)}
+}
+
+// has reports whether payload was added and not forgotten yet.
+func (d *directDedup) has(payload []byte) bool {
+	_, ok := d.seen[maphash.Bytes(d.seed, payload)]
+	return ok
+}
+
+// add remembers payload, forgetting the oldest beyond directDedupSize.
+func (d *directDedup) add(payload []byte) {
+	h := maphash.Bytes(d.seed, payload)
+	if _, ok := d.seen[h]; ok {
+		return
+	}
+	delete(d.seen, d.ring[d.next])
+	d.ring[d.next] = h
+	d.next = (d.next + 1) % directDedupSize
+	d.seen[h] = struct{}{}
+}
+
+// directCopy is a sealed packet with copies still to send.
+type directCopy struct {
+	pkt   []byte
+	peers []memberlist.Address
+	left  int
+	due   time.Time
+}

@@ -1,0 +1,169 @@
+package gossip
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+func TestDirectCodec(t *testing.T) {
+	payload := []byte("\x01\x01a-some-payload")
+	keyed, _ := newDirectCodec(clusterKey, "lbl")
+	other, _ := newDirectCodec(strangerKey, "lbl")
+	otherLabel, _ := newDirectCodec(clusterKey, "other")
+	plain, _ := newDirectCodec(nil, "lbl")
+	plainOtherLabel, _ := newDirectCodec(nil, "other")
+
+	pkt, err := keyed.seal(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pkt[0] != directMagic || len(pkt) != len(payload)+directOverhead {
+		t.Fatalf("sealed packet: % x", pkt[:2])
+	}
+	if bytes.Contains(pkt, payload[2:]) {
+		t.Fatal("sealed packet carries the payload in clear")
+	}
+	if got, err := keyed.open(pkt); err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("open: %q, %v", got, err)
+	}
+	pkt2, _ := keyed.seal(payload)
+	if bytes.Equal(pkt, pkt2) {
+		t.Fatal("two seals of one payload are equal: nonce reused")
+	}
+	tampered := append([]byte(nil), pkt...)
+	tampered[len(tampered)-20] ^= 1
+	ppkt, _ := plain.seal(payload)
+	if got, err := plain.open(ppkt); err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("plain open: %q, %v", got, err)
+	}
+	for name, c := range map[string]struct {
+		codec *directCodec
+		pkt   []byte
+	}{
+		"other key": {other, pkt}, "other label": {otherLabel, pkt}, "tampered": {keyed, tampered},
+		"plain to keyed": {keyed, ppkt}, "sealed to plain": {plain, pkt},
+		"plain, other label": {plainOtherLabel, ppkt}, "empty": {keyed, nil},
+		"short": {keyed, pkt[:directOverhead-1]}, "bad kind": {keyed, []byte{directMagic, 7, 0}},
+		"not direct": {keyed, []byte{0, 1, 2}}, "plain short": {plain, []byte{directMagic, directPlain, 9, 'l'}},
+	} {
+		if _, err := c.codec.open(c.pkt); err == nil {
+			t.Errorf("%s: opened", name)
+		}
+	}
+}
+
+func TestDirectDedup(t *testing.T) {
+	d := newDirectDedup()
+	if d.has([]byte("a")) {
+		t.Fatal("empty dedup has a")
+	}
+	d.add([]byte("a"))
+	if !d.has([]byte("a")) || d.has([]byte("b")) {
+		t.Fatal("has after add")
+	}
+	for i := range directDedupSize {
+		d.add([]byte{byte(i), byte(i >> 8), 'x'})
+	}
+	if d.has([]byte("a")) || len(d.seen) != directDedupSize {
+		t.Fatalf("not forgotten after %d more: %d remembered", directDedupSize, len(d.seen))
+	}
+}
+
+func TestDirectSenderCopies(t *testing.T) {
+	m, _ := newMetrics(nil)
+	codec, _ := newDirectCodec(clusterKey, "lbl")
+	peers := []memberlist.Address{{Addr: "10.0.0.2:7946", Name: "b"}, {Addr: "10.0.0.3:7946", Name: "c"}}
+	sent := map[string]int{}
+	var pkts [][]byte
+	d := &directSender{codec: codec, peers: func() []memberlist.Address { return peers }, copies: 3,
+		every: 50 * time.Millisecond, m: m,
+		write: func(pkt []byte, to memberlist.Address) { sent[to.Name]++; pkts = append(pkts, pkt) }}
+	t0 := time.Unix(1_800_000_000, 0)
+	if err := d.send(t0, []byte("\x01\x01apayload")); err != nil {
+		t.Fatal(err)
+	}
+	if sent["b"] != 1 || sent["c"] != 1 || len(d.queue) != 1 {
+		t.Fatalf("first copy: %v, queue %d", sent, len(d.queue))
+	}
+	d.sendCopies(t0.Add(49 * time.Millisecond))
+	if sent["b"] != 1 {
+		t.Fatalf("copy sent early: %v", sent)
+	}
+	d.sendCopies(t0.Add(50 * time.Millisecond))
+	d.sendCopies(t0.Add(99 * time.Millisecond))
+	if sent["b"] != 2 || sent["c"] != 2 {
+		t.Fatalf("second copy: %v", sent)
+	}
+	d.sendCopies(t0.Add(100 * time.Millisecond))
+	if sent["b"] != 3 || sent["c"] != 3 || len(d.queue) != 0 {
+		t.Fatalf("third copy: %v, queue %d", sent, len(d.queue))
+	}
+	for _, p := range pkts[1:] {
+		if !bytes.Equal(p, pkts[0]) {
+			t.Fatal("copies differ: the receiver could not drop them as duplicates")
+		}
+	}
+	if got := testutil.ToFloat64(m.directPackets); got != 6 {
+		t.Fatalf("direct packets %v, want 6", got)
+	}
+	// One copy: nothing queued.
+	d.copies = 1
+	_ = d.send(t0, []byte("\x01\x01bpayload"))
+	if len(d.queue) != 0 {
+		t.Fatal("copies queued with DirectCopies 1")
+	}
+}
+
+// TestDirectRefusesStrangers: direct packets sealed with another key, or in clear, reach
+// a keyed entry's port but change nothing; copies of a valid one are applied once.
+func TestDirectRefusesStrangers(t *testing.T) {
+	nodes := startCluster(t, 2)
+	a, b := nodes[0], nodes[1]
+	ver := homes.Version{HLC: uint64(time.Now().UnixMilli()) << 16, Origin: "x"}
+	payload, err := newEncoder("x", DefaultEventSizeLimit).encode(nil,
+		[]homes.Home{{Tenant: "evil", Region: "ap", Version: ver}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, _ := newDirectCodec(strangerKey, DefaultLabel)
+	clear, _ := newDirectCodec(nil, DefaultLabel)
+	wrongLabel, _ := newDirectCodec(clusterKey, "another-cluster")
+	to := memberlist.Address{Addr: a.g.Addr(), Name: "a"}
+	write := func(c *directCodec, p []byte) {
+		pkt, err := c.seal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.g.writeDirect(pkt, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(stranger, payload)
+	write(clear, payload)
+	write(wrongLabel, payload)
+	eventually(t, 3*time.Second, "a counted 3 invalid direct packets", func() bool {
+		return testutil.ToFloat64(a.g.m.directReceived.WithLabelValues("invalid")) == 3
+	})
+	if _, ok := a.table.Lookup("evil"); ok {
+		t.Fatal("a applied a home from a stranger's direct packet")
+	}
+	// The same payload sealed with the cluster's key is applied, once for its 3 copies.
+	pkt, _ := a.g.codec.seal(payload)
+	for range 3 {
+		if err := b.g.writeDirect(pkt, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 3*time.Second, "evil applied at a, copies dropped", func() bool {
+		return a.has("evil", "ap") && testutil.ToFloat64(a.g.m.directReceived.WithLabelValues("duplicate")) == 2
+	})
+	if got := testutil.ToFloat64(a.g.m.directReceived.WithLabelValues("new")); got != 1 {
+		t.Fatalf("a queued %v direct packets, want 1", got)
+	}
+}
