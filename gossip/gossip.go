@@ -98,6 +98,21 @@ func New(cfg Config) (*Gossip, error) {
 	}, nil
 }
 
+// resolveOne returns host as an IP address: itself if it is one, else its first address.
+func resolveOne(host string) (string, error) {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.String(), nil
+	}
+	ips, err := net.DefaultResolver.LookupIP(context.Background(), "ip", host)
+	if err != nil {
+		return "", err
+	}
+	if len(ips) == 0 {
+		return "", fmt.Errorf("%q has no address", host)
+	}
+	return ips[0].String(), nil
+}
+
 // memberlistConfig starts from memberlist's WAN profile (entries are on several continents)
 // and tunes it; each value's reason is at its Default constant in config.go.
 func (g *Gossip) memberlistConfig() (*memberlist.Config, error) {
@@ -107,19 +122,24 @@ func (g *Gossip) memberlistConfig() (*memberlist.Config, error) {
 	host, port, _ := splitHostPort(c.BindAddr) // validated
 	if host == "" {
 		host = "0.0.0.0"
+	} else if net.ParseIP(host) == nil {
+		// memberlist binds every interface for a name it cannot parse as an IP: resolve it,
+		// so that --gossip-bind fly-local-6pn:7946 binds the 6PN address only.
+		ip, err := resolveOne(host)
+		if err != nil {
+			return nil, fmt.Errorf("gossip: --gossip-bind %q: %v", c.BindAddr, err)
+		}
+		host = ip
 	}
 	mc.BindAddr, mc.BindPort = host, port
 	mc.AdvertiseAddr, mc.AdvertisePort = "", port
 	if c.AdvertiseAddr != "" {
 		ahost, aport, _ := splitHostPort(c.AdvertiseAddr)
-		ips, err := net.DefaultResolver.LookupIP(context.Background(), "ip", ahost)
-		if ip := net.ParseIP(ahost); ip != nil {
-			ips, err = []net.IP{ip}, nil
-		}
-		if err != nil || len(ips) == 0 {
+		ip, err := resolveOne(ahost)
+		if err != nil {
 			return nil, fmt.Errorf("gossip: --gossip-advertise %q: %v", c.AdvertiseAddr, err)
 		}
-		mc.AdvertiseAddr, mc.AdvertisePort = ips[0].String(), aport
+		mc.AdvertiseAddr, mc.AdvertisePort = ip, aport
 	}
 	mc.UDPBufferSize = c.UDPBufferSize
 	mc.GossipInterval = c.GossipInterval
