@@ -59,7 +59,7 @@ func New(cfg Config) (*Handler, error) {
 		continentRegion: map[string]int{},
 	}
 	h.budget.max = c.MaxBufferedBytes
-	h.met.m.bodyBytes(&h.budget)
+	h.met.m.gauges(h)
 	h.regions = make([]regionState, len(c.Regions))
 	for i, reg := range c.Regions {
 		rs := &h.regions[i]
@@ -163,11 +163,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"Too many requests in flight at this entry; try again shortly.", reqID)
 		return
 	}
-	h.met.m.Inflight.Inc()
-	defer func() {
-		h.inflight.Add(-1)
-		h.met.m.Inflight.Dec()
-	}()
+	defer h.inflight.Add(-1)
 
 	body, err := prepareBody(r, h.cfg.BodyBuffer, &h.budget)
 	if err != nil {

@@ -15,9 +15,8 @@ type Metrics struct {
 	Attempts         *prometheus.CounterVec   // by region and class (an attempt's outcome)
 	UpstreamSeconds  *prometheus.HistogramVec // time to an answer head, by region
 	UnknownHome      prometheus.Counter       // Fenec-Home naming a region not configured
-	Inflight         prometheus.Gauge
-	BodiesStreamed   prometheus.Counter // request bodies longer than --body-buffer, streamed to one router
-	BodiesSqueezed   prometheus.Counter // bodies short enough to keep, streamed because MaxBufferedBytes was spent
+	BodiesStreamed   prometheus.Counter       // request bodies longer than --body-buffer, streamed to one router
+	BodiesSqueezed   prometheus.Counter       // bodies short enough to keep, streamed because MaxBufferedBytes was spent
 	reg              prometheus.Registerer
 	IdleConnsDropped prometheus.Counter // connections closed because the idle pool of their router was full
 }
@@ -45,9 +44,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		UnknownHome: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_unknown_home_total", Help: "Fenec-Home answers naming a region that is not configured (ignored).",
 		}),
-		Inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "fenec_entry_inflight_requests", Help: "Requests in flight (bounded by --max-inflight).",
-		}),
 		BodiesStreamed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_bodies_streamed_total", Help: "Request bodies longer than --body-buffer, streamed to one router.",
 		}),
@@ -61,21 +57,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Requests, m.HomeLookups, m.Relays, m.Attempts, m.UpstreamSeconds,
-			m.UnknownHome, m.Inflight, m.BodiesStreamed, m.BodiesSqueezed, m.IdleConnsDropped)
+			m.UnknownHome, m.BodiesStreamed, m.BodiesSqueezed, m.IdleConnsDropped)
 	}
 	m.reg = reg
 	return m
 }
 
-// bodyBytes exports the body budget in use as fenec_entry_body_buffer_bytes.
-func (m *Metrics) bodyBytes(b *bodyBudget) {
+// gauges exports the handler's own counters, read at scrape time so that a request updates
+// a plain atomic and nothing more: requests in flight and body bytes held.
+func (m *Metrics) gauges(h *Handler) {
 	if m == nil || m.reg == nil {
 		return
 	}
 	m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fenec_entry_body_buffer_bytes",
 		Help: "Request body bytes held in memory for retries (bounded by the body budget).",
-	}, func() float64 { return float64(b.used.Load()) }))
+	}, func() float64 { return float64(h.budget.used.Load()) }))
+	m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fenec_entry_inflight_requests",
+		Help: "Requests in flight (bounded by --max-inflight).",
+	}, func() float64 { return float64(h.inflight.Load()) }))
 }
 
 // Request outcomes, the label values of fenec_entry_requests_total.

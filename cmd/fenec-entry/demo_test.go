@@ -33,7 +33,7 @@ func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts nine listeners and three gossip nodes")
 	}
-	const offset = 31000
+	const offset = 20000 // every port below 32768, out of the ephemeral range
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errs lockedBuffer
