@@ -269,3 +269,37 @@ type discardWriter struct{ h http.Header }
 func (d discardWriter) Header() http.Header         { return d.h }
 func (d discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (d discardWriter) WriteHeader(int)             {}
+
+func TestTableDigest(t *testing.T) {
+	mk := func() *homes.Table {
+		tb, err := homes.New(homes.Config{Regions: []string{"eu", "us"}, Origin: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tb
+	}
+	a, b := mk(), mk()
+	hs := []homes.Home{
+		{Tenant: "acme", Region: "eu", Version: homes.Version{HLC: 10 << 16, Origin: "n1"}},
+		{Tenant: "globex", Region: "us", Version: homes.Version{HLC: 11 << 16, Origin: "n2"}},
+	}
+	if TableDigest(a) != TableDigest(b) {
+		t.Fatal("empty tables differ")
+	}
+	a.Apply(hs[0])
+	a.Apply(hs[1])
+	if TableDigest(a) == TableDigest(b) {
+		t.Fatal("a table with homes has the empty table's digest")
+	}
+	b.Apply(hs[1])
+	b.Apply(hs[0])
+	if TableDigest(a) != TableDigest(b) {
+		t.Error("the same homes in another order give another digest")
+	}
+	moved := hs[0]
+	moved.Region, moved.Version.HLC = "us", 12<<16
+	b.Apply(moved)
+	if TableDigest(a) == TableDigest(b) {
+		t.Error("a moved home does not change the digest")
+	}
+}

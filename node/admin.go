@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/proxy"
 )
 
@@ -120,6 +121,9 @@ type HomesStatus struct {
 	Evicted       uint64 `json:"evicted"`
 	FeedDropped   uint64 `json:"feed_dropped"`
 	UnknownRegion uint64 `json:"unknown_region"`
+	// Digest is an order-independent digest of the homes held (gossip.TableDigest): entries
+	// whose tables agree show the same one.
+	Digest string `json:"digest"`
 }
 
 // MarkStatus is one live region mark.
@@ -149,6 +153,7 @@ func (n *Node) Status() Status {
 		Homes: HomesStatus{
 			Held: st.Homes, Local: st.Local, Gossip: st.Gossip, Capacity: n.cfg.Homes,
 			Evicted: st.Evicted, FeedDropped: st.FeedDropped, UnknownRegion: st.UnknownRegion,
+			Digest: gossip.TableDigest(n.homes),
 		},
 	}
 	if t := n.startedAt.Load(); t != nil {

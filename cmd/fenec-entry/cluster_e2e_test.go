@@ -46,8 +46,9 @@ func (e *entry) gossipAddr(t *testing.T) string {
 type statusDoc struct {
 	Ready bool `json:"ready"`
 	Homes struct {
-		Held   int `json:"held"`
-		Gossip int `json:"gossip"`
+		Held   int    `json:"held"`
+		Gossip int    `json:"gossip"`
+		Digest string `json:"digest"`
 	} `json:"homes"`
 	Regions []struct {
 		Name   string `json:"name"`
@@ -200,6 +201,9 @@ func TestGossipCluster(t *testing.T) {
 	t.Logf("home learned at A held by B and C after %v", took)
 	if took > time.Second {
 		t.Errorf("home took %v to reach B and C, want within a second", took)
+	}
+	if da, db, dc := a.status(t).Homes.Digest, b.status(t).Homes.Digest, c.status(t).Homes.Digest; da == "" || da != db || da != dc {
+		t.Errorf("table digests differ once the home is everywhere: a %s b %s c %s", da, db, dc)
 	}
 	before := euDirect()
 	for _, e := range []*clusterEntry{b, c} {
