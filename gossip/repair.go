@@ -134,6 +134,7 @@ func (s *Sync) serveDigest(w http.ResponseWriter, r *http.Request) {
 // pullRequest is the body of POST /_gossip/pull: msgpack [wireVersion, bitmap], the bitmap
 // digestBuckets/8 bytes, bit b (byte b/8, bit b%8) set for each bucket wanted.
 type pullRequest struct {
+	//lint:ignore U1000 read by msgpack through its tag: encode the struct as an array
 	_msgpack struct{} `msgpack:",as_array"`
 	Version  int
 	Buckets  []byte

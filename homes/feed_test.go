@@ -43,7 +43,7 @@ func TestFeedFullDrops(t *testing.T) {
 
 func TestChangesIsOneChannel(t *testing.T) {
 	tbl, _ := newTestTable(t, nil)
-	if tbl.Changes() != tbl.Changes() {
+	if a, b := tbl.Changes(), tbl.Changes(); a != b {
 		t.Error("Changes returns a different channel on each call")
 	}
 }

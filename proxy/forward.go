@@ -118,8 +118,6 @@ type attemptResult struct {
 	home  string
 }
 
-var aLongTimeAgo = time.Unix(1, 0)
-
 // attempt sends the request to one router and reads the answer head.
 func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) attemptResult {
 	ctx := r.Context()

@@ -107,12 +107,11 @@ type exchange struct {
 	body      reqBody
 
 	// for the log line
-	region  int // -1: none asked
-	router  *router
-	status  int
-	result  string
-	tries   int
-	lastOut outcome
+	region int // -1: none asked
+	router *router
+	status int
+	result string
+	tries  int
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

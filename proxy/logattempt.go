@@ -12,7 +12,6 @@ func (h *Handler) logAttempt(r *http.Request, x *exchange, rt *router, at attemp
 		status = at.resp.StatusCode
 	}
 	rt.state.record(at.out, status, h.cfg.Now().UnixNano())
-	x.lastOut = at.out
 	switch at.out {
 	case outAnswer, outHome5xx, outCanceled:
 		return

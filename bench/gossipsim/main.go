@@ -21,32 +21,31 @@ import (
 )
 
 type flags struct {
-	nodes        int
-	rate         float64
-	duration     time.Duration
-	minLat       time.Duration
-	maxLat       time.Duration
-	loss         float64
-	seed         int64
-	repair       time.Duration
-	drain        time.Duration
-	settle       time.Duration
-	idle         time.Duration
-	poll         time.Duration
-	failDetect   time.Duration
-	eventSize    int
-	gossipNodes  int
-	gossipIntvl  time.Duration
-	flushIntvl   time.Duration
-	maxPerFlush  int
-	queueHigh    int
-	queueLow     int
-	retransmit   int
-	serfHomes    bool
-	copies       int
-	copyIntvl    time.Duration
-	maxFlush     time.Duration
-	verboseStats bool
+	nodes       int
+	rate        float64
+	duration    time.Duration
+	minLat      time.Duration
+	maxLat      time.Duration
+	loss        float64
+	seed        int64
+	repair      time.Duration
+	drain       time.Duration
+	settle      time.Duration
+	idle        time.Duration
+	poll        time.Duration
+	failDetect  time.Duration
+	eventSize   int
+	gossipNodes int
+	gossipIntvl time.Duration
+	flushIntvl  time.Duration
+	maxPerFlush int
+	queueHigh   int
+	queueLow    int
+	retransmit  int
+	serfHomes   bool
+	copies      int
+	copyIntvl   time.Duration
+	maxFlush    time.Duration
 }
 
 func main() {
