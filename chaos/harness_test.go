@@ -469,8 +469,8 @@ type statusDoc struct {
 		Marked bool   `json:"marked"`
 	} `json:"regions"`
 	Marks []struct {
-		Region string `json:"region"`
-		Kind   string `json:"kind"`
+		Region   string `json:"region"`
+		Observer string `json:"observer"`
 	} `json:"marks"`
 	Members []struct {
 		Name  string `json:"name"`

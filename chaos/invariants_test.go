@@ -203,8 +203,8 @@ func (h *harness) converge(s *summary, w *convergeWatch, within time.Duration) t
 // which relays). Only the first request of a pair tells, since it teaches the entry; tenants
 // whose home region is still marked at an entry are skipped (a mark reorders).
 func (h *harness) probeTables(s *summary) {
-	// Read marks expire after --read-backoff; write marks last until a router of the region
-	// answers anywhere. Wait for both to go.
+	// A failing region is asked first again by reads after --read-backoff, and its mark ends
+	// when a router of it answers anywhere. Wait for the marks to go.
 	var marks []string
 	deadline := time.Now().Add(readBackoff + 5*time.Second)
 	for {
@@ -216,7 +216,7 @@ func (h *harness) probeTables(s *summary) {
 				continue
 			}
 			for _, m := range st.Marks {
-				marks = append(marks, e.name+":"+m.Region+"/"+m.Kind)
+				marks = append(marks, e.name+":"+m.Region+"/by "+m.Observer)
 			}
 		}
 		if len(marks) == 0 || time.Now().After(deadline) {

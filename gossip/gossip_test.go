@@ -171,16 +171,18 @@ func TestMarksAndClearsTravel(t *testing.T) {
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	us, _ := a.table.RegionID("us")
 	eu, _ := a.table.RegionID("eu")
-	a.table.Mark(us, homes.MarkWrite)
-	a.table.Mark(eu, homes.MarkRead)
+	a.table.Mark(us)
+	a.table.Mark(eu)
 	eventually(t, 3*time.Second, "marks at b and c", func() bool {
-		return b.table.Marked(us) && c.table.Marked(us) && b.table.Marked(eu) && c.table.Marked(eu)
+		return b.table.Marked(us, homes.Lenient) && c.table.Marked(us, homes.Lenient) &&
+			b.table.Marked(eu, homes.Strict) && c.table.Marked(eu, homes.Strict)
 	})
 	// A clear observed at c ends the marks everywhere.
 	c.table.Clear(us)
 	c.table.Clear(eu)
 	eventually(t, 3*time.Second, "clears at a and b", func() bool {
-		return !a.table.Marked(us) && !b.table.Marked(us) && !a.table.Marked(eu) && !b.table.Marked(eu)
+		return !a.table.Marked(us, homes.Strict) && !b.table.Marked(us, homes.Strict) &&
+			!a.table.Marked(eu, homes.Strict) && !b.table.Marked(eu, homes.Strict)
 	})
 	if got := testutil.ToFloat64(b.g.m.marksApplied); got != 4 {
 		t.Errorf("b applied %v marks and clears, want 4", got)
@@ -288,7 +290,7 @@ func TestInvalidEventsChangeNothing(t *testing.T) {
 	future := homes.Version{HLC: uint64(now.Add(time.Hour).UnixMilli()) << 16, Origin: "a"}
 	e := newEncoder("a", DefaultEventSizeLimit)
 	bad, err := e.encode(
-		[]homes.Mark{{Region: "mars", Kind: homes.MarkWrite, Observer: "a", Version: ver}},
+		[]homes.Mark{{Region: "mars", Observer: "a", At: now, Version: ver}},
 		[]homes.Home{
 			{Tenant: "x/y", Region: "eu", Version: ver},
 			{Tenant: "acme", Region: "mars", Version: ver},

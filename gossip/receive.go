@@ -89,12 +89,11 @@ func (r *receiver) apply(payload []byte) {
 		}
 		if r.table.ApplyMark(m) {
 			r.m.marksApplied.Inc()
-			what := "region marked by a peer"
+			what := "region failure heard from a peer"
 			if m.Clear {
-				what = "region cleared by a peer"
+				what = "region clear heard from a peer"
 			}
-			r.log.Info().Str("region", m.Region).Str("observer", m.Observer).Bool("write", m.Kind == homes.MarkWrite && !m.Clear).
-				Msg(what)
+			r.log.Info().Str("region", m.Region).Str("observer", m.Observer).Time("at", m.At).Msg(what)
 		}
 	}
 	now := r.now()

@@ -20,11 +20,11 @@ import (
 //     its tenant; a bucket's sum is the sum mod 2^64 of a 64-bit hash of (tenant, region,
 //     version) of each of its homes, so it depends on the set of homes, not on the order they
 //     were inserted in, and two tables agree on a bucket exactly when (but for a 2^-64 chance)
-//     they hold the same homes in it. A last sum covers the live marks (region, kind, clear,
-//     version; not the expiry, which each entry caps by its own clock).
+//     they hold the same homes in it. A last sum covers the marks: each region's latest failure
+//     and latest clear (region, clear or not, version).
 //  2. It computes its own digest and compares; equal digests end the round, with no homes sent.
 //  3. POST /_gossip/pull with the bitmap of the differing buckets: the peer streams back the
-//     homes of those buckets and all its live marks (they are few), sealed like a snapshot;
+//     homes of those buckets and all its marks (at most two a region), sealed like a snapshot;
 //     each is validated and applied with Apply/ApplyMark, which keep only what is newer.
 //
 // Why it converges: after A pulls from B, A holds for each differing bucket the newer of its
@@ -32,11 +32,12 @@ import (
 // bucket is the union under that order; when B then pulls from A it gets the same union. Any
 // pair that differs is repaired by two pulls, and since every entry pulls from a random peer
 // each round, a lost home spreads like gossip: in O(log N) rounds to all N entries. A home
-// learned meanwhile only makes a bucket differ again in the next round. Two limits: a table at
+// learned meanwhile only makes a bucket differ again in the next round. A limit: a table at
 // capacity keeps what it inserted last, so full tables that hold different sets of tenants
-// keep differing (each round then re-sends those buckets; bounded by the stream bound); and
-// a clear lost by gossip is not repaired, because homes.Table exposes only live marks (a peer
-// that missed a clear keeps its write mark until the next clear of that region).
+// keep differing (each round then re-sends those buckets; bounded by the stream bound).
+// Marks are repaired like homes: a region's latest failure and latest clear are registers
+// that only move to a newer version, so a clear that gossip lost arrives with the next pull
+// and ends the failure it is newer than.
 //
 // Cost per round, on each side: one digest (one Range over the table: see
 // BenchmarkRepairDigest: 10-12 ms at 50,000 homes on a 2-core VM, one 2 KB allocation), ~2.4 KB
@@ -98,7 +99,7 @@ func bucketOf(tenant string) int { return int(mix64(fnvStr(fnvOffset, tenant)) %
 
 func markHash(m homes.Mark) uint64 {
 	x := fnvStr(fnvOffset, m.Region)
-	x = fnvU64(x, uint64(m.Kind)<<1|b2u(m.Clear))
+	x = fnvU64(x, b2u(m.Clear))
 	x = fnvU64(x, m.Version.HLC)
 	return mix64(fnvStr(x, m.Version.Origin))
 }
@@ -185,7 +186,7 @@ func (s *Sync) servePull(w http.ResponseWriter, r *http.Request) {
 // RepairResult is what one repair round did.
 type RepairResult struct {
 	Buckets      int  // digest buckets that differed
-	MarksDiffer  bool // the live marks differed
+	MarksDiffer  bool // the marks (latest failures and clears) differed
 	Homes        int  // homes received
 	HomesApplied int  // of which newer than what this table held
 	MarksApplied int
@@ -193,7 +194,7 @@ type RepairResult struct {
 }
 
 // Repair runs one anti-entropy round against peer: it compares digests and pulls the
-// differing buckets (and the live marks), applying what is newer. With equal digests it
+// differing buckets (and the marks), applying what is newer. With equal digests it
 // transfers no homes. Bounded by SyncConfig.Timeout. Safe to call concurrently with Run.
 func (s *Sync) Repair(ctx context.Context, peer Peer) (res RepairResult, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)

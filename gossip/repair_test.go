@@ -33,7 +33,7 @@ func TestRepairConverges(t *testing.T) {
 			b.table.Apply(homes.Home{Tenant: fmt.Sprintf("tenant-%d", i), Region: "us", Version: newerB})
 		}
 	}
-	a.table.Mark(2, homes.MarkWrite)
+	a.table.Mark(2)
 
 	ra, err := a.sync.Repair(context.Background(), b.peer())
 	if err != nil {
@@ -58,8 +58,8 @@ func TestRepairConverges(t *testing.T) {
 			t.Errorf("tenant-%d: %v, want %v", i, h.Version, want)
 		}
 	}
-	if !b.table.Marked(2) {
-		t.Error("a's write mark did not reach b")
+	if !b.table.Marked(2, homes.Strict) {
+		t.Error("a's failure of ap did not reach b")
 	}
 	if ra.HomesApplied != 700+50 || ra.Buckets == 0 || ra.Homes >= 4200 {
 		t.Errorf("a's pull: %+v, want 750 applied from a subset of buckets", ra)
@@ -301,5 +301,38 @@ func TestTableDigest(t *testing.T) {
 	b.Apply(moved)
 	if TableDigest(a) == TableDigest(b) {
 		t.Error("a moved home does not change the digest")
+	}
+}
+
+// TestRepairMendsALostClear pins that marks are repaired like homes: b heard eu fail but not
+// the clear that followed (gossip lost it), and is mended by one repair round, which also
+// brings it a failure it missed.
+func TestRepairMendsALostClear(t *testing.T) {
+	ms := newMembers("a", "b")
+	a, b := newSyncNode(t, "a", ms), newSyncNode(t, "b", ms)
+	v := ver(-time.Minute, 0, "o")
+	fill(a.table, 0, 100, v)
+	fill(b.table, 0, 100, v)
+	a.table.Mark(0)
+	for _, m := range a.table.Marks() { // b hears eu's failure...
+		b.table.ApplyMark(m)
+	}
+	a.table.Clear(0) // ...and not its clear
+	a.table.Mark(2)  // nor ap's failure
+	if !b.table.Marked(0, homes.Strict) || b.table.Marked(2, homes.Strict) {
+		t.Fatal("setup: b should hold eu's failure only")
+	}
+	res, err := b.sync.Repair(context.Background(), a.peer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.MarksDiffer || res.Buckets != 0 || res.MarksApplied != 2 {
+		t.Errorf("repair %+v, want the marks to differ and 2 applied (eu's clear, ap's failure), no bucket", res)
+	}
+	if b.table.Marked(0, homes.Strict) || !b.table.Marked(2, homes.Strict) {
+		t.Errorf("after repair b fails %#b, want ap only", b.table.Failing())
+	}
+	if res, err := b.sync.Repair(context.Background(), a.peer()); err != nil || res.MarksDiffer {
+		t.Errorf("second repair %+v %v: want in sync", res, err)
 	}
 }

@@ -478,7 +478,7 @@ func (s *Sync) applyBlock(hs []homes.Home, ms []homes.Mark, got *received) {
 	}
 }
 
-// Fetch streams peer's whole table (homes, then live marks) and applies every valid home and
+// Fetch streams peer's whole table (homes, then every region's latest failure and clear) and applies every valid home and
 // mark that is newer than what this table holds, as each sealed block arrives. It returns how
 // many changed the table and how many were invalid (counted, skipped). An error (the peer
 // refused, did not prove the key, the stream broke, was truncated or over its bound: 2×Capacity

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -22,16 +23,20 @@ func TestSnapshotJoinerGetsFullTable(t *testing.T) {
 	for i := range 10 { // and some heard at a itself
 		a.table.Learn(fmt.Sprintf("local-%d", i), i%3)
 	}
-	a.table.Mark(0, homes.MarkWrite)
-	a.table.Mark(1, homes.MarkRead)
+	a.table.Mark(0)
+	a.table.Mark(1)
+	a.table.Clear(1)
 
 	applied, invalid, err := b.sync.Fetch(context.Background(), a.peer())
-	if err != nil || invalid != 0 || applied != 10000+2 {
-		t.Fatalf("Fetch: applied %d, invalid %d, %v; want 10002, 0, nil", applied, invalid, err)
+	if err != nil || invalid != 0 || applied != 10000+3 {
+		t.Fatalf("Fetch: applied %d, invalid %d, %v; want 10003 (homes, 2 failures, a clear), 0, nil", applied, invalid, err)
 	}
 	equalTables(t, a.table, b.table)
-	if !b.table.Marked(0) || !b.table.Marked(1) || b.table.Marked(2) {
-		t.Errorf("marks at b: %v %v %v, want true true false", b.table.Marked(0), b.table.Marked(1), b.table.Marked(2))
+	if got := b.table.Failing(); got != 1 {
+		t.Errorf("failing regions at b: %#b, want eu only (us failed, then cleared)", got)
+	}
+	if !reflect.DeepEqual(b.table.Marks(), a.table.Marks()) {
+		t.Errorf("marks at b %+v, want a's %+v", b.table.Marks(), a.table.Marks())
 	}
 	if got := a.served("snapshot", "ok"); got != 1 {
 		t.Errorf("served ok = %d", got)

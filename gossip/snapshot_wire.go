@@ -94,10 +94,10 @@ func (m *streamMAC) home(h homes.Home) {
 func (m *streamMAC) mark(mk homes.Mark) {
 	m.kind(recMark)
 	m.str(mk.Region)
-	m.uint(uint64(mk.Kind))
+	m.uint(0) // an older entry's mark kind
 	m.uint(b2u(mk.Clear))
 	m.str(mk.Observer)
-	m.uint(uint64(expiresNano(mk.Expires)))
+	m.uint(uint64(timeNano(mk.At)))
 	m.uint(mk.Version.HLC)
 	m.str(mk.Version.Origin)
 	m.end()
@@ -110,7 +110,7 @@ func b2u(b bool) uint64 {
 	return 0
 }
 
-func expiresNano(t time.Time) int64 {
+func timeNano(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
@@ -154,8 +154,8 @@ func (w *streamWriter) home(h homes.Home) error {
 
 func (w *streamWriter) mark(m homes.Mark) error {
 	w.mac.mark(m)
-	if err := w.enc.EncodeMulti(encArray(8), recMark, m.Region, uint8(m.Kind), m.Clear, m.Observer,
-		expiresNano(m.Expires), m.Version.HLC, m.Version.Origin); err != nil {
+	if err := w.enc.EncodeMulti(encArray(8), recMark, m.Region, uint8(0), m.Clear, m.Observer,
+		timeNano(m.At), m.Version.HLC, m.Version.Origin); err != nil {
 		return err
 	}
 	w.marks++
@@ -371,23 +371,21 @@ func (r *streamReader) mark(m *homes.Mark) error {
 	if m.Region, err = r.str(); err != nil {
 		return err
 	}
-	k, err := r.dec.DecodeUint8()
-	if err != nil {
+	if _, err := r.dec.DecodeUint8(); err != nil { // an older entry's mark kind
 		return err
 	}
-	m.Kind = homes.MarkKind(k)
 	if m.Clear, err = r.dec.DecodeBool(); err != nil {
 		return err
 	}
 	if m.Observer, err = r.str(); err != nil {
 		return err
 	}
-	exp, err := r.dec.DecodeInt64()
+	at, err := r.dec.DecodeInt64()
 	if err != nil {
 		return err
 	}
-	if exp != 0 {
-		m.Expires = time.Unix(0, exp)
+	if at != 0 {
+		m.At = time.Unix(0, at)
 	}
 	if m.Version.HLC, err = r.dec.DecodeUint64(); err != nil {
 		return err

@@ -12,10 +12,9 @@ import (
 // Limits on what a peer may send. Anything outside them is counted and
 // dropped, never applied.
 const (
-	maxTenantLen = 255              // as the request path allows
-	maxNodeName  = 128              // an origin or observer name
-	maxFuture    = time.Minute      // a version this far ahead of our clock is refused
-	maxMarkTTL   = 10 * time.Minute // a read mark may not claim to last longer than this
+	maxTenantLen = 255         // as the request path allows
+	maxNodeName  = 128         // an origin or observer name
+	maxFuture    = time.Minute // a version this far ahead of our clock is refused
 )
 
 var errInvalid = errors.New("invalid")
@@ -52,8 +51,8 @@ func (v *Validator) Home(h homes.Home) error {
 	return v.version(h.Version)
 }
 
-// Mark returns nil if m may be applied: a configured region, an observer, a
-// sane expiry for read marks, a version not absurdly in the future.
+// Mark returns nil if m may be applied: a configured region, an observer, a time, a version
+// not absurdly in the future.
 func (v *Validator) Mark(m homes.Mark) error {
 	if !v.regions[m.Region] {
 		return fmt.Errorf("%w: mark of unknown region %q", errInvalid, m.Region)
@@ -61,16 +60,8 @@ func (v *Validator) Mark(m homes.Mark) error {
 	if m.Observer == "" || len(m.Observer) > maxNodeName {
 		return fmt.Errorf("%w: mark observer", errInvalid)
 	}
-	if !m.Clear {
-		switch m.Kind {
-		case homes.MarkRead:
-			if m.Expires.IsZero() || m.Expires.After(v.now().Add(maxMarkTTL)) {
-				return fmt.Errorf("%w: read mark expiry %v", errInvalid, m.Expires)
-			}
-		case homes.MarkWrite:
-		default:
-			return fmt.Errorf("%w: mark kind %d", errInvalid, m.Kind)
-		}
+	if m.At.IsZero() || m.At.After(v.now().Add(maxFuture)) {
+		return fmt.Errorf("%w: mark time %v", errInvalid, m.At)
 	}
 	return v.version(m.Version)
 }

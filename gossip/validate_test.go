@@ -41,15 +41,14 @@ func TestValidator(t *testing.T) {
 		m    homes.Mark
 		ok   bool
 	}{
-		{"read", homes.Mark{Region: "eu", Kind: homes.MarkRead, Observer: "a", Expires: now.Add(10 * time.Second), Version: ver}, true},
-		{"write", homes.Mark{Region: "eu", Kind: homes.MarkWrite, Observer: "a", Version: ver}, true},
-		{"clear", homes.Mark{Region: "us", Clear: true, Observer: "a", Version: ver}, true},
-		{"unknown region", homes.Mark{Region: "ap", Kind: homes.MarkWrite, Observer: "a", Version: ver}, false},
-		{"no observer", homes.Mark{Region: "eu", Kind: homes.MarkWrite, Version: ver}, false},
-		{"read without expiry", homes.Mark{Region: "eu", Kind: homes.MarkRead, Observer: "a", Version: ver}, false},
-		{"read for an hour", homes.Mark{Region: "eu", Kind: homes.MarkRead, Observer: "a", Expires: now.Add(time.Hour), Version: ver}, false},
-		{"bad kind", homes.Mark{Region: "eu", Kind: 9, Observer: "a", Version: ver}, false},
-		{"far future", homes.Mark{Region: "eu", Kind: homes.MarkWrite, Observer: "a", Version: future}, false},
+		{"failure", homes.Mark{Region: "eu", Observer: "a", At: now, Version: ver}, true},
+		{"clear", homes.Mark{Region: "us", Clear: true, Observer: "a", At: now, Version: ver}, true},
+		{"unknown region", homes.Mark{Region: "ap", Observer: "a", At: now, Version: ver}, false},
+		{"no observer", homes.Mark{Region: "eu", At: now, Version: ver}, false},
+		{"no time", homes.Mark{Region: "eu", Observer: "a", Version: ver}, false},
+		{"time an hour ahead", homes.Mark{Region: "eu", Observer: "a", At: now.Add(time.Hour), Version: ver}, false},
+		{"far future version", homes.Mark{Region: "eu", Observer: "a", At: now, Version: future}, false},
+		{"no version", homes.Mark{Region: "eu", Observer: "a", At: now}, false},
 	}
 	for _, row := range markRows {
 		err := v.Mark(row.m)

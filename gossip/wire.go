@@ -46,14 +46,16 @@ type wireHome struct {
 	O string `msgpack:"o,omitempty"`
 }
 
-// wireMark is a homes.Mark on the wire. B (observer) and O (version origin) are empty when
-// they are the sender; X is the expiry in unix milliseconds, 0 for none.
+// wireMark is a homes.Mark (a region's failure or clear) on the wire. B (observer) and O
+// (version origin) are empty when they are the sender; W is when it happened, unix
+// milliseconds on the observer's clock. K and X are no longer sent (an older entry's mark
+// kind and read-mark expiry): an older entry ignores a failure without a kind, and a mark
+// from one is dated by its version.
 type wireMark struct {
 	R string `msgpack:"r"`
-	K uint8  `msgpack:"k,omitempty"`
 	C bool   `msgpack:"c,omitempty"`
 	B string `msgpack:"b,omitempty"`
-	X int64  `msgpack:"x,omitempty"`
+	W int64  `msgpack:"w,omitempty"`
 	V uint64 `msgpack:"v"`
 	O string `msgpack:"o,omitempty"`
 }
@@ -68,7 +70,7 @@ type wireBatch struct {
 // even a small event compresses.
 var flateDict = func() []byte {
 	b, _ := msgpack.Marshal(wireBatch{
-		M: []wireMark{{R: "eu", K: 1, V: 1 << 56, X: 1 << 42}},
+		M: []wireMark{{R: "eu", W: 1 << 42, V: 1 << 56}},
 		H: []wireHome{{T: "tenant", R: "us", V: 1 << 56}, {T: "tenant", R: "ap", V: 1 << 56, O: "node"}},
 	})
 	return b
@@ -91,34 +93,31 @@ func (w wireHome) home(sender string) homes.Home {
 }
 
 func toWireMark(m homes.Mark, sender string) wireMark {
-	w := wireMark{R: m.Region, K: uint8(m.Kind), C: m.Clear, V: m.Version.HLC}
+	w := wireMark{R: m.Region, C: m.Clear, V: m.Version.HLC}
 	if m.Observer != sender {
 		w.B = m.Observer
 	}
 	if m.Version.Origin != sender {
 		w.O = m.Version.Origin
 	}
-	if !m.Expires.IsZero() {
-		// Rounded up: a mark never ends before its observer meant it to.
-		w.X = (m.Expires.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
-	}
-	if m.Clear {
-		w.K = 0
+	if !m.At.IsZero() {
+		w.W = m.At.UnixMilli()
 	}
 	return w
 }
 
 func (w wireMark) mark(sender string) homes.Mark {
-	m := homes.Mark{Region: w.R, Kind: homes.MarkKind(w.K), Clear: w.C, Observer: w.B,
-		Version: homes.Version{HLC: w.V, Origin: w.O}}
+	m := homes.Mark{Region: w.R, Clear: w.C, Observer: w.B, Version: homes.Version{HLC: w.V, Origin: w.O}}
 	if m.Observer == "" {
 		m.Observer = sender
 	}
 	if m.Version.Origin == "" {
 		m.Version.Origin = sender
 	}
-	if w.X != 0 {
-		m.Expires = time.UnixMilli(w.X)
+	if w.W != 0 {
+		m.At = time.UnixMilli(w.W)
+	} else {
+		m.At = m.Version.Time()
 	}
 	return m
 }

@@ -131,9 +131,9 @@ func TestMarksFirstAndRoundTrip(t *testing.T) {
 	now := time.Now()
 	ver := homes.Version{HLC: uint64(now.UnixMilli()) << 16, Origin: "entry-a"}
 	marks := []homes.Mark{
-		{Region: "eu", Kind: homes.MarkRead, Observer: "entry-a", Expires: now.Add(10 * time.Second).Truncate(time.Millisecond), Version: ver},
-		{Region: "us", Kind: homes.MarkWrite, Observer: "entry-c", Version: homes.Version{HLC: ver.HLC + 1, Origin: "entry-c"}},
-		{Region: "us", Clear: true, Observer: "entry-a", Version: homes.Version{HLC: ver.HLC + 2, Origin: "entry-a"}},
+		{Region: "eu", Observer: "entry-a", At: now.Truncate(time.Millisecond), Version: ver},
+		{Region: "us", Observer: "entry-c", At: now.Add(-time.Second).Truncate(time.Millisecond), Version: homes.Version{HLC: ver.HLC + 1, Origin: "entry-c"}},
+		{Region: "us", Clear: true, Observer: "entry-a", At: now.Add(time.Second).Truncate(time.Millisecond), Version: homes.Version{HLC: ver.HLC + 2, Origin: "entry-a"}},
 	}
 	hs := typicalHomes(100, "entry-a")
 	e := newEncoder("entry-a", DefaultEventSizeLimit)
@@ -149,10 +149,10 @@ func TestMarksFirstAndRoundTrip(t *testing.T) {
 		t.Fatalf("sender %q, %d homes", sender, len(gotH))
 	}
 	for i := range marks {
-		if !gotM[i].Expires.Equal(marks[i].Expires) {
-			t.Errorf("mark %d expires %v, want %v", i, gotM[i].Expires, marks[i].Expires)
+		if !gotM[i].At.Equal(marks[i].At) {
+			t.Errorf("mark %d at %v, want %v", i, gotM[i].At, marks[i].At)
 		}
-		gotM[i].Expires, marks[i].Expires = time.Time{}, time.Time{}
+		gotM[i].At, marks[i].At = time.Time{}, time.Time{}
 		if gotM[i] != marks[i] {
 			t.Errorf("mark %d: got %+v, want %+v", i, gotM[i], marks[i])
 		}

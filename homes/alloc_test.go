@@ -9,8 +9,7 @@ import (
 func TestHotPathAllocs(t *testing.T) {
 	tbl, _ := newTestTable(t, nil)
 	tbl.Learn("acme", us)
-	tbl.Mark(ap, MarkRead)
-	tbl.Mark(us, MarkWrite)
+	tbl.Mark(ap)
 	tenant := string([]byte("acme")) // not the stored string
 	tests := map[string]func(){
 		"Lookup hit":              func() { tbl.Lookup(tenant) },
@@ -18,12 +17,12 @@ func TestHotPathAllocs(t *testing.T) {
 		"Get hit":                 func() { tbl.Get(tenant) },
 		"Learn same region":       func() { tbl.Learn(tenant, us) },
 		"LearnName same region":   func() { tbl.LearnName(tenant, "us") },
-		"Marked unmarked":         func() { tbl.Marked(eu) },
-		"Marked read mark":        func() { tbl.Marked(ap) },
-		"Marked write mark":       func() { tbl.Marked(us) },
-		"Clear unmarked":          func() { tbl.Clear(eu) },
-		"Mark write over write":   func() { tbl.Mark(us, MarkWrite) },
-		"Mark read, same instant": func() { tbl.Mark(ap, MarkRead) },
+		"Marked not failing":      func() { tbl.Marked(eu, Lenient) },
+		"Marked failing, lenient": func() { tbl.Marked(ap, Lenient) },
+		"Marked failing, strict":  func() { tbl.Marked(ap, Strict) },
+		"MarkedSet":               func() { tbl.MarkedSet(Lenient) },
+		"Clear not failing":       func() { tbl.Clear(eu) },
+		"Mark failing again":      func() { tbl.Mark(ap) },
 		"Stats":                   func() { tbl.Stats() },
 	}
 	for name, fn := range tests {
@@ -33,7 +32,7 @@ func TestHotPathAllocs(t *testing.T) {
 			}
 		})
 	}
-	if c := drain(tbl); len(c) != 3 {
-		t.Errorf("%d changes on the feed, want the 3 of the setup", len(c))
+	if c := drain(tbl); len(c) != 2 {
+		t.Errorf("%d changes on the feed, want the 2 of the setup", len(c))
 	}
 }

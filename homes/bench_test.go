@@ -111,25 +111,27 @@ func BenchmarkLearnNew(b *testing.B) {
 
 func BenchmarkMarked(b *testing.B) {
 	tbl, _ := benchTable(b)
-	tbl.Mark(us, MarkRead)
-	tbl.Mark(ap, MarkWrite)
-	for name, region := range map[string]int{"unmarked": eu, "read": us, "write": ap} {
+	tbl.Mark(us)
+	for name, c := range map[string]struct {
+		region int
+		req    Planned
+	}{"unmarked": {eu, Lenient}, "failing, lenient": {us, Lenient}, "failing, strict": {us, Strict}} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				tbl.Marked(region)
+				tbl.Marked(c.region, c.req)
 			}
 		})
 	}
 }
 
-// BenchmarkMarkedSet is every region's mark in one call (3 regions, one read-marked).
+// BenchmarkMarkedSet is every region's mark in one call (3 regions, one failing), for a read.
 func BenchmarkMarkedSet(b *testing.B) {
 	tbl, _ := benchTable(b)
-	tbl.Mark(us, MarkRead)
+	tbl.Mark(us)
 	b.ReportAllocs()
 	for b.Loop() {
-		tbl.MarkedSet()
+		tbl.MarkedSet(Lenient)
 	}
 }
 
@@ -151,14 +153,14 @@ func BenchmarkClearUnmarkedParallel(b *testing.B) {
 	})
 }
 
-// BenchmarkMarkReadRepeated is every request failing on the same region: the lock, no feed.
-func BenchmarkMarkReadRepeated(b *testing.B) {
+// BenchmarkMarkRepeated is every request failing on the same region: the lock, no feed.
+func BenchmarkMarkRepeated(b *testing.B) {
 	tbl, _ := benchTable(b)
 	drain(tbl)
 	b.ReportAllocs()
 	start := time.Now()
 	for b.Loop() {
-		tbl.Mark(us, MarkRead)
+		tbl.Mark(us)
 	}
 	// About one change per second of marking, however many marks.
 	if sent, limit := len(drain(tbl)), int(time.Since(start)/time.Second)+2; sent > limit {

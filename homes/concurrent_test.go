@@ -63,11 +63,11 @@ func TestConcurrent(t *testing.T) {
 						t.Errorf("Lookup(%s) = %d", tenant, r)
 					}
 				case 8:
-					tbl.Mark(region, MarkKind(1+rng.IntN(2)))
-					tbl.Marked(region)
+					tbl.Mark(region)
+					tbl.Marked(region, Planned(rng.IntN(2)))
 				case 9:
 					tbl.Clear(region)
-					tbl.ApplyMark(readMark(testRegions[region], int64(i), "e9", time.Second))
+					tbl.ApplyMark(failure(testRegions[region], int64(i), "e9"))
 				case 10:
 					if i%50 == 0 {
 						n := 0

@@ -58,7 +58,7 @@ type Stats struct {
 	FeedDropped   uint64 // changes dropped because the feed was full, since New
 	UnknownRegion uint64 // Learn, LearnName, Apply, ApplyMark naming no configured region, since New
 
-	Marked int // regions marked now
+	Marked int // regions failing now (asked last by plain writes)
 }
 
 // Stats returns the current Stats. It takes no lock and does not allocate.
@@ -71,6 +71,6 @@ func (t *Table) Stats() Stats {
 		FeedDropped:   t.dropped.Load(),
 		UnknownRegion: t.unknown.Load(),
 	}
-	st.Marked = bits.OnesCount64(t.MarkedSet())
+	st.Marked = bits.OnesCount64(t.Failing())
 	return st
 }

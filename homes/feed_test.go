@@ -16,7 +16,7 @@ func TestFeedFullDrops(t *testing.T) {
 				t.Fatalf("Learn of t%d returned false", i)
 			}
 		}
-		tbl.Mark(us, MarkWrite) // marks take the same road
+		tbl.Mark(us) // marks take the same road
 		tbl.Clear(us)
 		if got := tbl.Stats().FeedDropped; got != 5 {
 			t.Errorf("FeedDropped %d, want 5 (3 homes, a mark, a clear)", got)
@@ -51,7 +51,7 @@ func TestChangesIsOneChannel(t *testing.T) {
 func TestKindStrings(t *testing.T) {
 	tests := map[string]fmt.Stringer{
 		"local": SourceLocal, "gossip": SourceGossip, "Source(0)": Source(0),
-		"read": MarkRead, "write": MarkWrite, "MarkKind(9)": MarkKind(9),
+		"lenient": Lenient, "strict": Strict, "Planned(9)": Planned(9),
 		"home": ChangeHome, "mark": ChangeMark, "ChangeKind(0)": ChangeKind(0),
 	}
 	for want, v := range tests {

@@ -8,63 +8,81 @@ import (
 	"unsafe"
 )
 
-// MarkKind is the kind of a region failure mark. The zero MarkKind is no kind (invalid).
-type MarkKind uint8
+// Region failure marks (CONTRACT.md section 4). A region holds two registers, each moving
+// only to a newer Version: its latest failure (a request could get no answer from it) and
+// its latest clear (one of its routers answered). The region is failing while its latest
+// failure is newer than its latest clear. How long a failure counts depends on the request
+// being planned, not on the one that failed:
+//   - a plain write (Strict) asks a failing region last until a clear;
+//   - a read or keyed write (Lenient) asks it last only while the failure is also younger
+//     than ReadBackoff.
+//
+// Because each register keeps the newest it is given and the state is a function of the two,
+// failures and clears delivered in any order, any number of times, end in the same state.
+
+// Planned is the kind of request a plan is for: it decides how long a failure counts.
+type Planned uint8
 
 const (
-	MarkRead  MarkKind = iota + 1 // a read or keyed write got no answer: lasts ReadBackoff
-	MarkWrite                     // a write may have run: lasts until a clear
+	// Lenient is a read (GET, HEAD, OPTIONS) or a keyed write (Idempotency-Key): it can move
+	// on if the region fails again, so a failure counts for ReadBackoff after it happened.
+	Lenient Planned = iota
+	// Strict is any other write: it cannot be sent to a second router once it may have
+	// reached one, so a failure counts until one of the region's routers answers.
+	Strict
 )
 
-func (k MarkKind) String() string {
-	switch k {
-	case MarkRead:
-		return "read"
-	case MarkWrite:
-		return "write"
+func (p Planned) String() string {
+	switch p {
+	case Lenient:
+		return "lenient"
+	case Strict:
+		return "strict"
 	}
-	return fmt.Sprintf("MarkKind(%d)", uint8(k))
+	return fmt.Sprintf("Planned(%d)", uint8(p))
 }
 
-// Mark is a region failure mark, or the clear of a region's marks, as observed by one entry.
-// A region is marked while it has a live read mark (until Expires) or a write mark (until
-// a clear).
+// Mark is a region's failure, or its clear, as one entry observed it.
 type Mark struct {
 	Region   string
-	Kind     MarkKind  // ignored when Clear
-	Clear    bool      // a clear of all the region's marks: a router of it answered
+	Clear    bool      // a router of the region answered; false: the region failed
 	Observer string    // node that saw it
-	Expires  time.Time // read marks: when it ends; zero for write marks and clears
-	Version  Version
+	At       time.Time // when it happened, on the observer's clock
+	Version  Version   // orders failures against clears, across entries
 }
 
-// markResend is how much a local read mark must outlast the one the cluster last heard of
-// before it is sent again: a region failing every request does not flood the feed.
+// markResend is how much newer a local failure must be than the one the cluster last heard
+// of before it is sent again: a region failing every request does not flood the feed (a
+// peer's read backoff then ends at most this much early). The failure is recorded here
+// either way, and repair carries it.
 const markResend = time.Second
 
-// writeBit is set in regionMarks.word while the region has a write mark.
-const writeBit = 1 << 63
+// failingBit is set in regionMarks.word while the region is failing.
+const failingBit = 1 << 63
 
-type markInfo struct {
+type markReg struct {
 	observer string
+	at       int64   // unix ns on the observer's clock
 	version  Version // zero: none
 }
 
-// regionState is one region's marks as three registers that only move to a newer Version:
-// the newest clear, the newest write mark and the newest read mark (with its end). The region
-// is write-marked while the write mark is newer than the clear, read-marked while the read
-// mark is newer than the clear and has not ended. Because each register keeps the newest it
-// is given, any delivery order of the same marks and clears ends in the same state.
+func (r markReg) mark(region string, clear bool) Mark {
+	return Mark{Region: region, Clear: clear, Observer: r.observer, At: time.Unix(0, r.at), Version: r.version}
+}
+
+// regionState is one region's two registers.
 type regionState struct {
-	// word is the region's live marks in one atomic word, so that Marked and Clear need one
-	// load: writeBit, and in the other bits the unix nanoseconds at which the read mark ends
-	// (0: none; it may have passed). Zero: unmarked. Stored only with mu held.
+	// word is what a plan reads, in one atomic load: 0 while the region is not failing, else
+	// failingBit and, in the other bits, the unix ns of the latest failure as this entry
+	// counts it (a peer's time no later than when it arrived here: a peer's clock may be
+	// ahead). Stored only with mu held.
 	word atomic.Uint64
 
-	mu          sync.Mutex // guards the following, and stores to word
-	clear       Version    // newest clear applied or made here
-	read, write markInfo   // newest marks applied or made here, while newer than clear
-	sharedUntil int64      // end of the newest read mark sent or received, unix ns
+	mu       sync.Mutex // guards the following, and stores to word
+	failure  markReg    // newest failure made here or applied
+	clear    markReg    // newest clear made here or applied
+	failedAt int64      // failure's time as counted here (see word)
+	sharedAt int64      // time of the newest failure sent on the feed, unix ns
 }
 
 type regionMarks struct {
@@ -72,137 +90,115 @@ type regionMarks struct {
 	_ [cacheLine - unsafe.Sizeof(regionState{})%cacheLine]byte
 }
 
-// Marked reports whether region has a write mark or an unexpired read mark. Out of range:
-// false. Hot path: lock-free, no allocation; one atomic load when unmarked, plus a clock
-// reading while only a read mark is set.
-func (t *Table) Marked(region int) bool {
-	if uint(region) >= uint(len(t.marks)) {
-		return false
+// updateLocked stores word from the registers.
+func (r *regionMarks) updateLocked() {
+	if r.failure.version.HLC == 0 || !r.clear.version.Less(r.failure.version) {
+		r.word.Store(0)
+		return
 	}
-	w := t.marks[region].word.Load()
+	r.word.Store(failingBit | uint64(max(r.failedAt, 1))&^failingBit)
+}
+
+// counts reports whether word asks its region last for a req planned at now (unix ns).
+func (t *Table) counts(w uint64, req Planned, now func() int64) bool {
 	if w == 0 {
 		return false
 	}
-	return w&writeBit != 0 || t.clock.Now().UnixNano() < int64(w)
+	return req == Strict || now() < int64(w&^failingBit)+t.backoff
 }
 
-// MarkedSet returns the marked regions as a bit set: bit i is Marked(i). One call, and at most
-// one clock reading, for a request that orders every region. Lock-free, no allocation.
-func (t *Table) MarkedSet() uint64 {
+// Marked reports whether a req planned now asks region last. Out of range: false. Hot path:
+// lock-free, no allocation; one atomic load when the region is not failing, plus a clock
+// reading for a Lenient request while it is.
+func (t *Table) Marked(region int, req Planned) bool {
+	if uint(region) >= uint(len(t.marks)) {
+		return false
+	}
+	return t.counts(t.marks[region].word.Load(), req, t.nowNano)
+}
+
+func (t *Table) nowNano() int64 { return t.clock.Now().UnixNano() }
+
+// MarkedSet returns the regions a req planned now asks last, as a bit set: bit i is
+// Marked(i, req). One call, and at most one clock reading, for a request that orders every
+// region. Lock-free, no allocation.
+func (t *Table) MarkedSet(req Planned) uint64 {
 	var set uint64
 	var now int64 // read when first needed
+	clock := func() int64 {
+		if now == 0 {
+			now = t.nowNano()
+		}
+		return now
+	}
 	for i := range t.marks {
-		w := t.marks[i].word.Load()
-		switch {
-		case w == 0:
-		case w&writeBit != 0:
+		if t.counts(t.marks[i].word.Load(), req, clock) {
 			set |= 1 << i
-		default:
-			if now == 0 {
-				now = t.clock.Now().UnixNano()
-			}
-			if now < int64(w) {
-				set |= 1 << i
-			}
 		}
 	}
 	return set
 }
 
-// Mark records that region failed here. A read mark lasts ReadBackoff from now; a write mark
-// lasts until Clear or a peer's clear. It sends a ChangeMark on the feed only when the state
-// changes: a new mark, a write mark over a read mark, or a read mark extended more than a
-// second past the end the cluster last heard of (a local extension under that is kept but
-// not sent). A region already write-marked costs one atomic load; otherwise Mark takes the
-// region's lock. Out-of-range regions and invalid kinds are ignored. It reports whether it
-// sent a change (the caller logs state changes).
-func (t *Table) Mark(region int, kind MarkKind) bool {
-	if uint(region) >= uint(len(t.marks)) || kind != MarkRead && kind != MarkWrite {
+// Failing returns the regions whose latest failure is newer than their latest clear (the
+// regions a Strict request asks last), as a bit set. Lock-free, no allocation.
+func (t *Table) Failing() uint64 { return t.MarkedSet(Strict) }
+
+// Mark records that region failed here now. It sends a ChangeMark on the feed when the
+// region was not failing, or when the failure is more than a second newer than the one last
+// sent (a failure under that is recorded here but not sent). It takes the region's lock; a
+// failing request is rare next to the requests that answer. Out of range: ignored. It reports
+// whether the region was not failing before (the caller logs state changes).
+func (t *Table) Mark(region int) bool {
+	if uint(region) >= uint(len(t.marks)) {
 		return false
 	}
 	r := &t.marks[region]
-	if r.word.Load()&writeBit != 0 {
-		return false // a write mark: nothing a mark adds until it is cleared
+	now := t.nowNano()
+	r.mu.Lock()
+	was := r.word.Load() != 0
+	v := t.newVersion()
+	r.failure = markReg{observer: t.origin, at: now, version: v}
+	r.failedAt = now
+	r.updateLocked()
+	send := !was || now-r.sharedAt > int64(markResend)
+	if send {
+		r.sharedAt = now
 	}
-	m, ok := t.mark(r, region, kind)
-	if ok {
+	m := r.failure.mark(t.regions[region], false)
+	r.mu.Unlock()
+	if send {
 		t.emit(Change{Kind: ChangeMark, Mark: m})
 	}
-	return ok
+	return !was
 }
 
-func (t *Table) mark(r *regionMarks, region int, kind MarkKind) (Mark, bool) {
-	now := t.clock.Now().UnixNano()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	w := r.word.Load()
-	if w&writeBit != 0 {
-		return Mark{}, false
-	}
-	m := Mark{Region: t.regions[region], Kind: kind, Observer: t.origin}
-	if kind == MarkWrite {
-		m.Version = t.newVersion()
-		r.word.Store(w | writeBit)
-		r.write = markInfo{t.origin, m.Version}
-		return m, true
-	}
-	until := max(now+t.backoff, 1)
-	live := now < int64(w)
-	if live && until <= int64(w) {
-		return Mark{}, false
-	}
-	r.word.Store(uint64(until))
-	if live && until-r.sharedUntil <= int64(markResend) {
-		return Mark{}, false // extended here only; the cluster's copy ends soon enough
-	}
-	m.Version, m.Expires = t.newVersion(), time.Unix(0, until)
-	r.read, r.sharedUntil = markInfo{t.origin, m.Version}, until
-	return m, true
-}
-
-// Clear records that a router of region answered here: it ends the region's read and write
-// marks. When the region is unmarked (the common case: Clear follows every successful
-// answer) it is one atomic load: no lock, no clock, no feed entry. It sends a ChangeMark with
-// Clear set only if it ended a live mark; an expired read mark is reset silently.
-// Out of range: ignored. It reports whether it ended a live mark.
+// Clear records that a router of region answered here. When the region is not failing (the
+// common case: Clear follows every answer) it is one atomic load: no lock, no clock, no feed
+// entry. Otherwise it records a clear newer than the failure and sends it on the feed.
+// Out of range: ignored. It reports whether the region was failing.
 func (t *Table) Clear(region int) bool {
 	if uint(region) >= uint(len(t.marks)) || t.marks[region].word.Load() == 0 {
 		return false
 	}
-	m, ok := t.clear(region)
-	if ok {
-		t.emit(Change{Kind: ChangeMark, Mark: m})
-	}
-	return ok
-}
-
-func (t *Table) clear(region int) (Mark, bool) {
 	r := &t.marks[region]
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	w := r.word.Load()
-	if w == 0 {
-		return Mark{}, false
+	if r.word.Load() == 0 {
+		r.mu.Unlock()
+		return false
 	}
-	r.word.Store(0)
-	if w&writeBit == 0 && t.clock.Now().UnixNano() >= int64(w) {
-		return Mark{}, false // the read mark had ended: reset, so the next Clear is one load
-	}
-	m := Mark{Region: t.regions[region], Clear: true, Observer: t.origin, Version: t.newVersion()}
-	r.clear, r.read, r.write, r.sharedUntil = m.Version, markInfo{}, markInfo{}, 0
-	return m, true
+	r.clear = markReg{observer: t.origin, at: t.nowNano(), version: t.newVersion()}
+	r.sharedAt = 0
+	r.updateLocked()
+	m := r.clear.mark(t.regions[region], true)
+	r.mu.Unlock()
+	t.emit(Change{Kind: ChangeMark, Mark: m})
+	return true
 }
 
-// ApplyMark applies a mark or a clear a peer observed and reports whether it did (false:
-// ignored). A clear applies if newer than the region's newest clear: it ends the marks it is
-// newer than, and is kept so that older marks arriving later stay ended. A mark applies if newer than both the region's newest clear and its newest
-// mark of the same kind: a write mark sets the write mark, a read mark replaces the read mark,
-// ending when it says but no later than ReadBackoff from now (a peer's clock may be ahead).
-// Each kind keeps its own newest version, so a newer read mark does not hide an older write
-// mark that no clear has ended, and any delivery order of the same set ends in the same state.
-// Ignored: an unknown region (counted, Stats.UnknownRegion), a read mark already ended, a mark
-// of no valid kind. Like Apply it advances the clock past m.Version, and it sends nothing on
-// the feed.
+// ApplyMark applies a failure or a clear a peer observed, and reports whether it changed a
+// register (false: not newer than what the region holds, or an unknown region, counted in
+// Stats.UnknownRegion). A failure's time is counted no later than now (a peer's clock may be
+// ahead). Like Apply it advances the clock past m.Version, and it sends nothing on the feed.
 func (t *Table) ApplyMark(m Mark) bool {
 	id, ok := t.regionID[m.Region]
 	if !ok {
@@ -210,88 +206,80 @@ func (t *Table) ApplyMark(m Mark) bool {
 		return false
 	}
 	t.hlc.observe(m.Version.HLC)
-	if !m.Clear && m.Kind != MarkRead && m.Kind != MarkWrite {
+	if m.Version.HLC == 0 {
 		return false
 	}
-	var until int64
-	if !m.Clear && m.Kind == MarkRead {
-		now := t.clock.Now()
-		if !m.Expires.After(now) {
-			return false
-		}
-		limit := now.Add(time.Duration(t.backoff))
-		if m.Expires.Before(limit) {
-			limit = m.Expires
-		}
-		until = limit.UnixNano()
+	now := t.nowNano()
+	at := m.At.UnixNano()
+	if m.At.IsZero() {
+		at = m.Version.Time().UnixNano()
 	}
+	reg := markReg{observer: m.Observer, at: at, version: m.Version}
 	r := &t.marks[id]
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.clear.Less(m.Version) {
-		return false
-	}
-	info, w := markInfo{m.Observer, m.Version}, r.word.Load()
-	switch {
-	case m.Clear:
-		r.clear = m.Version
-		if r.write.version.Less(m.Version) {
-			w &^= writeBit
-			r.write = markInfo{}
-		}
-		if r.read.version.Less(m.Version) {
-			w &= writeBit
-			r.read, r.sharedUntil = markInfo{}, 0
-		}
-	case m.Kind == MarkWrite:
-		if !r.write.version.Less(m.Version) {
+	if m.Clear {
+		if !r.clear.version.Less(m.Version) {
 			return false
 		}
-		w |= writeBit
-		r.write = info
-	default:
-		if !r.read.version.Less(m.Version) {
+		r.clear = reg
+	} else {
+		if !r.failure.version.Less(m.Version) {
 			return false
 		}
-		w = w&writeBit | uint64(until)
-		r.read, r.sharedUntil = info, until
+		r.failure = reg
+		r.failedAt = min(at, now)
+		r.sharedAt = max(r.sharedAt, r.failedAt)
 	}
-	r.word.Store(w)
+	r.updateLocked()
 	return true
 }
 
-// Marks returns the live marks, by region ID, the older first within a region (so that a
-// peer applying them in turn takes both). Nil if none. It takes each marked region's lock.
+// Marks returns every region's latest failure and latest clear (those it has), by region ID,
+// the older first within a region, so that a peer applying them in turn ends in this
+// table's state: what a snapshot and repair carry. Nil if none. It takes each region's lock.
 func (t *Table) Marks() []Mark {
 	var out []Mark
+	for i := range t.marks {
+		r := &t.marks[i]
+		r.mu.Lock()
+		f, c := r.failure, r.clear
+		r.mu.Unlock()
+		var ms []Mark
+		if f.version.HLC != 0 {
+			ms = append(ms, f.mark(t.regions[i], false))
+		}
+		if c.version.HLC != 0 {
+			ms = append(ms, c.mark(t.regions[i], true))
+		}
+		if len(ms) == 2 && ms[1].Version.Less(ms[0].Version) {
+			ms[0], ms[1] = ms[1], ms[0]
+		}
+		out = append(out, ms...)
+	}
+	return out
+}
+
+// MarkState is one failing region as a status page shows it.
+type MarkState struct {
+	Mark                 // the latest failure
+	ReadsUntil time.Time // when Lenient requests ask the region first again (At + ReadBackoff, as counted here)
+}
+
+// FailingMarks returns the latest failure of every failing region, by region ID. Nil if none.
+func (t *Table) FailingMarks() []MarkState {
+	var out []MarkState
 	for i := range t.marks {
 		r := &t.marks[i]
 		if r.word.Load() == 0 {
 			continue
 		}
-		now := t.clock.Now().UnixNano()
 		r.mu.Lock()
-		w := r.word.Load()
-		var read, write Mark
-		hasWrite, hasRead := w&writeBit != 0, now < int64(w&^writeBit)
-		if hasWrite {
-			write = Mark{Region: t.regions[i], Kind: MarkWrite, Observer: r.write.observer, Version: r.write.version}
-		}
-		if hasRead {
-			read = Mark{Region: t.regions[i], Kind: MarkRead, Observer: r.read.observer,
-				Expires: time.Unix(0, int64(w&^writeBit)), Version: r.read.version}
+		if r.word.Load() != 0 {
+			m := r.failure.mark(t.regions[i], false)
+			out = append(out, MarkState{Mark: m, ReadsUntil: time.Unix(0, r.failedAt+t.backoff)})
 		}
 		r.mu.Unlock()
-		switch {
-		case hasRead && hasWrite && write.Version.Less(read.Version):
-			out = append(out, write, read)
-		case hasRead && hasWrite:
-			out = append(out, read, write)
-		case hasRead:
-			out = append(out, read)
-		case hasWrite:
-			out = append(out, write)
-		}
 	}
 	return out
 }

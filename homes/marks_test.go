@@ -11,65 +11,111 @@ import (
 
 const backoff = 10 * time.Second // the default ReadBackoff the tests rely on
 
-func TestReadMarkExpires(t *testing.T) {
+// TestMarksByPlannedRequest is CONTRACT.md section 4's marks paragraph, row by row, at the
+// table: how long a failure counts depends on the request being planned, not on the one that
+// failed (the failing request's kind is not even recorded).
+func TestMarksByPlannedRequest(t *testing.T) {
+	type probe struct {
+		after           time.Duration // since the failure
+		lenient, strict bool          // asked last by a read or keyed write / by a plain write
+	}
+	tests := map[string]struct {
+		clearAfter time.Duration // a router answered this long after the failure (0: never)
+		probes     []probe
+	}{
+		"reads and keyed writes ask it last for the read backoff, then first again": {
+			probes: []probe{{0, true, true}, {backoff - time.Nanosecond, true, true}, {backoff, false, true}},
+		},
+		"plain writes ask it last until a router answers, however long": {
+			probes: []probe{{backoff, false, true}, {24 * time.Hour, false, true}},
+		},
+		"an answer clears it for every request, before the backoff": {
+			clearAfter: time.Second,
+			probes:     []probe{{time.Second - 1, true, true}, {time.Second, false, false}},
+		},
+		"an answer after the backoff clears it for plain writes": {
+			clearAfter: time.Minute,
+			probes:     []probe{{time.Minute - 1, false, true}, {time.Minute, false, false}},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			tbl, clk := newTestTable(t, nil)
+			tbl.Mark(us)
+			var at time.Duration
+			for _, p := range tt.probes {
+				if tt.clearAfter != 0 && at < tt.clearAfter && p.after >= tt.clearAfter {
+					clk.Advance(tt.clearAfter - at)
+					at = tt.clearAfter
+					if !tbl.Clear(us) {
+						t.Fatal("Clear of a failing region reported it was not failing")
+					}
+				}
+				clk.Advance(p.after - at)
+				at = p.after
+				if got := tbl.Marked(us, Lenient); got != p.lenient {
+					t.Errorf("%v after the failure: Marked(us, Lenient) = %v, want %v", p.after, got, p.lenient)
+				}
+				if got := tbl.Marked(us, Strict); got != p.strict {
+					t.Errorf("%v after the failure: Marked(us, Strict) = %v, want %v", p.after, got, p.strict)
+				}
+				if tbl.Marked(eu, Strict) || tbl.Marked(ap, Strict) {
+					t.Error("another region is marked")
+				}
+			}
+		})
+	}
+}
+
+// TestLatestFailureCounts pins that a new failure restarts the read backoff.
+func TestLatestFailureCounts(t *testing.T) {
 	tbl, clk := newTestTable(t, nil)
-	tbl.Mark(us, MarkRead)
-	if !tbl.Marked(us) || tbl.Marked(eu) || tbl.Marked(ap) {
-		t.Fatalf("after a read mark of us: marked eu %v us %v ap %v", tbl.Marked(eu), tbl.Marked(us), tbl.Marked(ap))
+	tbl.Mark(eu)
+	clk.Advance(backoff)
+	if tbl.Marked(eu, Lenient) {
+		t.Fatal("still asked last by reads after the backoff")
 	}
-	marks := tbl.Marks()
-	if len(marks) != 1 || marks[0].Region != "us" || marks[0].Kind != MarkRead || marks[0].Clear ||
-		marks[0].Observer != "e1" || !marks[0].Expires.Equal(t0.Add(backoff)) || marks[0].Version.Origin != "e1" {
-		t.Errorf("Marks() = %+v, want us read by e1 until %v", marks, t0.Add(backoff))
-	}
+	tbl.Mark(eu) // a read asked it first again and it failed again
 	clk.Advance(backoff - time.Nanosecond)
-	if !tbl.Marked(us) {
-		t.Error("read mark ended before ReadBackoff")
-	}
-	if st := tbl.Stats(); st.Marked != 1 {
-		t.Errorf("Stats().Marked = %d, want 1", st.Marked)
+	if !tbl.Marked(eu, Lenient) {
+		t.Error("the backoff did not restart at the latest failure")
 	}
 	clk.Advance(time.Nanosecond)
-	if tbl.Marked(us) {
-		t.Error("read mark outlived ReadBackoff")
-	}
-	if m := tbl.Marks(); m != nil {
-		t.Errorf("Marks() after expiry = %+v, want none", m)
-	}
-	if st := tbl.Stats(); st.Marked != 0 {
-		t.Errorf("Stats().Marked = %d after expiry, want 0", st.Marked)
+	if tbl.Marked(eu, Lenient) || !tbl.Marked(eu, Strict) {
+		t.Errorf("after the latest failure's backoff: lenient %v strict %v, want false true",
+			tbl.Marked(eu, Lenient), tbl.Marked(eu, Strict))
 	}
 }
 
 func TestReadBackoffConfigured(t *testing.T) {
 	tbl, clk := newTestTable(t, func(c *Config) { c.ReadBackoff = 3 * time.Second })
-	tbl.Mark(eu, MarkRead)
+	tbl.Mark(eu)
 	clk.Advance(3*time.Second - 1)
-	if !tbl.Marked(eu) {
-		t.Error("read mark ended before the configured ReadBackoff")
+	if !tbl.Marked(eu, Lenient) {
+		t.Error("failure stopped counting for reads before the configured ReadBackoff")
 	}
 	clk.Advance(1)
-	if tbl.Marked(eu) {
-		t.Error("read mark outlived the configured ReadBackoff")
+	if tbl.Marked(eu, Lenient) {
+		t.Error("failure counted for reads past the configured ReadBackoff")
 	}
 }
 
-// TestReadMarkRealClock runs the system clock (nil Config.Clock) in a synctest bubble, whose
-// time moves only when every goroutine in it sleeps: no real waiting.
-func TestReadMarkRealClock(t *testing.T) {
+// TestReadBackoffRealClock runs the system clock (nil Config.Clock) in a synctest bubble,
+// whose time moves only when every goroutine in it sleeps: no real waiting.
+func TestReadBackoffRealClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tbl, err := New(Config{Regions: testRegions, Origin: "e1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		tbl.Mark(ap, MarkRead)
+		tbl.Mark(ap)
 		time.Sleep(backoff - time.Nanosecond)
-		if !tbl.Marked(ap) {
-			t.Error("read mark ended before ReadBackoff")
+		if !tbl.Marked(ap, Lenient) {
+			t.Error("failure stopped counting for reads before ReadBackoff")
 		}
 		time.Sleep(time.Nanosecond)
-		if tbl.Marked(ap) {
-			t.Error("read mark outlived ReadBackoff")
+		if tbl.Marked(ap, Lenient) || !tbl.Marked(ap, Strict) {
+			t.Error("after ReadBackoff: want asked last by plain writes only")
 		}
 	})
 }
@@ -80,53 +126,41 @@ func TestMarkedSet(t *testing.T) {
 		many[i] = fmt.Sprint("r", i)
 	}
 	tbl, clk := newTestTable(t, func(c *Config) { c.Regions = many })
-	if s := tbl.MarkedSet(); s != 0 {
+	if s := tbl.MarkedSet(Strict) | tbl.MarkedSet(Lenient); s != 0 {
 		t.Fatalf("MarkedSet of an unmarked table = %#x", s)
 	}
-	tbl.Mark(0, MarkRead)
-	tbl.Mark(5, MarkWrite)
-	tbl.Mark(63, MarkRead)
+	tbl.Mark(0)
+	tbl.Mark(5)
+	tbl.Mark(63)
 	clk.Advance(time.Second)
-	tbl.Mark(7, MarkRead) // ends a second after the others
-	if got, want := tbl.MarkedSet(), uint64(1<<0|1<<5|1<<7|1<<63); got != want {
-		t.Errorf("MarkedSet = %#x, want %#x", got, want)
+	tbl.Mark(7) // a second after the others
+	all := uint64(1<<0 | 1<<5 | 1<<7 | 1<<63)
+	if got := tbl.MarkedSet(Lenient); got != all {
+		t.Errorf("MarkedSet(Lenient) = %#x, want %#x", got, all)
 	}
 	clk.Advance(backoff - time.Second)
-	if got, want := tbl.MarkedSet(), uint64(1<<5|1<<7); got != want {
-		t.Errorf("MarkedSet after the first read marks ended = %#x, want %#x", got, want)
+	if got, want := tbl.MarkedSet(Lenient), uint64(1<<7); got != want {
+		t.Errorf("MarkedSet(Lenient) after the first backoffs ended = %#x, want %#x", got, want)
+	}
+	if got := tbl.MarkedSet(Strict); got != all {
+		t.Errorf("MarkedSet(Strict) = %#x, want %#x", got, all)
+	}
+	if got := tbl.Failing(); got != all {
+		t.Errorf("Failing() = %#x, want %#x", got, all)
 	}
 	for i := range many {
-		if got, want := tbl.Marked(i), tbl.MarkedSet()&(1<<i) != 0; got != want {
-			t.Errorf("Marked(%d) = %v, MarkedSet says %v", i, got, want)
+		for _, req := range []Planned{Lenient, Strict} {
+			if got, want := tbl.Marked(i, req), tbl.MarkedSet(req)&(1<<i) != 0; got != want {
+				t.Errorf("Marked(%d, %v) = %v, MarkedSet says %v", i, req, got, want)
+			}
 		}
 	}
-	if st := tbl.Stats(); st.Marked != 2 {
-		t.Errorf("Stats().Marked = %d, want 2", st.Marked)
+	if st := tbl.Stats(); st.Marked != 4 {
+		t.Errorf("Stats().Marked = %d, want 4 (failing regions)", st.Marked)
 	}
-}
-
-func TestWriteMarkLastsUntilClear(t *testing.T) {
-	tbl, clk := newTestTable(t, nil)
-	tbl.Mark(eu, MarkWrite)
-	clk.Advance(24 * time.Hour)
-	if !tbl.Marked(eu) {
-		t.Fatal("write mark ended without a clear")
-	}
-	tbl.Clear(us) // another region's answer clears nothing here
-	if !tbl.Marked(eu) {
-		t.Fatal("a clear of us ended eu's write mark")
-	}
-	tbl.Clear(eu)
-	if tbl.Marked(eu) {
-		t.Error("write mark outlived Clear")
-	}
-	feed := drain(tbl)
-	if len(feed) != 2 || feed[0].Mark.Kind != MarkWrite || feed[0].Mark.Clear ||
-		!feed[1].Mark.Clear || feed[1].Mark.Region != "eu" || feed[1].Mark.Observer != "e1" {
-		t.Fatalf("feed %+v, want eu's write mark then its clear", feed)
-	}
-	if !feed[0].Mark.Version.Less(feed[1].Mark.Version) || !feed[0].Mark.Expires.IsZero() {
-		t.Errorf("mark %+v then clear %+v: want increasing versions, no expiry", feed[0].Mark, feed[1].Mark)
+	tbl.Clear(5)
+	if st := tbl.Stats(); st.Marked != 3 {
+		t.Errorf("Stats().Marked after a clear = %d, want 3", st.Marked)
 	}
 }
 
@@ -135,16 +169,21 @@ func TestClear(t *testing.T) {
 		before    func(*Table, *fakeClock)
 		wantClear bool // a clear on the feed
 	}{
-		"unmarked":         {func(*Table, *fakeClock) {}, false},
-		"read mark":        {func(t *Table, _ *fakeClock) { t.Mark(eu, MarkRead) }, true},
-		"write mark":       {func(t *Table, _ *fakeClock) { t.Mark(eu, MarkWrite) }, true},
-		"both":             {func(t *Table, _ *fakeClock) { t.Mark(eu, MarkRead); t.Mark(eu, MarkWrite) }, true},
-		"peer's read mark": {func(t *Table, _ *fakeClock) { t.ApplyMark(readMark("eu", 5, "e2", backoff)) }, true},
-		"expired read mark": {func(t *Table, c *fakeClock) {
-			t.Mark(eu, MarkRead)
+		"not failing": {func(*Table, *fakeClock) {}, false},
+		"failed":      {func(t *Table, _ *fakeClock) { t.Mark(eu) }, true},
+		"failed twice": {func(t *Table, c *fakeClock) {
+			t.Mark(eu)
+			c.Advance(2 * time.Second)
+			t.Mark(eu)
+		}, true},
+		"a peer's failure": {func(t *Table, _ *fakeClock) { t.ApplyMark(failure("eu", 5, "e2")) }, true},
+		"failed past the read backoff": {func(t *Table, c *fakeClock) {
+			t.Mark(eu)
 			c.Advance(backoff)
-		}, false},
-		"already cleared": {func(t *Table, _ *fakeClock) { t.Mark(eu, MarkWrite); t.Clear(eu) }, false},
+		}, true}, // plain writes still ask it last: the clear must travel
+		"already cleared":      {func(t *Table, _ *fakeClock) { t.Mark(eu); t.Clear(eu) }, false},
+		"cleared by a peer":    {func(t *Table, _ *fakeClock) { t.Mark(eu); t.ApplyMark(clearOf("eu", 60_000, "e2")) }, false},
+		"a peer's older clear": {func(t *Table, _ *fakeClock) { t.Mark(eu); t.ApplyMark(clearOf("eu", -1, "e2")) }, true},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -152,7 +191,9 @@ func TestClear(t *testing.T) {
 			tt.before(tbl, clk)
 			drain(tbl)
 			hlcBefore := tbl.hlc.last.Load()
-			tbl.Clear(eu)
+			if got := tbl.Clear(eu); got != tt.wantClear {
+				t.Errorf("Clear = %v, want %v", got, tt.wantClear)
+			}
 			feed := drain(tbl)
 			if got := len(feed) == 1 && feed[0].Kind == ChangeMark && feed[0].Mark.Clear; got != tt.wantClear || len(feed) > 1 {
 				t.Errorf("feed after Clear %+v, want a clear: %v", feed, tt.wantClear)
@@ -160,49 +201,50 @@ func TestClear(t *testing.T) {
 			if !tt.wantClear && tbl.hlc.last.Load() != hlcBefore {
 				t.Error("a Clear that ended nothing made a version")
 			}
-			if tbl.Marked(eu) {
-				t.Error("still marked after Clear")
+			if tbl.Marked(eu, Strict) {
+				t.Error("still failing after Clear")
 			}
 			if w := tbl.marks[eu].word.Load(); w != 0 {
 				t.Errorf("mark word %#x after Clear, want 0 so the next Clear is one load", w)
+			}
+			if len(feed) == 1 && (!feed[0].Mark.At.Equal(clk.Now()) || feed[0].Mark.Observer != "e1") {
+				t.Errorf("clear %+v, want at %v by e1", feed[0].Mark, clk.Now())
 			}
 		})
 	}
 }
 
-// TestMarkFeed pins when Mark publishes: only when the region's state changes.
+// TestMarkFeed pins when Mark publishes: when the region starts failing, and when a failure
+// is more than a second newer than the one last sent.
 func TestMarkFeed(t *testing.T) {
 	type step struct {
 		advance time.Duration
-		kind    MarkKind
 		region  int
+		clear   bool // Clear instead of Mark
 		sends   bool
 	}
 	tests := map[string][]step{
-		"new read mark, then the same every request": {
-			{0, MarkRead, eu, true}, {0, MarkRead, eu, false}, {0, MarkRead, eu, false},
+		"new failure, then the same every request": {
+			{0, eu, false, true}, {0, eu, false, false}, {0, eu, false, false},
 		},
-		"read mark extended": {
-			{0, MarkRead, eu, true},
-			{500 * time.Millisecond, MarkRead, eu, false}, // extended by 0.5 s: kept here only
-			{500 * time.Millisecond, MarkRead, eu, false}, // 1 s past the one sent: not more than 1 s
-			{time.Millisecond, MarkRead, eu, true},        // 1.001 s: sent
-			{100 * time.Millisecond, MarkRead, eu, false},
+		"failures a second apart": {
+			{0, eu, false, true},
+			{500 * time.Millisecond, eu, false, false},
+			{500 * time.Millisecond, eu, false, false}, // 1 s past the one sent: not more than 1 s
+			{time.Millisecond, eu, false, true},        // 1.001 s: sent
+			{100 * time.Millisecond, eu, false, false},
 		},
-		"read mark after expiry is new": {
-			{0, MarkRead, eu, true}, {backoff, MarkRead, eu, true},
+		"failure after a clear is new": {
+			{0, eu, false, true}, {0, eu, true, true}, {0, eu, false, true},
 		},
-		"write upgrades read": {
-			{0, MarkRead, eu, true}, {0, MarkWrite, eu, true}, {0, MarkWrite, eu, false},
-		},
-		"read adds nothing to write": {
-			{0, MarkWrite, eu, true}, {0, MarkRead, eu, false}, {time.Hour, MarkRead, eu, false},
+		"failure after the read backoff is sent": {
+			{0, eu, false, true}, {backoff, eu, false, true},
 		},
 		"regions are separate": {
-			{0, MarkRead, eu, true}, {0, MarkRead, us, true}, {0, MarkWrite, ap, true},
+			{0, eu, false, true}, {0, us, false, true}, {0, ap, false, true},
 		},
-		"out of range and invalid kinds": {
-			{0, MarkRead, 3, false}, {0, MarkWrite, -1, false}, {0, 0, eu, false}, {0, 7, eu, false},
+		"out of range": {
+			{0, 3, false, false}, {0, -1, false, false},
 		},
 	}
 	for name, steps := range tests {
@@ -210,19 +252,20 @@ func TestMarkFeed(t *testing.T) {
 			tbl, clk := newTestTable(t, nil)
 			for i, st := range steps {
 				clk.Advance(st.advance)
-				tbl.Mark(st.region, st.kind)
+				if st.clear {
+					tbl.Clear(st.region)
+				} else {
+					tbl.Mark(st.region)
+				}
 				feed := drain(tbl)
 				if sent := len(feed) > 0; sent != st.sends || len(feed) > 1 {
-					t.Fatalf("step %d (%v on %d): %d changes, want sent=%v", i, st.kind, st.region, len(feed), st.sends)
+					t.Fatalf("step %d (region %d): %d changes, want sent=%v", i, st.region, len(feed), st.sends)
 				}
 				if len(feed) == 1 {
 					m := feed[0].Mark
-					if feed[0].Kind != ChangeMark || m.Kind != st.kind || m.Region != testRegions[st.region] || m.Observer != "e1" {
+					if feed[0].Kind != ChangeMark || m.Clear != st.clear || m.Region != testRegions[st.region] ||
+						m.Observer != "e1" || !m.At.Equal(clk.Now()) {
 						t.Errorf("step %d: sent %+v", i, feed[0])
-					}
-					now := clk.Now()
-					if st.kind == MarkRead && !m.Expires.Equal(now.Add(backoff)) {
-						t.Errorf("step %d: expires %v, want %v", i, m.Expires, now.Add(backoff))
 					}
 				}
 			}
@@ -230,90 +273,83 @@ func TestMarkFeed(t *testing.T) {
 	}
 }
 
-// TestReadMarkExtendedLocally pins that a mark not sent still extends the local mark.
-func TestReadMarkExtendedLocally(t *testing.T) {
+// TestFailureNotSentStillCounts pins that a failure not sent still restarts the local backoff.
+func TestFailureNotSentStillCounts(t *testing.T) {
 	tbl, clk := newTestTable(t, nil)
-	tbl.Mark(eu, MarkRead)
+	tbl.Mark(eu)
 	clk.Advance(800 * time.Millisecond)
-	tbl.Mark(eu, MarkRead) // not sent
+	tbl.Mark(eu) // not sent
 	clk.Advance(backoff - 500*time.Millisecond)
-	if !tbl.Marked(eu) {
-		t.Error("the read mark ended at the first failure's end, not the last's")
+	if !tbl.Marked(eu, Lenient) {
+		t.Error("the backoff ended at the first failure's end, not the last's")
 	}
 }
 
-func readMark(region string, ms int64, origin string, lasts time.Duration) Mark {
-	return Mark{Region: region, Kind: MarkRead, Observer: origin, Expires: t0.Add(lasts), Version: ver(ms, origin)}
+// failure is a peer's failure of region at t0+ms, with a version of the same time.
+func failure(region string, ms int64, origin string) Mark {
+	at := t0.Add(time.Duration(ms) * time.Millisecond)
+	return Mark{Region: region, Observer: origin, At: at, Version: ver(ms, origin)}
 }
 
-func writeMark(region string, ms int64, origin string) Mark {
-	return Mark{Region: region, Kind: MarkWrite, Observer: origin, Version: ver(ms, origin)}
-}
-
-func clearMark(region string, ms int64, origin string) Mark {
-	return Mark{Region: region, Clear: true, Observer: origin, Version: ver(ms, origin)}
+func clearOf(region string, ms int64, origin string) Mark {
+	m := failure(region, ms, origin)
+	m.Clear = true
+	return m
 }
 
 func TestApplyMark(t *testing.T) {
+	type want struct{ lenient, strict bool }
 	tests := map[string]struct {
-		before      []Mark
-		local       MarkKind // a local Mark of eu before, if set
-		in          Mark
-		want        bool
-		marked      bool          // eu marked just after
-		markedAfter time.Duration // and still marked this much later (0: not checked)
-		unknown     uint64
+		before  []Mark
+		local   bool // a local failure of eu (at t0) before
+		in      Mark
+		applied bool
+		now     want          // just after
+		later   time.Duration // and this much later (0: not checked)
+		then    want
+		unknown uint64
 	}{
-		"read mark":                {in: readMark("eu", 5, "e2", backoff), want: true, marked: true},
-		"write mark":               {in: writeMark("eu", 5, "e2"), want: true, marked: true, markedAfter: time.Hour},
-		"clear of nothing":         {in: clearMark("eu", 5, "e2"), want: true},
-		"expired read mark":        {in: readMark("eu", 5, "e2", 0), want: false},
-		"read mark ended long ago": {in: readMark("eu", 5, "e2", -time.Hour), want: false},
-		"unknown region":           {in: writeMark("mars", 5, "e2"), want: false, unknown: 1},
-		"no kind":                  {in: Mark{Region: "eu", Version: ver(5, "e2")}, want: false},
-		"newer clear ends write": {
-			before: []Mark{writeMark("eu", 4, "e2")}, in: clearMark("eu", 5, "e3"), want: true,
+		"failure":                    {in: failure("eu", 0, "e2"), applied: true, now: want{true, true}, later: backoff, then: want{false, true}},
+		"failure half a backoff ago": {in: failure("eu", -5000, "e2"), applied: true, now: want{true, true}, later: 5 * time.Second, then: want{false, true}},
+		"failure long ago":           {in: failure("eu", -3600_000, "e2"), applied: true, now: want{false, true}},
+		"failure dated ahead counts from now": {
+			in: failure("eu", 30_000, "e2"), applied: true, now: want{true, true}, later: backoff, then: want{false, true},
 		},
-		"newer clear ends read": {
-			before: []Mark{readMark("eu", 4, "e2", backoff)}, in: clearMark("eu", 5, "e3"), want: true,
+		"clear of nothing": {in: clearOf("eu", 5, "e2"), applied: true},
+		"unknown region":   {in: failure("mars", 5, "e2"), unknown: 1},
+		"no version":       {in: Mark{Region: "eu", Observer: "e2", At: t0}},
+		"newer clear ends it": {
+			before: []Mark{failure("eu", 4, "e2")}, in: clearOf("eu", 5, "e3"), applied: true,
 		},
-		"older clear leaves a newer mark": {
-			before: []Mark{writeMark("eu", 5, "e2")}, in: clearMark("eu", 4, "e3"), want: true, marked: true,
+		"older clear leaves a newer failure": {
+			before: []Mark{failure("eu", 5, "e2")}, in: clearOf("eu", 4, "e3"), applied: true, now: want{true, true},
 		},
-		"mark older than a clear ignored": {
-			before: []Mark{clearMark("eu", 5, "e3")}, in: writeMark("eu", 4, "e2"), want: false,
+		"failure older than a clear: recorded, not failing": {
+			before: []Mark{clearOf("eu", 5, "e3")}, in: failure("eu", 4, "e2"), applied: true,
 		},
-		"mark older than a clear ignored under a newer mark": {
-			before: []Mark{writeMark("eu", 6, "e2"), clearMark("eu", 5, "e3")}, in: readMark("eu", 4, "e2", backoff),
-			want: false, marked: true,
+		"older failure under a newer one ignored": {
+			before: []Mark{failure("eu", -2000, "e2")}, in: failure("eu", -3000, "e3"),
+			now: want{true, true}, later: 8*time.Second - 1, then: want{true, true},
 		},
-		"duplicate mark ignored": {
-			before: []Mark{writeMark("eu", 5, "e2")}, in: writeMark("eu", 5, "e2"), want: false, marked: true,
+		"newer failure restarts the backoff": {
+			before: []Mark{failure("eu", -9000, "e2")}, in: failure("eu", -1000, "e3"), applied: true,
+			now: want{true, true}, later: 9*time.Second - 1, then: want{true, true},
+		},
+		"duplicate failure ignored": {
+			before: []Mark{failure("eu", 5, "e2")}, in: failure("eu", 5, "e2"), now: want{true, true},
 		},
 		"duplicate clear ignored": {
-			before: []Mark{clearMark("eu", 5, "e2")}, in: clearMark("eu", 5, "e2"), want: false,
+			before: []Mark{clearOf("eu", 5, "e2")}, in: clearOf("eu", 5, "e2"),
 		},
-		"older mark of the same kind ignored": {
-			before: []Mark{readMark("eu", 6, "e2", 2*time.Second)}, in: readMark("eu", 5, "e3", backoff),
-			want: false, marked: true, markedAfter: 2*time.Second - 1,
+		"clear older than a local failure leaves it": {
+			local: true, in: clearOf("eu", -1, "e2"), applied: true, now: want{true, true},
 		},
-		"clear older than a local mark leaves it": {
-			local: MarkWrite, in: clearMark("eu", -1, "e2"), want: true, marked: true,
+		"a peer's clear ends a local failure": {
+			local: true, in: clearOf("eu", 60_000, "e2"), applied: true,
 		},
-		"older write mark under a newer read mark still applies": {
-			before: []Mark{readMark("eu", 6, "e2", backoff)}, in: writeMark("eu", 5, "e3"),
-			want: true, marked: true, markedAfter: time.Hour,
-		},
-		"clear between read and write ends only the older": {
-			before: []Mark{readMark("eu", 4, "e2", backoff), writeMark("eu", 6, "e2")}, in: clearMark("eu", 5, "e3"),
-			want: true, marked: true, markedAfter: time.Hour,
-		},
-		"read mark capped at ReadBackoff": {
-			in: readMark("eu", 5, "e2", time.Hour), want: true, marked: true, markedAfter: backoff - 1,
-		},
-		"newer read mark replaces the end": {
-			before: []Mark{readMark("eu", 4, "e2", backoff)}, in: readMark("eu", 5, "e3", 2*time.Second),
-			want: true, marked: true, markedAfter: 2*time.Second - 1,
+		"a clear with no time": {
+			before: []Mark{failure("eu", 4, "e2")}, in: Mark{Region: "eu", Clear: true, Observer: "e3", Version: ver(5, "e3")},
+			applied: true,
 		},
 	}
 	for name, tt := range tests {
@@ -324,28 +360,26 @@ func TestApplyMark(t *testing.T) {
 					t.Fatalf("setup: ApplyMark(%+v) = false", m)
 				}
 			}
-			if tt.local != 0 {
-				tbl.Mark(eu, tt.local)
+			if tt.local {
+				tbl.Mark(eu)
 				drain(tbl)
 			}
-			if got := tbl.ApplyMark(tt.in); got != tt.want {
-				t.Errorf("ApplyMark(%+v) = %v, want %v", tt.in, got, tt.want)
+			if got := tbl.ApplyMark(tt.in); got != tt.applied {
+				t.Errorf("ApplyMark(%+v) = %v, want %v", tt.in, got, tt.applied)
 			}
 			if c := drain(tbl); len(c) != 0 {
 				t.Errorf("ApplyMark sent %+v on the feed, want nothing", c)
 			}
-			if got := tbl.Marked(eu); got != tt.marked {
-				t.Errorf("Marked(eu) = %v, want %v", got, tt.marked)
+			check := func(when string, w want) {
+				t.Helper()
+				if l, s := tbl.Marked(eu, Lenient), tbl.Marked(eu, Strict); l != w.lenient || s != w.strict {
+					t.Errorf("%s: Marked(eu) lenient %v strict %v, want %v %v", when, l, s, w.lenient, w.strict)
+				}
 			}
-			if tt.markedAfter != 0 {
-				clk.Advance(tt.markedAfter)
-				if !tbl.Marked(eu) {
-					t.Errorf("mark ended before %v", tt.markedAfter)
-				}
-				clk.Advance(1)
-				if tt.in.Kind == MarkRead && tbl.Marked(eu) {
-					t.Errorf("read mark lasted past %v", tt.markedAfter)
-				}
+			check("just after", tt.now)
+			if tt.later != 0 {
+				clk.Advance(tt.later)
+				check(fmt.Sprint(tt.later, " later"), tt.then)
 			}
 			if got := tbl.Stats().UnknownRegion; got != tt.unknown {
 				t.Errorf("UnknownRegion %d, want %d", got, tt.unknown)
@@ -356,44 +390,43 @@ func TestApplyMark(t *testing.T) {
 
 func TestApplyMarkAdvancesClock(t *testing.T) {
 	tbl, _ := newTestTable(t, nil)
-	future := writeMark("eu", int64(time.Hour/time.Millisecond), "e2") // a peer an hour ahead
+	future := failure("eu", int64(time.Hour/time.Millisecond), "e2") // a peer an hour ahead
 	tbl.ApplyMark(future)
 	tbl.Clear(eu)
 	feed := drain(tbl)
 	if len(feed) != 1 || !future.Version.Less(feed[0].Mark.Version) {
 		t.Fatalf("feed %+v: want a clear newer than %v", feed, future.Version)
 	}
-	if tbl.ApplyMark(future) {
-		t.Error("the peer's mark applied again after the newer local clear")
+	if tbl.ApplyMark(future) || tbl.Marked(eu, Strict) {
+		t.Error("the peer's failure applied again after the newer local clear")
 	}
 }
 
-// TestApplyMarkConverges delivers the same marks and clears in many orders and checks that
-// each table ends marked the same way, at every later time.
+// TestApplyMarkConverges delivers the same failures and clears in many orders, some twice,
+// and checks that each table ends in the same state for both kinds of request, at every
+// later time.
 func TestApplyMarkConverges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	origins := []string{"e2", "e3", "e4"}
 	var set []Mark
 	for range 12 {
-		ms, o := int64(rng.IntN(6)), origins[rng.IntN(len(origins))]
-		switch rng.IntN(3) {
-		case 0:
-			set = append(set, readMark("eu", ms, o, time.Duration(1+rng.IntN(9))*time.Second))
-		case 1:
-			set = append(set, writeMark("eu", ms, o))
-		default:
-			set = append(set, clearMark("eu", ms, o))
+		ms, o := int64(rng.IntN(12000))-6000, origins[rng.IntN(len(origins))]
+		if rng.IntN(2) == 0 {
+			set = append(set, failure("eu", ms, o))
+		} else {
+			set = append(set, clearOf("eu", ms, o))
 		}
 	}
 	probe := func(tbl *Table, clk *fakeClock) []bool {
 		var out []bool
 		for range 11 {
-			out = append(out, tbl.Marked(eu))
+			out = append(out, tbl.Marked(eu, Lenient), tbl.Marked(eu, Strict))
 			clk.Advance(time.Second)
 		}
 		return out
 	}
 	var want []bool
+	var wantMarks []Mark
 	for i := range 300 {
 		tbl, clk := newTestTable(t, nil)
 		order := append([]Mark(nil), set...)
@@ -402,44 +435,65 @@ func TestApplyMarkConverges(t *testing.T) {
 		for _, m := range order {
 			tbl.ApplyMark(m)
 		}
+		marks := tbl.Marks()
 		got := probe(tbl, clk)
 		if i == 0 {
-			want = got
+			want, wantMarks = got, marks
 			continue
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("order %d marked %v by second, order 0 %v", i, got, want)
 		}
+		if !reflect.DeepEqual(marks, wantMarks) {
+			t.Fatalf("order %d Marks() %+v, order 0 %+v", i, marks, wantMarks)
+		}
 	}
 }
 
+// TestMarksSnapshot pins what a snapshot and repair carry: every region's latest failure and
+// latest clear (a clear too, so that a peer that missed it is mended), the older first.
 func TestMarksSnapshot(t *testing.T) {
 	src, clk := newTestTable(t, nil)
-	src.ApplyMark(readMark("eu", 6, "e2", backoff))
-	src.ApplyMark(writeMark("eu", 5, "e3")) // older than the read mark: listed first
-	src.Mark(us, MarkWrite)
-	src.Mark(ap, MarkRead)
+	src.ApplyMark(failure("eu", 6, "e2"))
+	src.ApplyMark(clearOf("eu", 5, "e3")) // older than the failure: listed first
+	src.Mark(us)
+	src.Mark(ap)
 	clk.Advance(time.Second)
+	src.Clear(ap)
 
 	marks := src.Marks()
 	var got []string
 	for _, m := range marks {
-		got = append(got, m.Region+" "+m.Kind.String()+" by "+m.Observer)
+		what := "failure"
+		if m.Clear {
+			what = "clear"
+		}
+		got = append(got, m.Region+" "+what+" by "+m.Observer)
 	}
-	want := []string{"eu write by e3", "eu read by e2", "us write by e1", "ap read by e1"}
+	want := []string{"eu clear by e3", "eu failure by e2", "us failure by e1", "ap failure by e1", "ap clear by e1"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Marks() = %q, want %q", got, want)
 	}
 
-	// A joining peer that applies them in turn is marked the same way.
+	// A peer that missed ap's clear (it holds only the failure) is mended by applying them.
 	dst, dclk := newTestTable(t, func(c *Config) { c.Origin = "e9" })
 	dclk.Advance(time.Second)
+	dst.ApplyMark(marks[3])
+	if !dst.Marked(ap, Strict) {
+		t.Fatal("setup: the peer does not hold ap's failure")
+	}
 	for _, m := range marks {
-		if !dst.ApplyMark(m) {
-			t.Errorf("the joiner refused %+v", m)
-		}
+		dst.ApplyMark(m)
 	}
 	if !reflect.DeepEqual(dst.Marks(), marks) {
 		t.Errorf("joiner Marks() = %+v, want %+v", dst.Marks(), marks)
+	}
+	if dst.Marked(ap, Strict) || !dst.Marked(eu, Strict) || !dst.Marked(us, Strict) {
+		t.Errorf("joiner failing %#b, want eu and us", dst.Failing())
+	}
+	fm := dst.FailingMarks()
+	if len(fm) != 2 || fm[0].Region != "eu" || fm[1].Region != "us" ||
+		!fm[1].ReadsUntil.Equal(t0.Add(backoff)) {
+		t.Errorf("FailingMarks() = %+v", fm)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fenec/fenec-entry/gossip"
+	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/proxy"
 )
 
@@ -93,7 +94,11 @@ type MemberStatus struct {
 type RegionStatus struct {
 	Name    string   `json:"name"`
 	Routers []string `json:"routers"`
-	Marked  bool     `json:"marked"`
+	// Marked: the region's latest failure is newer than its latest clear, so plain writes ask
+	// it last until one of its routers answers; MarkedForReads: that failure is also younger
+	// than --read-backoff, so reads and keyed writes ask it last too (CONTRACT.md section 4).
+	Marked         bool `json:"marked"`
+	MarkedForReads bool `json:"marked_for_reads"`
 	// RouterStates are the Routers in the same order, with what this entry last saw of each.
 	RouterStates []RouterStatus `json:"router_states"`
 }
@@ -126,12 +131,15 @@ type HomesStatus struct {
 	Digest string `json:"digest"`
 }
 
-// MarkStatus is one live region mark.
+// MarkStatus is the latest failure of a failing region (one whose latest failure is newer
+// than its latest clear).
 type MarkStatus struct {
 	Region   string    `json:"region"`
-	Kind     string    `json:"kind"` // read or write
-	Observer string    `json:"observer"`
-	Expires  time.Time `json:"expires,omitzero"` // read marks only
+	Observer string    `json:"observer"`  // the entry that saw it fail
+	FailedAt time.Time `json:"failed_at"` // on the observer's clock, no later than its arrival here
+	// ReadsUntil is when reads and keyed writes ask the region first again (FailedAt plus
+	// --read-backoff); plain writes ask it last until a router of it answers.
+	ReadsUntil time.Time `json:"reads_until"`
 }
 
 // Status returns the entry's current status. Safe for concurrent use.
@@ -165,7 +173,8 @@ func (n *Node) Status() Status {
 	}
 	states := n.proxy.RouterStatus() // regions and routers in n.cfg.Routers order
 	for i, r := range n.cfg.Routers {
-		rs := RegionStatus{Name: r.Name, Marked: n.homes.Marked(i)}
+		rs := RegionStatus{Name: r.Name, Marked: n.homes.Marked(i, homes.Strict),
+			MarkedForReads: n.homes.Marked(i, homes.Lenient)}
 		for _, u := range r.Routers {
 			rs.Routers = append(rs.Routers, u.Redacted())
 			var st proxy.RouterState
@@ -179,11 +188,8 @@ func (n *Node) Status() Status {
 	if s.Gossip {
 		s.Traffic = n.traffic.rates(n.reg, s.At, s.Started)
 	}
-	for _, m := range n.homes.Marks() {
-		if m.Clear {
-			continue
-		}
-		s.Marks = append(s.Marks, MarkStatus{Region: m.Region, Kind: m.Kind.String(), Observer: m.Observer, Expires: m.Expires})
+	for _, m := range n.homes.FailingMarks() {
+		s.Marks = append(s.Marks, MarkStatus{Region: m.Region, Observer: m.Observer, FailedAt: m.At, ReadsUntil: m.ReadsUntil})
 	}
 	return s
 }

@@ -74,14 +74,16 @@ var (
 	descUnknownRegion = prometheus.NewDesc("fenec_entry_homes_unknown_region_total",
 		"Homes or marks, heard or told, naming a region that is not configured (ignored).", nil, nil)
 	descMarkedRegions = prometheus.NewDesc("fenec_entry_marked_regions",
-		"Regions with a live failure mark.", nil, nil)
+		"Regions failing: their latest failure is newer than their latest clear.", nil, nil)
 	descRegionMarked = prometheus.NewDesc("fenec_entry_region_marked",
-		"1 while the region has a live failure mark (it is asked last), else 0.", []string{"region"}, nil)
+		"1 while the region is failing (its latest failure is newer than its latest clear): plain writes ask it last until one of its routers answers.", []string{"region"}, nil)
+	descRegionMarkedReads = prometheus.NewDesc("fenec_entry_region_marked_for_reads",
+		"1 while the region is failing and its latest failure is younger than --read-backoff: reads and keyed writes ask it last too.", []string{"region"}, nil)
 )
 
 func (c *homesCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHomes, descHomesCapacity, descEvicted, descFeedDropped,
-		descUnknownRegion, descMarkedRegions, descRegionMarked} {
+		descUnknownRegion, descMarkedRegions, descRegionMarked, descRegionMarkedReads} {
 		ch <- d
 	}
 }
@@ -96,6 +98,7 @@ func (c *homesCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descUnknownRegion, prometheus.CounterValue, float64(st.UnknownRegion))
 	ch <- prometheus.MustNewConstMetric(descMarkedRegions, prometheus.GaugeValue, float64(st.Marked))
 	for i, name := range c.regions {
-		ch <- prometheus.MustNewConstMetric(descRegionMarked, prometheus.GaugeValue, b2f(c.t.Marked(i)), name)
+		ch <- prometheus.MustNewConstMetric(descRegionMarked, prometheus.GaugeValue, b2f(c.t.Marked(i, homes.Strict)), name)
+		ch <- prometheus.MustNewConstMetric(descRegionMarkedReads, prometheus.GaugeValue, b2f(c.t.Marked(i, homes.Lenient)), name)
 	}
 }

@@ -109,7 +109,8 @@ type routerView struct {
 
 type markView struct {
 	MarkStatus
-	Left string
+	Ago  string // since the failure
+	Left string // until reads ask the region first again; "" once they do
 }
 
 type trafficView struct {
@@ -160,7 +161,7 @@ func newStatusView(s Status) statusView {
 	marks := map[string][]MarkStatus{}
 	for _, m := range s.Marks {
 		marks[m.Region] = append(marks[m.Region], m)
-		v.Marks = append(v.Marks, markView{MarkStatus: m, Left: timeLeft(s.At, m.Expires)})
+		v.Marks = append(v.Marks, markView{MarkStatus: m, Ago: ago(s.At, m.FailedAt), Left: timeLeft(s.At, m.ReadsUntil)})
 	}
 	var all routerCounts
 	for _, r := range s.Regions {
@@ -175,7 +176,7 @@ func newStatusView(s Status) statusView {
 		rv.Summary = rc.String()
 		if r.Marked {
 			rv.Badge = badge{"warn", "marked"}
-			rv.Note = markNote(marks[r.Name])
+			rv.Note = markNote(marks[r.Name], r.MarkedForReads)
 		} else {
 			v.RegionOK++
 		}
@@ -229,23 +230,19 @@ func classOr(m map[string]string, k string) string {
 	return "off"
 }
 
-// markNote says what a region's marks do: a read mark sends reads elsewhere first until it
-// expires; a write mark makes plain writes ask it last until one of its routers answers.
-func markNote(ms []MarkStatus) string {
-	var parts []string
+// markNote says what a region's latest failure does: plain writes ask it last until one of
+// its routers answers; reads and keyed writes for the read backoff after the failure.
+func markNote(ms []MarkStatus, forReads bool) string {
+	who := ""
 	for _, m := range ms {
-		p := m.Kind
 		if m.Observer != "" {
-			p += " mark by " + m.Observer
-		} else {
-			p += " mark"
+			who = " (failed at " + m.Observer + ")"
 		}
-		parts = append(parts, p)
 	}
-	if len(parts) == 0 {
-		return "asked last"
+	if forReads {
+		return "asked last by every request" + who
 	}
-	return strings.Join(parts, ", ") + ": asked last"
+	return "asked last by plain writes; reads ask it first again" + who
 }
 
 // ago is how long before now t was: "4s ago", "3m ago"; "never" for the zero time.
@@ -260,15 +257,12 @@ func ago(now, t time.Time) string {
 	return formatDuration(d) + " ago"
 }
 
-// timeLeft is how long after now t is: "12s"; "" for the zero time (until cleared).
+// timeLeft is how long after now t is: "12s"; "" for the zero time or a time passed.
 func timeLeft(now, t time.Time) string {
-	if t.IsZero() {
-		return ""
+	if d := t.Sub(now); !t.IsZero() && d > 0 {
+		return formatDuration(max(d, time.Second))
 	}
-	if d := t.Sub(now); d > 0 {
-		return formatDuration(d)
-	}
-	return "expiring"
+	return ""
 }
 
 // formatDuration shows a duration in its two largest units: 45s, 3m 05s, 2h 10m, 3d 4h.

@@ -42,13 +42,13 @@ func fakeStatus() Status {
 					{URL: "https://eu-1.example:8443", State: "up", LastOutcome: "answer", LastStatus: 200, LastAt: at.Add(-2 * time.Second)},
 					{URL: "https://eu-2.example:8443", State: "unknown"},
 				}},
-			{Name: "us", Routers: []string{"https://us-1.example:8443", "https://us-2.example:8443"}, Marked: true,
+			{Name: "us", Routers: []string{"https://us-1.example:8443", "https://us-2.example:8443"}, Marked: true, MarkedForReads: true,
 				RouterStates: []RouterStatus{
 					{URL: "https://us-1.example:8443", State: "failing", LastOutcome: "never_made", LastAt: at.Add(-4 * time.Second), Failures: 17},
 					{URL: "https://us-2.example:8443", State: "failing", LastOutcome: "shard_5xx", LastStatus: 503, LastAt: at.Add(-3 * time.Second), Failures: 2},
 				}},
 		},
-		Marks: []MarkStatus{{Region: "us", Kind: "read", Observer: "entry-iad", Expires: at.Add(25 * time.Second)}},
+		Marks: []MarkStatus{{Region: "us", Observer: "entry-iad", FailedAt: at.Add(-5 * time.Second), ReadsUntil: at.Add(5 * time.Second)}},
 		Homes: HomesStatus{Held: 1500, Local: 1000, Gossip: 500, Capacity: 100000, Evicted: 3},
 		Traffic: &GossipTraffic{WindowSeconds: 60, SentPerSec: 0.4, ReceivedPerSec: 1.25, DroppedPerSec: 0,
 			Sent: 24, Received: 75},
@@ -84,7 +84,7 @@ func TestStatusPageRender(t *testing.T) {
 		"1,500 <small>of 100,000</small>", "local 1,000 · gossip 500",
 		"0.40 <small>sent</small> 1.25 <small>received</small>", "over the last 1m 00s",
 		`<div class="region marked" id="region-us">`, `<span class="badge warn">marked</span>`,
-		"read mark by entry-iad: asked last",
+		"asked last by every request (failed at entry-iad)",
 		"&lt;script&gt;alert(1)&lt;/script&gt;",
 	} {
 		if !strings.Contains(page, want) {
@@ -132,7 +132,8 @@ func TestStatusPageRender(t *testing.T) {
 		}
 	}
 	// Marks.
-	if row := rowOf(t, page, "entry-iad</td>"); !strings.Contains(row, "25s") || !strings.Contains(row, ">read<") {
+	if row := rowOf(t, page, "entry-iad</td>"); !strings.Contains(row, "5s ago") || !strings.Contains(row, "last for 5s") ||
+		!strings.Contains(row, "last until a router answers") {
 		t.Errorf("mark row:\n%s", row)
 	}
 }
@@ -149,7 +150,11 @@ func TestStatusPageStates(t *testing.T) {
 			[]string{"gossip off", "this entry serves alone", "Gossip is off: no events."}},
 		{"rates measuring", func(s *Status) { s.Traffic = &GossipTraffic{Sent: 2} }, []string{"measuring"}},
 		{"dropping", func(s *Status) { s.Traffic.DroppedPerSec = 3 }, []string{`<span class="fail">3.00 dropped</span>`}},
-		{"no marks", func(s *Status) { s.Marks, s.Regions[1].Marked = nil, false },
+		{"failing past the read backoff", func(s *Status) {
+			s.Regions[1].MarkedForReads = false
+			s.Marks[0].FailedAt, s.Marks[0].ReadsUntil = s.At.Add(-time.Minute), s.At.Add(-50*time.Second)
+		}, []string{"asked last by plain writes; reads ask it first again (failed at entry-iad)", "1m 00s ago", ">first again<"}},
+		{"no marks", func(s *Status) { s.Marks, s.Regions[1].Marked, s.Regions[1].MarkedForReads = nil, false, false },
 			[]string{"No live mark", "2 <small>of 2 unmarked</small>"}},
 	}
 	for _, tt := range tests {

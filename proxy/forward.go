@@ -55,7 +55,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 					// the region is asked last by plain writes until one of
 					// its routers answers.
 					rs.lastGood.Store(uint32((rt.index + 1) % n))
-					h.markRegion(int(reg), homes.MarkWrite, x.requestID(r))
+					h.markRegion(int(reg), x.requestID(r))
 					x.result, x.status = resMayHaveRun, http.StatusBadGateway
 					h.writeError(w, r, http.StatusBadGateway, codeMayHaveRun,
 						"The router failed after the request may have reached it; it was not sent again. "+
@@ -70,11 +70,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		}
 		if !nextRegion {
 			// No router of the region answered this request.
-			kind := homes.MarkWrite
-			if x.retryable {
-				kind = homes.MarkRead
-			}
-			h.markRegion(int(reg), kind, x.requestID(r))
+			h.markRegion(int(reg), x.requestID(r))
 		}
 	}
 	if held != nil {

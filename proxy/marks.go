@@ -1,23 +1,17 @@
 package proxy
 
-import "github.com/fenec/fenec-entry/homes"
-
-// markRegion marks a region that could give this request no answer, and logs the state
-// change at info (a region already marked logs nothing).
-func (h *Handler) markRegion(region int, kind homes.MarkKind, reqID string) {
-	if !h.homes.Mark(region, kind) {
+// markRegion records that a region could give this request no answer, and logs the state
+// change at info (a region already failing logs nothing).
+func (h *Handler) markRegion(region int, reqID string) {
+	if !h.homes.Mark(region) {
 		return
 	}
-	k := "read"
-	if kind == homes.MarkWrite {
-		k = "write"
-	}
-	h.log.Info().Str("region", h.regions[region].name).Str("kind", k).Str("request_id", reqID).
-		Msg("region marked: asked last until it answers")
+	h.log.Info().Str("region", h.regions[region].name).Str("request_id", reqID).
+		Msg("region marked: asked last by plain writes until a router of it answers, by reads and keyed writes for the read backoff")
 }
 
 // clearRegion clears a region's marks after one of its routers answered; logs at info only
-// when a mark ended. On an unmarked region it costs one atomic load.
+// when the region was failing. On a region that is not failing it costs one atomic load.
 func (h *Handler) clearRegion(region int) {
 	if h.homes.Clear(region) {
 		h.log.Info().Str("region", h.regions[region].name).Msg("region cleared: a router answered")

@@ -1,6 +1,10 @@
 package proxy
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/fenec/fenec-entry/homes"
+)
 
 // lookup results, indexes of boundMetrics.lookup
 const (
@@ -12,8 +16,10 @@ const (
 // plan writes the order in which regions are asked into buf and returns it:
 // the tenant's known home; else the region for the client's continent, else
 // the default region; then every other region in --routers order. Regions
-// with a live failure mark move to the end, keeping their relative order: a
-// mark only reorders, it never removes a region.
+// whose failure counts for this kind of request (CONTRACT.md section 4: a
+// plain write until a router of the region answers, a read or keyed write for
+// --read-backoff) move to the end, keeping their relative order: a mark only
+// reorders, it never removes a region.
 func (h *Handler) plan(x *exchange, r *http.Request, buf []uint8) []uint8 {
 	first := -1
 	if x.tenant != "" {
@@ -38,7 +44,11 @@ func (h *Handler) plan(x *exchange, r *http.Request, buf []uint8) []uint8 {
 	}
 	n := len(h.regions)
 	// Read once: a mark changing meanwhile must not drop or repeat a region.
-	marked := h.homes.MarkedSet()
+	req := homes.Strict
+	if x.retryable {
+		req = homes.Lenient
+	}
+	marked := h.homes.MarkedSet(req)
 	order := buf[:0]
 	// Unmarked regions first, in order (the first choice leading), then the
 	// marked ones in the same order.

@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fenec/fenec-entry/homes"
 )
@@ -213,68 +215,97 @@ func TestRowMayHaveReached(t *testing.T) {
 	}
 }
 
-// A mark only reorders: a region whose routers all failed is asked last by
-// reads for --read-backoff; a plain write's mark stays until the region
-// answers.
+// TestMarks is CONTRACT.md section 4's marks paragraph, row by row, through the proxy and
+// real stand-ins: how long a failure counts depends on the request being planned, not on
+// the one that failed; a mark only reorders.
 func TestMarks(t *testing.T) {
-	t.Run("read mark moves the region last, then expires", func(t *testing.T) {
-		e := newEnv(t)
-		e.learn("acme") // home eu
+	// failRead makes eu (acme's home) fail a read: both routers refuse, us relays, and the
+	// relay's 502 names the home.
+	failRead := func(e *testEnv) {
+		e.t.Helper()
 		e.fault("eu", 0, "refuse")
 		e.fault("eu", 1, "refuse")
-		r := e.do("GET", "/t/acme/items/1", nil, "") // eu fails, us relays -> router's 502 with home
-		if !e.homes.Marked(0) {
-			t.Fatalf("eu not marked after every router failed (got %d)", r.status)
+		if r := e.do("GET", "/t/acme/items/1", nil, ""); !e.homes.Marked(0, homes.Strict) {
+			e.t.Fatalf("eu not marked after every router failed a read (got %d)", r.status)
 		}
 		e.fault("eu", 0, "ok")
 		e.fault("eu", 1, "ok")
-		usBefore := e.direct("us")
-		e.do("GET", "/t/acme/items/1", nil, "")
-		if e.direct("us") != usBefore+1 {
-			t.Errorf("marked home eu was not moved behind us")
-		}
-		e.clock.Advance(11e9) // past --read-backoff (10s)
-		usBefore = e.direct("us")
-		e.do("GET", "/t/acme/items/1", nil, "")
-		if e.direct("us") != usBefore {
-			t.Errorf("eu still asked last after the read mark expired")
-		}
-	})
-	t.Run("write mark stays until the region answers", func(t *testing.T) {
-		e := newEnv(t)
-		e.learn("acme")
+	}
+	// failWrite makes eu fail a plain write after it may have run: may_have_run.
+	failWrite := func(e *testEnv) {
+		e.t.Helper()
 		e.fault("eu", 0, "reset_after_request")
-		r := e.do("POST", "/t/acme/items", nil, "x")
-		if errCode(t, r) != codeMayHaveRun || !e.homes.Marked(0) {
-			t.Fatalf("got %d %s, marked=%v", r.status, r.body, e.homes.Marked(0))
-		}
-		e.clock.Advance(60e9)
-		if !e.homes.Marked(0) {
-			t.Fatal("write mark expired by time")
+		if r := e.do("POST", "/t/acme/items", nil, "x"); errCode(e.t, r) != codeMayHaveRun || !e.homes.Marked(0, homes.Strict) {
+			e.t.Fatalf("got %d %s, marked=%v; want may_have_run and eu marked", r.status, r.body, e.homes.Marked(0, homes.Strict))
 		}
 		e.fault("eu", 0, "ok")
-		// eu is asked last now: us relays the read home, and the answer of
-		// an eu router, naming eu, clears the mark.
+	}
+	read := func(e *testEnv) { e.do("GET", "/t/acme/items/1", nil, "") }
+	plainWrite := func(e *testEnv) { e.do("POST", "/t/acme/items", nil, "x") }
+	keyedWrite := func(e *testEnv) {
+		e.do("POST", "/t/acme/items", map[string]string{"Idempotency-Key": fmt.Sprint("k-", e.clock.Now().UnixNano())}, "x")
+	}
+	tests := map[string]struct {
+		fail   func(*testEnv)
+		after  time.Duration // since the failure
+		next   func(*testEnv)
+		asksEU bool // the next request asks eu first (else us relays it)
+	}{
+		"read failure: reads ask it last":                         {failRead, 0, read, false},
+		"read failure: keyed writes ask it last":                  {failRead, 0, keyedWrite, false},
+		"read failure: plain writes ask it last":                  {failRead, 0, plainWrite, false},
+		"read failure: reads ask it first after the backoff":      {failRead, 11 * time.Second, read, true},
+		"read failure: keyed writes first after the backoff":      {failRead, 11 * time.Second, keyedWrite, true},
+		"read failure: plain writes still last after the backoff": {failRead, 11 * time.Second, plainWrite, false},
+		"write failure: reads ask it last within the backoff":     {failWrite, 5 * time.Second, read, false},
+		"write failure: reads ask it first after the backoff":     {failWrite, 11 * time.Second, read, true},
+		"write failure: plain writes last after a minute":         {failWrite, time.Minute, plainWrite, false},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.learn("acme") // home eu
+			tt.fail(e)
+			e.clock.Advance(tt.after)
+			euBefore, usBefore := e.direct("eu"), e.direct("us")
+			tt.next(e)
+			askedEU := e.direct("eu") > euBefore && e.direct("us") == usBefore
+			if askedEU != tt.asksEU {
+				t.Errorf("asked eu first = %v, want %v (direct eu +%d, us +%d)", askedEU, tt.asksEU,
+					e.direct("eu")-euBefore, e.direct("us")-usBefore)
+			}
+			// Either way a router of eu answered (directly or relayed): the mark is gone.
+			if e.homes.Marked(0, homes.Strict) {
+				t.Error("eu still marked after one of its routers answered")
+			}
+		})
+	}
+	t.Run("a relayed answer clears, and each state change is one info line", func(t *testing.T) {
+		e := newEnv(t)
+		e.learn("acme")
+		failWrite(e)
+		e.clock.Advance(time.Minute)
+		// eu is asked last now: us relays the write home, and the answer of an eu router,
+		// naming eu, clears the mark.
 		usBefore := e.direct("us")
-		e.do("GET", "/t/acme/items/1", nil, "")
+		plainWrite(e)
 		if e.direct("us") != usBefore+1 {
-			t.Error("write-marked eu was not asked last")
+			t.Error("failing eu was not asked last by a plain write")
 		}
-		if e.homes.Marked(0) {
-			t.Error("mark not cleared by an answer from a router of the region")
+		if e.homes.Marked(0, homes.Strict) {
+			t.Error("mark not cleared by a relayed answer from a router of the region")
 		}
-		// Each state change is one info line.
 		logs := e.logs.String()
-		for _, want := range []string{`"level":"info","region":"eu","kind":"write"`, `"level":"info","region":"eu","message":"region cleared`} {
+		for _, want := range []string{`"level":"info","region":"eu","request_id"`, `"level":"info","region":"eu","message":"region cleared`} {
 			if strings.Count(logs, want) != 1 {
 				t.Errorf("want one log line with %s:\n%s", want, logs)
 			}
 		}
 	})
-	t.Run("a marked healthy home still serves when it is the only way", func(t *testing.T) {
+	t.Run("a failing healthy home still serves when it is the only way", func(t *testing.T) {
 		e := newEnv(t)
 		e.learn("globex") // home us
-		e.homes.Mark(1, homes.MarkWrite)
+		e.homes.Mark(1)
 		e.fault("eu", 0, "refuse")
 		e.fault("eu", 1, "refuse")
 		r := e.do("POST", "/t/globex/items", nil, "x")
