@@ -341,16 +341,16 @@ func (h *harness) clearFaults() {
 // ---- entries ----
 
 type entryProc struct {
-	name, continent                  string
-	listen, admin, gossip, snap, rpc string
-	args, env                        []string
-	gid                              uint32
-	logPath                          string
-	mu                               sync.Mutex
-	cmd                              *exec.Cmd
-	done                             chan struct{}
-	base                             procMetrics
-	starts                           int
+	name, continent            string
+	listen, admin, gossip, rpc string
+	args, env                  []string
+	gid                        uint32
+	logPath                    string
+	mu                         sync.Mutex
+	cmd                        *exec.Cmd
+	done                       chan struct{}
+	base                       procMetrics
+	starts                     int
 }
 
 func (h *harness) newEntries() {
@@ -360,8 +360,7 @@ func (h *harness) newEntries() {
 	for i, name := range []string{"a", "b", "c"} {
 		e := &entryProc{name: name, continent: conts[i],
 			listen: fmt.Sprintf("127.0.0.1:%d", freePort(t)), admin: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			gossip: fmt.Sprintf("127.0.0.1:%d", freePort(t)), snap: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			rpc:     fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			gossip: fmt.Sprintf("127.0.0.1:%d", freePort(t)), rpc: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 			logPath: filepath.Join(h.dir, "entry-"+name+".log"),
 		}
 		if name == "a" && os.Geteuid() == 0 {
@@ -377,7 +376,7 @@ func (h *harness) newEntries() {
 			}
 		}
 		e.args = []string{"serve", "--listen", e.listen, "--admin-listen", e.admin,
-			"--gossip-bind", e.gossip, "--snapshot-listen", e.snap, "--rpc-addr", e.rpc,
+			"--gossip-bind", e.gossip, "--rpc-addr", e.rpc,
 			"--node", e.name, "--pop", e.name, "--continent", e.continent,
 			"--routers", h.routersSpec(), "--join", strings.Join(join, ","),
 			"--read-backoff", readBackoff.String(), "--answer-timeout", answerTimeout.String(),

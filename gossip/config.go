@@ -245,6 +245,17 @@ type Config struct {
 	TCPTimeout       time.Duration // DefaultTCPTimeout
 	UDPBufferSize    int           // DefaultUDPBufferSize
 
+	// RepairInterval is the mean time between anti-entropy rounds with a random peer
+	// (DefaultRepairInterval); SyncTimeout bounds one table, digest or pull exchange
+	// (DefaultSyncTimeout); MaxStreams bounds the table and pull streams served at once
+	// (DefaultMaxStreams). See SyncConfig.
+	RepairInterval, SyncTimeout time.Duration
+	MaxStreams                  int
+
+	// Capacity is the table's capacity (--homes; 0 means homes.DefaultCapacity): a peer's
+	// stream may carry at most twice as many records.
+	Capacity int
+
 	// LeavePropagateDelay is how long Leave stays up after its leave message went out, so
 	// that peers probing it learn it left rather than failed; 0 means serf's 1 s.
 	LeavePropagateDelay time.Duration
@@ -316,6 +327,7 @@ func (c Config) Validate() error {
 		{"ProbeInterval", c.ProbeInterval}, {"ProbeTimeout", c.ProbeTimeout},
 		{"PushPullInterval", c.PushPullInterval}, {"TCPTimeout", c.TCPTimeout},
 		{"LeavePropagateDelay", c.LeavePropagateDelay}, {"DirectCopyInterval", c.DirectCopyInterval},
+		{"RepairInterval", c.RepairInterval}, {"SyncTimeout", c.SyncTimeout},
 	} {
 		if d.v < 0 {
 			return bad("%s: %v is negative (0 means the default)", d.name, d.v)
@@ -330,7 +342,7 @@ func (c Config) Validate() error {
 		{"QueueLow", c.QueueLow}, {"MaxQueueDepth", c.MaxQueueDepth},
 		{"RecvQueue", c.RecvQueue}, {"GossipNodes", c.GossipNodes},
 		{"RetransmitMult", c.RetransmitMult}, {"DirectCopies", c.DirectCopies},
-		{"UDPBufferSize", c.UDPBufferSize},
+		{"UDPBufferSize", c.UDPBufferSize}, {"MaxStreams", c.MaxStreams}, {"Capacity", c.Capacity},
 	} {
 		if n.v < 0 {
 			return bad("%s: %d is negative (0 means the default)", n.name, n.v)

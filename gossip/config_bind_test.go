@@ -6,7 +6,7 @@ import "testing"
 // name, memberlist would bind every interface).
 func TestBindHostNameResolved(t *testing.T) {
 	g := &Gossip{cfg: Config{NodeName: "n", BindAddr: "localhost:0"}.withDefaults()}
-	mc, err := g.memberlistConfig()
+	mc, err := g.memberlistConfigLocked()
 	if err != nil {
 		t.Fatal(err)
 	}

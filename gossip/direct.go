@@ -1,8 +1,6 @@
 package gossip
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -56,42 +54,37 @@ const directAAD = "fenec-entry direct homes\x00"
 
 var errDirect = errors.New("bad direct packet")
 
-// directCodec seals and opens direct packets. Safe for concurrent use.
+// directCodec seals and opens direct packets: sealed with the keyring's primary key, opened
+// under any installed key (a rotation in progress). Safe for concurrent use.
 type directCodec struct {
-	aead  cipher.AEAD // nil: insecure
+	keys  Keys // zero: insecure
 	label string
 	aad   []byte
+	gcm   aeads
 }
 
-func newDirectCodec(key []byte, label string) (*directCodec, error) {
-	c := &directCodec{label: label, aad: []byte(directAAD + label)}
-	if len(key) == 0 {
-		return c, nil
-	}
-	b, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, fmt.Errorf("gossip: direct: %w", err)
-	}
-	if c.aead, err = cipher.NewGCM(b); err != nil {
-		return nil, fmt.Errorf("gossip: direct: %w", err)
-	}
-	return c, nil
+func newDirectCodec(keys Keys, label string) *directCodec {
+	return &directCodec{keys: keys, label: label, aad: []byte(directAAD + label)}
 }
 
 // seal returns the packet carrying payload, a fresh slice.
 func (c *directCodec) seal(payload []byte) ([]byte, error) {
-	if c.aead == nil {
+	if !c.keys.Secure() {
 		out := make([]byte, 0, 3+len(c.label)+len(payload))
 		out = append(out, directMagic, directPlain, byte(len(c.label)))
 		out = append(out, c.label...)
 		return append(out, payload...), nil
+	}
+	aead, err := c.gcm.get(c.keys.Primary())
+	if err != nil {
+		return nil, fmt.Errorf("gossip: direct: %w", err)
 	}
 	out := make([]byte, 2+directNonce, directOverhead+len(payload))
 	out[0], out[1] = directMagic, directSealed
 	if _, err := rand.Read(out[2 : 2+directNonce]); err != nil {
 		return nil, fmt.Errorf("gossip: direct: nonce: %w", err)
 	}
-	return c.aead.Seal(out, out[2:2+directNonce], payload, c.aad), nil
+	return aead.Seal(out, out[2:2+directNonce], payload, c.aad), nil
 }
 
 // open returns the payload of a packet from seal; errors wrap errDirect. An insecure entry
@@ -102,7 +95,7 @@ func (c *directCodec) open(pkt []byte) ([]byte, error) {
 	}
 	switch pkt[1] {
 	case directPlain:
-		if c.aead != nil {
+		if c.keys.Secure() {
 			return nil, fmt.Errorf("%w: not sealed", errDirect)
 		}
 		if len(pkt) < 3 || len(pkt) < 3+int(pkt[2]) || string(pkt[3:3+int(pkt[2])]) != c.label {
@@ -110,38 +103,54 @@ func (c *directCodec) open(pkt []byte) ([]byte, error) {
 		}
 		return pkt[3+int(pkt[2]):], nil
 	case directSealed:
-		if c.aead == nil {
+		if !c.keys.Secure() {
 			return nil, fmt.Errorf("%w: sealed, and no key", errDirect)
 		}
 		if len(pkt) < directOverhead {
 			return nil, fmt.Errorf("%w: short", errDirect)
 		}
-		p, err := c.aead.Open(nil, pkt[2:2+directNonce], pkt[2+directNonce:], c.aad)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errDirect, err)
+		for _, k := range c.keys.All() {
+			aead, err := c.gcm.get(k)
+			if err != nil {
+				continue
+			}
+			if p, err := aead.Open(nil, pkt[2:2+directNonce], pkt[2+directNonce:], c.aad); err == nil {
+				return p, nil
+			}
 		}
-		return p, nil
+		return nil, fmt.Errorf("%w: no installed key opens it", errDirect)
 	default:
 		return nil, fmt.Errorf("%w: kind %d", errDirect, pkt[1])
 	}
 }
 
 // directTransport sits under memberlist: it takes direct packets out of the packet stream
-// and passes everything else on. Its goroutine runs until Shutdown, which memberlist calls.
+// and sync streams out of the stream channel (streams.go), and passes everything else on.
+// Its goroutines run until Shutdown, which memberlist calls.
 type directTransport struct {
 	memberlist.NodeAwareTransport
-	in     chan *memberlist.Packet
-	handle func(pkt []byte) // a direct packet, still sealed; must not block
-	stop   chan struct{}
-	once   sync.Once
-	wg     sync.WaitGroup
+	in        chan *memberlist.Packet
+	streams   chan net.Conn
+	handle    func(pkt []byte) // a direct packet, still sealed; must not block
+	sync      *connListener    // where sync streams go; nil: closed
+	onRefused func(reason string)
+
+	mu      sync.Mutex            // guards sorting
+	sorting map[net.Conn]struct{} // streams waiting for their first byte; closed by Shutdown
+
+	stop chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup
 }
 
-func newDirectTransport(inner memberlist.NodeAwareTransport, handle func([]byte)) *directTransport {
+func newDirectTransport(inner memberlist.NodeAwareTransport, handle func([]byte), syncLn *connListener,
+	onRefused func(string)) *directTransport {
 	t := &directTransport{NodeAwareTransport: inner, in: make(chan *memberlist.Packet),
-		handle: handle, stop: make(chan struct{})}
-	t.wg.Add(1)
+		streams: make(chan net.Conn), handle: handle, sync: syncLn, onRefused: onRefused,
+		sorting: make(map[net.Conn]struct{}), stop: make(chan struct{})}
+	t.wg.Add(2)
 	go t.run()
+	go t.sortStreams()
 	return t
 }
 
@@ -175,6 +184,11 @@ func (t *directTransport) Shutdown() error {
 	t.once.Do(func() {
 		close(t.stop)
 		err = t.NodeAwareTransport.Shutdown()
+		t.mu.Lock()
+		for c := range t.sorting {
+			c.Close()
+		}
+		t.mu.Unlock()
 		t.wg.Wait()
 	})
 	return err

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
@@ -13,11 +14,11 @@ import (
 
 func TestDirectCodec(t *testing.T) {
 	payload := []byte("\x01\x01a-some-payload")
-	keyed, _ := newDirectCodec(clusterKey, "lbl")
-	other, _ := newDirectCodec(strangerKey, "lbl")
-	otherLabel, _ := newDirectCodec(clusterKey, "other")
-	plain, _ := newDirectCodec(nil, "lbl")
-	plainOtherLabel, _ := newDirectCodec(nil, "other")
+	keyed := newDirectCodec(keysOf(clusterKey), "lbl")
+	other := newDirectCodec(keysOf(strangerKey), "lbl")
+	otherLabel := newDirectCodec(keysOf(clusterKey), "other")
+	plain := newDirectCodec(keysOf(nil), "lbl")
+	plainOtherLabel := newDirectCodec(keysOf(nil), "other")
 
 	pkt, err := keyed.seal(payload)
 	if err != nil {
@@ -76,14 +77,14 @@ func TestDirectDedup(t *testing.T) {
 }
 
 func TestDirectSenderCopies(t *testing.T) {
-	m, _ := newMetrics(nil)
-	codec, _ := newDirectCodec(clusterKey, "lbl")
+	m, _ := newMetrics(nil, func() bool { return true })
+	codec := newDirectCodec(keysOf(clusterKey), "lbl")
 	peers := []memberlist.Address{{Addr: "10.0.0.2:7946", Name: "b"}, {Addr: "10.0.0.3:7946", Name: "c"}}
 	sent := map[string]int{}
 	var pkts [][]byte
 	d := &directSender{codec: codec, peers: func() []memberlist.Address { return peers }, copies: 3,
 		every: 50 * time.Millisecond, m: m,
-		write: func(pkt []byte, to memberlist.Address) { sent[to.Name]++; pkts = append(pkts, pkt) }}
+		write: func(pkt []byte, to memberlist.Address) error { sent[to.Name]++; pkts = append(pkts, pkt); return nil }}
 	t0 := time.Unix(1_800_000_000, 0)
 	if err := d.send(t0, []byte("\x01\x01apayload")); err != nil {
 		t.Fatal(err)
@@ -131,9 +132,9 @@ func TestDirectRefusesStrangers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stranger, _ := newDirectCodec(strangerKey, DefaultLabel)
-	clear, _ := newDirectCodec(nil, DefaultLabel)
-	wrongLabel, _ := newDirectCodec(clusterKey, "another-cluster")
+	stranger := newDirectCodec(keysOf(strangerKey), DefaultLabel)
+	clear := newDirectCodec(keysOf(nil), DefaultLabel)
+	wrongLabel := newDirectCodec(keysOf(clusterKey), "another-cluster")
 	to := memberlist.Address{Addr: a.g.Addr(), Name: "a"}
 	write := func(c *directCodec, p []byte) {
 		pkt, err := c.seal(p)
@@ -165,5 +166,25 @@ func TestDirectRefusesStrangers(t *testing.T) {
 	})
 	if got := testutil.ToFloat64(a.g.m.directReceived.WithLabelValues("new")); got != 1 {
 		t.Fatalf("a queued %v direct packets, want 1", got)
+	}
+}
+
+// TestDirectWriteFailureCounted pins that a packet the transport refuses is counted as
+// dropped, not as sent.
+func TestDirectWriteFailureCounted(t *testing.T) {
+	m, _ := newMetrics(nil, func() bool { return true })
+	peers := []memberlist.Address{{Addr: "10.0.0.2:7946", Name: "b"}, {Addr: "10.0.0.3:7946", Name: "c"}}
+	d := &directSender{codec: newDirectCodec(keysOf(clusterKey), "lbl"), peers: func() []memberlist.Address { return peers },
+		copies: 1, m: m, write: func(_ []byte, to memberlist.Address) error {
+			if to.Name == "c" {
+				return errors.New("sendto: no buffer space")
+			}
+			return nil
+		}}
+	if err := d.send(time.Now(), []byte("\x01\x01apayload")); err != nil {
+		t.Fatal(err)
+	}
+	if sent, dropped := testutil.ToFloat64(m.directPackets), testutil.ToFloat64(m.eventsDropped.WithLabelValues("direct_write")); sent != 1 || dropped != 1 {
+		t.Errorf("sent %v, dropped %v; want 1 and 1", sent, dropped)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log"
 	"maps"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -27,45 +28,71 @@ type Member struct {
 	Tags  map[string]string
 }
 
-// PeerMember is an alive member other than this entry. (Peer, in snapshot.go, is the same
-// entry as the snapshot client sees it: node builds it from Name and Tags["snap"].)
+// PeerMember is an alive member other than this entry.
 type PeerMember struct {
 	Name string
-	Addr string // memberlist address, ip:port
+	Addr string // memberlist address, ip:port: where its table is fetched too
 	Tags map[string]string
 }
 
-// Gossip is this entry's membership in the cluster and the publishing and applying of homes
-// and marks (homes in direct packets, marks in serf user events). Lifecycle: New, Start, Leave, Close; Leave and Close are
-// idempotent, and Close waits for every goroutine Start started. Members, Peers, Joined and
-// Addr are safe for concurrent use at any time (empty before Start).
+// Gossip is this entry's part in the cluster: serf membership, marks and clears as serf user
+// events, homes in direct packets, the joiner's table and repair (Sync), all over one
+// address, memberlist's (--gossip-bind). Lifecycle: New, Start, Leave, Close; Leave and Close
+// are idempotent, and Close waits for every goroutine Start started. Members, Peers, Up,
+// Joined and Addr are safe for concurrent use at any time (empty before Start).
+//
+// If serf shuts itself down (it lost a node name conflict), Gossip says so (Up is false, the
+// members are gone) and starts a fresh serf on the same address after a backoff (1 s
+// doubling to 30 s), keeping the keyring, the table and the RPC listener; it never restarts
+// after Leave or Close. A Gossip on an injected Transport cannot be restarted: it stays down.
 type Gossip struct {
-	cfg Config
-	log zerolog.Logger
-	m   *metrics
-	v   *Validator
+	cfg  Config
+	log  zerolog.Logger
+	m    *metrics
+	v    *Validator
+	keys Keys // the keyring of every incarnation
 
 	recvq          chan []byte
 	codec          *directCodec
 	dedup          *directDedup // owned by the directTransport's goroutine
 	membersChanged chan struct{}
 	joined         atomic.Bool
+	selfAddr       atomic.Pointer[string] // Addr, readable without mu (the conflict log line)
+
+	sync       *Sync
+	syncLn     *connListener // the sync streams every incarnation's transport sorts out
+	syncSrv    *http.Server
+	syncClient *http.Client
 
 	mu        sync.Mutex // guards the following
 	started   bool
 	closed    bool
-	agent     *agent.Agent
-	ipc       *agent.AgentIPC
-	rpcAddr   net.Addr
+	left      bool               // Leave was called: serf ends on purpose, no restart
+	inc       *incarnation       // the current serf; nil before Start
+	rpcLn     net.Listener       // nil without RPCAddr
+	port      int                // memberlist's port, kept across incarnations (BindAddr's, or the one picked)
 	cancel    context.CancelFunc // stops every goroutine
 	joinStop  context.CancelFunc // stops the joiner (Leave)
 	leaveDone chan struct{}      // closed when the leave ended; nil before Leave
 	leaveErr  error
 	pub       *publisher
-	tr        *directTransport
 
 	wg sync.WaitGroup
 }
+
+// incarnation is one serf: its agent, its RPC server and its transport.
+type incarnation struct {
+	agent *agent.Agent
+	ipc   *agent.AgentIPC // nil without RPCAddr
+	ipcLn *connListener
+	tr    *directTransport
+}
+
+// Restart backoff after serf shut itself down.
+const (
+	restartMin = time.Second
+	restartMax = 30 * time.Second
+)
 
 // New validates cfg and builds a Gossip. It does no I/O.
 func New(cfg Config) (*Gossip, error) {
@@ -78,24 +105,57 @@ func New(cfg Config) (*Gossip, error) {
 		cfg.Tags = make(map[string]string)
 	}
 	cfg.Tags["role"] = "entry"
-	m, err := newMetrics(cfg.Registerer)
+	keys, err := NewKeys(cfg.Key)
 	if err != nil {
 		return nil, err
 	}
-	codec, err := newDirectCodec(cfg.Key, cfg.Label)
-	if err != nil {
-		return nil, err
-	}
-	return &Gossip{
-		codec:          codec,
+	g := &Gossip{
+		codec:          newDirectCodec(keys, cfg.Label),
+		keys:           keys,
 		dedup:          newDirectDedup(),
 		cfg:            cfg,
 		log:            cfg.Logger.With().Str("component", "gossip").Logger(),
-		m:              m,
 		v:              NewValidator(cfg.Regions, nil),
 		recvq:          make(chan []byte, cfg.RecvQueue),
 		membersChanged: make(chan struct{}, 1),
-	}, nil
+		syncLn:         newConnListener(pipeAddr("gossip sync streams"), syncBacklog),
+	}
+	if g.m, err = newMetrics(cfg.Registerer, g.Up); err != nil {
+		return nil, err
+	}
+	g.syncClient = &http.Client{Transport: &http.Transport{
+		Proxy:                 nil,
+		DialContext:           g.dialSync,
+		ResponseHeaderTimeout: 5 * time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   2,
+		DisableCompression:    true, // a snapshot is a few MB on a private network
+	}}
+	g.sync, err = NewSync(SyncConfig{
+		Node:       cfg.NodeName,
+		Keys:       keys,
+		Table:      cfg.Table,
+		Validator:  g.v,
+		MemberAddr: g.MemberAddr,
+		Peers:      g.syncPeers,
+		Interval:   cfg.RepairInterval,
+		Timeout:    cfg.SyncTimeout,
+		Capacity:   cfg.Capacity,
+		MaxStreams: cfg.MaxStreams,
+		Client:     g.syncClient,
+		Logger:     cfg.Logger,
+		Registerer: cfg.Registerer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.syncSrv = &http.Server{
+		Handler:           g.sync.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          log.New(logWriter{log: g.log}, "", 0),
+	}
+	return g, nil
 }
 
 // resolveOne returns host as an IP address: itself if it is one, else its first address.
@@ -113,13 +173,57 @@ func resolveOne(host string) (string, error) {
 	return ips[0].String(), nil
 }
 
+// Sync is the joiner's table and repair over this Gossip's address.
+func (g *Gossip) Sync() *Sync { return g.sync }
+
+// syncPeers are the alive members to fetch a table from or repair with, at their gossip
+// address.
+func (g *Gossip) syncPeers() []Peer {
+	ps := g.Peers()
+	out := make([]Peer, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, Peer{Name: p.Name, Addr: p.Addr})
+	}
+	return out
+}
+
+// dialSync opens a sync stream to a member's gossip address through the current transport:
+// its first byte tells the peer's transport it is not memberlist's.
+func (g *Gossip) dialSync(ctx context.Context, _, addr string) (net.Conn, error) {
+	g.mu.Lock()
+	inc := g.inc
+	g.mu.Unlock()
+	if inc == nil {
+		return nil, errNoTransport
+	}
+	timeout := 2 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	c, err := inc.tr.NodeAwareTransport.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
+	if err != nil {
+		return nil, err
+	}
+	c.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte{syncMagic}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.SetWriteDeadline(time.Time{})
+	return c, nil
+}
+
 // memberlistConfig starts from memberlist's WAN profile (entries are on several continents)
-// and tunes it; each value's reason is at its Default constant in config.go.
-func (g *Gossip) memberlistConfig() (*memberlist.Config, error) {
+// and tunes it; each value's reason is at its Default constant in config.go. Called with g.mu
+// held.
+func (g *Gossip) memberlistConfigLocked() (*memberlist.Config, error) {
 	c := g.cfg
 	mc := memberlist.DefaultWANConfig()
 	mc.Name = c.NodeName
 	host, port, _ := splitHostPort(c.BindAddr) // validated
+	if g.port != 0 {
+		port = g.port // a restart binds where the first incarnation did
+	}
 	if host == "" {
 		host = "0.0.0.0"
 	} else if net.ParseIP(host) == nil {
@@ -153,26 +257,32 @@ func (g *Gossip) memberlistConfig() (*memberlist.Config, error) {
 	// Our payloads are DEFLATEd already; memberlist's LZW of every packet would cost CPU for
 	// little (the agent sets this from its own config too).
 	mc.EnableCompression = false
-	if len(c.Key) > 0 {
-		mc.SecretKey = append([]byte(nil), c.Key...)
+	if g.keys.Secure() {
+		// The keyring, not SecretKey: memberlist would make SecretKey the primary key again,
+		// and a restarted serf must keep what a rotation installed.
+		mc.Keyring = g.keys.ring
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 	mc.Label = c.Label
 	return mc, nil
 }
 
-// transport is memberlist's transport for mc: Config.Transport or a UDP/TCP one on
-// BindAddr, under a directTransport that takes the direct packets out (direct.go).
-func (g *Gossip) transport(mc *memberlist.Config) (*directTransport, error) {
+// transport is memberlist's transport for mc: Config.Transport (first incarnation only) or a
+// UDP/TCP one on BindAddr, under a directTransport that takes out the direct packets and the
+// sync streams (direct.go, streams.go).
+func (g *Gossip) transportLocked(mc *memberlist.Config) (*directTransport, error) {
 	inner := g.cfg.Transport
 	if inner == nil {
-		nt, err := newNetTransport(mc, log.New(logWriter{g.log}, "", log.LstdFlags))
+		nt, err := newNetTransport(mc, log.New(logWriter{log: g.log}, "", log.LstdFlags))
 		if err != nil {
 			return nil, err
 		}
 		inner = nt
+	} else if g.inc != nil {
+		return nil, errors.New("gossip: an injected transport is not restarted")
 	}
-	return newDirectTransport(inner, g.handleDirect), nil
+	return newDirectTransport(inner, g.handleDirect, g.syncLn,
+		func(reason string) { g.m.streamsRefused.WithLabelValues(reason).Inc() }), nil
 }
 
 // handleDirect takes a direct packet from the transport's goroutine: it opens it and
@@ -202,20 +312,27 @@ func (g *Gossip) handleDirect(pkt []byte) {
 	}
 }
 
-// writeDirect sends a direct packet to one member, under memberlist (no label header: the
-// label is in the packet's additional data). Only after Start.
+// writeDirect sends a direct packet to one member through the current transport, under
+// memberlist (no label header: the label is in the packet's additional data).
 func (g *Gossip) writeDirect(pkt []byte, to memberlist.Address) error {
 	g.mu.Lock()
-	tr := g.tr
+	inc := g.inc
 	g.mu.Unlock()
-	_, err := tr.NodeAwareTransport.WriteToAddress(pkt, to)
+	if inc == nil {
+		return errNoTransport
+	}
+	_, err := inc.tr.NodeAwareTransport.WriteToAddress(pkt, to)
 	return err
 }
 
 // directPeers are the members a direct batch goes to: every one memberlist considers
-// alive or suspect, but this entry.
+// alive or suspect, but this entry. None while serf is down.
 func (g *Gossip) directPeers() []memberlist.Address {
-	ms := g.serf().Memberlist().Members()
+	s := g.serfOrNil()
+	if s == nil || s.State() != serf.SerfAlive {
+		return nil
+	}
+	ms := s.Memberlist().Members()
 	out := make([]memberlist.Address, 0, len(ms))
 	for _, n := range ms {
 		if n.Name != g.cfg.NodeName {
@@ -243,8 +360,9 @@ func (g *Gossip) serfConfig(mc *memberlist.Config) *serf.Config {
 }
 
 // Start binds memberlist's listeners and the RPC listener, creates serf through its agent
-// (so that its IPC serves `serf members`), and starts the publisher, the receiver, the
-// joiner and the members watcher. It returns once listening; joining retries in the
+// (so that its IPC serves `serf members` and `serf keys`), and starts the publisher, the
+// receiver, the joiner, the members watcher, the sync server and the supervisor that starts
+// serf again if it shuts itself down. It returns once listening; joining retries in the
 // background every JoinInterval until a peer answers. ctx bounds nothing after Start
 // returns: Close stops everything.
 func (g *Gossip) Start(ctx context.Context) error {
@@ -256,41 +374,20 @@ func (g *Gossip) Start(ctx context.Context) error {
 	if g.started || g.closed {
 		return errors.New("gossip: start: already started or closed")
 	}
-	mc, err := g.memberlistConfig()
-	if err != nil {
-		return err
-	}
-	tr, err := g.transport(mc)
-	if err != nil {
-		return fmt.Errorf("gossip: start: %w", err)
-	}
-	mc.Transport = tr
-	lw := logWriter{g.log}
-	ac := agent.DefaultConfig()
-	ac.NodeName = g.cfg.NodeName
-	ac.Tags = maps.Clone(g.cfg.Tags)
-	ac.EnableCompression = false
-	a, err := agent.Create(ac, g.serfConfig(mc), lw)
-	if err != nil {
-		_ = tr.Shutdown()
-		return fmt.Errorf("gossip: start: %w", err)
-	}
-	a.RegisterEventHandler(eventHandler{g})
-	if err := a.Start(); err != nil {
-		_ = tr.Shutdown() // memberlist may not have taken it over
-		return fmt.Errorf("gossip: start: %w", err)
-	}
-	var ipc *agent.AgentIPC
 	if g.cfg.RPCAddr != "" {
 		ln, err := net.Listen("tcp", g.cfg.RPCAddr)
 		if err != nil {
-			_ = a.Shutdown()
 			return fmt.Errorf("gossip: start: --rpc-addr: %w", err)
 		}
-		g.rpcAddr = ln.Addr()
-		ipc = agent.NewAgentIPC(a, g.cfg.RPCAuth, ln, lw, agent.NewLogWriter(256), false)
+		g.rpcLn = ln
 	}
-	g.started, g.agent, g.ipc, g.tr = true, a, ipc, tr
+	if err := g.startIncarnationLocked(); err != nil {
+		if g.rpcLn != nil {
+			g.rpcLn.Close()
+		}
+		return fmt.Errorf("gossip: start: %w", err)
+	}
+	g.started = true
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	joinCtx, joinStop := context.WithCancel(runCtx)
@@ -298,43 +395,176 @@ func (g *Gossip) Start(ctx context.Context) error {
 	g.pub = newPublisher(g.cfg, g.sendEvent, g.queueDepth, g.m, g.log)
 	if !g.cfg.SerfHomes {
 		g.pub.direct = &directSender{codec: g.codec, peers: g.directPeers, copies: g.cfg.DirectCopies,
-			every: g.cfg.DirectCopyInterval, m: g.m,
-			write: func(pkt []byte, to memberlist.Address) { _, _ = tr.NodeAwareTransport.WriteToAddress(pkt, to) }}
+			every: g.cfg.DirectCopyInterval, m: g.m, write: g.writeDirect}
 	}
 	recv := &receiver{table: g.cfg.Table, v: g.v, dec: newDecoder(), m: g.m, log: g.log, now: time.Now}
-	g.wg.Add(4)
+	g.wg.Add(6)
 	go func() { defer g.wg.Done(); g.pub.run(runCtx) }()
 	go func() { defer g.wg.Done(); recv.run(runCtx, g.recvq) }()
 	go func() { defer g.wg.Done(); g.joiner(joinCtx) }()
 	go func() { defer g.wg.Done(); g.watchMembers(runCtx) }()
-	g.log.Info().Str("addr", g.addrLocked()).Str("rpc", g.cfg.RPCAddr).Bool("encrypted", len(g.cfg.Key) > 0).
+	go func() { defer g.wg.Done(); g.supervise(runCtx) }()
+	go func() { defer g.wg.Done(); g.syncSrv.Serve(g.syncLn) }()
+	if g.rpcLn != nil {
+		g.wg.Go(g.acceptRPC)
+	}
+	g.log.Info().Str("addr", g.addrLocked()).Str("rpc", g.cfg.RPCAddr).Bool("encrypted", g.keys.Secure()).
 		Msg("gossip: started")
 	return nil
 }
 
+// startIncarnationLocked builds and starts one serf: transport, agent, RPC server.
+func (g *Gossip) startIncarnationLocked() error {
+	mc, err := g.memberlistConfigLocked()
+	if err != nil {
+		return err
+	}
+	tr, err := g.transportLocked(mc)
+	if err != nil {
+		return err
+	}
+	mc.Transport = tr
+	lw := logWriter{log: g.log, node: g.cfg.NodeName, addr: &g.selfAddr}
+	ac := agent.DefaultConfig()
+	ac.NodeName = g.cfg.NodeName
+	ac.Tags = maps.Clone(g.cfg.Tags)
+	ac.EnableCompression = false
+	a, err := agent.Create(ac, g.serfConfig(mc), lw)
+	if err != nil {
+		_ = tr.Shutdown()
+		return err
+	}
+	a.RegisterEventHandler(eventHandler{g})
+	if err := a.Start(); err != nil {
+		_ = tr.Shutdown() // memberlist may not have taken it over
+		return err
+	}
+	inc := &incarnation{agent: a, tr: tr}
+	if g.rpcLn != nil {
+		inc.ipcLn = newConnListener(g.rpcLn.Addr(), 16)
+		inc.ipc = agent.NewAgentIPC(a, g.cfg.RPCAuth, inc.ipcLn, lw, agent.NewLogWriter(256), false)
+	}
+	g.inc = inc
+	g.port = mc.BindPort // the one picked for port 0 (newNetTransport writes it back)
+	addr := g.addrLocked()
+	g.selfAddr.Store(&addr)
+	return nil
+}
+
+// acceptRPC hands each RPC connection to the current serf's IPC server; while serf is being
+// started again, connections are closed at once. Returns when the listener closes.
+func (g *Gossip) acceptRPC() {
+	for {
+		c, err := g.rpcLn.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // a transient accept error (EMFILE)
+			continue
+		}
+		g.mu.Lock()
+		inc := g.inc
+		g.mu.Unlock()
+		if inc == nil || inc.ipcLn == nil || !inc.ipcLn.push(c) {
+			c.Close()
+		}
+	}
+}
+
+// supervise watches the current serf and starts a fresh one, after a backoff, when it shut
+// itself down (serf's name conflict resolution does): gossip is then down, and says so, until
+// the new serf is up. It never restarts after Leave or Close.
+func (g *Gossip) supervise(ctx context.Context) {
+	backoff := restartMin
+	for {
+		g.mu.Lock()
+		inc := g.inc
+		g.mu.Unlock()
+		up := time.Now()
+		select {
+		case <-ctx.Done():
+			return
+		case <-inc.agent.Serf().ShutdownCh():
+		}
+		if ctx.Err() != nil || g.leftOrClosed() {
+			return
+		}
+		if time.Since(up) > restartMax {
+			backoff = restartMin // it ran a while: this is a new trouble
+		}
+		g.countMembers()
+		for {
+			g.log.Error().Str("node", g.cfg.NodeName).Stringer("retry_in", backoff).
+				Msg("gossip: serf shut down by itself (see the lines above): gossip is down; starting a fresh serf")
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, restartMax)
+			err := g.restart()
+			if err == nil {
+				g.m.restarts.Inc()
+				g.log.Info().Str("addr", g.Addr()).Msg("gossip: serf started again")
+				break
+			}
+			if errors.Is(err, errClosed) {
+				return
+			}
+			g.log.Error().Err(err).Msg("gossip: starting serf again failed")
+		}
+	}
+}
+
+var errClosed = errors.New("gossip: closed")
+
+func (g *Gossip) leftOrClosed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.left || g.closed
+}
+
+// restart replaces a shut-down serf with a fresh one.
+func (g *Gossip) restart() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.left || g.closed {
+		return errClosed
+	}
+	old := g.inc
+	if old.ipc != nil {
+		old.ipc.Shutdown()
+	}
+	_ = old.agent.Shutdown() // serf is down already; this ends the agent's own goroutines
+	_ = old.tr.Shutdown()
+	return g.startIncarnationLocked()
+}
+
 func (g *Gossip) sendEvent(payload []byte) error {
-	return g.serf().UserEvent(EventName, payload, false)
+	s := g.serfOrNil()
+	if s == nil {
+		return errNoTransport
+	}
+	return s.UserEvent(EventName, payload, false)
 }
 
 // queueDepth is serf's user event queue depth: the events (ours and relayed) still to be
 // retransmitted. serf drops the oldest beyond MaxQueueDepth. -1 if unknown.
 func (g *Gossip) queueDepth() int {
-	n, err := strconv.Atoi(g.serf().Stats()["event_queue"])
+	s := g.serfOrNil()
+	if s == nil {
+		return -1
+	}
+	n, err := strconv.Atoi(s.Stats()["event_queue"])
 	if err != nil {
 		return -1
 	}
 	return n
 }
 
-// serf returns the running serf; only called after Start succeeded.
-func (g *Gossip) serf() *serf.Serf {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.agent.Serf()
-}
-
 // watchMembers keeps the members gauge and Joined current: on every member event, and every
-// second (state changes serf reports no event for, such as a reap).
+// second (state changes serf reports no event for, such as a reap or serf's own shutdown).
 func (g *Gossip) watchMembers(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -351,10 +581,9 @@ func (g *Gossip) watchMembers(ctx context.Context) {
 
 func (g *Gossip) countMembers() {
 	counts := make(map[string]int, len(memberStates))
-	for _, m := range g.serf().Members() {
-		st := m.Status.String()
-		counts[st]++
-		if m.Status == serf.StatusAlive && m.Name != g.cfg.NodeName {
+	for _, m := range g.Members() {
+		counts[m.State]++
+		if m.State == "alive" && m.Name != g.cfg.NodeName {
 			g.joined.Store(true)
 		}
 	}
@@ -375,9 +604,10 @@ func (g *Gossip) Leave(ctx context.Context) error {
 		return nil
 	}
 	if g.leaveDone == nil {
+		g.left = true
 		g.leaveDone = make(chan struct{})
 		g.joinStop()
-		a, done := g.agent, g.leaveDone
+		a, done := g.inc.agent, g.leaveDone
 		go func() { // ends within serf's bounded leave, whoever waits
 			err := a.Leave()
 			g.mu.Lock()
@@ -402,8 +632,9 @@ func (g *Gossip) Leave(ctx context.Context) error {
 }
 
 // Close shuts gossip down without leaving (peers see this entry failed unless Leave came
-// first): it stops the RPC listener, serf and memberlist, and waits for its goroutines. What
-// is still pending publication is dropped (repair carries it). Safe to call twice.
+// first): it stops the RPC listener, the sync server, serf and memberlist, and waits for its
+// goroutines. What is still pending publication is dropped (repair carries it). Safe to call
+// twice.
 func (g *Gossip) Close() error {
 	g.mu.Lock()
 	if g.closed {
@@ -416,16 +647,23 @@ func (g *Gossip) Close() error {
 		return nil
 	}
 	g.cancel()
-	if g.ipc != nil {
-		g.ipc.Shutdown()
+	if g.rpcLn != nil {
+		g.rpcLn.Close()
 	}
-	a, leaveDone := g.agent, g.leaveDone
+	inc, leaveDone := g.inc, g.leaveDone
+	if inc.ipc != nil {
+		inc.ipc.Shutdown()
+	}
 	g.mu.Unlock()
 	if leaveDone != nil {
 		<-leaveDone // a leave in progress ends within serf's bounds; shutting down under it races
 	}
-	err := a.Shutdown()
+	err := inc.agent.Shutdown()
+	_ = inc.tr.Shutdown()
+	g.syncSrv.Close()
+	g.syncLn.Close()
 	g.wg.Wait()
+	g.syncClient.CloseIdleConnections()
 	if err != nil {
 		return fmt.Errorf("gossip: close: %w", err)
 	}
@@ -433,10 +671,10 @@ func (g *Gossip) Close() error {
 }
 
 // Members returns every member serf knows, this entry included: alive, leaving, left (until
-// reaped) and failed.
+// reaped) and failed. None while serf is shut down (it knows no one then).
 func (g *Gossip) Members() []Member {
 	s := g.serfOrNil()
-	if s == nil {
+	if s == nil || s.State() == serf.SerfShutdown {
 		return nil
 	}
 	ms := s.Members()
@@ -447,10 +685,10 @@ func (g *Gossip) Members() []Member {
 	return out
 }
 
-// Peers returns the alive members other than this entry.
+// Peers returns the alive members other than this entry; none while serf is not alive.
 func (g *Gossip) Peers() []PeerMember {
 	s := g.serfOrNil()
-	if s == nil {
+	if s == nil || s.State() != serf.SerfAlive {
 		return nil
 	}
 	var out []PeerMember
@@ -466,7 +704,7 @@ func (g *Gossip) Peers() []PeerMember {
 // included), for SyncConfig.MemberAddr.
 func (g *Gossip) MemberAddr(node string) (netip.Addr, bool) {
 	s := g.serfOrNil()
-	if s == nil {
+	if s == nil || s.State() != serf.SerfAlive {
 		return netip.Addr{}, false
 	}
 	for _, m := range s.Members() {
@@ -481,6 +719,23 @@ func (g *Gossip) MemberAddr(node string) (netip.Addr, bool) {
 // Joined reports whether another member has been seen alive since Start.
 func (g *Gossip) Joined() bool { return g.joined.Load() }
 
+// Up reports whether serf is running and a member (not before Start, not after Leave or
+// Close, not while it is shut down and being started again): what fenec_entry_gossip_up
+// shows.
+func (g *Gossip) Up() bool {
+	s := g.serfOrNil()
+	return s != nil && s.State() == serf.SerfAlive
+}
+
+// State is serf's state: "alive", "leaving", "left" or "shutdown"; "" before Start.
+func (g *Gossip) State() string {
+	s := g.serfOrNil()
+	if s == nil {
+		return ""
+	}
+	return s.State().String()
+}
+
 // Addr is this entry's memberlist address (ip:port, the advertised one), "" before Start.
 func (g *Gossip) Addr() string {
 	g.mu.Lock()
@@ -489,10 +744,10 @@ func (g *Gossip) Addr() string {
 }
 
 func (g *Gossip) addrLocked() string {
-	if g.agent == nil || g.agent.Serf() == nil {
+	if g.inc == nil {
 		return ""
 	}
-	n := g.agent.Serf().Memberlist().LocalNode()
+	n := g.inc.agent.Serf().Memberlist().LocalNode()
 	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
 }
 
@@ -500,27 +755,24 @@ func (g *Gossip) addrLocked() string {
 func (g *Gossip) RPCAddr() net.Addr {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.rpcAddr
+	if g.rpcLn == nil {
+		return nil
+	}
+	return g.rpcLn.Addr()
 }
 
 // bindPort is the port memberlist listens on (BindAddr's, or the one picked for port 0).
 func (g *Gossip) bindPort() int {
-	_, p, _ := splitHostPort(g.cfg.BindAddr)
-	if p != 0 {
-		return p
-	}
-	s := g.serfOrNil()
-	if s == nil {
-		return 0
-	}
-	return int(s.Memberlist().LocalNode().Port)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.port
 }
 
 func (g *Gossip) serfOrNil() *serf.Serf {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.agent == nil {
+	if g.inc == nil {
 		return nil
 	}
-	return g.agent.Serf()
+	return g.inc.agent.Serf()
 }

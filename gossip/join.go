@@ -22,9 +22,15 @@ func (g *Gossip) joiner(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if targets := g.joinTargets(ctx); len(targets) > 0 && ctx.Err() == nil {
+		s := g.serfOrNil()
+		if s == nil || s.State() != serf.SerfAlive {
+			// Shut down and being started again (supervise): nothing to join with yet.
+			t.Reset(g.cfg.JoinInterval)
+			continue
+		}
+		if targets := g.joinTargets(ctx, s); len(targets) > 0 && ctx.Err() == nil {
 			// Old events are not replayed: a joiner gets the table by snapshot.
-			n, err := g.serf().Join(targets, true)
+			n, err := s.Join(targets, true)
 			ev := g.log.Debug()
 			if err != nil && n == 0 {
 				ev = g.log.Info()
@@ -37,9 +43,9 @@ func (g *Gossip) joiner(ctx context.Context) {
 
 // joinTargets returns the resolved Join and JoinDNS addresses, ip:port, that are not alive
 // or leaving members (this entry among them).
-func (g *Gossip) joinTargets(ctx context.Context) []string {
+func (g *Gossip) joinTargets(ctx context.Context, s *serf.Serf) []string {
 	members := make(map[string]bool)
-	for _, m := range g.serf().Members() {
+	for _, m := range s.Members() {
 		if m.Status == serf.StatusAlive || m.Status == serf.StatusLeaving {
 			members[memberAddr(m)] = true
 		}

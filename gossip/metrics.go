@@ -11,7 +11,7 @@ type metrics struct {
 	members         *prometheus.GaugeVec   // state
 	eventsSent      prometheus.Counter     //
 	eventsReceived  prometheus.Counter     // from peers, before decoding
-	eventsDropped   *prometheus.CounterVec // reason: recv_queue_full, send
+	eventsDropped   *prometheus.CounterVec // reason: recv_queue_full, send, direct_write
 	eventsInvalid   prometheus.Counter     // undecodable or too large
 	itemsInvalid    *prometheus.CounterVec // kind: home, mark
 	batchHomes      prometheus.Histogram
@@ -26,13 +26,33 @@ type metrics struct {
 	directBatches   prometheus.Counter
 	directPackets   prometheus.Counter
 	directReceived  *prometheus.CounterVec // result: new, duplicate, invalid
+	up              prometheus.GaugeFunc   // serf running and a member
+	restarts        prometheus.Counter     // fresh serfs started after serf shut itself down
+	streamsRefused  *prometheus.CounterVec // reason: sorting, backlog
 }
 
 // memberStates are the label values of fenec_entry_gossip_members.
 var memberStates = []string{"alive", "leaving", "left", "failed"}
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics makes the metrics; up is what fenec_entry_gossip_up reads at each scrape.
+func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 	m := &metrics{
+		up: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_entry_gossip_up",
+			Help: "1 while serf runs and this entry is a member; 0 before it started, after it left, and while it is shut down (a lost node name conflict) and being started again.",
+		}, func() float64 {
+			if up() {
+				return 1
+			}
+			return 0
+		}),
+		restarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_restarts_total", Help: "Fresh serfs started after serf shut itself down (a lost node name conflict).",
+		}),
+		streamsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_streams_refused_total",
+			Help: "Streams to the gossip port closed unread: sorting (too many waiting for their first byte), backlog (too many table or repair requests waiting).",
+		}, []string{"reason"}),
 		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fenec_entry_gossip_members", Help: "Gossip cluster members by state (alive, leaving, left, failed), this entry included.",
 		}, []string{"state"}),
@@ -44,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		eventsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_events_dropped_total",
-			Help: "Gossip events dropped: recv_queue_full (the apply worker fell behind), send (serf refused one).",
+			Help: "Gossip events and direct packets dropped: recv_queue_full (the apply worker fell behind), send (serf refused an event), direct_write (the transport refused a direct packet).",
 		}, []string{"reason"}),
 		eventsInvalid: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_events_invalid_total", Help: "Gossip events received that could not be decoded (dropped whole).",
@@ -102,6 +122,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.eventsDropped.WithLabelValues("recv_queue_full")
 	m.eventsDropped.WithLabelValues("send")
+	m.eventsDropped.WithLabelValues("direct_write")
+	m.streamsRefused.WithLabelValues("sorting")
+	m.streamsRefused.WithLabelValues("backlog")
 	m.itemsInvalid.WithLabelValues("home")
 	m.itemsInvalid.WithLabelValues("mark")
 	if reg == nil {
@@ -110,7 +133,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []prometheus.Collector{m.members, m.eventsSent, m.eventsReceived, m.eventsDropped,
 		m.eventsInvalid, m.itemsInvalid, m.batchHomes, m.batchBytes, m.queueDepth, m.flushInterval,
 		m.flushesDeferred, m.pendingDropped, m.homesApplied, m.marksApplied, m.propagation,
-		m.directBatches, m.directPackets, m.directReceived} {
+		m.directBatches, m.directPackets, m.directReceived, m.up, m.restarts, m.streamsRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gossip: register metrics: %w", err)
 		}

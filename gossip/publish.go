@@ -255,7 +255,7 @@ func (p *publisher) split(marks []homes.Mark, hs []homes.Home, fullOnly bool) ([
 type directSender struct {
 	codec  *directCodec
 	peers  func() []memberlist.Address // every member but this entry
-	write  func(pkt []byte, to memberlist.Address)
+	write  func(pkt []byte, to memberlist.Address) error
 	copies int
 	every  time.Duration
 	m      *metrics
@@ -283,11 +283,19 @@ func (d *directSender) send(now time.Time, payload []byte) error {
 	return nil
 }
 
+// sendAll writes pkt to every peer; a packet the transport refused is counted as dropped,
+// not sent.
 func (d *directSender) sendAll(pkt []byte, peers []memberlist.Address) {
+	sent := 0
 	for _, a := range peers {
-		d.write(pkt, a)
+		if d.write(pkt, a) == nil {
+			sent++
+		}
 	}
-	d.m.directPackets.Add(float64(len(peers)))
+	d.m.directPackets.Add(float64(sent))
+	if failed := len(peers) - sent; failed > 0 {
+		d.m.eventsDropped.WithLabelValues("direct_write").Add(float64(failed))
+	}
 }
 
 // sendCopies sends the copies that are due and schedules the next ones.

@@ -32,7 +32,7 @@ func newTestPublisher(t *testing.T, mod func(*Config)) *testPublisher {
 		t.Fatal(err)
 	}
 	cfg = cfg.withDefaults()
-	m, _ := newMetrics(nil)
+	m, _ := newMetrics(nil, func() bool { return true })
 	tp := &testPublisher{}
 	tp.publisher = newPublisher(cfg, func(p []byte) error { tp.sent = append(tp.sent, p); return nil },
 		func() int { return tp.depth }, m, zerolog.Nop())

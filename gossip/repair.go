@@ -119,12 +119,12 @@ func computeDigest(t *homes.Table) *digest {
 }
 
 func (s *Sync) serveDigest(w http.ResponseWriter, r *http.Request) {
-	node, nonce, aerr := s.authenticate(r)
+	who, aerr := s.authenticate(r)
 	if aerr != nil {
 		s.writeError(w, "digest", aerr)
 		return
 	}
-	s.stream(w, r, "digest", node, nonce, func(sw *streamWriter) error {
+	s.stream(w, r, "digest", who, func(sw *streamWriter) error {
 		if err := sw.header(s.cfg.Node, 0, 0); err != nil {
 			return err
 		}
@@ -146,7 +146,7 @@ const maxPullBody = 1024
 var errBadPull = &authError{http.StatusBadRequest, "bad_request", "the body is not a pull request of 256 buckets"}
 
 func (s *Sync) servePull(w http.ResponseWriter, r *http.Request) {
-	node, nonce, aerr := s.authenticate(r)
+	who, aerr := s.authenticate(r)
 	if aerr != nil {
 		s.writeError(w, "pull", aerr)
 		return
@@ -160,7 +160,7 @@ func (s *Sync) servePull(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "pull", errBadPull)
 		return
 	}
-	s.stream(w, r, "pull", node, nonce, func(sw *streamWriter) error {
+	s.stream(w, r, "pull", who, func(sw *streamWriter) error {
 		if err := sw.header(s.cfg.Node, 0, 0); err != nil {
 			return err
 		}

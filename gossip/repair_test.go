@@ -116,7 +116,7 @@ func TestRepairRefusedWithoutProof(t *testing.T) {
 			t.Errorf("%s %s: %d, want 401", method, path, resp.StatusCode)
 		}
 	}
-	b := newSyncNode(t, "b", ms, withKey([]byte("wrong")))
+	b := newSyncNode(t, "b", ms, withKey([]byte("a wrong key, 16B")))
 	if _, err := b.sync.Repair(context.Background(), a.peer()); err == nil {
 		t.Error("Repair with the wrong key succeeded")
 	}

@@ -40,8 +40,8 @@ const (
 
 // Peer is another entry as the snapshot client sees it.
 type Peer struct {
-	Name     string // its node name, as in the membership (the name its reply proof must carry)
-	SnapAddr string // host:port of its snapshot listener (on Fly its 6PN address)
+	Name string // its node name, as in the membership (the name its reply proof must carry)
+	Addr string // host:port the client dials: its gossip address (Gossip's client sorts the stream there)
 }
 
 // SyncConfig configures a Sync. Table, Validator, MemberAddr and Peers are required.
@@ -49,10 +49,12 @@ type SyncConfig struct {
 	// Node is this entry's node name: sent in proofs, checked in replies. Required.
 	Node string
 
-	// Key is the gossip key. Nil is insecure gossip: requests are then accepted from any
-	// current member's address without proof, and answers are not proven (the stream's seals
-	// are then checksums against corruption, not against forgery).
-	Key []byte
+	// Keys are the gossip keys: requests are proven with the primary key and accepted under
+	// any installed one, and the answer is proven and sealed with the key its request used.
+	// The zero Keys is insecure gossip: requests are then accepted from any current member's
+	// address without proof, and answers are not proven (the stream's seals are then
+	// checksums against corruption, not against forgery).
+	Keys Keys
 
 	Table     *homes.Table
 	Validator *Validator
@@ -61,7 +63,7 @@ type SyncConfig struct {
 	// served only if its source address is that of the member its proof names.
 	MemberAddr func(node string) (netip.Addr, bool)
 
-	// Peers returns the alive members other than this one, with their snapshot listeners.
+	// Peers returns the alive members other than this one, with the addresses to dial them at.
 	Peers func() []Peer
 
 	// Interval is the mean time between repair rounds, jittered ±25 %; 0 means
@@ -104,8 +106,7 @@ type SyncConfig struct {
 // returns when its context ends.
 type Sync struct {
 	cfg        SyncConfig
-	secure     bool
-	authKey    []byte
+	keys       Keys
 	nonces     *nonces
 	client     *http.Client
 	streams    chan struct{} // semaphore of served streams
@@ -154,8 +155,7 @@ func NewSync(cfg SyncConfig) (*Sync, error) {
 	}
 	s := &Sync{
 		cfg:        cfg,
-		secure:     cfg.Key != nil,
-		authKey:    deriveAuthKey(cfg.Key),
+		keys:       cfg.Keys,
 		nonces:     newNonces(cfg.Now),
 		client:     cfg.Client,
 		streams:    make(chan struct{}, cfg.MaxStreams),
@@ -240,12 +240,12 @@ func (s *Sync) serveChallenge(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Sync) serveSnapshot(w http.ResponseWriter, r *http.Request) {
-	node, nonce, aerr := s.authenticate(r)
+	who, aerr := s.authenticate(r)
 	if aerr != nil {
 		s.writeError(w, "snapshot", aerr)
 		return
 	}
-	s.stream(w, r, "snapshot", node, nonce, func(sw *streamWriter) error {
+	s.stream(w, r, "snapshot", who, func(sw *streamWriter) error {
 		t := s.cfg.Table
 		if err := sw.header(s.cfg.Node, t.Len(), 0); err != nil {
 			return err
@@ -280,7 +280,7 @@ var errBusy = &authError{http.StatusServiceUnavailable, "busy", "too many snapsh
 // stream answers an authenticated request with a sealed stream that fill writes (from the
 // header to the last record; stream adds the trailer), flushed every sealed block. A write
 // error ends it without a trailer, which the peer detects.
-func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint, node, nonce string, fill func(*streamWriter) error) {
+func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint string, who caller, fill func(*streamWriter) error) {
 	select {
 	case s.streams <- struct{}{}:
 		defer func() { <-s.streams }()
@@ -290,13 +290,13 @@ func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint, node, no
 	}
 	rc := http.NewResponseController(w)
 	rc.SetWriteDeadline(time.Now().Add(s.cfg.Timeout)) // best effort: not every writer has one
-	s.signReply(w, r, node, nonce)
+	s.signReply(w, r, who)
 	h := w.Header()
 	h.Set("Content-Type", streamContentType)
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 32<<10)
-	sw := newStreamWriter(bw, newStreamMAC(s.authKey, nonce, r.URL.Path), func() error {
+	sw := newStreamWriter(bw, newStreamMAC(who.authKey, who.nonce, r.URL.Path), func() error {
 		if err := bw.Flush(); err != nil {
 			return err
 		}
@@ -311,7 +311,7 @@ func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint, node, no
 	}
 	if err != nil {
 		s.m.served.WithLabelValues(endpoint, "error").Inc()
-		s.log.Debug().Err(err).Str("endpoint", endpoint).Str("peer", node).Msg("snapshot stream broken")
+		s.log.Debug().Err(err).Str("endpoint", endpoint).Str("peer", who.node).Msg("snapshot stream broken")
 		return
 	}
 	s.m.served.WithLabelValues(endpoint, "ok").Inc()
@@ -321,15 +321,16 @@ func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint, node, no
 // request with its proof; it checks the status and the reply proof and returns the answer
 // (whose body the caller reads and closes) and the seal to read it with.
 func (s *Sync) call(ctx context.Context, peer Peer, method, path string, body []byte) (*http.Response, *streamMAC, error) {
-	base := "http://" + peer.SnapAddr
+	base := "http://" + peer.Addr
 	proof := s.cfg.Node
 	var nonce string
-	if s.secure {
+	authKey := deriveAuthKey(s.keys.Primary()) // the key of this whole exchange
+	if s.keys.Secure() {
 		var err error
 		if nonce, err = s.challenge(ctx, base); err != nil {
 			return nil, nil, err
 		}
-		proof += " " + nonce + " " + requestProof(s.authKey, s.cfg.Node, nonce, method, path)
+		proof += " " + nonce + " " + requestProof(authKey, s.cfg.Node, nonce, method, path)
 	}
 	var rd io.Reader
 	if body != nil {
@@ -351,11 +352,11 @@ func (s *Sync) call(ctx context.Context, peer Peer, method, path string, body []
 		defer resp.Body.Close()
 		return nil, nil, readStatusError(resp)
 	}
-	if err := s.checkReply(resp, peer, nonce, method, path); err != nil {
+	if err := s.checkReply(resp, peer, nonce, method, path, authKey); err != nil {
 		resp.Body.Close()
 		return nil, nil, err
 	}
-	return resp, newStreamMAC(s.authKey, nonce, path), nil
+	return resp, newStreamMAC(authKey, nonce, path), nil
 }
 
 func (s *Sync) challenge(ctx context.Context, base string) (string, error) {

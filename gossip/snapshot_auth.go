@@ -24,7 +24,11 @@ import (
 //	Fenec-Proof-Reply: <server node> <base64url(HMAC-SHA256(authKey, "fenec-snapshot-reply <nonce> <node> <METHOD> <path> <server node>"))>
 //
 // authKey is HMAC-SHA256(gossip key, "fenec-entry snapshot auth v1"): the raw gossip key
-// (memberlist's AES key) is never used for anything else. The body of every answer is then
+// (memberlist's AES key) is never used for anything else. The client uses its keyring's
+// primary key; the server accepts a proof under any installed key and answers, proves and
+// seals with that same key, so a rotation in progress (some entries already sending with the
+// new key, every entry holding both) loses no exchange, and an entry holding only a removed
+// key gets nothing. The body of every answer is then
 // sealed with the same key (see snapshot_wire.go), so a peer without the key can feed nothing.
 // The proof covers the method and path, not a request body: the one body (a pull's bucket
 // bitmap) only chooses what the peer sends back. Without a key (insecure gossip) the header
@@ -154,53 +158,68 @@ func (s *Sync) member(r *http.Request, node string) *authError {
 	return nil
 }
 
-// authenticate checks a request's Fenec-Proof and returns the node and nonce it names.
-// Without a key only the node's membership and address are checked: the header is then
-// "Fenec-Proof: <node>" (anything after the node is ignored).
-func (s *Sync) authenticate(r *http.Request) (node, nonce string, aerr *authError) {
+// caller is an authenticated request: who sent it, its nonce, and the auth key that proved
+// it, which the answer is proven and sealed with.
+type caller struct {
+	node, nonce string
+	authKey     []byte
+}
+
+// authenticate checks a request's Fenec-Proof and returns who sent it. Without a key only the
+// node's membership and address are checked: the header is then "Fenec-Proof: <node>"
+// (anything after the node is ignored).
+func (s *Sync) authenticate(r *http.Request) (caller, *authError) {
 	h := r.Header.Get(proofHeader)
 	if h == "" || len(h) > maxProofHeader {
-		return "", "", errNoProof
+		return caller{}, errNoProof
 	}
 	f := strings.Fields(h)
 	if len(f) == 0 {
-		return "", "", errNoProof
+		return caller{}, errNoProof
 	}
-	if !s.secure {
-		return f[0], "", s.member(r, f[0])
+	if !s.keys.Secure() {
+		return caller{node: f[0], authKey: deriveAuthKey(nil)}, s.member(r, f[0])
 	}
 	if len(f) != 3 {
-		return "", "", errNoProof
+		return caller{}, errNoProof
 	}
 	node, nonce, mac := f[0], f[1], f[2]
 	if !s.nonces.take(nonce, node) {
-		return "", "", errBadNonce
+		return caller{}, errBadNonce
 	}
-	if !macEqual(mac, requestProof(s.authKey, node, nonce, r.Method, r.URL.Path)) {
-		return "", "", errBadProof
+	var authKey []byte
+	for _, k := range s.keys.All() {
+		if ak := deriveAuthKey(k); macEqual(mac, requestProof(ak, node, nonce, r.Method, r.URL.Path)) {
+			authKey = ak
+			break
+		}
+	}
+	if authKey == nil {
+		return caller{}, errBadProof
 	}
 	if aerr := s.member(r, node); aerr != nil {
-		return "", "", aerr
+		return caller{}, aerr
 	}
-	return node, nonce, nil
+	return caller{node: node, nonce: nonce, authKey: authKey}, nil
 }
 
 // signReply sets Fenec-Proof-Reply on a successful answer (secure mode only).
-func (s *Sync) signReply(w http.ResponseWriter, r *http.Request, node, nonce string) {
-	if !s.secure {
+func (s *Sync) signReply(w http.ResponseWriter, r *http.Request, who caller) {
+	if !s.keys.Secure() {
 		return
 	}
-	w.Header().Set(proofReplyHeader, s.cfg.Node+" "+replyProof(s.authKey, nonce, node, r.Method, r.URL.Path, s.cfg.Node))
+	w.Header().Set(proofReplyHeader, s.cfg.Node+" "+replyProof(who.authKey, who.nonce, who.node, r.Method, r.URL.Path, s.cfg.Node))
 }
 
-// checkReply verifies a server's Fenec-Proof-Reply (secure mode only).
-func (s *Sync) checkReply(resp *http.Response, peer Peer, nonce, method, path string) error {
-	if !s.secure {
+// checkReply verifies a server's Fenec-Proof-Reply under the exchange's authKey (secure mode
+// only).
+func (s *Sync) checkReply(resp *http.Response, peer Peer, nonce, method, path string, authKey []byte) error {
+	if !s.keys.Secure() {
 		return nil
 	}
 	f := strings.Fields(resp.Header.Get(proofReplyHeader))
 	if len(f) != 2 || (peer.Name != "" && f[0] != peer.Name) ||
-		!macEqual(f[1], replyProof(s.authKey, nonce, s.cfg.Node, method, path, f[0])) {
+		!macEqual(f[1], replyProof(authKey, nonce, s.cfg.Node, method, path, f[0])) {
 		return ErrBadReply
 	}
 	return nil

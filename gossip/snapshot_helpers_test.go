@@ -63,7 +63,7 @@ type syncNode struct {
 
 type nodeOpt func(*SyncConfig)
 
-func withKey(k []byte) nodeOpt             { return func(c *SyncConfig) { c.Key = k } }
+func withKey(k []byte) nodeOpt             { return func(c *SyncConfig) { c.Keys = keysOf(k) } }
 func withCapacity(n int) nodeOpt           { return func(c *SyncConfig) { c.Capacity = n } }
 func withNow(now func() time.Time) nodeOpt { return func(c *SyncConfig) { c.Now = now } }
 func withRegions(r ...string) nodeOpt {
@@ -86,7 +86,7 @@ func newSyncNode(tb testing.TB, name string, ms *members, opts ...nodeOpt) *sync
 	n := &syncNode{name: name, reg: prometheus.NewRegistry()}
 	cfg := SyncConfig{
 		Node:       name,
-		Key:        testKey,
+		Keys:       keysOf(testKey),
 		Validator:  NewValidator(syncRegions, nil),
 		MemberAddr: ms.addr,
 		Peers:      func() []Peer { return n.peers },
@@ -114,7 +114,16 @@ func newSyncNode(tb testing.TB, name string, ms *members, opts ...nodeOpt) *sync
 	return n
 }
 
-func (n *syncNode) peer() Peer { return Peer{Name: n.name, SnapAddr: n.srv.Listener.Addr().String()} }
+func (n *syncNode) peer() Peer { return Peer{Name: n.name, Addr: n.srv.Listener.Addr().String()} }
+
+// keysOf is Keys holding k alone (nil: insecure); k must be a valid AES key.
+func keysOf(k []byte) Keys {
+	keys, err := NewKeys(k)
+	if err != nil {
+		panic(err)
+	}
+	return keys
+}
 
 // counter reads one child of one of n's counter vectors.
 func (n *syncNode) served(endpoint, result string) int {

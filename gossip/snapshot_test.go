@@ -183,7 +183,7 @@ func TestSyncBootstrap(t *testing.T) {
 	a := newSyncNode(t, "a", ms)
 	fill(a.table, 0, 1000, ver(-time.Minute, 0, "a"))
 	dead := httptest.NewServer(http.NotFoundHandler())
-	deadPeer := Peer{Name: "d", SnapAddr: dead.Listener.Addr().String()}
+	deadPeer := Peer{Name: "d", Addr: dead.Listener.Addr().String()}
 	dead.Close()
 
 	t.Run("no peers", func(t *testing.T) {
@@ -194,7 +194,7 @@ func TestSyncBootstrap(t *testing.T) {
 	})
 	t.Run("one dead, one refusing, one good", func(t *testing.T) {
 		b := newSyncNode(t, "b", ms)
-		b.peers = []Peer{deadPeer, {Name: "c", SnapAddr: a.peer().SnapAddr}, a.peer()} // "c" at a's address: bad reply
+		b.peers = []Peer{deadPeer, {Name: "c", Addr: a.peer().Addr}, a.peer()} // "c" at a's address: bad reply
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := b.sync.Bootstrap(ctx); err != nil {

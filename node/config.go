@@ -67,7 +67,6 @@ type Config struct {
 	InsecureGossip  bool        // --insecure-gossip: allow peers to join without GossipKey
 	RPCAddr         string      // --rpc-addr: host:port of serf's RPC
 	RPCAuth         Secret      // --rpc-auth: token every RPC client must send; "" for none
-	SnapshotListen  string      // --snapshot-listen: host:port peers fetch the home table from
 
 	// Operations.
 
@@ -93,7 +92,6 @@ const (
 	DefaultClientIP      = "peer"
 	DefaultGossipBind    = ":7946"
 	DefaultRPCAddr       = "127.0.0.1:7373"
-	DefaultSnapshot      = ":7947"
 	DefaultAdminListen   = "127.0.0.1:9091"
 	DefaultDrain         = 10 * time.Second
 	DefaultLogLevel      = "info"
@@ -122,21 +120,20 @@ const (
 // means DefaultContinents of whatever regions Routers names.
 func DefaultConfig() Config {
 	return Config{
-		Listen:         DefaultListen,
-		MaxInflight:    DefaultMaxInflight,
-		HeaderTimeout:  DefaultHeaderTimeout,
-		AnswerTimeout:  DefaultAnswerTimeout,
-		BodyBuffer:     DefaultBodyBuffer,
-		ReadBackoff:    DefaultReadBackoff,
-		Homes:          DefaultHomes,
-		ClientIP:       DefaultClientIP,
-		GossipBind:     DefaultGossipBind,
-		RPCAddr:        DefaultRPCAddr,
-		SnapshotListen: DefaultSnapshot,
-		AdminListen:    DefaultAdminListen,
-		Drain:          DefaultDrain,
-		LogLevel:       DefaultLogLevel,
-		LogFormat:      DefaultLogFormat,
+		Listen:        DefaultListen,
+		MaxInflight:   DefaultMaxInflight,
+		HeaderTimeout: DefaultHeaderTimeout,
+		AnswerTimeout: DefaultAnswerTimeout,
+		BodyBuffer:    DefaultBodyBuffer,
+		ReadBackoff:   DefaultReadBackoff,
+		Homes:         DefaultHomes,
+		ClientIP:      DefaultClientIP,
+		GossipBind:    DefaultGossipBind,
+		RPCAddr:       DefaultRPCAddr,
+		AdminListen:   DefaultAdminListen,
+		Drain:         DefaultDrain,
+		LogLevel:      DefaultLogLevel,
+		LogFormat:     DefaultLogFormat,
 	}
 }
 

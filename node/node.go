@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/proxy"
 )
@@ -53,7 +54,7 @@ type Node struct {
 	reg    *prometheus.Registry
 	// cluster is the gossip part, set by Start when gossip is enabled; guarded by mu
 	// until Start returns, read-only after.
-	cluster *cluster
+	cluster *gossip.Gossip
 
 	grace      time.Duration // open requests' time after the drain: shutdownGrace (tests shorten it)
 	certsEvery time.Duration // how often the certificate files are checked: certCheckEvery

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 
+	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/proxy"
 )
 
@@ -206,10 +208,20 @@ func DefaultPop(flyRegion, hostname string) string {
 	return hostname
 }
 
-// DefaultNode is --node's default: the Fly machine ID (FLY_MACHINE_ID), else the hostname.
-func DefaultNode(flyMachineID, hostname string) string {
+// DefaultNode is --node's default (CONTRACT.md section 3): the Fly machine ID
+// (FLY_MACHINE_ID), else the hostname, with "-<port>" appended when gossipBind (--gossip-bind)
+// is not on gossip's default port, so that entries side by side on one host, given distinct
+// ports and nothing else, have distinct names. gossipBind is as given (host:port); one that
+// does not parse changes nothing (Validate names it).
+func DefaultNode(flyMachineID, hostname, gossipBind string) string {
 	if flyMachineID != "" {
 		return flyMachineID
+	}
+	if hostname == "" {
+		return ""
+	}
+	if _, port, err := net.SplitHostPort(gossipBind); err == nil && port != "" && port != strconv.Itoa(gossip.DefaultBindPort) {
+		return hostname + "-" + port
 	}
 	return hostname
 }

@@ -140,11 +140,19 @@ func TestEnvironmentDefaults(t *testing.T) {
 	if got := DefaultPop("", "host-1"); got != "host-1" {
 		t.Errorf("DefaultPop without FLY_REGION = %q", got)
 	}
-	if got := DefaultNode("e784079b449483", "host-1"); got != "e784079b449483" {
-		t.Errorf("DefaultNode = %q", got)
-	}
-	if got := DefaultNode("", "host-1"); got != "host-1" {
-		t.Errorf("DefaultNode without FLY_MACHINE_ID = %q", got)
+	for _, row := range []struct{ fly, host, bind, want string }{
+		{"e784079b449483", "host-1", ":7946", "e784079b449483"},
+		{"e784079b449483", "host-1", ":7950", "e784079b449483"}, // the machine ID is unique already
+		{"", "host-1", ":7946", "host-1"},
+		{"", "host-1", "127.0.0.1:7946", "host-1"},
+		{"", "host-1", "127.0.0.1:7950", "host-1-7950"},
+		{"", "host-1", "[::1]:8000", "host-1-8000"},
+		{"", "host-1", "bad", "host-1"},
+		{"", "", ":7950", ""},
+	} {
+		if got := DefaultNode(row.fly, row.host, row.bind); got != row.want {
+			t.Errorf("DefaultNode(%q, %q, %q) = %q, want %q", row.fly, row.host, row.bind, got, row.want)
+		}
 	}
 	for region, want := range map[string]string{
 		"ams": "EU", "IAD": "NA", "gru": "SA", "nrt": "AS", "syd": "OC", "jnb": "AF", "": "", "xyz": "",

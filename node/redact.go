@@ -139,7 +139,6 @@ func (c Config) summary() []keyVal {
 		{"gossip_key", set(len(c.GossipKey) > 0)},
 		{"insecure_gossip", fmt.Sprint(c.InsecureGossip)},
 		{"rpc_addr", c.RPCAddr},
-		{"snapshot_listen", c.SnapshotListen},
 		{"rpc_auth", set(c.RPCAuth != "")},
 		{"admin_listen", c.AdminListen},
 		{"drain", c.Drain.String()},

@@ -350,13 +350,13 @@ func TestStatusPageChromium(t *testing.T) {
 		c.Routers = mergeRegions(c.Routers)
 		c.Node, c.Pop, c.Continent, c.Version = name, pop, continent, version
 		c.GossipKey = SecretBytes("0123456789abcdef0123456789abcdef")
-		c.GossipBind, c.SnapshotListen, c.RPCAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+		c.GossipBind, c.RPCAddr = "127.0.0.1:0", "127.0.0.1:0"
 		c.Join = join
 		n, _ := startNode(t, c)
 		return n
 	}
 	fra := entry("entry-fra", "fra", "EU", "v1.4.0")
-	seed := fra.getCluster().g.Addr()
+	seed := fra.getCluster().Addr()
 	iad := entry("entry-iad", "iad", "NA", "v1.4.0", seed)
 	entry("entry-sin", "sin", "AS", "v1.3.9", seed)
 	syd := entry("entry-syd", "syd", "OC", "v1.4.0", seed)

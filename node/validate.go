@@ -279,9 +279,6 @@ func (c Config) validateGossip() error {
 	if err := checkHostPort(c.RPCAddr, false); err != nil {
 		return cfgErr("rpc-addr", "%v", err)
 	}
-	if err := checkHostPort(c.SnapshotListen, false); err != nil {
-		return cfgErr("snapshot-listen", "%v", err)
-	}
 	if c.RPCAuth == "" && !isLoopback(c.RPCAddr) {
 		return cfgErr("rpc-auth", "required when --rpc-addr %q is not a loopback address "+
 			"(serf's RPC can send events and make the entry leave)", c.RPCAddr)

@@ -127,7 +127,7 @@ func TestGossipCluster(t *testing.T) {
 
 	start := func(name string, join string) *clusterEntry {
 		args := []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-			"--gossip-bind", "127.0.0.1:0", "--snapshot-listen", "127.0.0.1:0", "--rpc-addr", rpcAddr[name],
+			"--gossip-bind", "127.0.0.1:0", "--rpc-addr", rpcAddr[name],
 			"--node", name, "--pop", name, "--continent", "NA", "--routers", routers, "--drain", "200ms"}
 		if join != "" {
 			args = append(args, "--join", join)

@@ -38,12 +38,11 @@ var (
 
 // Base ports; --port-offset moves them all.
 const (
-	demoRouterBase   = 7101 // region r, router i: 7101 + 100*r + i
-	demoEntryBase    = 8080 // entry i: client 8080+i
-	demoAdminBase    = 9091 // admin 9091+i
-	demoRPCBase      = 7373 // serf RPC 7373+i
-	demoGossipBase   = 7946 // memberlist 7946+i (UDP and TCP)
-	demoSnapshotBase = 7956 // snapshot 7956+i
+	demoRouterBase = 7101 // region r, router i: 7101 + 100*r + i
+	demoEntryBase  = 8080 // entry i: client 8080+i
+	demoAdminBase  = 9091 // admin 9091+i
+	demoRPCBase    = 7373 // serf RPC 7373+i
+	demoGossipBase = 7946 // memberlist 7946+i (UDP and TCP)
 )
 
 type demoOptions struct {
@@ -149,7 +148,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		cfg.Routers = routers
 		cfg.Pop, cfg.Continent, cfg.Node = pop.name, pop.continent, "entry-"+pop.name
 		cfg.Listen, cfg.AdminListen = port(demoEntryBase, i), port(demoAdminBase, i)
-		cfg.RPCAddr, cfg.GossipBind, cfg.SnapshotListen = port(demoRPCBase, i), port(demoGossipBase, i), port(demoSnapshotBase, i)
+		cfg.RPCAddr, cfg.GossipBind = port(demoRPCBase, i), port(demoGossipBase, i)
 		cfg.GossipKey, cfg.EntryToken, cfg.CORS = key, node.Secret(token), "*"
 		cfg.Drain = 0
 		cfg.Version = readBuildInfo().short()

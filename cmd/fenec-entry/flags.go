@@ -119,7 +119,7 @@ var flags = []*flagDef{
 		usage: "the routers' --http-cors: * or a comma list of origins; the entry answers preflights",
 		apply: setString(func(c *node.Config) *string { return &c.CORS })},
 
-	{name: "node", arg: "name", group: groupGossip, def: "$FLY_MACHINE_ID, else the hostname",
+	{name: "node", arg: "name", group: groupGossip, def: "$FLY_MACHINE_ID, else the hostname (-<port> added when --gossip-bind is not on 7946)",
 		usage: "this entry's serf node name (also stamps its home observations)",
 		apply: setString(func(c *node.Config) *string { return &c.Node })},
 	{name: "gossip-bind", arg: "host:port", group: groupGossip, def: node.DefaultGossipBind,
@@ -140,9 +140,6 @@ var flags = []*flagDef{
 	{name: "insecure-gossip", group: groupGossip, isBool: true, def: "false",
 		usage: "allow joining peers without --gossip-key (gossip in the clear)",
 		apply: setBool(func(c *node.Config) *bool { return &c.InsecureGossip })},
-	{name: "snapshot-listen", arg: "host:port", group: groupGossip, def: node.DefaultSnapshot,
-		usage: "where peers fetch this entry's home table (joiners, repair); reachable by peers only (on Fly the 6PN address)",
-		apply: setString(func(c *node.Config) *string { return &c.SnapshotListen })},
 	{name: "rpc-addr", arg: "host:port", group: groupGossip, def: node.DefaultRPCAddr,
 		usage: "serf's RPC, for `serf members -rpc-addr ...`; not loopback needs --rpc-auth",
 		apply: setString(func(c *node.Config) *string { return &c.RPCAddr })},
@@ -192,7 +189,7 @@ func parseWith(args []string, env func(string) string, hostname func() (string, 
 	cfg := node.DefaultConfig()
 	cfg.Pop = node.DefaultPop(env("FLY_REGION"), host)
 	cfg.Continent = node.DefaultContinent(env("FLY_REGION"))
-	cfg.Node = node.DefaultNode(env("FLY_MACHINE_ID"), host)
+	cfg.Node = "" // derived below from --gossip-bind unless given
 	for _, d := range flags {
 		v, ok := cmdline[d.name]
 		from := ""
@@ -213,6 +210,9 @@ func parseWith(args []string, env func(string) string, hostname func() (string, 
 			}
 			return node.Config{}, &node.ConfigError{Flag: d.name, Msg: from + msg}
 		}
+	}
+	if cfg.Node == "" {
+		cfg.Node = node.DefaultNode(env("FLY_MACHINE_ID"), host, cfg.GossipBind)
 	}
 	if err := cfg.Validate(); err != nil {
 		return node.Config{}, err

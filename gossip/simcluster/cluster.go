@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 	"time"
@@ -87,9 +86,6 @@ type Cluster struct {
 
 	mu      sync.Mutex // guards the following
 	entries []*Entry
-	group   map[string]int // partition group by entry name; absent = 0
-	killed  map[string]bool
-	byIP    map[string]string // entry IP -> name
 	closed  bool
 }
 
@@ -121,9 +117,6 @@ func New(opts Options) (*Cluster, error) {
 		bgCtx:   bg,
 		bgStop:  stop,
 		repairs: opts.Repair,
-		group:   make(map[string]int),
-		killed:  make(map[string]bool),
-		byIP:    make(map[string]string),
 	}
 	// Every transport before any node, so that the join targets exist (memnet hands out
 	// addresses in creation order).
@@ -212,57 +205,36 @@ func (c *Cluster) StartRepair() {
 }
 
 // Partition splits the cluster into groups of entry indexes: entries in different groups
-// exchange no gossip packet, no memberlist stream and no snapshot or repair request. Entries
-// in no group form one more group. It replaces any earlier partition.
+// exchange no gossip packet and no stream (memberlist's, the table's, repair's: all travel
+// on memnet). Entries in no group form one more group. It replaces any earlier partition.
 func (c *Cluster) Partition(groups ...[]int) {
 	names := make([][]string, len(groups))
-	g := make(map[string]int)
 	c.mu.Lock()
 	for k, idx := range groups {
 		for _, i := range idx {
-			n := c.entries[i].Name
-			names[k] = append(names[k], n)
-			g[n] = k + 1
+			names[k] = append(names[k], c.entries[i].Name)
 		}
 	}
-	c.group = g
 	c.mu.Unlock()
 	c.net.Partition(names...)
 }
 
 // Heal removes any partition.
-func (c *Cluster) Heal() {
-	c.mu.Lock()
-	c.group = make(map[string]int)
-	c.mu.Unlock()
-	c.net.Heal()
-}
+func (c *Cluster) Heal() { c.net.Heal() }
 
-// Kill cuts entry i off both networks, as if its host lost power: its process keeps
+// Kill cuts entry i off the network, as if its host lost power: its process keeps
 // running. Revive undoes it.
-func (c *Cluster) Kill(i int) {
-	c.mu.Lock()
-	n := c.entries[i].Name
-	c.killed[n] = true
-	c.mu.Unlock()
-	c.net.Kill(n)
-}
+func (c *Cluster) Kill(i int) { c.net.Kill(c.Entry(i).Name) }
 
 // Revive reconnects entry i after Kill.
-func (c *Cluster) Revive(i int) {
-	c.mu.Lock()
-	n := c.entries[i].Name
-	delete(c.killed, n)
-	c.mu.Unlock()
-	c.net.Revive(n)
-}
+func (c *Cluster) Revive(i int) { c.net.Revive(c.Entry(i).Name) }
 
 // Stop closes entry i's current incarnation without leaving (its process ended: peers find
 // it failed). Idempotent.
 func (c *Cluster) Stop(i int) error { return c.Entry(i).Close() }
 
 // Restart stops entry i if it runs and starts a new incarnation with the same name and
-// memnet address, an empty table and a new snapshot listener (a new port in its "snap" tag).
+// memnet address and an empty table.
 // It returns once the entry listens; WaitReady then does what node does before /readyz.
 func (c *Cluster) Restart(i int) (*Entry, error) {
 	old := c.Entry(i)
@@ -304,25 +276,4 @@ func (c *Cluster) Close() error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// reachable reports whether entry from may open a connection to the snapshot listener at
-// addr (host:port): both are up and on the same side of any partition.
-func (c *Cluster) reachable(from, addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	to, ok := c.byIP[host]
-	switch {
-	case !ok:
-		return fmt.Errorf("simcluster: no entry at %s", host)
-	case c.killed[from] || c.killed[to]:
-		return fmt.Errorf("simcluster: %s to %s: host down", from, to)
-	case c.group[from] != c.group[to]:
-		return fmt.Errorf("simcluster: %s to %s: partitioned", from, to)
-	}
-	return nil
 }

@@ -3,10 +3,6 @@ package simcluster
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
-	"net/netip"
-	"strconv"
 	"sync"
 	"time"
 
@@ -22,43 +18,27 @@ import (
 // new Entry for the same index; the old one stays closed.
 type Entry struct {
 	Name     string
-	IP       netip.Addr // its memnet address, also its snapshot listener's and Sync client's
-	SnapAddr string     // its snapshot listener, IP:port
+	Addr     string // its memnet address: gossip, the table and repair all go there
 	Table    *homes.Table
 	Gossip   *gossip.Gossip
-	Sync     *gossip.Sync
+	Sync     *gossip.Sync         // Gossip.Sync()
 	Registry *prometheus.Registry // the gossip and sync metrics of this incarnation
 
-	mod    func(*gossip.Config)
-	srv    *http.Server
-	client *http.Client
+	mod func(*gossip.Config)
 
 	mu         sync.Mutex // guards the following
 	closed     bool
 	repairStop context.CancelFunc
 
-	wg sync.WaitGroup // the HTTP server and the repair loop
+	wg sync.WaitGroup // the repair loop
 }
 
 // start builds and starts the entry called name, index i, on tr.
 func (c *Cluster) start(i int, name string, tr *memnet.Transport, mod func(*gossip.Config)) (*Entry, error) {
-	host, _, err := net.SplitHostPort(tr.Addr())
-	if err != nil {
-		return nil, err
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return nil, err
-	}
 	table, err := homes.New(homes.Config{Regions: c.opts.Regions, Origin: name})
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return nil, fmt.Errorf("simcluster: %s: snapshot listener: %w", name, err)
-	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	var join []string
 	for _, s := range c.seeds {
 		if s != tr.Addr() {
@@ -68,15 +48,16 @@ func (c *Cluster) start(i int, name string, tr *memnet.Transport, mod func(*goss
 	log := c.log.With().Str("node", name).Logger()
 	reg := prometheus.NewRegistry()
 	cfg := gossip.Config{
-		NodeName:   name,
-		Join:       join,
-		Key:        c.opts.Key,
-		Tags:       map[string]string{"pop": name, "continent": "EU", "version": "sim", "snap": port},
-		Table:      table,
-		Regions:    c.opts.Regions,
-		Logger:     log,
-		Registerer: reg,
-		Transport:  tr,
+		NodeName:       name,
+		Join:           join,
+		Key:            c.opts.Key,
+		Tags:           map[string]string{"pop": name, "continent": "EU", "version": "sim"},
+		Table:          table,
+		Regions:        c.opts.Regions,
+		Logger:         log,
+		Registerer:     reg,
+		Transport:      tr,
+		RepairInterval: c.opts.RepairInterval,
 	}
 	if c.opts.Fast {
 		FastTiming(&cfg)
@@ -93,7 +74,6 @@ func (c *Cluster) start(i int, name string, tr *memnet.Transport, mod func(*goss
 		mod(&cfg)
 	}
 	fail := func(err error) (*Entry, error) {
-		ln.Close()
 		tr.Shutdown()
 		return nil, fmt.Errorf("simcluster: %s: %w", name, err)
 	}
@@ -103,37 +83,16 @@ func (c *Cluster) start(i int, name string, tr *memnet.Transport, mod func(*goss
 	}
 	e := &Entry{
 		Name:     name,
-		IP:       ip,
-		SnapAddr: ln.Addr().String(),
+		Addr:     tr.Addr(),
 		Table:    table,
 		Gossip:   g,
+		Sync:     g.Sync(),
 		Registry: reg,
 		mod:      mod,
-		client:   c.syncClient(name, ip),
 	}
-	e.Sync, err = gossip.NewSync(gossip.SyncConfig{
-		Node:       name,
-		Key:        cfg.Key,
-		Table:      table,
-		Validator:  gossip.NewValidator(cfg.Regions, nil),
-		MemberAddr: g.MemberAddr,
-		Peers:      func() []gossip.Peer { return snapPeers(g) },
-		Interval:   c.opts.RepairInterval,
-		Client:     e.client,
-		Logger:     log,
-		Registerer: reg,
-	})
-	if err != nil {
-		return fail(err)
-	}
-	c.mu.Lock()
-	c.byIP[host] = name
-	c.mu.Unlock()
 	if err := g.Start(context.Background()); err != nil {
 		return fail(err)
 	}
-	e.srv = &http.Server{Handler: e.Sync.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	e.wg.Go(func() { e.srv.Serve(ln) })
 	c.mu.Lock()
 	repairs := c.repairs
 	c.mu.Unlock()
@@ -141,39 +100,6 @@ func (c *Cluster) start(i int, name string, tr *memnet.Transport, mod func(*goss
 		e.startRepair(c.bgCtx)
 	}
 	return e, nil
-}
-
-// snapPeers is node's peer list: the alive members with a snapshot port in their "snap" tag,
-// at their member IP.
-func snapPeers(g *gossip.Gossip) []gossip.Peer {
-	var out []gossip.Peer
-	for _, p := range g.Peers() {
-		host, _, err := net.SplitHostPort(p.Addr)
-		port, perr := strconv.Atoi(p.Tags["snap"])
-		if err != nil || perr != nil || port <= 0 {
-			continue
-		}
-		out = append(out, gossip.Peer{Name: p.Name, SnapAddr: net.JoinHostPort(host, strconv.Itoa(port))})
-	}
-	return out
-}
-
-// syncClient is the Sync client of entry name: it dials from the entry's IP, so that peers see
-// its member address, and refuses to dial across a partition or to or from a killed entry.
-func (c *Cluster) syncClient(name string, ip netip.Addr) *http.Client {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip.AsSlice()}, Timeout: 2 * time.Second}
-	return &http.Client{Transport: &http.Transport{
-		Proxy: nil,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if err := c.reachable(name, addr); err != nil {
-				return nil, &net.OpError{Op: "dial", Net: network, Err: err}
-			}
-			return d.DialContext(ctx, network, addr)
-		},
-		DisableKeepAlives:     true, // no connection outlives a partition
-		ResponseHeaderTimeout: 5 * time.Second,
-		DisableCompression:    true,
-	}}
 }
 
 func (e *Entry) startRepair(ctx context.Context) {
@@ -184,11 +110,11 @@ func (e *Entry) startRepair(ctx context.Context) {
 	}
 	rctx, stop := context.WithCancel(ctx)
 	e.repairStop = stop
-	e.wg.Go(func() { e.Sync.Run(rctx) })
+	e.wg.Go(func() { e.Gossip.RunRepair(rctx) })
 }
 
-// Close stops this incarnation without leaving: its repair loop, its snapshot listener, serf
-// and memberlist (and so its memnet transport). It waits for the goroutines it started.
+// Close stops this incarnation without leaving: its repair loop, serf and memberlist (and so
+// its memnet transport). It waits for the goroutines it started.
 // Idempotent.
 func (e *Entry) Close() error {
 	e.mu.Lock()
@@ -202,10 +128,8 @@ func (e *Entry) Close() error {
 	if stop != nil {
 		stop()
 	}
-	e.srv.Close()
 	err := e.Gossip.Close()
 	e.wg.Wait()
-	e.client.CloseIdleConnections()
 	return err
 }
 

@@ -1,0 +1,233 @@
+package gossip
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+// lockedBuffer is a log sink safe for the goroutines of a Gossip.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestTableTravelsOnTheGossipPort pins CONTRACT.md section 3: the joiner's table and repair go
+// through --gossip-bind, with no listener of their own. A joiner fetches a peer's whole table
+// (homes a direct packet never brought it) through the peer's memberlist port.
+func TestTableTravelsOnTheGossipPort(t *testing.T) {
+	nodes := startCluster(t, 2)
+	a := nodes[0]
+	for i := range 50 {
+		a.table.Learn(fmt.Sprintf("old-%d", i), i%3)
+	}
+	a.table.Mark(1)
+	eventually(t, 3*time.Second, "b holds a's homes", func() bool { return nodes[1].table.Len() == 50 })
+
+	c := startNode(t, "c", func(cfg *Config) { cfg.Join = []string{a.g.Addr()} })
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	if err := c.g.Bootstrap(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.table.Len(); n != 50 || !c.table.Marked(1, homes.Strict) {
+		t.Fatalf("after Bootstrap c holds %d homes, us failing %v; want 50 and true", n, c.table.Marked(1, homes.Strict))
+	}
+	if got := testutil.ToFloat64(c.g.sync.m.fetches.WithLabelValues("ok")); got != 1 {
+		t.Errorf("c fetched %v tables, want 1", got)
+	}
+	// And repair, over the same port.
+	res, err := c.g.sync.Repair(ctx, Peer{Name: "a", Addr: a.g.Addr()})
+	if err != nil || res.Buckets != 0 || res.MarksDiffer {
+		t.Errorf("repair after the fetch: %+v, %v; want in sync", res, err)
+	}
+}
+
+// TestGossipPortSortsStreams pins the sorter (streams.go): a stream that opens with syncMagic
+// reaches the table's HTTP server, whose refusal a stranger gets; memberlist's own streams
+// (joins and push/pull, which formed the cluster above) still reach memberlist.
+func TestGossipPortSortsStreams(t *testing.T) {
+	nodes := startCluster(t, 2)
+	c, err := net.DialTimeout("tcp", nodes[0].g.Addr(), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, string([]byte{syncMagic})+"GET "+pathChallenge+"?node=mallory HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 403") {
+		t.Fatalf("answer %q, %v; want the table server's 403 (not a member)", line, err)
+	}
+	// A push/pull after the sorter saw a stream of its own.
+	if err := nodes[1].g.serfOrNil().Memberlist().UpdateNode(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := nodes[1].g.serfOrNil().Join([]string{nodes[0].g.Addr()}, true); err != nil || n != 1 {
+		t.Fatalf("a join (memberlist's own stream) after: %d, %v", n, err)
+	}
+}
+
+// TestKeyRotation is CONTRACT.md section 10 in one process: serf's key manager installs B,
+// makes it primary and removes A while homes keep travelling; an entry holding only B joins
+// and gets the table; one holding only A can neither join nor teach a home.
+func TestKeyRotation(t *testing.T) {
+	keyA := clusterKey
+	keyB := bytes.Repeat([]byte{5}, 32)
+	b64 := base64.StdEncoding.EncodeToString
+	nodes := startCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	learn := func(at *testNode, tenant string, region int) {
+		t.Helper()
+		at.table.Learn(tenant, region)
+		eventually(t, 3*time.Second, tenant+" everywhere", func() bool {
+			for _, n := range nodes {
+				if r, ok := n.table.Lookup(tenant); !ok || r != region {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	learn(a, "before", 0)
+	km := a.g.serfOrNil().KeyManager()
+	if _, err := km.InstallKey(b64(keyB)); err != nil {
+		t.Fatalf("install B: %v", err)
+	}
+	learn(b, "installed", 1) // sealed with A, B installed everywhere
+	if _, err := km.UseKey(b64(keyB)); err != nil {
+		t.Fatalf("use B: %v", err)
+	}
+	learn(c, "in-use", 2) // sealed with B
+	if _, err := km.RemoveKey(b64(keyA)); err != nil {
+		t.Fatalf("remove A: %v", err)
+	}
+	learn(a, "removed", 1)
+	for _, n := range nodes {
+		if got := n.g.keys.All(); len(got) != 1 || !bytes.Equal(got[0], keyB) {
+			t.Fatalf("%s holds %d keys after the rotation, want B alone", n.name, len(got))
+		}
+	}
+
+	d := startNode(t, "d", func(cfg *Config) { cfg.Key = keyB; cfg.Join = []string{a.g.Addr()} })
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	if err := d.g.Bootstrap(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.table.Len(); n != 4 {
+		t.Errorf("an entry holding only B got %d homes, want the 4", n)
+	}
+
+	e := startNode(t, "e", func(cfg *Config) { cfg.Key = keyA; cfg.Join = []string{a.g.Addr()} })
+	e.table.Learn("mallory", 0)
+	time.Sleep(2 * time.Second) // a bounded wait for what must not happen
+	if e.g.Joined() {
+		t.Error("an entry holding only the removed key joined")
+	}
+	for _, n := range append(nodes, d) {
+		if _, ok := n.table.Lookup("mallory"); ok {
+			t.Errorf("%s took a home from an entry holding only the removed key", n.name)
+		}
+	}
+	// Nor can it fetch the table: its proof is made with a removed key.
+	if _, _, err := e.g.sync.Fetch(ctx, Peer{Name: "a", Addr: a.g.Addr()}); err == nil {
+		t.Error("an entry holding only the removed key fetched the table")
+	}
+}
+
+// TestNameConflictSaysGossipDown pins CONTRACT.md section 3's --node row: an entry whose name
+// another member holds says so at error, with both addresses, reports gossip down (Up, the
+// gauge, no members) while serf is shut down, and starts a fresh serf rather than sitting
+// dead.
+func TestNameConflictSaysGossipDown(t *testing.T) {
+	logs := map[string]*lockedBuffer{"first": {}, "second": {}}
+	withLog := func(which string) func(*Config) {
+		return func(c *Config) {
+			c.Logger = zerolog.New(logs[which]).Level(zerolog.InfoLevel)
+			c.NodeName = "dup"
+		}
+	}
+	first := startNode(t, "first", withLog("first"))
+	second := startNode(t, "second", func(c *Config) { withLog("second")(c); c.Join = []string{first.g.Addr()} })
+	both := []*testNode{first, second}
+
+	sawDown := false
+	eventually(t, 20*time.Second, "a conflict logged, gossip seen down and a fresh serf started", func() bool {
+		restarted := false
+		for _, n := range both {
+			if !n.g.Up() {
+				if n.g.Members() != nil || testutil.ToFloat64(n.g.m.up) != 0 {
+					t.Fatalf("%s: serf is down, yet it lists members or the gauge says up", n.name)
+				}
+				sawDown = true
+			}
+			restarted = restarted || testutil.ToFloat64(n.g.m.restarts) >= 1
+		}
+		return sawDown && restarted
+	})
+	conflict := false
+	for which, l := range logs {
+		for _, line := range strings.Split(l.String(), "\n") {
+			if strings.Contains(line, `"level":"error"`) && strings.Contains(line, "node name") &&
+				strings.Contains(line, `"node":"dup"`) && strings.Contains(line, `"other_addr":"127.0.0.1:`) &&
+				strings.Contains(line, `"addr":"127.0.0.1:`) {
+				conflict = true
+			}
+		}
+		if strings.Contains(l.String(), "Serf can't Join") {
+			t.Errorf("%s logged joins on a shut-down serf:\n%s", which, l.String())
+		}
+	}
+	if !conflict {
+		t.Errorf("no error line names the conflict with both addresses:\n%s\n%s", logs["first"], logs["second"])
+	}
+}
+
+// TestUpFollowsLeave pins that gossip reports down once it left, and is not restarted.
+func TestUpFollowsLeave(t *testing.T) {
+	nodes := startCluster(t, 2)
+	a := nodes[0]
+	if !a.g.Up() || testutil.ToFloat64(a.g.m.up) != 1 {
+		t.Fatal("a running member does not report gossip up")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.g.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a.g.Up() || testutil.ToFloat64(a.g.m.up) != 0 || a.g.State() != "left" {
+		t.Errorf("after Leave: up %v, state %q; want down, left", a.g.Up(), a.g.State())
+	}
+	time.Sleep(restartMin + 200*time.Millisecond) // a bounded wait for what must not happen
+	if testutil.ToFloat64(a.g.m.restarts) != 0 {
+		t.Error("serf was started again after Leave")
+	}
+}
