@@ -17,7 +17,9 @@ import (
 //
 //	/metrics      Prometheus text format
 //	/healthz      200 while the process runs
-//	/readyz       200 once started, while SetReady(true) holds and not draining; else 503
+//	/readyz       200 once started, while SetReady(true) holds and not draining; else 503.
+//	              The body of a 200 says "ready; gossip down" while gossip is enabled and not
+//	              up: requests are served from the entry's own table, so it stays in service.
 //	/status       Status as an HTML page (status_page.go)
 //	/status.json  Status as JSON
 func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
@@ -36,6 +38,9 @@ func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
 			writeText(w, http.StatusServiceUnavailable, "draining\n")
 		case !n.isReady():
 			writeText(w, http.StatusServiceUnavailable, "not ready\n")
+		case n.cfg.gossipEnabled() && !n.gossipUp():
+			// Requests are served (from this entry's own table); the cluster part is down.
+			writeText(w, http.StatusOK, "ready; gossip down\n")
 		default:
 			writeText(w, http.StatusOK, "ready\n")
 		}
@@ -73,8 +78,14 @@ type Status struct {
 	Regions   []RegionStatus `json:"regions"`
 	Homes     HomesStatus    `json:"homes"`
 	Marks     []MarkStatus   `json:"marks"`
-	Gossip    bool           `json:"gossip"`  // false: no --gossip-key and no --insecure-gossip, serving alone
-	Members   []MemberStatus `json:"members"` // every gossip member this entry knows, itself included
+	Gossip    bool           `json:"gossip"` // false: no --gossip-key and no --insecure-gossip, serving alone
+	// GossipUp: serf runs and this entry is a member (fenec_entry_gossip_up). False while
+	// gossip is off, after the entry left (a drain), and while serf is shut down (it lost a
+	// node name conflict) and being started again; GossipState then says which ("left",
+	// "shutdown"; "off" when gossip is off).
+	GossipUp    bool           `json:"gossip_up"`
+	GossipState string         `json:"gossip_state"`
+	Members     []MemberStatus `json:"members"` // every gossip member this entry knows, itself included; none while serf is shut down
 
 	At      time.Time      `json:"at"`                       // when this status was taken
 	Traffic *GossipTraffic `json:"gossip_traffic,omitempty"` // nil when gossip is off
@@ -166,6 +177,10 @@ func (n *Node) Status() Status {
 	}
 	if t := n.startedAt.Load(); t != nil {
 		s.Started = *t
+	}
+	s.GossipState = "off"
+	if g := n.getCluster(); g != nil {
+		s.GossipUp, s.GossipState = g.Up(), g.State()
 	}
 	for _, m := range n.Members() {
 		s.Members = append(s.Members, MemberStatus{Name: m.Name, Addr: m.Addr, State: m.State,

@@ -95,6 +95,12 @@ func (n *Node) closeCluster() {
 	}
 }
 
+// gossipUp reports whether gossip runs and this entry is a member.
+func (n *Node) gossipUp() bool {
+	g := n.getCluster()
+	return g != nil && g.Up()
+}
+
 func (n *Node) getCluster() *gossip.Gossip {
 	n.mu.Lock()
 	defer n.mu.Unlock()

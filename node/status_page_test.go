@@ -18,6 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fenec/fenec-entry/gossip"
+	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/proxy"
 )
 
@@ -29,6 +31,7 @@ func fakeStatus() Status {
 	return Status{
 		At: at, Pop: "fra", Continent: "EU", Node: "entry-fra", Version: "v1.4.0",
 		Started: at.Add(-(3*time.Hour + 12*time.Minute)), Ready: true, Inflight: 1234, Gossip: true,
+		GossipUp: true, GossipState: "alive",
 		Members: []MemberStatus{
 			{Name: "entry-sin", Addr: "10.0.3.1:7946", State: "failed", Pop: "sin", Continent: "AS", Version: "v1.4.0"},
 			{Name: "entry-fra", Addr: "10.0.1.1:7946", State: "alive", Pop: "fra", Continent: "EU", Version: "v1.4.0"},
@@ -50,8 +53,8 @@ func fakeStatus() Status {
 		},
 		Marks: []MarkStatus{{Region: "us", Observer: "entry-iad", FailedAt: at.Add(-5 * time.Second), ReadsUntil: at.Add(5 * time.Second)}},
 		Homes: HomesStatus{Held: 1500, Local: 1000, Gossip: 500, Capacity: 100000, Evicted: 3},
-		Traffic: &GossipTraffic{WindowSeconds: 60, SentPerSec: 0.4, ReceivedPerSec: 1.25, DroppedPerSec: 0,
-			Sent: 24, Received: 75},
+		Traffic: &GossipTraffic{WindowSeconds: 60, SentPerSec: 0.4, ReceivedPerSec: 1.25, DuplicatesPerSec: 2.5, DroppedPerSec: 0,
+			Sent: 24, Received: 75, Duplicates: 150},
 	}
 }
 
@@ -82,7 +85,7 @@ func TestStatusPageRender(t *testing.T) {
 		"1 <small>of 2 unmarked</small>", // regions card
 		"routers: 1 up · 2 failing · 1 not asked yet", "0 up · 2 failing", "1.5% full",
 		"1,500 <small>of 100,000</small>", "local 1,000 · gossip 500",
-		"0.40 <small>sent</small> 1.25 <small>received</small>", "over the last 1m 00s",
+		"0.40 <small>sent</small> 1.25 <small>received</small>", "2.50 duplicate", "over the last 1m 00s",
 		`<div class="region marked" id="region-us">`, `<span class="badge warn">marked</span>`,
 		"asked last by every request (failed at entry-iad)",
 		"&lt;script&gt;alert(1)&lt;/script&gt;",
@@ -148,6 +151,11 @@ func TestStatusPageStates(t *testing.T) {
 		{"not ready", func(s *Status) { s.Ready = false }, []string{`<span class="badge warn">not ready</span>`}},
 		{"gossip off", func(s *Status) { s.Gossip, s.Members, s.Traffic = false, nil, nil },
 			[]string{"gossip off", "this entry serves alone", "Gossip is off: no events."}},
+		{"gossip down", func(s *Status) { s.GossipUp, s.GossipState, s.Members = false, "shutdown", nil },
+			[]string{`<span class="badge bad" id="gossip-down">gossip down</span>`, "serf shutdown: starting a fresh serf",
+				"Gossip is down (serf shutdown): no member is listed."}},
+		{"left", func(s *Status) { s.GossipUp, s.GossipState = false, "left" },
+			[]string{"gossip down", "this entry left the cluster"}},
 		{"rates measuring", func(s *Status) { s.Traffic = &GossipTraffic{Sent: 2} }, []string{"measuring"}},
 		{"dropping", func(s *Status) { s.Traffic.DroppedPerSec = 3 }, []string{`<span class="fail">3.00 dropped</span>`}},
 		{"failing past the read backoff", func(s *Status) {
@@ -193,48 +201,90 @@ func TestFormat(t *testing.T) {
 	}
 }
 
-// trafficRegistry is a registry with the gossip event counters, as package gossip registers
-// them.
-func trafficRegistry() (*prometheus.Registry, prometheus.Counter, prometheus.Counter, *prometheus.CounterVec) {
+// trafficCounters are the gossip counters, as package gossip registers them.
+type trafficCountersForTest struct {
+	sent, recv, directSent, invalid prometheus.Counter
+	direct, dropped                 *prometheus.CounterVec
+}
+
+func trafficRegistry() (*prometheus.Registry, trafficCountersForTest) {
 	reg := prometheus.NewRegistry()
-	sent := prometheus.NewCounter(prometheus.CounterOpts{Name: metricEventsSent, Help: "h"})
-	recv := prometheus.NewCounter(prometheus.CounterOpts{Name: metricEventsReceived, Help: "h"})
-	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricEventsDropped, Help: "h"}, []string{"reason"})
-	reg.MustRegister(sent, recv, dropped)
-	return reg, sent, recv, dropped
+	c := trafficCountersForTest{
+		sent:       prometheus.NewCounter(prometheus.CounterOpts{Name: "fenec_entry_gossip_events_sent_total", Help: "h"}),
+		recv:       prometheus.NewCounter(prometheus.CounterOpts{Name: "fenec_entry_gossip_events_received_total", Help: "h"}),
+		directSent: prometheus.NewCounter(prometheus.CounterOpts{Name: "fenec_entry_gossip_direct_packets_sent_total", Help: "h"}),
+		invalid:    prometheus.NewCounter(prometheus.CounterOpts{Name: "fenec_entry_gossip_events_invalid_total", Help: "h"}),
+		direct: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fenec_entry_gossip_direct_packets_received_total", Help: "h"},
+			[]string{"result"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fenec_entry_gossip_events_dropped_total", Help: "h"},
+			[]string{"reason"}),
+	}
+	reg.MustRegister(c.sent, c.recv, c.directSent, c.invalid, c.direct, c.dropped)
+	return reg, c
+}
+
+// TestTrafficCountersExist pins that every counter the status page sums is one package
+// gossip registers (a renamed metric would silently read 0).
+func TestTrafficCountersExist(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	table, _ := homes.New(homes.Config{Regions: []string{"eu"}, Origin: "n"})
+	if _, err := gossip.New(gossip.Config{NodeName: "n", Insecure: true, Table: table, Regions: []string{"eu"},
+		Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, mf := range mfs {
+		have[mf.GetName()] = true
+	}
+	for name := range trafficCounters {
+		if !have[name] {
+			t.Errorf("the status page sums %s, which gossip does not register", name)
+		}
+	}
 }
 
 func TestTrafficRates(t *testing.T) {
-	reg, sent, recv, dropped := trafficRegistry()
+	reg, c := trafficRegistry()
 	start := time.Unix(1_800_000_000, 0)
 	var tr trafficRates
 
 	// Just after the start: totals, no rates.
-	sent.Add(1)
+	c.sent.Add(1)
 	if g := tr.rates(reg, start.Add(500*time.Millisecond), start); g.WindowSeconds != 0 || g.Sent != 1 {
 		t.Errorf("at 0.5 s: %+v, want no window and 1 sent", g)
 	}
-	// Since the start, when every counter was 0.
-	sent.Add(9)
-	recv.Add(20)
-	dropped.WithLabelValues("send").Add(2)
-	dropped.WithLabelValues("recv_queue_full").Add(3)
+	// Since the start, when every counter was 0: serf events and direct packets both count.
+	c.sent.Add(4)
+	c.directSent.Add(5)
+	c.recv.Add(5)
+	c.direct.WithLabelValues("new").Add(15)
+	c.direct.WithLabelValues("duplicate").Add(30)
+	c.direct.WithLabelValues("invalid").Add(1)
+	c.invalid.Add(1)
+	c.dropped.WithLabelValues("send").Add(1)
+	c.dropped.WithLabelValues("recv_queue_full").Add(1)
+	c.dropped.WithLabelValues("direct_write").Add(1)
 	g := tr.rates(reg, start.Add(10*time.Second), start)
-	if g.WindowSeconds != 10 || g.SentPerSec != 1 || g.ReceivedPerSec != 2 || g.DroppedPerSec != 0.5 || g.Dropped != 5 {
+	if g.WindowSeconds != 10 || g.SentPerSec != 1 || g.ReceivedPerSec != 2 || g.DuplicatesPerSec != 3 ||
+		g.DroppedPerSec != 0.5 || g.Dropped != 5 || g.Received != 20 || g.Duplicates != 30 {
 		t.Errorf("at 10 s: %+v", g)
 	}
 	// Looked at every 5 s for two minutes, 1 event sent a second: the window is the last minute.
 	now := start.Add(10 * time.Second)
 	for range 24 {
 		now = now.Add(5 * time.Second)
-		sent.Add(5)
+		c.sent.Add(5)
 		g = tr.rates(reg, now, start)
 	}
 	if g.WindowSeconds != 60 || g.SentPerSec != 1 || g.ReceivedPerSec != 0 || g.DroppedPerSec != 0 {
 		t.Errorf("after two minutes of looks: %+v, want 1 sent/s over 60 s", g)
 	}
 	// A pause of ten minutes: the rate is over the pause, since the last look.
-	sent.Add(60)
+	c.sent.Add(60)
 	g = tr.rates(reg, now.Add(10*time.Minute), start)
 	if g.WindowSeconds != 600 || g.SentPerSec != 0.1 {
 		t.Errorf("after a pause: %+v, want 0.1 sent/s over 600 s", g)

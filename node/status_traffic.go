@@ -7,29 +7,46 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// GossipTraffic is the recent gossip traffic of this entry: events (batches of homes and
-// marks) sent to serf, received from peers and dropped, per second over about the last
-// minute, and in all since the start.
+// GossipTraffic is the recent gossip traffic of this entry, per second over about the last
+// minute and in all since the start. A message is a serf user event (marks and clears) or a
+// direct packet (a batch of homes, one copy to one member): both count.
 type GossipTraffic struct {
 	// WindowSeconds is how long the rates are averaged over: about a minute while the
 	// status is looked at every few seconds, longer after a pause (since the last look
 	// before the pause), shorter just after the start. 0: too short to tell, no rates.
-	WindowSeconds  float64 `json:"window_seconds"`
-	SentPerSec     float64 `json:"sent_per_sec"`
-	ReceivedPerSec float64 `json:"received_per_sec"`
-	DroppedPerSec  float64 `json:"dropped_per_sec"`
-	Sent           uint64  `json:"sent"`
-	Received       uint64  `json:"received"`
-	Dropped        uint64  `json:"dropped"` // every reason (fenec_entry_gossip_events_dropped_total)
+	WindowSeconds    float64 `json:"window_seconds"`
+	SentPerSec       float64 `json:"sent_per_sec"`
+	ReceivedPerSec   float64 `json:"received_per_sec"`
+	DuplicatesPerSec float64 `json:"duplicates_per_sec"`
+	DroppedPerSec    float64 `json:"dropped_per_sec"`
+	// Sent: events handed to serf and direct packets written. Received: events from peers
+	// and new direct packets. Duplicates: direct packets whose payload was applied already
+	// (the copies that guard against loss). Dropped: every reason, sending or receiving (a
+	// full queue, a packet the transport refused, one that did not open or decode).
+	Sent       uint64 `json:"sent"`
+	Received   uint64 `json:"received"`
+	Duplicates uint64 `json:"duplicates"`
+	Dropped    uint64 `json:"dropped"`
 }
 
 // The gossip counters the rates come from (package gossip registers them on the node's
-// registry).
-const (
-	metricEventsSent     = "fenec_entry_gossip_events_sent_total"
-	metricEventsReceived = "fenec_entry_gossip_events_received_total"
-	metricEventsDropped  = "fenec_entry_gossip_events_dropped_total"
-)
+// registry), and which total each adds to.
+var trafficCounters = map[string]func(s *trafficSample, result string) *float64{
+	"fenec_entry_gossip_events_sent_total":         func(s *trafficSample, _ string) *float64 { return &s.sent },
+	"fenec_entry_gossip_direct_packets_sent_total": func(s *trafficSample, _ string) *float64 { return &s.sent },
+	"fenec_entry_gossip_events_received_total":     func(s *trafficSample, _ string) *float64 { return &s.received },
+	"fenec_entry_gossip_events_dropped_total":      func(s *trafficSample, _ string) *float64 { return &s.dropped },
+	"fenec_entry_gossip_events_invalid_total":      func(s *trafficSample, _ string) *float64 { return &s.dropped },
+	"fenec_entry_gossip_direct_packets_received_total": func(s *trafficSample, result string) *float64 {
+		switch result {
+		case "new":
+			return &s.received
+		case "duplicate":
+			return &s.duplicates
+		}
+		return &s.dropped // invalid
+	},
+}
 
 const (
 	trafficWindow = time.Minute     // the rates' window
@@ -40,8 +57,8 @@ const (
 
 // trafficSample is the gossip counters at one time.
 type trafficSample struct {
-	at                      time.Time
-	sent, received, dropped float64
+	at                                  time.Time
+	sent, received, duplicates, dropped float64
 }
 
 // trafficRates turns the gossip counters into rates. There is no sampling goroutine: each
@@ -61,7 +78,8 @@ type trafficRates struct {
 // started (zero: not started, no rates).
 func (t *trafficRates) rates(g prometheus.Gatherer, now, started time.Time) *GossipTraffic {
 	cur := gatherTraffic(g, now)
-	out := &GossipTraffic{Sent: uint64(cur.sent), Received: uint64(cur.received), Dropped: uint64(cur.dropped)}
+	out := &GossipTraffic{Sent: uint64(cur.sent), Received: uint64(cur.received),
+		Duplicates: uint64(cur.duplicates), Dropped: uint64(cur.dropped)}
 	if started.IsZero() {
 		return out
 	}
@@ -78,6 +96,7 @@ func (t *trafficRates) rates(g prometheus.Gatherer, now, started time.Time) *Gos
 	out.WindowSeconds = sec
 	out.SentPerSec = nonNegative(cur.sent-base.sent) / sec
 	out.ReceivedPerSec = nonNegative(cur.received-base.received) / sec
+	out.DuplicatesPerSec = nonNegative(cur.duplicates-base.duplicates) / sec
 	out.DroppedPerSec = nonNegative(cur.dropped-base.dropped) / sec
 	return out
 }
@@ -109,25 +128,24 @@ func (t *trafficRates) addLocked(s trafficSample) {
 	t.n = min(t.n+1, trafficKeep)
 }
 
-// gatherTraffic reads the gossip event counters from g, summing over their labels. A
-// counter g does not have reads 0; a Gather error leaves what was gathered.
+// gatherTraffic reads the gossip counters from g (trafficCounters), summing over their
+// labels. A counter g does not have reads 0; a Gather error leaves what was gathered.
 func gatherTraffic(g prometheus.Gatherer, now time.Time) trafficSample {
 	s := trafficSample{at: now}
 	mfs, _ := g.Gather()
 	for _, mf := range mfs {
-		var dst *float64
-		switch mf.GetName() {
-		case metricEventsSent:
-			dst = &s.sent
-		case metricEventsReceived:
-			dst = &s.received
-		case metricEventsDropped:
-			dst = &s.dropped
-		default:
+		dst, ok := trafficCounters[mf.GetName()]
+		if !ok {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			*dst += m.GetCounter().GetValue()
+			result := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" {
+					result = l.GetValue()
+				}
+			}
+			*dst(&s, result) += m.GetCounter().GetValue()
 		}
 	}
 	return s

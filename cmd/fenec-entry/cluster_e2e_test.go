@@ -44,7 +44,9 @@ func (e *entry) gossipAddr(t *testing.T) string {
 }
 
 type statusDoc struct {
-	Ready bool `json:"ready"`
+	Ready       bool   `json:"ready"`
+	GossipUp    bool   `json:"gossip_up"`
+	GossipState string `json:"gossip_state"`
 	Homes struct {
 		Held   int    `json:"held"`
 		Gossip int    `json:"gossip"`
