@@ -47,7 +47,7 @@ type statusDoc struct {
 	Ready       bool   `json:"ready"`
 	GossipUp    bool   `json:"gossip_up"`
 	GossipState string `json:"gossip_state"`
-	Homes struct {
+	Homes       struct {
 		Held   int    `json:"held"`
 		Gossip int    `json:"gossip"`
 		Digest string `json:"digest"`

@@ -287,7 +287,7 @@ func TestKeyRotationEndToEnd(t *testing.T) {
 	// One holding only A cannot join, nor teach a home.
 	e := start("e", keyA, a.gossip, "127.0.0.1:0")
 	httpGet(t, "http://"+e.client+fmt.Sprintf("/t/t%02d/items/1", tenants)) // a tenant nobody has heard of
-	time.Sleep(3 * time.Second)                                               // bounded: what must not happen
+	time.Sleep(3 * time.Second)                                             // bounded: what must not happen
 	if s := e.status(t); s.memberState("a") != "" || len(s.Members) != 1 {
 		t.Errorf("e (key A only) lists %+v, want itself alone", s.Members)
 	}
