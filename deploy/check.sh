@@ -141,7 +141,9 @@ if not ready or ready[0].get("port") != admin[1] or ready[0].get("type") != "htt
     err(f"fly.toml: want an http check on /readyz at the admin port {admin[1]}")
 if fly.get("metrics", {}).get("port") != admin[1] or fly.get("metrics", {}).get("path") != "/metrics":
     err(f"fly.toml: [metrics] must scrape /metrics on the admin port {admin[1]}")
-for k in ("FENEC_ENTRY_GOSSIP_BIND", "FENEC_ENTRY_GOSSIP_ADVERTISE", "FENEC_ENTRY_SNAPSHOT_LISTEN"):
+if "FENEC_ENTRY_SNAPSHOT_LISTEN" in env:
+    err("fly.toml: FENEC_ENTRY_SNAPSHOT_LISTEN: the flag is gone (the table travels on --gossip-bind)")
+for k in ("FENEC_ENTRY_GOSSIP_BIND", "FENEC_ENTRY_GOSSIP_ADVERTISE"):
     if hostport(env.get(k, ":0"))[0] != "fly-local-6pn":
         err(f"fly.toml: {k} must be on fly-local-6pn (6PN only)")
 if env.get("FENEC_ENTRY_JOIN_DNS") != f"{fly.get('app')}.internal":
@@ -255,7 +257,7 @@ run_entry() {
 	mapfile -t envs <"$envfile"
 	env -i PATH="$PATH" "${envs[@]}" "$TMP/fenec-entry" serve \
 		--listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --gossip-bind 127.0.0.1:0 --gossip-advertise "" \
-		--snapshot-listen 127.0.0.1:0 --rpc-addr 127.0.0.1:0 --tls-cert "" --tls-key "" \
+		--rpc-addr 127.0.0.1:0 --tls-cert "" --tls-key "" \
 		--gossip-key "$key" --drain 0s 2>"$log" &
 	pid=$!
 	PIDS+=("$pid")

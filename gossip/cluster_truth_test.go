@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/homes"
@@ -229,5 +231,45 @@ func TestUpFollowsLeave(t *testing.T) {
 	time.Sleep(restartMin + 200*time.Millisecond) // a bounded wait for what must not happen
 	if testutil.ToFloat64(a.g.m.restarts) != 0 {
 		t.Error("serf was started again after Leave")
+	}
+}
+
+// skewedClock is a clock off the real one by a fixed amount.
+type skewedClock time.Duration
+
+func (c skewedClock) Now() time.Time { return time.Now().Add(time.Duration(c)) }
+
+// TestPropagationByTwoClocks pins CONTRACT.md section 10's histogram "by the two clocks": with
+// the origin's clock 5 s behind, the origin-stamp measure is off by the skew, the local one
+// (the origin's wait by its clock, half the round trip, the wait here) is not.
+func TestPropagationByTwoClocks(t *testing.T) {
+	const skew = -5 * time.Second
+	nodes := startCluster(t, 2, func(c *Config) {
+		if c.NodeName == "a" {
+			tbl, err := homes.New(homes.Config{Regions: testRegions, Origin: "a", Clock: skewedClock(skew)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Table = tbl
+		}
+	})
+	a, b := nodes[0], nodes[1]
+	a.table = a.g.cfg.Table
+	a.g.pub.enc.now = skewedClock(skew).Now // the whole origin's clock is behind
+	eventually(t, 5*time.Second, "b knows a's network coordinate", func() bool { _, ok := b.g.rtt("a"); return ok })
+	a.table.LearnName("acme", "eu")
+	eventually(t, 3*time.Second, "acme at b", func() bool { return b.has("acme", "eu") })
+	hist := func(clock string) (count uint64, sum float64) {
+		m := &dto.Metric{}
+		if err := b.g.m.propagation.WithLabelValues(clock).(prometheus.Histogram).Write(m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+	}
+	if n, sum := hist("origin"); n != 1 || sum < 4.5 {
+		t.Errorf("origin clock: %d samples, %.3f s; want 1 off by the 5 s skew", n, sum)
+	}
+	if n, sum := hist("local"); n != 1 || sum > 1 {
+		t.Errorf("local clock: %d samples, %.3f s; want 1 within a second, the skew not in it", n, sum)
 	}
 }

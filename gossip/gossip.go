@@ -52,7 +52,7 @@ type Gossip struct {
 	v    *Validator
 	keys Keys // the keyring of every incarnation
 
-	recvq          chan []byte
+	recvq          chan inbound
 	codec          *directCodec
 	dedup          *directDedup // owned by the directTransport's goroutine
 	membersChanged chan struct{}
@@ -116,7 +116,7 @@ func New(cfg Config) (*Gossip, error) {
 		cfg:            cfg,
 		log:            cfg.Logger.With().Str("component", "gossip").Logger(),
 		v:              NewValidator(cfg.Regions, nil),
-		recvq:          make(chan []byte, cfg.RecvQueue),
+		recvq:          make(chan inbound, cfg.RecvQueue),
 		membersChanged: make(chan struct{}, 1),
 		syncLn:         newConnListener(pipeAddr("gossip sync streams"), syncBacklog),
 	}
@@ -304,7 +304,7 @@ func (g *Gossip) handleDirect(pkt []byte) {
 		return
 	}
 	select {
-	case g.recvq <- payload:
+	case g.recvq <- inbound{payload: payload, at: time.Now()}:
 		g.dedup.add(payload)
 		g.m.directReceived.WithLabelValues("new").Inc()
 	default:
@@ -397,7 +397,7 @@ func (g *Gossip) Start(ctx context.Context) error {
 		g.pub.direct = &directSender{codec: g.codec, peers: g.directPeers, copies: g.cfg.DirectCopies,
 			every: g.cfg.DirectCopyInterval, m: g.m, write: g.writeDirect}
 	}
-	recv := &receiver{table: g.cfg.Table, v: g.v, dec: newDecoder(), m: g.m, log: g.log, now: time.Now}
+	recv := &receiver{table: g.cfg.Table, v: g.v, dec: newDecoder(), m: g.m, log: g.log, now: time.Now, rtt: g.rtt}
 	g.wg.Add(6)
 	go func() { defer g.wg.Done(); g.pub.run(runCtx) }()
 	go func() { defer g.wg.Done(); recv.run(runCtx, g.recvq) }()
@@ -714,6 +714,24 @@ func (g *Gossip) MemberAddr(node string) (netip.Addr, bool) {
 		}
 	}
 	return netip.Addr{}, false
+}
+
+// rtt is the round trip to node that serf's network coordinates estimate; false while either
+// coordinate is unknown (serf updates them with every probe).
+func (g *Gossip) rtt(node string) (time.Duration, bool) {
+	s := g.serfOrNil()
+	if s == nil || s.State() != serf.SerfAlive {
+		return 0, false
+	}
+	theirs, ok := s.GetCachedCoordinate(node)
+	if !ok || theirs == nil {
+		return 0, false
+	}
+	ours, err := s.GetCoordinate()
+	if err != nil || ours == nil || !ours.IsCompatibleWith(theirs) {
+		return 0, false
+	}
+	return ours.DistanceTo(theirs), true
 }
 
 // Joined reports whether another member has been seen alive since Start.

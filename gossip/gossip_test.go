@@ -155,8 +155,8 @@ func testHomesTravel(t *testing.T, nodes []*testNode) {
 	if st := c.table.Stats(); st.Gossip != 1 || st.Local != 1 {
 		t.Errorf("c holds %d gossiped and %d local homes, want 1 and 1", st.Gossip, st.Local)
 	}
-	if n := testutil.CollectAndCount(b.g.m.propagation); n != 1 {
-		t.Errorf("propagation histogram has %d series", n)
+	if n := testutil.CollectAndCount(b.g.m.propagation); n != 2 {
+		t.Errorf("propagation histogram has %d series, want one per clock", n)
 	}
 	if got := testutil.ToFloat64(a.g.m.homesApplied); got < 2 {
 		t.Errorf("a applied %v homes from gossip, want 2", got)

@@ -22,7 +22,7 @@ type metrics struct {
 	pendingDropped  prometheus.Counter
 	homesApplied    prometheus.Counter
 	marksApplied    prometheus.Counter
-	propagation     prometheus.Histogram
+	propagation     *prometheus.HistogramVec // clock: origin, local
 	directBatches   prometheus.Counter
 	directPackets   prometheus.Counter
 	directReceived  *prometheus.CounterVec // result: new, duplicate, invalid
@@ -98,11 +98,14 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 		marksApplied: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_marks_applied_total", Help: "Marks and clears from gossip events that changed the table.",
 		}),
-		propagation: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "fenec_entry_gossip_propagation_seconds",
-			Help:    "Time from a home's learning at its origin (its version's clock) to its arrival here, for homes sent by their origin.",
+		propagation: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "fenec_entry_gossip_propagation_seconds",
+			Help: "Time from a home's learning at its origin to its applying here, for homes sent by their origin, by two clocks: " +
+				"origin (the origin's stamp to the time here: exact when the clocks agree, off by their skew when not) and " +
+				"local (no two clocks compared: the wait at the origin by its own clock, plus half the round trip serf's " +
+				"network coordinates estimate, plus the wait here by this entry's clock).",
 			Buckets: []float64{.025, .05, .1, .2, .3, .5, .75, 1, 1.5, 2, 3, 5, 10},
-		}),
+		}, []string{"clock"}),
 		directBatches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_direct_batches_sent_total", Help: "Batches of homes sent straight to every member (each DirectCopies times).",
 		}),
@@ -120,6 +123,8 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 	for _, s := range memberStates {
 		m.members.WithLabelValues(s)
 	}
+	m.propagation.WithLabelValues("origin")
+	m.propagation.WithLabelValues("local")
 	m.eventsDropped.WithLabelValues("recv_queue_full")
 	m.eventsDropped.WithLabelValues("send")
 	m.eventsDropped.WithLabelValues("direct_write")

@@ -27,7 +27,7 @@ func (h eventHandler) HandleEvent(e serf.Event) {
 		}
 		g.m.eventsReceived.Inc()
 		select {
-		case g.recvq <- e.Payload:
+		case g.recvq <- inbound{payload: e.Payload, at: time.Now()}:
 		default:
 			g.m.eventsDropped.WithLabelValues("recv_queue_full").Inc()
 		}
@@ -43,6 +43,13 @@ func (h eventHandler) HandleEvent(e serf.Event) {
 	}
 }
 
+// inbound is a payload from a peer (a serf event or a direct packet) and when it arrived,
+// by this entry's clock.
+type inbound struct {
+	payload []byte
+	at      time.Time
+}
+
 // receiver decodes, validates and applies events from peers. One goroutine (run) owns it.
 type receiver struct {
 	table *homes.Table
@@ -51,9 +58,12 @@ type receiver struct {
 	m     *metrics
 	log   zerolog.Logger
 	now   func() time.Time
+	// rtt estimates the round trip to a member (serf's network coordinates); false if
+	// unknown. Nil: unknown.
+	rtt func(node string) (time.Duration, bool)
 }
 
-func (r *receiver) run(ctx context.Context, q <-chan []byte) {
+func (r *receiver) run(ctx context.Context, q <-chan inbound) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -68,7 +78,8 @@ func (r *receiver) run(ctx context.Context, q <-chan []byte) {
 // home or mark that fails validation is counted and skipped, and the rest of the event is
 // applied (a peer configured with one region more, during a rolling deploy, still delivers
 // the homes this entry can use).
-func (r *receiver) apply(payload []byte) {
+func (r *receiver) apply(in inbound) {
+	payload := in.payload
 	sender, b, err := r.dec.decode(payload)
 	if err != nil {
 		r.m.eventsInvalid.Inc()
@@ -97,6 +108,16 @@ func (r *receiver) apply(payload []byte) {
 		}
 	}
 	now := r.now()
+	// The local clock's measure: the wait at the origin by the origin's clock (from the
+	// home's version to the batch's S), the flight (half the round trip), and the wait here.
+	var flight time.Duration
+	var flightKnown bool
+	if b.S != 0 && r.rtt != nil {
+		if rtt, ok := r.rtt(sender); ok {
+			flight, flightKnown = rtt/2, true
+		}
+	}
+	here := max(now.Sub(in.at), 0)
 	for _, w := range b.H {
 		h := w.home(sender)
 		if err := r.v.Home(h); err != nil {
@@ -105,7 +126,11 @@ func (r *receiver) apply(payload []byte) {
 			continue
 		}
 		if h.Version.Origin == sender {
-			r.m.propagation.Observe(max(now.Sub(h.Version.Time()), 0).Seconds())
+			r.m.propagation.WithLabelValues("origin").Observe(max(now.Sub(h.Version.Time()), 0).Seconds())
+			if flightKnown {
+				atOrigin := max(time.UnixMilli(b.S).Sub(h.Version.Time()), 0)
+				r.m.propagation.WithLabelValues("local").Observe((atOrigin + flight + here).Seconds())
+			}
 		}
 		if r.table.Apply(h) {
 			r.m.homesApplied.Inc()

@@ -60,10 +60,13 @@ type wireMark struct {
 	O string `msgpack:"o,omitempty"`
 }
 
-// wireBatch is an event's body. Marks come first: they are few and urgent.
+// wireBatch is an event's body. Marks come first: they are few and urgent. S is when the
+// sender encoded it, unix milliseconds on the sender's clock, so that a receiver can tell how
+// long each home waited at its origin without comparing two clocks (0 from older senders).
 type wireBatch struct {
 	M []wireMark `msgpack:"m,omitempty"`
 	H []wireHome `msgpack:"h,omitempty"`
+	S int64      `msgpack:"s,omitempty"`
 }
 
 // flateDict primes DEFLATE with what every body repeats (field names, map headers), so that
@@ -126,7 +129,8 @@ func (w wireMark) mark(sender string) homes.Mark {
 // owns it); it reuses its buffers and its DEFLATE writer (~600 KB, made once).
 type encoder struct {
 	sender string
-	budget int // most payload bytes per event
+	budget int              // most payload bytes per event
+	now    func() time.Time // the batch's S
 
 	raw, z bytes.Buffer
 	enc    *msgpack.Encoder
@@ -135,7 +139,7 @@ type encoder struct {
 }
 
 func newEncoder(sender string, eventSizeLimit int) *encoder {
-	e := &encoder{sender: sender, budget: eventSizeLimit - serfEnvelope - len(EventName)}
+	e := &encoder{sender: sender, budget: eventSizeLimit - serfEnvelope - len(EventName), now: time.Now}
 	e.enc = msgpack.NewEncoder(&e.raw)
 	e.fw, _ = flate.NewWriterDict(&e.z, flate.BestCompression, flateDict) // the level is valid
 	return e
@@ -143,7 +147,7 @@ func newEncoder(sender string, eventSizeLimit int) *encoder {
 
 // encode returns the payload carrying marks and hs, a fresh slice.
 func (e *encoder) encode(marks []homes.Mark, hs []homes.Home) ([]byte, error) {
-	e.batch.M, e.batch.H = e.batch.M[:0], e.batch.H[:0]
+	e.batch.M, e.batch.H, e.batch.S = e.batch.M[:0], e.batch.H[:0], e.now().UnixMilli()
 	for _, m := range marks {
 		e.batch.M = append(e.batch.M, toWireMark(m, e.sender))
 	}

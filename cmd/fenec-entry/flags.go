@@ -326,3 +326,30 @@ func setGossipKey(c *node.Config, v string) error {
 	c.GossipKey = key
 	return nil
 }
+
+// removedEnv are variables of flags that no longer exist, with what replaced them.
+var removedEnv = map[string]string{
+	envPrefix + "SNAPSHOT_LISTEN": "--snapshot-listen is gone: the joiner's table and repair travel on --gossip-bind",
+}
+
+// unknownEnv returns a warning for each FENEC_ENTRY_* variable in environ that names no flag:
+// a typo or a removed flag would otherwise be ignored without a word. Never the value.
+func unknownEnv(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, envPrefix) {
+			continue
+		}
+		flag := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))
+		if lookupFlag(flag) != nil {
+			continue
+		}
+		if why, ok := removedEnv[name]; ok {
+			out = append(out, name+" is set and ignored: "+why)
+			continue
+		}
+		out = append(out, name+" is set and ignored: no flag --"+flag+" (see fenec-entry serve --help)")
+	}
+	return out
+}

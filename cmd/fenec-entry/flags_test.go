@@ -243,3 +243,17 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestUnknownEnvWarned(t *testing.T) {
+	got := unknownEnv([]string{"FENEC_ENTRY_LISTEN=:1", "FENEC_ENTRY_SNAPSHOT_LISTEN=10.0.0.1:7947",
+		"FENEC_ENTRY_LISTNE=:2", "PATH=/bin", "FENEC_ENTRY_GOSSIP_KEY=secret-value"})
+	if len(got) != 2 || !strings.Contains(got[0], "FENEC_ENTRY_SNAPSHOT_LISTEN") || !strings.Contains(got[0], "--gossip-bind") ||
+		!strings.Contains(got[1], "FENEC_ENTRY_LISTNE") || !strings.Contains(got[1], "--listne") {
+		t.Fatalf("warnings %q", got)
+	}
+	for _, w := range got {
+		if strings.Contains(w, "10.0.0.1") || strings.Contains(w, "secret") {
+			t.Errorf("a warning carries a value: %s", w)
+		}
+	}
+}

@@ -74,6 +74,9 @@ func serve(args []string, stdout, stderr io.Writer, env func(string) string) int
 	}
 	cfg.Version = readBuildInfo().short()
 	logger := node.NewLogger(cfg, stderr)
+	for _, w := range unknownEnv(os.Environ()) {
+		logger.Warn().Msg(w)
+	}
 
 	ctx, stop := signalContext(logger)
 	defer stop()
