@@ -23,6 +23,15 @@ type clusterEntry struct {
 	client, admin, gossip string
 }
 
+// startClusterEntry starts an entry with gossip and waits for its start lines.
+func startClusterEntry(t *testing.T, args, env []string) *clusterEntry {
+	t.Helper()
+	ce := &clusterEntry{entry: startEntry(t, args, env)}
+	ce.client, ce.admin = ce.started(t)
+	ce.gossip = ce.gossipAddr(t)
+	return ce
+}
+
 // gossipAddr waits for the gossip start line and returns its memberlist address.
 func (e *entry) gossipAddr(t *testing.T) string {
 	t.Helper()
@@ -134,12 +143,9 @@ func TestGossipCluster(t *testing.T) {
 		if join != "" {
 			args = append(args, "--join", join)
 		}
-		e := startEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+key, "FENEC_ENTRY_LOG_LEVEL=debug",
+		ce := startClusterEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+key, "FENEC_ENTRY_LOG_LEVEL=debug",
 			"FENEC_ENTRY_ENTRY_TOKEN="+plantedToken, "FENEC_ENTRY_RPC_AUTH="+plantedRPC))
-		all = append(all, e)
-		ce := &clusterEntry{entry: e}
-		ce.client, ce.admin = e.started(t)
-		ce.gossip = e.gossipAddr(t)
+		all = append(all, ce.entry)
 		return ce
 	}
 	a := start("a", "")

@@ -84,11 +84,7 @@ func TestTwoEntriesOnOneHost(t *testing.T) {
 		if join != "" {
 			args = append(args, "--join", join)
 		}
-		e := startEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+key))
-		ce := &clusterEntry{entry: e}
-		ce.client, ce.admin = e.started(t)
-		ce.gossip = e.gossipAddr(t)
-		return ce
+		return startClusterEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+key))
 	}
 	a := start(p1, "")
 	b := start(p2, p1.gossip)
@@ -130,11 +126,7 @@ func TestNameConflictEndToEnd(t *testing.T) {
 		if join != "" {
 			args = append(args, "--join", join)
 		}
-		e := startEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+key))
-		ce := &clusterEntry{entry: e}
-		ce.client, ce.admin = e.started(t)
-		ce.gossip = e.gossipAddr(t)
-		return ce
+		return startClusterEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+key))
 	}
 	a := start("")
 	b := start(a.gossip)
@@ -217,11 +209,7 @@ func TestKeyRotationEndToEnd(t *testing.T) {
 		if join != "" {
 			args = append(args, "--join", join)
 		}
-		e := startEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+key, "FENEC_ENTRY_RPC_AUTH="+auth))
-		ce := &clusterEntry{entry: e}
-		ce.client, ce.admin = e.started(t)
-		ce.gossip = e.gossipAddr(t)
-		return ce
+		return startClusterEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+key, "FENEC_ENTRY_RPC_AUTH="+auth))
 	}
 	a := start("a", keyA, "", rpcA)
 	b := start("b", keyA, a.gossip, "127.0.0.1:0")
