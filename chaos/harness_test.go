@@ -459,9 +459,10 @@ func (e *entryProc) exited() bool {
 type statusDoc struct {
 	Ready bool `json:"ready"`
 	Homes struct {
-		Held   int `json:"held"`
-		Local  int `json:"local"`
-		Gossip int `json:"gossip"`
+		Held   int    `json:"held"`
+		Local  int    `json:"local"`
+		Gossip int    `json:"gossip"`
+		Digest string `json:"digest"` // order-independent digest of the homes held
 	} `json:"homes"`
 	Regions []struct {
 		Name   string `json:"name"`
