@@ -465,13 +465,11 @@ type statusDoc struct {
 		Digest string `json:"digest"` // order-independent digest of the homes held
 	} `json:"homes"`
 	Regions []struct {
-		Name   string `json:"name"`
-		Marked bool   `json:"marked"`
+		Name           string `json:"name"`
+		Marked         bool   `json:"marked"`           // plain writes ask it last (until a router of it answers)
+		MarkedForReads bool   `json:"marked_for_reads"` // reads and keyed writes too (--read-backoff)
 	} `json:"regions"`
-	Marks []struct {
-		Region   string `json:"region"`
-		Observer string `json:"observer"`
-	} `json:"marks"`
+	Marks   []markDoc `json:"marks"` // the failing regions
 	Members []struct {
 		Name  string `json:"name"`
 		State string `json:"state"`
@@ -510,13 +508,38 @@ func (s statusDoc) alive() int {
 	return n
 }
 
-func (s statusDoc) marked(region string) bool {
+// markedForReads: a read planned now asks region last (its latest failure is younger than
+// --read-backoff and no router of it has answered since).
+func (s statusDoc) markedForReads(region string) bool {
 	for _, r := range s.Regions {
 		if r.Name == region {
-			return r.Marked
+			return r.MarkedForReads
 		}
 	}
 	return false
+}
+
+// markDoc is a failing region: its latest failure is newer than its latest clear.
+type markDoc struct {
+	Region     string    `json:"region"`
+	Observer   string    `json:"observer"`
+	FailedAt   time.Time `json:"failed_at"`
+	ReadsUntil time.Time `json:"reads_until"`
+}
+
+// line describes the mark as entry lists it, for the log.
+func (m markDoc) line(entry string) string {
+	return fmt.Sprintf("%s: %s failing (seen by %s at %s; reads ask it first again from %s)",
+		entry, m.Region, m.Observer, m.FailedAt.Format("15:04:05.000"), m.ReadsUntil.Format("15:04:05.000"))
+}
+
+// marksLine describes the failing regions the entry lists, for the log.
+func (s statusDoc) marksLine(entry string) []string {
+	var out []string
+	for _, m := range s.Marks {
+		out = append(out, m.line(entry))
+	}
+	return out
 }
 
 // procMetrics are the process figures the leak check compares.

@@ -246,35 +246,51 @@ func (h *harness) converge(s *summary, w *convergeWatch, within time.Duration) t
 	}
 }
 
-// probeTables checks the values of every entry's table without reading it: once the read
-// marks have expired, one GET per (entry, tenant) must reach a router of the tenant's home
-// region first (an entry that did not know the home would ask its continent's region first,
-// which relays). Only the first request of a pair tells, since it teaches the entry; tenants
-// whose home region is still marked at an entry are skipped (a mark reorders).
+// probeTables checks the values of every entry's table without reading it: once reads ask
+// every region in order again, one GET per (entry, tenant) must reach a router of the
+// tenant's home region first (an entry that did not know the home would ask its continent's
+// region first, which relays). Only the first request of a pair tells, since it teaches the
+// entry; tenants whose home region reads still ask last at an entry are skipped (a mark
+// reorders). Then the marks: a region's mark ends when one of its routers answers, and the
+// probes were such answers, so no mark may be left of a region that answered one.
 func (h *harness) probeTables(s *summary) {
-	// A failing region is asked first again by reads after --read-backoff, and its mark ends
-	// when a router of it answers anywhere. Wait for the marks to go.
-	var marks []string
-	deadline := time.Now().Add(readBackoff + 5*time.Second)
+	// Reads ask a failing region last only for --read-backoff after its latest failure, so
+	// the wait is bounded by the clock: traffic has stopped, no failure is newer than that.
+	// The mark itself lasts (plain writes ask the region last) until a router of it answers,
+	// which no traffic does now: the probes below will.
+	var live []string
+	for _, e := range h.entries {
+		if st, err := e.status(); err == nil {
+			live = append(live, st.marksLine(e.name)...)
+		}
+	}
+	if len(live) > 0 {
+		h.logf("failing regions after the faults ended: %s", strings.Join(live, "; "))
+	}
+	var forReads []string
+	deadline := time.Now().Add(readBackoff + 3*time.Second)
 	for {
-		marks = marks[:0]
+		forReads = forReads[:0]
 		for _, e := range h.entries {
 			st, err := e.status()
 			if err != nil {
-				marks = append(marks, e.name+": "+err.Error())
+				forReads = append(forReads, e.name+": "+err.Error())
 				continue
 			}
-			for _, m := range st.Marks {
-				marks = append(marks, e.name+":"+m.Region+"/by "+m.Observer)
+			for _, r := range st.Regions {
+				if r.MarkedForReads {
+					forReads = append(forReads, e.name+": "+r.Name)
+				}
 			}
 		}
-		if len(marks) == 0 || time.Now().After(deadline) {
+		if len(forReads) == 0 || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
-	if len(marks) > 0 {
-		h.logf("marks still live %v after the faults ended: probing around them", marks)
+	if len(forReads) > 0 {
+		h.logf("reads still ask a region last after a wait of %v (%s): probing around them",
+			readBackoff+3*time.Second, strings.Join(forReads, ", "))
 	}
 	before := h.seenSince(0)
 	var maxSeq uint64
@@ -282,9 +298,13 @@ func (h *harness) probeTables(s *summary) {
 		maxSeq = max(maxSeq, x.Seq)
 	}
 	want := h.learned()
-	type pair struct{ entry, tenant, home, id string }
+	type pair struct {
+		entry, tenant, home, id string
+		answered                bool // a router answered it (below 500)
+	}
 	var probes []pair
 	skipped := 0
+	answered := map[string]bool{} // regions whose router answered a probe
 	for _, e := range h.entries {
 		st, _ := e.status()
 		for _, tn := range tenants {
@@ -292,12 +312,12 @@ func (h *harness) probeTables(s *summary) {
 				continue
 			}
 			home := h.dirLog.home(tn)
-			if st.marked(home) {
+			if st.markedForReads(home) {
 				skipped++
 				continue
 			}
 			r := h.rec.probe(e, tn, "tableprobe")
-			probes = append(probes, pair{e.name, tn, home, r.ID})
+			probes = append(probes, pair{e.name, tn, home, r.ID, r.Shard && r.Status > 0 && r.Status < 500})
 		}
 	}
 	first := map[string]seen{}
@@ -317,6 +337,9 @@ func (h *harness) probeTables(s *summary) {
 		} else if x.Region != p.home {
 			bad = append(bad, fmt.Sprintf("%s/%s: asked %s first, home is %s", p.entry, p.tenant, x.Region, p.home))
 		}
+		if ok && p.answered && x.Region == p.home {
+			answered[p.home] = true // asked first and answered: the home's router answered
+		}
 	}
 	s.TableProbe = fmt.Sprintf("%d/%d ok", len(probes)-len(bad), len(probes))
 	if skipped > 0 {
@@ -324,6 +347,40 @@ func (h *harness) probeTables(s *summary) {
 	}
 	if len(bad) > 0 {
 		s.fail("table probe: %d of %d (entry, tenant) pairs not routed to the home first: %s", len(bad), len(probes), strings.Join(bad, "; "))
+	}
+	h.checkMarksCleared(s, answered)
+}
+
+// marksClear bounds how long after its routers answered a failing region may still be listed:
+// the entry that got the answer clears it at once, a peer within the gossip bound (3 s).
+const marksClear = 5 * time.Second
+
+// checkMarksCleared: once a router of a region has answered (the table probes, through every
+// entry), no entry lists the region failing.
+func (h *harness) checkMarksCleared(s *summary, answered map[string]bool) {
+	start := time.Now()
+	for {
+		var left []string
+		for _, e := range h.entries {
+			st, err := e.status()
+			if err != nil {
+				left = append(left, e.name+": "+err.Error())
+				continue
+			}
+			for _, m := range st.Marks {
+				if answered[m.Region] {
+					left = append(left, m.line(e.name))
+				}
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Since(start) > marksClear {
+			s.fail("marks not cleared %v after the regions answered the table probes: %s", marksClear, strings.Join(left, "; "))
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
