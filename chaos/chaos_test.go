@@ -55,8 +55,8 @@ func TestChaos1KillEntry(t *testing.T) {
 	})
 	readyAt := time.Now()
 	w := h.watchConvergence()
-	h.logf("B ready %v after restart, holding %d homes (%d local, %d gossip)", took.Round(10*time.Millisecond),
-		atReady.Homes.Held, atReady.Homes.Local, atReady.Homes.Gossip)
+	h.logf("B ready %v after restart, holding %d homes (%d local, %d gossip), digest %s", took.Round(10*time.Millisecond),
+		atReady.Homes.Held, atReady.Homes.Local, atReady.Homes.Gossip, atReady.Homes.Digest)
 	rejoin := h.waitCluster(15 * time.Second)
 	h.logf("every entry sees three alive members %v after B was ready", rejoin.Round(10*time.Millisecond))
 	time.Sleep(5 * time.Second)
@@ -189,11 +189,18 @@ func TestChaos3Partition(t *testing.T) {
 		time.Sleep(rest)
 	}
 	want := len(general) + 1 + 2 // warm-up homes plus two late tenants on each side
+	digest := map[string]string{}
 	for _, e := range h.entries {
 		st, err := e.status()
 		if err != nil || st.Homes.Held != want {
 			t.Errorf("partition leaked or lost homes: %s holds %d homes at the end of the partition, want %d (%v)", e.name, st.Homes.Held, want, err)
 		}
+		digest[e.name] = st.Homes.Digest
+	}
+	// Within a side the tables agree (B and C heard each other's late tenant); across it not.
+	h.logf("at the end of the partition: digests a=%s b=%s c=%s", digest["a"], digest["b"], digest["c"])
+	if digest["b"] != digest["c"] || digest["a"] == digest["b"] {
+		t.Errorf("partition: digests a=%s b=%s c=%s at its end; want b and c equal, a different", digest["a"], digest["b"], digest["c"])
 	}
 	p.heal()
 	healed := time.Now()

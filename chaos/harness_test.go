@@ -37,6 +37,15 @@ const (
 	// partitionGID is the group id entry A runs with (as root), so that the packet filter can
 	// tell A's outgoing gossip and snapshot connections from B's and C's (nft meta skgid).
 	partitionGID = 4242
+	// rpcAuth is every entry's --rpc-auth: the serf CLI must send it (-rpc-auth).
+	rpcAuth = "fenec-chaos-rpc-auth"
+)
+
+// The gossip keys: every entry starts with gossipKeyA; the key rotation scenario moves the
+// cluster to gossipKeyB.
+var (
+	gossipKeyA = base64.StdEncoding.EncodeToString([]byte("fenec-chaos-gossip-key-32-bytes!"))
+	gossipKeyB = base64.StdEncoding.EncodeToString([]byte("fenec-chaos-gossip-key-B-32bytes"))
 )
 
 var (
@@ -59,7 +68,9 @@ var tenants, initialHomes = func() ([]string, map[string]string) {
 	return ts, homes
 }()
 
-var bin struct{ dir, entry, standin string }
+// bin holds the binaries built once for the run: the entry, the stand-in, and the stock serf
+// CLI at the version go.mod names (the module's tool, as `go tool serf` runs it).
+var bin struct{ dir, entry, standin, serf string }
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -73,8 +84,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// build compiles ./cmd/fenec-entry and ./cmd/fenec-standin of this module once, into a
-// temporary directory.
+// build compiles ./cmd/fenec-entry, ./cmd/fenec-standin and the serf CLI (the module's tool)
+// once, into a temporary directory.
 func build() error {
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
@@ -86,7 +97,9 @@ func build() error {
 	}
 	bin.entry = filepath.Join(bin.dir, "fenec-entry")
 	bin.standin = filepath.Join(bin.dir, "fenec-standin")
-	for out, pkg := range map[string]string{bin.entry: "./cmd/fenec-entry", bin.standin: "./cmd/fenec-standin"} {
+	bin.serf = filepath.Join(bin.dir, "serf")
+	for out, pkg := range map[string]string{bin.entry: "./cmd/fenec-entry", bin.standin: "./cmd/fenec-standin",
+		bin.serf: "github.com/hashicorp/serf/cmd/serf"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
@@ -355,14 +368,9 @@ type entryProc struct {
 
 func (h *harness) newEntries() {
 	t := h.t
-	key := base64.StdEncoding.EncodeToString([]byte("fenec-chaos-gossip-key-32-bytes!"))
 	conts := []string{"EU", "NA", "AS"}
 	for i, name := range []string{"a", "b", "c"} {
-		e := &entryProc{name: name, continent: conts[i],
-			listen: fmt.Sprintf("127.0.0.1:%d", freePort(t)), admin: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			gossip: fmt.Sprintf("127.0.0.1:%d", freePort(t)), rpc: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			logPath: filepath.Join(h.dir, "entry-"+name+".log"),
-		}
+		e := h.newEntryProc(name, conts[i])
 		if name == "a" && os.Geteuid() == 0 {
 			e.gid = partitionGID
 		}
@@ -375,13 +383,7 @@ func (h *harness) newEntries() {
 				join = append(join, o.gossip)
 			}
 		}
-		e.args = []string{"serve", "--listen", e.listen, "--admin-listen", e.admin,
-			"--gossip-bind", e.gossip, "--rpc-addr", e.rpc,
-			"--node", e.name, "--pop", e.name, "--continent", e.continent,
-			"--routers", h.routersSpec(), "--join", strings.Join(join, ","),
-			"--read-backoff", readBackoff.String(), "--answer-timeout", answerTimeout.String(),
-			"--drain", "200ms", "--log-level", "info"}
-		e.env = append(cleanEnv(), "FENEC_ENTRY_GOSSIP_KEY="+key)
+		h.setArgs(e, join, gossipKeyA)
 	}
 	t.Cleanup(func() {
 		for _, e := range h.entries {
@@ -389,6 +391,34 @@ func (h *harness) newEntries() {
 			e.kill()
 		}
 	})
+}
+
+// newEntryProc picks an entry's ports and log file; setArgs then gives it its flags.
+func (h *harness) newEntryProc(name, continent string) *entryProc {
+	t := h.t
+	return &entryProc{name: name, continent: continent,
+		listen: fmt.Sprintf("127.0.0.1:%d", freePort(t)), admin: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		gossip: fmt.Sprintf("127.0.0.1:%d", freePort(t)), rpc: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		logPath: filepath.Join(h.dir, "entry-"+name+".log"),
+	}
+}
+
+// setArgs sets the flags and environment every entry of the suite runs with: join those
+// gossip addresses, with gossip key key (base64) and --rpc-auth rpcAuth.
+func (h *harness) setArgs(e *entryProc, join []string, key string) {
+	e.args = []string{"serve", "--listen", e.listen, "--admin-listen", e.admin,
+		"--gossip-bind", e.gossip, "--rpc-addr", e.rpc,
+		"--node", e.name, "--pop", e.name, "--continent", e.continent,
+		"--routers", h.routersSpec(), "--join", strings.Join(join, ","),
+		"--read-backoff", readBackoff.String(), "--answer-timeout", answerTimeout.String(),
+		"--drain", "200ms", "--log-level", "info"}
+	e.setKey(key)
+}
+
+// setKey sets the gossip key the entry's environment gives it at its next start (its only
+// key: the entry keeps no keyring across restarts).
+func (e *entryProc) setKey(key string) {
+	e.env = append(cleanEnv(), "FENEC_ENTRY_GOSSIP_KEY="+key, "FENEC_ENTRY_RPC_AUTH="+rpcAuth)
 }
 
 func cleanEnv() []string {
@@ -445,6 +475,25 @@ func (e *entryProc) kill() {
 	<-done
 }
 
+// stop is SIGTERM, the operator's restart: the entry leaves the cluster, drains and exits.
+// It waits up to within for the exit, then kills it and reports false.
+func (e *entryProc) stop(within time.Duration) bool {
+	e.mu.Lock()
+	cmd, done := e.cmd, e.done
+	e.mu.Unlock()
+	if cmd == nil {
+		return true
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		return true
+	case <-time.After(within):
+		e.kill()
+		return false
+	}
+}
+
 func (e *entryProc) exited() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -459,18 +508,17 @@ func (e *entryProc) exited() bool {
 type statusDoc struct {
 	Ready bool `json:"ready"`
 	Homes struct {
-		Held   int `json:"held"`
-		Local  int `json:"local"`
-		Gossip int `json:"gossip"`
+		Held   int    `json:"held"`
+		Local  int    `json:"local"`
+		Gossip int    `json:"gossip"`
+		Digest string `json:"digest"` // order-independent digest of the homes held
 	} `json:"homes"`
 	Regions []struct {
-		Name   string `json:"name"`
-		Marked bool   `json:"marked"`
+		Name           string `json:"name"`
+		Marked         bool   `json:"marked"`           // plain writes ask it last (until a router of it answers)
+		MarkedForReads bool   `json:"marked_for_reads"` // reads and keyed writes too (--read-backoff)
 	} `json:"regions"`
-	Marks []struct {
-		Region   string `json:"region"`
-		Observer string `json:"observer"`
-	} `json:"marks"`
+	Marks   []markDoc `json:"marks"` // the failing regions
 	Members []struct {
 		Name  string `json:"name"`
 		State string `json:"state"`
@@ -509,13 +557,65 @@ func (s statusDoc) alive() int {
 	return n
 }
 
-func (s statusDoc) marked(region string) bool {
+// markedForReads: a read planned now asks region last (its latest failure is younger than
+// --read-backoff and no router of it has answered since).
+func (s statusDoc) markedForReads(region string) bool {
 	for _, r := range s.Regions {
 		if r.Name == region {
-			return r.Marked
+			return r.MarkedForReads
 		}
 	}
 	return false
+}
+
+// markDoc is a failing region: its latest failure is newer than its latest clear.
+type markDoc struct {
+	Region     string    `json:"region"`
+	Observer   string    `json:"observer"`
+	FailedAt   time.Time `json:"failed_at"`
+	ReadsUntil time.Time `json:"reads_until"`
+}
+
+// line describes the mark as entry lists it, for the log.
+func (m markDoc) line(entry string) string {
+	return fmt.Sprintf("%s: %s failing (seen by %s at %s; reads ask it first again from %s)",
+		entry, m.Region, m.Observer, m.FailedAt.Format("15:04:05.000"), m.ReadsUntil.Format("15:04:05.000"))
+}
+
+// marksLine describes the failing regions the entry lists, for the log.
+func (s statusDoc) marksLine(entry string) []string {
+	var out []string
+	for _, m := range s.Marks {
+		out = append(out, m.line(entry))
+	}
+	return out
+}
+
+// serfKeys runs the stock serf CLI's `serf keys` with args through entry e's RPC, with
+// -rpc-auth; it fails when serf does (a member that did not answer, a refused key).
+func (h *harness) serfKeys(e *entryProc, args ...string) (string, error) {
+	return h.serfKeysAuth(e, rpcAuth, args...)
+}
+
+// serfKeysAuth is serfKeys with -rpc-auth auth; "" sends none.
+func (h *harness) serfKeysAuth(e *entryProc, auth string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pre := []string{"keys", "-rpc-addr", e.rpc}
+	if auth != "" {
+		pre = append(pre, "-rpc-auth", auth)
+	}
+	args = append(pre, args...)
+	out, err := exec.CommandContext(ctx, bin.serf, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("serf %s via %s: %w: %s", redact(strings.Join(args, " ")), e.name, err, redact(strings.TrimSpace(string(out))))
+	}
+	return string(out), nil
+}
+
+// redact shows the suite's gossip keys and RPC token by name, in a command line or an output.
+func redact(s string) string {
+	return strings.NewReplacer(gossipKeyA, "<key A>", gossipKeyB, "<key B>", rpcAuth, "<rpc auth>").Replace(s)
 }
 
 // procMetrics are the process figures the leak check compares.

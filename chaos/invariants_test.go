@@ -30,6 +30,7 @@ type summary struct {
 	MayHaveRun    int
 	ClientErrors  int
 	Converge      time.Duration // after the last fault: every entry holds the same homes
+	Digest        string        // the table digest every entry showed then ("differ": none)
 	TableProbe    string        // the routing probe: ok / n mismatches
 	Leak          string        // ok or what grew
 	Failures      []string
@@ -47,8 +48,8 @@ func printSummary(w io.Writer) {
 		return
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| scenario | seed | requests | writes | applies | duplicate applies | keyed writes lost | false 502s | unexpected 5xx | may_have_run | client errors | time to converge | table probe | leak | verdict |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| scenario | seed | requests | writes | applies | duplicate applies | keyed writes lost | false 502s | unexpected 5xx | may_have_run | client errors | time to converge | table digest | table probe | leak | verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range summaries {
 		fmt.Fprintln(w, s.row())
 	}
@@ -64,9 +65,13 @@ func (s *summary) row() string {
 	if s.Converge >= 0 {
 		conv = s.Converge.Round(100 * time.Millisecond).String()
 	}
-	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s |",
+	digest := s.Digest
+	if digest == "" {
+		digest = "-"
+	}
+	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s | %s |",
 		s.Scenario, s.Seed, s.Requests, s.Writes, s.Applies, s.Duplicates, s.KeyedLost, s.False502,
-		s.Unexpected5xx, s.MayHaveRun, s.ClientErrors, conv, s.TableProbe, s.Leak, verdict)
+		s.Unexpected5xx, s.MayHaveRun, s.ClientErrors, conv, digest, s.TableProbe, s.Leak, verdict)
 }
 
 func (s *summary) fail(format string, args ...any) {
@@ -79,6 +84,9 @@ func (s *summary) fail(format string, args ...any) {
 func (h *harness) finish(w *convergeWatch, convergeWithin time.Duration, extra func(*summary)) *summary {
 	t := h.t
 	s := &summary{Scenario: h.scenario, Seed: h.seed, Converge: -1}
+	if t.Failed() { // a check of the scenario itself, reported above
+		s.fail("the scenario's own checks failed (see the errors above)")
+	}
 	h.clearFaults()
 	h.rec.closeIdle()
 
@@ -113,25 +121,64 @@ func (h *harness) learned() map[string]bool {
 	return out
 }
 
-// agreeNow reports whether every entry is ready, sees every member alive, and holds exactly
-// the homes learned anywhere (held counts: the entry exposes no digest of its table; the
-// routing probe below checks the values), and what each holds.
-func (h *harness) agreeNow() (bool, string) {
+// agreement is one poll of every entry's table.
+type agreement struct {
+	ok     bool
+	digest string // the digest every entry shows, when they agree
+	line   string // what each holds, for the log
+}
+
+// agreeNow reports whether every entry is ready, sees every member alive, holds exactly the
+// homes learned anywhere (homes.held) and shows the same table digest (homes.digest: the same
+// homes, regions and versions), and what each holds. The routing probe (probeTables) then
+// checks the values against the stand-in's directory.
+func (h *harness) agreeNow() agreement {
 	want := len(h.learned())
-	ok := true
-	var held []string
-	for _, e := range h.entries {
+	a := agreement{ok: true}
+	var held, digests []string
+	for i, e := range h.entries {
 		st, err := e.status()
-		if err != nil || !st.Ready || st.alive() != len(h.entries) || st.Homes.Held != want {
-			ok = false
+		if err != nil || !st.Ready || st.alive() != len(h.entries) || st.Homes.Held != want || st.Homes.Digest == "" {
+			a.ok = false
+		}
+		if i == 0 {
+			a.digest = st.Homes.Digest
+		} else if st.Homes.Digest != a.digest {
+			a.ok = false
 		}
 		x := fmt.Sprintf("%s=%d", e.name, st.Homes.Held)
 		if err != nil {
 			x += "(" + err.Error() + ")"
 		}
 		held = append(held, x)
+		digests = append(digests, e.name+"="+st.Homes.Digest)
 	}
-	return ok, fmt.Sprintf("want %d homes each, held %s", want, strings.Join(held, " "))
+	a.line = fmt.Sprintf("want %d homes each, held %s", want, strings.Join(held, " "))
+	if a.ok {
+		a.line += ", digest " + a.digest + " at every entry"
+	} else {
+		a.digest = ""
+		a.line += ", digests " + strings.Join(digests, " ")
+	}
+	return a
+}
+
+// waitAgree waits up to within for the tables to agree (agreeNow), and returns the agreement
+// and how long it took; past within it fails the test with what each entry held.
+func (h *harness) waitAgree(within time.Duration, what string) (agreement, time.Duration) {
+	h.t.Helper()
+	start := time.Now()
+	for {
+		a := h.agreeNow()
+		if a.ok {
+			return a, time.Since(start)
+		}
+		if time.Since(start) > within {
+			h.t.Errorf("%s: tables do not agree within %v: %s", what, within, a.line)
+			return a, time.Since(start)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // convergeWatch polls agreement from the end of the last disruption, while traffic may still
@@ -149,7 +196,7 @@ func (h *harness) watchConvergence() *convergeWatch {
 	go func() {
 		defer close(w.done)
 		for {
-			if ok, _ := h.agreeNow(); ok {
+			if h.agreeNow().ok {
 				w.mu.Lock()
 				w.agreed = time.Now()
 				w.mu.Unlock()
@@ -179,17 +226,19 @@ func (h *harness) converge(s *summary, w *convergeWatch, within time.Duration) t
 	agreed := w.agreed
 	w.mu.Unlock()
 	for {
-		ok, last := h.agreeNow()
-		if ok {
+		a := h.agreeNow()
+		if a.ok {
 			if agreed.IsZero() {
 				agreed = time.Now()
 			}
 			d := agreed.Sub(w.since)
-			h.logf("tables agree %v after the last disruption ended (%s)", d.Round(100*time.Millisecond), last)
+			s.Digest = a.digest
+			h.logf("tables agree %v after the last disruption ended (%s)", d.Round(100*time.Millisecond), a.line)
 			return d
 		}
 		if time.Now().After(deadline) {
-			s.fail("tables do not agree within %v of the last disruption: %s", within, last)
+			s.Digest = "differ"
+			s.fail("tables do not agree within %v of the last disruption: %s", within, a.line)
 			return -1
 		}
 		agreed = time.Time{} // it held while traffic flowed, not now: time it again
@@ -197,35 +246,51 @@ func (h *harness) converge(s *summary, w *convergeWatch, within time.Duration) t
 	}
 }
 
-// probeTables checks the values of every entry's table without reading it: once the read
-// marks have expired, one GET per (entry, tenant) must reach a router of the tenant's home
-// region first (an entry that did not know the home would ask its continent's region first,
-// which relays). Only the first request of a pair tells, since it teaches the entry; tenants
-// whose home region is still marked at an entry are skipped (a mark reorders).
+// probeTables checks the values of every entry's table without reading it: once reads ask
+// every region in order again, one GET per (entry, tenant) must reach a router of the
+// tenant's home region first (an entry that did not know the home would ask its continent's
+// region first, which relays). Only the first request of a pair tells, since it teaches the
+// entry; tenants whose home region reads still ask last at an entry are skipped (a mark
+// reorders). Then the marks: a region's mark ends when one of its routers answers, and the
+// probes were such answers, so no mark may be left of a region that answered one.
 func (h *harness) probeTables(s *summary) {
-	// A failing region is asked first again by reads after --read-backoff, and its mark ends
-	// when a router of it answers anywhere. Wait for the marks to go.
-	var marks []string
-	deadline := time.Now().Add(readBackoff + 5*time.Second)
+	// Reads ask a failing region last only for --read-backoff after its latest failure, so
+	// the wait is bounded by the clock: traffic has stopped, no failure is newer than that.
+	// The mark itself lasts (plain writes ask the region last) until a router of it answers,
+	// which no traffic does now: the probes below will.
+	var live []string
+	for _, e := range h.entries {
+		if st, err := e.status(); err == nil {
+			live = append(live, st.marksLine(e.name)...)
+		}
+	}
+	if len(live) > 0 {
+		h.logf("failing regions after the faults ended: %s", strings.Join(live, "; "))
+	}
+	var forReads []string
+	deadline := time.Now().Add(readBackoff + 3*time.Second)
 	for {
-		marks = marks[:0]
+		forReads = forReads[:0]
 		for _, e := range h.entries {
 			st, err := e.status()
 			if err != nil {
-				marks = append(marks, e.name+": "+err.Error())
+				forReads = append(forReads, e.name+": "+err.Error())
 				continue
 			}
-			for _, m := range st.Marks {
-				marks = append(marks, e.name+":"+m.Region+"/by "+m.Observer)
+			for _, r := range st.Regions {
+				if r.MarkedForReads {
+					forReads = append(forReads, e.name+": "+r.Name)
+				}
 			}
 		}
-		if len(marks) == 0 || time.Now().After(deadline) {
+		if len(forReads) == 0 || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
-	if len(marks) > 0 {
-		h.logf("marks still live %v after the faults ended: probing around them", marks)
+	if len(forReads) > 0 {
+		h.logf("reads still ask a region last after a wait of %v (%s): probing around them",
+			readBackoff+3*time.Second, strings.Join(forReads, ", "))
 	}
 	before := h.seenSince(0)
 	var maxSeq uint64
@@ -233,9 +298,13 @@ func (h *harness) probeTables(s *summary) {
 		maxSeq = max(maxSeq, x.Seq)
 	}
 	want := h.learned()
-	type pair struct{ entry, tenant, home, id string }
+	type pair struct {
+		entry, tenant, home, id string
+		answered                bool // a router answered it (below 500)
+	}
 	var probes []pair
 	skipped := 0
+	answered := map[string]bool{} // regions whose router answered a probe
 	for _, e := range h.entries {
 		st, _ := e.status()
 		for _, tn := range tenants {
@@ -243,12 +312,12 @@ func (h *harness) probeTables(s *summary) {
 				continue
 			}
 			home := h.dirLog.home(tn)
-			if st.marked(home) {
+			if st.markedForReads(home) {
 				skipped++
 				continue
 			}
 			r := h.rec.probe(e, tn, "tableprobe")
-			probes = append(probes, pair{e.name, tn, home, r.ID})
+			probes = append(probes, pair{e.name, tn, home, r.ID, r.Shard && r.Status > 0 && r.Status < 500})
 		}
 	}
 	first := map[string]seen{}
@@ -268,6 +337,9 @@ func (h *harness) probeTables(s *summary) {
 		} else if x.Region != p.home {
 			bad = append(bad, fmt.Sprintf("%s/%s: asked %s first, home is %s", p.entry, p.tenant, x.Region, p.home))
 		}
+		if ok && p.answered && x.Region == p.home {
+			answered[p.home] = true // asked first and answered: the home's router answered
+		}
 	}
 	s.TableProbe = fmt.Sprintf("%d/%d ok", len(probes)-len(bad), len(probes))
 	if skipped > 0 {
@@ -275,6 +347,40 @@ func (h *harness) probeTables(s *summary) {
 	}
 	if len(bad) > 0 {
 		s.fail("table probe: %d of %d (entry, tenant) pairs not routed to the home first: %s", len(bad), len(probes), strings.Join(bad, "; "))
+	}
+	h.checkMarksCleared(s, answered)
+}
+
+// marksClear bounds how long after its routers answered a failing region may still be listed:
+// the entry that got the answer clears it at once, a peer within the gossip bound (3 s).
+const marksClear = 5 * time.Second
+
+// checkMarksCleared: once a router of a region has answered (the table probes, through every
+// entry), no entry lists the region failing.
+func (h *harness) checkMarksCleared(s *summary, answered map[string]bool) {
+	start := time.Now()
+	for {
+		var left []string
+		for _, e := range h.entries {
+			st, err := e.status()
+			if err != nil {
+				left = append(left, e.name+": "+err.Error())
+				continue
+			}
+			for _, m := range st.Marks {
+				if answered[m.Region] {
+					left = append(left, m.line(e.name))
+				}
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Since(start) > marksClear {
+			s.fail("marks not cleared %v after the regions answered the table probes: %s", marksClear, strings.Join(left, "; "))
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

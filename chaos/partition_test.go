@@ -13,10 +13,10 @@ import (
 // A gossip partition {A} | {B, C} made with nftables on loopback. Entry A runs with group id
 // partitionGID (as root), so its sockets carry it (nft meta skgid):
 //
-//   - every packet to A's gossip port (UDP and TCP) or snapshot port (TCP) is dropped: only
-//     peers connect there;
-//   - every packet A's sockets send to B's or C's gossip or snapshot port is dropped (A's
-//     outgoing TCP connections come from ephemeral ports, so ports alone cannot tell them).
+//   - every packet to A's gossip port (UDP and TCP; the joiner's table and repair ride its
+//     TCP side) is dropped: only peers connect there;
+//   - every packet A's sockets send to B's or C's gossip port is dropped (A's outgoing TCP
+//     connections come from ephemeral ports, so ports alone cannot tell them).
 //
 // The rules live in a table of their own, deleted at heal and at cleanup; nothing else of the
 // machine's ruleset is touched.

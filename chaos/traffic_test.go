@@ -207,14 +207,17 @@ func (rc *recorder) probe(e *entryProc, tenant, what string) *record {
 // traffic is N clients, each with its own seeded generator.
 type traffic struct {
 	h       *harness
+	seed    int64 // the clients' generators, and their Idempotency-Keys
 	stopped atomic.Bool
 	wg      sync.WaitGroup
 	avoid   sync.Map // entry name -> true: not targeted (stopped)
 }
 
-// startTraffic starts n clients over tenants ts, through every entry not avoided.
+// startTraffic starts n clients over tenants ts, through every entry not avoided. They stop
+// at tr.stop, or when the test ends (a scenario that fails early).
 func (h *harness) startTraffic(seed int64, n int, ts []string) *traffic {
-	tr := &traffic{h: h}
+	tr := &traffic{h: h, seed: seed}
+	h.t.Cleanup(tr.stop)
 	for i := range n {
 		tr.wg.Add(1)
 		go func() {
@@ -267,7 +270,8 @@ func (tr *traffic) client(i int, rng *rand.Rand, ts []string) {
 		case x < 92:
 			r.Op = opKeyed
 			nkey++
-			r.Key = fmt.Sprintf("k-%d-%d-%d", tr.h.seed, i, nkey)
+			// Unique in the scenario: the warm-up's clients run with another seed.
+			r.Key = fmt.Sprintf("k-%d-%d-%d", tr.seed, i, nkey)
 			for try := 0; ; try++ {
 				r.Try = try
 				rc.do(r, http.MethodPost, "/t/"+tenant+"/items", `{"n":2}`, 0)
