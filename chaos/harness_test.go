@@ -494,17 +494,6 @@ func (e *entryProc) stop(within time.Duration) bool {
 	}
 }
 
-func (e *entryProc) exited() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	select {
-	case <-e.done:
-		return true
-	default:
-		return false
-	}
-}
-
 type statusDoc struct {
 	Ready bool `json:"ready"`
 	Homes struct {
@@ -673,9 +662,6 @@ type harness struct {
 	faults   *faultLog
 	dirLog   *directoryLog
 	rec      *recorder
-	// disrupted: windows during which something other than a router fault explains an
-	// error (an entry killed or stopped); filled by the scenarios.
-	notes []string
 }
 
 func newHarness(t *testing.T, scenario string, seed int64) *harness {

@@ -29,9 +29,6 @@ var opNames = [...]string{"read", "write", "keyed", "sse", "probe"}
 
 func (o opKind) String() string { return opNames[o] }
 
-// retryable: what the entry may send again (CONTRACT.md section 4).
-func (o opKind) retryable() bool { return o != opWrite }
-
 // entryCodes are the entry's own error codes (CONTRACT.md section 8).
 var entryCodes = map[string]bool{"may_have_run": true, "no_region_reachable": true,
 	"overloaded": true, "bad_path": true, "length_required": true}
