@@ -150,7 +150,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if kind == pathBad {
 		h.finish(&x, r, reqID, resBadPath, http.StatusBadRequest)
 		h.writeError(w, r, http.StatusBadRequest, codeBadPath,
-			"The path must name a tenant: /t/<tenant>/..., at most 255 bytes, no NUL.", reqID)
+			"The path must hold no NUL, and under /t/ name a tenant: /t/<tenant>/..., at most 255 bytes.", reqID)
 		return
 	}
 	x.tenant = tenant

@@ -145,6 +145,54 @@ func TestPathDecoding(t *testing.T) {
 	}
 }
 
+// Issue 8 item 4: /t/acme/items/1%00 (a NUL after the tenant) reached the router. A NUL
+// anywhere in the decoded path, outside /t/ too, is 400 bad_path from the entry itself, for
+// every method, and no router sees the request. The stand-in refuses such a path as well, so
+// what shows that the entry answered is the stand-ins' record of requests seen (and an answer
+// without Fenec-Shard).
+func TestNULNeverReachesARouter(t *testing.T) {
+	e := newEnv(t)
+	e.learn("acme")
+	paths := []string{"/t/acme/items/1%00", "/t/acme/%00", "/t/acme/it%00ems/1", "/t/acme%00/items",
+		"/items/1%00", "/_standin/ledger%00", "/t%00", "/%00"}
+	requests := []struct {
+		method string
+		hdr    map[string]string
+		body   string
+	}{
+		{"GET", nil, ""},
+		{"POST", nil, "x"},
+		{"PUT", map[string]string{"Idempotency-Key": "nul-1"}, "x"},
+	}
+	seen, applied := len(e.sc.Seen()), len(e.sc.Ledger())
+	for _, p := range paths {
+		for _, rq := range requests {
+			r := e.do(rq.method, p, rq.hdr, rq.body)
+			if r.status != 400 || errCode(t, r) != codeBadPath || r.header.Get("Fenec-Shard") != "" {
+				t.Errorf("%s %s: %d %v %s, want the entry's own 400 bad_path", rq.method, p, r.status, r.header, r.body)
+			}
+		}
+	}
+	if got := e.sc.Seen()[seen:]; len(got) != 0 {
+		t.Errorf("routers saw %d requests, want none; first: %s %q", len(got), got[0].Method, got[0].Path)
+	}
+	for _, s := range e.sc.Seen() {
+		if strings.IndexByte(s.Path, 0) >= 0 {
+			t.Errorf("router %s saw %s %q", s.Router, s.Method, s.Path)
+		}
+	}
+	if n := len(e.sc.Ledger()) - applied; n != 0 {
+		t.Errorf("%d writes applied, want none", n)
+	}
+	// The control: the same request without the NUL reaches a router.
+	if r := e.do("GET", "/t/acme/items/1", nil, ""); r.header.Get("Fenec-Shard") != "1" {
+		t.Fatalf("/t/acme/items/1: %d %s, want a router's answer", r.status, r.body)
+	}
+	if len(e.sc.Seen()) == seen {
+		t.Error("the control request was not seen either: the record of requests seen is not working")
+	}
+}
+
 func TestCORS(t *testing.T) {
 	e := newEnv(t, withCORS("https://app.example"))
 	e.learn("acme")
