@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fenec/fenec-entry/homes"
 )
 
 type echoed struct {
@@ -87,6 +90,63 @@ func TestHygieneThroughTheEntry(t *testing.T) {
 	}
 	if r.header.Get("X-Answer") != "kept" || r.header.Get("Fenec-Shard") != "1" {
 		t.Errorf("answer lost headers: %v", r.header)
+	}
+}
+
+// Issue 8 item 8: the operator's sources of the client's address and country reached the
+// router. Through the entry to a stand-in: the router sees neither, while ClientAddr and
+// ClientContinent still read them (Fenec-Client carries the address; the continent chose the
+// first region).
+func TestStripHeadersThroughTheEntry(t *testing.T) {
+	e := newEnv(t, withEntryToken("tok-strip"), withConfig(func(c *Config) {
+		c.StripHeaders = []string{"x-client-ip", "X-Country"}
+		c.ClientAddr = func(r *http.Request) string { return r.Header.Get("X-Client-Ip") }
+		c.ClientContinent = func(r *http.Request, _ string) string {
+			if r.Header.Get("X-Country") == "DE" {
+				return "EU"
+			}
+			return ""
+		}
+		c.Continents = map[string]string{"EU": "eu"}
+	}))
+	// globex lives in us and is heard nowhere: a client in DE is sent to eu first.
+	before := e.direct("eu")
+	r := e.do("GET", "/t/globex/echo", map[string]string{"X-Client-Ip": "203.0.113.9", "x-country": "DE",
+		"X-Country-Code": "kept"}, "")
+	ec := decodeEcho(t, r)
+	for _, k := range []string{"X-Client-Ip", "X-Country"} {
+		if v := ec.header(k); v != nil {
+			t.Errorf("%s reached the router: %q", k, v)
+		}
+	}
+	if ec.header("X-Country-Code") == nil {
+		t.Error("X-Country-Code, a header not named, did not reach the router")
+	}
+	if v := ec.header("Fenec-Client"); len(v) != 1 || !strings.HasPrefix(v[0], "203.0.113.9 ") {
+		t.Errorf("Fenec-Client = %q, want the address ClientAddr read from X-Client-Ip", v)
+	}
+	if e.direct("eu") != before+1 {
+		t.Error("the request did not go to eu first: ClientContinent did not see X-Country")
+	}
+	for _, s := range e.sc.Seen() {
+		if s.Header.Get("X-Client-Ip") != "" || s.Header.Get("X-Country") != "" {
+			t.Errorf("router %s saw %v", s.Router, s.Header)
+		}
+	}
+}
+
+func TestStripHeadersValidated(t *testing.T) {
+	table, err := homes.New(homes.Config{Regions: []string{"eu"}, Origin: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("http://127.0.0.1:1")
+	for _, bad := range []string{"", "X Country", "X-Country:", "Ä"} {
+		_, err := New(Config{Regions: []Region{{Name: "eu", Routers: []*url.URL{u}}}, Homes: table,
+			StripHeaders: []string{"X-Ok", bad}})
+		if err == nil || !strings.Contains(err.Error(), "StripHeaders") {
+			t.Errorf("StripHeaders %q: err = %v, want one naming StripHeaders", bad, err)
+		}
 	}
 }
 
