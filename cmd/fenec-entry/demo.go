@@ -84,7 +84,9 @@ func demo(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	ctx, stop := signalContext(zerolog.Nop())
+	ctx, stop := signalContext(func(os.Signal) {}, func(os.Signal) {
+		fmt.Fprintln(stderr, "fenec-entry demo: second signal: stopping at once")
+	})
 	defer stop()
 	if err := runDemo(ctx, opts, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "fenec-entry demo: "+oneLine(err.Error()))
@@ -171,7 +173,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	printGuide(stdout, port)
 
 	<-ctx.Done()
-	fmt.Fprintln(stdout, "\nstopping...")
+	fmt.Fprintln(stdout, "\nstopping... (Ctrl-C again stops at once)")
 	for _, n := range nodes {
 		dctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		n.Drain(dctx)

@@ -221,6 +221,8 @@ func TestServeEndToEnd(t *testing.T) {
 	if took := time.Since(sent); took < drain {
 		t.Errorf("exited %v after SIGTERM, before --drain %v", took, drain)
 	}
+	// stderr is a pipe, not a terminal: JSON lines only, the drain notice among them.
+	notice := false
 	for _, l := range e.stderr() {
 		if !json.Valid([]byte(l)) {
 			t.Errorf("a stderr line is not JSON: %q", l)
@@ -228,6 +230,10 @@ func TestServeEndToEnd(t *testing.T) {
 		if strings.Contains(l, secret) {
 			t.Errorf("a log line shows --entry-token: %q", l)
 		}
+		notice = notice || strings.Contains(l, `"signal":"terminated","drain":"300ms"`)
+	}
+	if !notice {
+		t.Error("no log line says the entry drains and for how long")
 	}
 }
 
