@@ -30,6 +30,21 @@ func clientAddrFunc(c Config) func(*http.Request) string {
 	return nil
 }
 
+// clientSourceHeaders are the headers the operator named as sources of the client's address
+// or country (--client-ip header:NAME, --country-header), for proxy.Config.StripHeaders: the
+// router must learn the client from Fenec-Client alone (CONTRACT.md §5). Fly-Client-IP
+// (--client-ip fly) is not listed: the proxy drops every Fly-* header anyway.
+func clientSourceHeaders(c Config) []string {
+	var names []string
+	if name, ok := strings.CutPrefix(c.ClientIP, ClientIPHeaderPrefix); ok {
+		names = append(names, name)
+	}
+	if c.CountryHeader != "" {
+		names = append(names, c.CountryHeader)
+	}
+	return names
+}
+
 // headerAddr takes the client's address from a header (X-Forwarded-For style: a list of
 // addresses, the nearest proxy's last) when the TCP peer is a trusted proxy. Safe for
 // concurrent use; it does not change after construction.

@@ -135,6 +135,7 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 		ClientAddr:      clientAddrFunc(cfg),
 		ClientContinent: n.geo.fn(),
 		EntryToken:      string(cfg.EntryToken),
+		StripHeaders:    clientSourceHeaders(cfg),
 		CORS:            cfg.CORS,
 		MaxInflight:     cfg.MaxInflight,
 		BodyBuffer:      cfg.BodyBuffer,

@@ -62,6 +62,23 @@ func BenchmarkWriteHead(b *testing.B) {
 	}
 }
 
+// BenchmarkWriteHeadStrip is BenchmarkWriteHead with the operator's --client-ip header:NAME
+// and --country-header named (Config.StripHeaders) and sent by the client.
+func BenchmarkWriteHeadStrip(b *testing.B) {
+	hdr := http.Header{"Accept": {"*/*"}, "User-Agent": {"curl/8"}, "Authorization": {"Bearer x"},
+		"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+		"X-Client-Ip": {"203.0.113.7"}, "X-Country": {"DE"}}
+	w := bufio.NewWriterSize(io.Discard, 4096)
+	h := outHead{method: "GET", uri: "/t/acme/items/1", host: "api.example", requestID: "abc-1",
+		clientMark: "203.0.113.7 1700000000 AAAAAAAAAAAAAAAAAAAAAA", contentLength: -1,
+		strip: stripList([]string{"X-Client-IP", "X-Country"})}
+	b.ReportAllocs()
+	for b.Loop() {
+		writeHead(w, &h, hdr)
+		w.Reset(io.Discard)
+	}
+}
+
 func BenchmarkCopyAnswerHeader(b *testing.B) {
 	src := http.Header{"Content-Type": {"application/json"}, "Content-Length": {"64"}, "Fenec-Shard": {"1"},
 		"Fenec-Home": {"eu"}, "Date": {"Mon, 01 Jan 2026 00:00:00 GMT"}}

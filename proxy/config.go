@@ -48,6 +48,14 @@ type Config struct {
 	// EntryToken, if non-empty, enables Fenec-Client marks (CONTRACT.md §5).
 	EntryToken string
 
+	// StripHeaders names more client headers that must not reach the router, besides the
+	// fixed ones of CONTRACT.md §5: the operator's sources of the client's address or
+	// country (--client-ip header:NAME, --country-header), so that the router learns the
+	// client from Fenec-Client alone. Names match without regard to case; New canonicalises
+	// them once and leaves out those already dropped, so naming X-Forwarded-For costs
+	// nothing. ClientAddr and ClientContinent still see them. Nil: the fixed ones only.
+	StripHeaders []string
+
 	// CORS is "" (off), "*" or a comma-separated list of allowed origins.
 	CORS string
 
@@ -181,6 +189,11 @@ func (c *Config) validate() error {
 	for cont, reg := range c.Continents {
 		if !seen[reg] {
 			return fmt.Errorf("proxy: continent %s maps to unknown region %q", cont, reg)
+		}
+	}
+	for _, name := range c.StripHeaders {
+		if !validFieldName(name) {
+			return fmt.Errorf("proxy: StripHeaders: %q is not a header name", name)
 		}
 	}
 	if c.MaxInflight < 0 || c.BodyBuffer < 0 || c.AnswerTimeout < 0 || c.DialTimeout < 0 {

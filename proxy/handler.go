@@ -23,6 +23,7 @@ type Handler struct {
 	byName  map[string]int // region name -> ID
 	homes   *homes.Table
 	marker  *clientMarker // nil without an entry token
+	strip   []string      // Config.StripHeaders, canonical, without those dropToRouter drops
 	cors    *corsPolicy   // nil without --cors
 	log     *zerolog.Logger
 	met     *boundMetrics
@@ -78,6 +79,7 @@ func New(cfg Config) (*Handler, error) {
 	if c.EntryToken != "" {
 		h.marker = newClientMarker(c.EntryToken)
 	}
+	h.strip = stripList(c.StripHeaders)
 	var b [6]byte
 	rand.Read(b[:])
 	h.idPrefix = hex.EncodeToString(b[:]) + "-"
@@ -150,7 +152,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if kind == pathBad {
 		h.finish(&x, r, reqID, resBadPath, http.StatusBadRequest)
 		h.writeError(w, r, http.StatusBadRequest, codeBadPath,
-			"The path must name a tenant: /t/<tenant>/..., at most 255 bytes, no NUL.", reqID)
+			"The path must hold no NUL, and under /t/ name a tenant: /t/<tenant>/..., at most 255 bytes.", reqID)
 		return
 	}
 	x.tenant = tenant
@@ -200,6 +202,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.head.uri = requestURI(r)
 	x.head.host = r.Host
 	x.head.contentLength = body.length
+	x.head.strip = h.strip
 	if h.marker != nil {
 		x.head.clientMark = h.marker.mark(x.addr, h.cfg.Now().Unix())
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
 )
 
@@ -34,6 +35,43 @@ func dropToClient(key string) bool {
 		return true
 	}
 	return false
+}
+
+// stripList returns names canonical, each once, without those dropToRouter drops anyway.
+func stripList(names []string) []string {
+	var out []string
+	for _, n := range names {
+		k := textproto.CanonicalMIMEHeaderKey(n)
+		if !dropToRouter(k) && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// stripped reports whether key is one of strip (canonical names), without regard to case:
+// a router may look its headers up in any case.
+func stripped(strip []string, key string) bool {
+	for _, s := range strip {
+		if len(s) == len(key) && strings.EqualFold(s, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// validFieldName reports whether s is an HTTP field name (an RFC 9110 token).
+func validFieldName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 func hasFoldPrefix(s, prefix string) bool {
@@ -74,13 +112,15 @@ type outHead struct {
 	method        string
 	uri           string // the request target as the client sent it (still escaped)
 	host          string
-	requestID     string // non-empty: add X-Request-Id (the client sent none)
-	clientMark    string // non-empty: add Fenec-Client
-	contentLength int64  // -1: no body and no Content-Length
+	requestID     string   // non-empty: add X-Request-Id (the client sent none)
+	clientMark    string   // non-empty: add Fenec-Client
+	contentLength int64    // -1: no body and no Content-Length
+	strip         []string // more client headers to leave out (Handler.strip); shared, read-only
 }
 
 // writeHead writes an HTTP/1.1 request head for a router: the client's
-// headers less those dropToRouter and Connection name, then the entry's own.
+// headers less those dropToRouter, Connection and h.strip name, then the
+// entry's own.
 // It writes straight into the connection's buffer and does not allocate.
 func writeHead(w *bufio.Writer, h *outHead, hdr http.Header) {
 	w.WriteString(h.method)
@@ -91,7 +131,8 @@ func writeHead(w *bufio.Writer, h *outHead, hdr http.Header) {
 	w.WriteString("\r\n")
 	conn := hdr["Connection"]
 	for k, vv := range hdr {
-		if dropToRouter(k) || (len(conn) > 0 && namedByConnection(conn, k)) {
+		if dropToRouter(k) || (len(conn) > 0 && namedByConnection(conn, k)) ||
+			(len(h.strip) > 0 && stripped(h.strip, k)) {
 			continue
 		}
 		for _, v := range vv {

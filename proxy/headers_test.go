@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,6 +81,63 @@ func TestHeadersToRouter(t *testing.T) {
 	}
 }
 
+// Issue 8 item 8: the headers the operator named as sources of the client's address or
+// country (--client-ip header:NAME, --country-header) reached the router.
+func TestStripHeaders(t *testing.T) {
+	rows := []struct {
+		name  string
+		strip []string // as the operator wrote them (Config.StripHeaders)
+		in    http.Header
+		gone  []string
+		kept  []string
+	}{
+		{"the address header", []string{"X-Client-IP"},
+			http.Header{"X-Client-Ip": {"203.0.113.9"}, "Accept": {"*/*"}}, []string{"X-Client-Ip"}, []string{"Accept"}},
+		{"the country header", []string{"X-Country"},
+			http.Header{"X-Country": {"DE"}}, []string{"X-Country"}, nil},
+		{"both, every value", []string{"X-Client-Ip", "X-Country"},
+			http.Header{"X-Client-Ip": {"1.2.3.4", "5.6.7.8"}, "X-Country": {"DE", "FR"}}, []string{"X-Client-Ip", "X-Country"}, nil},
+		{"named in any case", []string{"x-client-ip"},
+			http.Header{"X-Client-Ip": {"1.2.3.4"}}, []string{"X-Client-Ip"}, nil},
+		{"a key not canonical", []string{"X-Client-Ip"},
+			http.Header{"x-client-ip": {"1.2.3.4"}}, []string{"X-Client-Ip"}, nil},
+		{"underscores", []string{"x_client_ip"},
+			http.Header{"X_client_ip": {"1.2.3.4"}}, []string{"X_client_ip"}, nil},
+		{"a longer name is another header", []string{"X-Country"},
+			http.Header{"X-Country-Code": {"DE"}, "X-Countr": {"x"}}, nil, []string{"X-Country-Code", "X-Countr"}},
+		{"nothing named", nil,
+			http.Header{"X-Client-Ip": {"1.2.3.4"}}, nil, []string{"X-Client-Ip"}},
+		{"a fixed one named too", []string{"X-Forwarded-For"},
+			http.Header{"X-Forwarded-For": {"1.2.3.4"}, "X-Client-Ip": {"1.2.3.4"}}, []string{"X-Forwarded-For"}, []string{"X-Client-Ip"}},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			req := rewrite(t, row.in, outHead{method: "GET", uri: "/t/acme", host: "h", contentLength: -1,
+				strip: stripList(row.strip)})
+			for _, k := range row.gone {
+				if v := req.Header.Values(k); len(v) != 0 {
+					t.Errorf("%s reached the router: %q", k, v)
+				}
+			}
+			for _, k := range row.kept {
+				if len(req.Header.Values(k)) == 0 {
+					t.Errorf("%s did not reach the router", k)
+				}
+			}
+		})
+	}
+}
+
+func TestStripList(t *testing.T) {
+	got := stripList([]string{"x-client-ip", "X-CLIENT-IP", "x-forwarded-for", "cf-ipcountry", "fly-client-ip", "x-country"})
+	if want := []string{"X-Client-Ip", "X-Country"}; !slices.Equal(got, want) {
+		t.Errorf("stripList = %q, want %q (canonical, once, none dropped anyway)", got, want)
+	}
+	if got := stripList(nil); got != nil {
+		t.Errorf("stripList(nil) = %q", got)
+	}
+}
+
 func TestRequestIDAddedOnlyWhenAbsent(t *testing.T) {
 	req := rewrite(t, http.Header{}, outHead{method: "GET", uri: "/", host: "h", requestID: "gen-1", contentLength: -1})
 	if got := req.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != "gen-1" {
@@ -127,6 +185,11 @@ func TestWriteHeadDoesNotAllocate(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { writeHead(w, &h, hdr) }); n != 0 {
 		t.Errorf("writeHead allocates %v times", n)
 	}
+	hdr["X-Client-Ip"] = []string{"203.0.113.9"}
+	h.strip = stripList([]string{"X-Client-Ip", "X-Country"})
+	if n := testing.AllocsPerRun(100, func() { writeHead(w, &h, hdr) }); n != 0 {
+		t.Errorf("writeHead with StripHeaders allocates %v times", n)
+	}
 }
 
 type discard struct{}
@@ -135,22 +198,24 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // FuzzHeaderRewrite: whatever valid header a client sends, the head the entry
 // writes parses, carries exactly one Fenec-Home: 1, and none of the headers
-// the contract drops.
+// the contract drops, the operator's StripHeaders included.
 func FuzzHeaderRewrite(f *testing.F) {
 	f.Add("X-Forwarded-For", "1.2.3.4", "Connection", "X-Forwarded-For")
 	f.Add("Fenec-Home", "eu", "Keep-Alive", "1")
 	f.Add("Cf-Ray", "x", "Connection", "close, Cf-Ray")
 	f.Add("Authorization", "Bearer t", "Fly-Client-Ip", "::1")
 	f.Add("X-A", "b", "Connection", " , ,X-A,")
+	f.Add("x-client-ip", "1.2.3.4", "X-Country", "DE")
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		hdr := http.Header{}
 		for _, kv := range [][2]string{{k1, v1}, {k2, v2}} {
-			if !validHeaderName(kv[0]) || !validHeaderValue(kv[1]) {
+			if !validFieldName(kv[0]) || !validHeaderValue(kv[1]) {
 				return // net/http refuses such a request before the handler
 			}
 			hdr.Add(textproto.CanonicalMIMEHeaderKey(kv[0]), kv[1])
 		}
-		req := rewrite(t, hdr, outHead{method: "GET", uri: "/t/a", host: "h", contentLength: -1})
+		strip := stripList([]string{"X-Client-Ip", "X-Country"})
+		req := rewrite(t, hdr, outHead{method: "GET", uri: "/t/a", host: "h", contentLength: -1, strip: strip})
 		if got := req.Header.Values("Fenec-Home"); len(got) != 1 || got[0] != "1" {
 			t.Fatalf("Fenec-Home = %q", got)
 		}
@@ -158,7 +223,7 @@ func FuzzHeaderRewrite(f *testing.F) {
 			if k == "Fenec-Home" {
 				continue
 			}
-			if dropToRouter(k) {
+			if dropToRouter(k) || stripped(strip, k) {
 				t.Fatalf("%s reached the router", k)
 			}
 			if namedByConnection(hdr["Connection"], k) {
@@ -166,19 +231,6 @@ func FuzzHeaderRewrite(f *testing.F) {
 			}
 		}
 	})
-}
-
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || strings.IndexByte("!#$%&'*+.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }
 
 func validHeaderValue(s string) bool {

@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fenec/fenec-entry/homes"
 )
 
 type echoed struct {
@@ -90,6 +93,63 @@ func TestHygieneThroughTheEntry(t *testing.T) {
 	}
 }
 
+// Issue 8 item 8: the operator's sources of the client's address and country reached the
+// router. Through the entry to a stand-in: the router sees neither, while ClientAddr and
+// ClientContinent still read them (Fenec-Client carries the address; the continent chose the
+// first region).
+func TestStripHeadersThroughTheEntry(t *testing.T) {
+	e := newEnv(t, withEntryToken("tok-strip"), withConfig(func(c *Config) {
+		c.StripHeaders = []string{"x-client-ip", "X-Country"}
+		c.ClientAddr = func(r *http.Request) string { return r.Header.Get("X-Client-Ip") }
+		c.ClientContinent = func(r *http.Request, _ string) string {
+			if r.Header.Get("X-Country") == "DE" {
+				return "EU"
+			}
+			return ""
+		}
+		c.Continents = map[string]string{"EU": "eu"}
+	}))
+	// globex lives in us and is heard nowhere: a client in DE is sent to eu first.
+	before := e.direct("eu")
+	r := e.do("GET", "/t/globex/echo", map[string]string{"X-Client-Ip": "203.0.113.9", "x-country": "DE",
+		"X-Country-Code": "kept"}, "")
+	ec := decodeEcho(t, r)
+	for _, k := range []string{"X-Client-Ip", "X-Country"} {
+		if v := ec.header(k); v != nil {
+			t.Errorf("%s reached the router: %q", k, v)
+		}
+	}
+	if ec.header("X-Country-Code") == nil {
+		t.Error("X-Country-Code, a header not named, did not reach the router")
+	}
+	if v := ec.header("Fenec-Client"); len(v) != 1 || !strings.HasPrefix(v[0], "203.0.113.9 ") {
+		t.Errorf("Fenec-Client = %q, want the address ClientAddr read from X-Client-Ip", v)
+	}
+	if e.direct("eu") != before+1 {
+		t.Error("the request did not go to eu first: ClientContinent did not see X-Country")
+	}
+	for _, s := range e.sc.Seen() {
+		if s.Header.Get("X-Client-Ip") != "" || s.Header.Get("X-Country") != "" {
+			t.Errorf("router %s saw %v", s.Router, s.Header)
+		}
+	}
+}
+
+func TestStripHeadersValidated(t *testing.T) {
+	table, err := homes.New(homes.Config{Regions: []string{"eu"}, Origin: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("http://127.0.0.1:1")
+	for _, bad := range []string{"", "X Country", "X-Country:", "Ä"} {
+		_, err := New(Config{Regions: []Region{{Name: "eu", Routers: []*url.URL{u}}}, Homes: table,
+			StripHeaders: []string{"X-Ok", bad}})
+		if err == nil || !strings.Contains(err.Error(), "StripHeaders") {
+			t.Errorf("StripHeaders %q: err = %v, want one naming StripHeaders", bad, err)
+		}
+	}
+}
+
 func TestRequestID(t *testing.T) {
 	e := newEnv(t)
 	e.learn("acme")
@@ -142,6 +202,54 @@ func TestPathDecoding(t *testing.T) {
 	}
 	if r := e.do("GET", "/_entry/health", nil, ""); r.status != 200 || r.header.Get("Fenec-Shard") != "" {
 		t.Errorf("/_entry/health: %d %v", r.status, r.header)
+	}
+}
+
+// Issue 8 item 4: /t/acme/items/1%00 (a NUL after the tenant) reached the router. A NUL
+// anywhere in the decoded path, outside /t/ too, is 400 bad_path from the entry itself, for
+// every method, and no router sees the request. The stand-in refuses such a path as well, so
+// what shows that the entry answered is the stand-ins' record of requests seen (and an answer
+// without Fenec-Shard).
+func TestNULNeverReachesARouter(t *testing.T) {
+	e := newEnv(t)
+	e.learn("acme")
+	paths := []string{"/t/acme/items/1%00", "/t/acme/%00", "/t/acme/it%00ems/1", "/t/acme%00/items",
+		"/items/1%00", "/_standin/ledger%00", "/t%00", "/%00"}
+	requests := []struct {
+		method string
+		hdr    map[string]string
+		body   string
+	}{
+		{"GET", nil, ""},
+		{"POST", nil, "x"},
+		{"PUT", map[string]string{"Idempotency-Key": "nul-1"}, "x"},
+	}
+	seen, applied := len(e.sc.Seen()), len(e.sc.Ledger())
+	for _, p := range paths {
+		for _, rq := range requests {
+			r := e.do(rq.method, p, rq.hdr, rq.body)
+			if r.status != 400 || errCode(t, r) != codeBadPath || r.header.Get("Fenec-Shard") != "" {
+				t.Errorf("%s %s: %d %v %s, want the entry's own 400 bad_path", rq.method, p, r.status, r.header, r.body)
+			}
+		}
+	}
+	if got := e.sc.Seen()[seen:]; len(got) != 0 {
+		t.Errorf("routers saw %d requests, want none; first: %s %q", len(got), got[0].Method, got[0].Path)
+	}
+	for _, s := range e.sc.Seen() {
+		if strings.IndexByte(s.Path, 0) >= 0 {
+			t.Errorf("router %s saw %s %q", s.Router, s.Method, s.Path)
+		}
+	}
+	if n := len(e.sc.Ledger()) - applied; n != 0 {
+		t.Errorf("%d writes applied, want none", n)
+	}
+	// The control: the same request without the NUL reaches a router.
+	if r := e.do("GET", "/t/acme/items/1", nil, ""); r.header.Get("Fenec-Shard") != "1" {
+		t.Fatalf("/t/acme/items/1: %d %s, want a router's answer", r.status, r.body)
+	}
+	if len(e.sc.Seen()) == seen {
+		t.Error("the control request was not seen either: the record of requests seen is not working")
 	}
 }
 

@@ -26,6 +26,15 @@ func TestTenantOf(t *testing.T) {
 		{"bare /t/", "/t/", "", pathBad},
 		{"bare /t", "/t", "", pathBad},
 		{"NUL", "/t/ac%00me/x", "", pathBad},
+		// Issue 8 item 4: a NUL after the tenant reached the router.
+		{"NUL at the end", "/t/acme/items/1%00", "", pathBad},
+		{"NUL right after the tenant", "/t/acme%00/items", "", pathBad},
+		{"NUL as the rest", "/t/acme/%00", "", pathBad},
+		{"NUL mid-rest", "/t/acme/it%00ems/1", "", pathBad},
+		{"NUL outside /t/", "/items/1%00", "", pathBad},
+		{"NUL after /t", "/t%00", "", pathBad},
+		{"NUL alone", "/%00", "", pathBad},
+		{"escaped percent is no NUL (decoded once)", "/t/acme/%2500", "acme", pathTenant},
 		{"outside /t/", "/items/1", "", pathOther},
 		{"root", "/", "", pathOther},
 		{"tea is not t", "/tea/x", "", pathOther},
@@ -45,17 +54,20 @@ func TestTenantOf(t *testing.T) {
 }
 
 func TestTenantOfDoesNotAllocate(t *testing.T) {
-	if n := testing.AllocsPerRun(100, func() { tenantOf("/t/acme/items/1") }); n != 0 {
-		t.Errorf("tenantOf allocates %v times", n)
+	for _, p := range []string{"/t/acme/items/1", "/t/acme/items/1\x00", "/items/1"} {
+		if n := testing.AllocsPerRun(100, func() { tenantOf(p) }); n != 0 {
+			t.Errorf("tenantOf(%q) allocates %v times", p, n)
+		}
 	}
 }
 
 // FuzzTenantOf: any request target net/http accepts decodes to a tenant that
 // is a non-empty segment of at most 255 bytes without NUL or slash, found
-// right after /t/, or is judged bad or outside /t/; it never panics.
+// right after /t/, or is judged bad or outside /t/; a path holding a NUL is
+// always bad; it never panics.
 func FuzzTenantOf(f *testing.F) {
 	for _, s := range []string{"/t/acme/items/1", "/t/acme%2F_replication", "/t/acme/%5Freplication",
-		"/t//x", "/t/ac%00me", "/t/%zz", "/x", "/t/" + strings.Repeat("b", 300)} {
+		"/t//x", "/t/ac%00me", "/t/acme/items/1%00", "/x%00", "/t/%zz", "/x", "/t/" + strings.Repeat("b", 300)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, target string) {
@@ -64,6 +76,9 @@ func FuzzTenantOf(f *testing.F) {
 			return // net/http answers these itself, plain 400
 		}
 		tenant, kind := tenantOf(u.Path)
+		if strings.IndexByte(u.Path, 0) >= 0 && kind != pathBad {
+			t.Fatalf("%q holds a NUL but is judged %v", u.Path, kind)
+		}
 		switch kind {
 		case pathTenant:
 			if tenant == "" || len(tenant) > maxTenantLen || strings.ContainsAny(tenant, "/\x00") {
@@ -77,8 +92,8 @@ func FuzzTenantOf(f *testing.F) {
 				t.Fatalf("tenant %q cut mid-segment in %q", tenant, u.Path)
 			}
 		case pathBad:
-			if !strings.HasPrefix(u.Path, "/t/") && u.Path != "/t" {
-				t.Fatalf("%q judged bad but is outside /t/", u.Path)
+			if !strings.HasPrefix(u.Path, "/t/") && u.Path != "/t" && strings.IndexByte(u.Path, 0) < 0 {
+				t.Fatalf("%q judged bad but is outside /t/ and holds no NUL", u.Path)
 			}
 		case pathOther:
 			if strings.HasPrefix(u.Path, "/t/") {

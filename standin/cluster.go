@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -241,6 +242,22 @@ func (c *Cluster) home(tenant string) (string, bool) {
 	defer c.dirMu.RUnlock()
 	r, ok := c.dir[tenant]
 	return r, ok
+}
+
+// Seed puts item id of tenant in the tenant's home region, as its first router would have
+// written it, but without a ledger entry: items that are there before anyone writes (the
+// demo's). A numeric id moves the ids later POSTs get past it, so no POST replaces a seeded
+// item. Reset removes seeded items with the others.
+func (c *Cluster) Seed(tenant, id string) error {
+	home, ok := c.home(tenant)
+	if !ok {
+		return fmt.Errorf("standin: seed: tenant %q is not in the directory", tenant)
+	}
+	if id == "" || strings.ContainsAny(id, "/\x00") {
+		return fmt.Errorf("standin: seed %s: item id %q: want a non-empty path segment", tenant, id)
+	}
+	c.store.seed(item{ID: id, Tenant: tenant, Region: home, Router: c.byName[home].routers[0].addr})
+	return nil
 }
 
 // Ledger returns every write applied, in the order applied.

@@ -72,6 +72,21 @@ func (s *store) apply(a Apply, bodyLen int, publish func(tenant string, data []b
 	return &storedAnswer{status: status, body: append(b, '\n')}
 }
 
+// seed puts it among the items without a ledger entry; a numeric id moves nextID past it.
+func (s *store) seed(it item) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	items := s.items[it.Tenant]
+	if items == nil {
+		items = make(map[string]item)
+		s.items[it.Tenant] = items
+	}
+	items[it.ID] = it
+	if n, err := strconv.ParseUint(it.ID, 10, 64); err == nil && n > s.nextID {
+		s.nextID = n
+	}
+}
+
 func (s *store) item(tenant, id string) (item, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

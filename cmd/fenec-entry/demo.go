@@ -83,7 +83,9 @@ func demo(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	ctx, stop := signalContext(zerolog.Nop())
+	ctx, stop := signalContext(func(os.Signal) {}, func(os.Signal) {
+		fmt.Fprintln(stderr, "fenec-entry demo: second signal: stopping at once")
+	})
 	defer stop()
 	if err := runDemo(ctx, opts, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "fenec-entry demo: "+oneLine(err.Error()))
@@ -95,14 +97,9 @@ func demo(args []string, stdout, stderr io.Writer) int {
 // runDemo starts everything, prints the guide, waits for ctx, and stops everything.
 func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
 	level, _ := zerolog.ParseLevel(o.logs)
-	cw := zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly, NoColor: true}
-	if f, ok := stderr.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			cw.NoColor = false
-		}
-	}
+	cw := zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly, NoColor: terminal(stderr) == nil}
 	logger := zerolog.New(cw).Level(level).With().Timestamp().Logger()
-	port := func(base, i int) string { return "127.0.0.1:" + strconv.Itoa(base+o.offset+i) }
+	ports := demoPorts{offset: o.offset}
 
 	secret := func(n int) []byte {
 		b := make([]byte, n)
@@ -117,7 +114,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		reg := standin.Region{Name: name}
 		var urls []string
 		for i := 0; i < 2; i++ {
-			addr := port(demoRouterBase, 100*r+i)
+			addr := ports.router(r, i)
 			reg.Addrs = append(reg.Addrs, addr)
 			urls = append(urls, "http://"+addr)
 		}
@@ -131,6 +128,12 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		return fmt.Errorf("stand-in routers: %w (another demo running? try --port-offset 1000)", err)
 	}
 	defer sc.Close()
+	// Item 1 of every tenant, so that the guide's reads find one (200, not 404).
+	for tenant := range demoTenants {
+		if err := sc.Seed(tenant, "1"); err != nil {
+			return err
+		}
+	}
 
 	routers, err := node.ParseRouters(strings.Join(routerSpec, ";"))
 	if err != nil {
@@ -147,13 +150,13 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		cfg := node.DefaultConfig()
 		cfg.Routers = routers
 		cfg.Pop, cfg.Continent, cfg.Node = pop.name, pop.continent, "entry-"+pop.name
-		cfg.Listen, cfg.AdminListen = port(demoEntryBase, i), port(demoAdminBase, i)
-		cfg.RPCAddr, cfg.GossipBind = port(demoRPCBase, i), port(demoGossipBase, i)
+		cfg.Listen, cfg.AdminListen = ports.addr(demoEntryBase, i), ports.addr(demoAdminBase, i)
+		cfg.RPCAddr, cfg.GossipBind = ports.addr(demoRPCBase, i), ports.addr(demoGossipBase, i)
 		cfg.GossipKey, cfg.EntryToken, cfg.CORS = key, node.Secret(token), "*"
 		cfg.Drain = 0
 		cfg.Version = readBuildInfo().short()
 		if i > 0 {
-			cfg.Join = []string{port(demoGossipBase, 0)}
+			cfg.Join = []string{ports.addr(demoGossipBase, 0)}
 		}
 		n, err := node.New(cfg, logger.With().Str("part", pop.name).Logger())
 		if err != nil {
@@ -167,10 +170,10 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	if err := waitReady(ctx, nodes); err != nil {
 		return err
 	}
-	printGuide(stdout, port)
+	printGuide(stdout, ports)
 
 	<-ctx.Done()
-	fmt.Fprintln(stdout, "\nstopping...")
+	fmt.Fprintln(stdout, "\nstopping... (Ctrl-C again stops at once)")
 	for _, n := range nodes {
 		dctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		n.Drain(dctx)
@@ -179,20 +182,20 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	return nil
 }
 
-// waitReady waits until the first entry sees every entry alive in its cluster and every entry
-// is ready.
+// waitReady waits until every entry sees every entry alive in its cluster (so that a home
+// learned at one is sent to all the others) and every entry is ready.
 func waitReady(ctx context.Context, nodes []*node.Node) error {
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		alive := 0
-		for _, m := range nodes[0].Members() {
-			if m.State == "alive" {
-				alive++
-			}
-		}
-		ready := alive == len(nodes)
+		ready := true
 		for _, n := range nodes {
-			ready = ready && n.Status().Ready
+			alive := 0
+			for _, m := range n.Members() {
+				if m.State == "alive" {
+					alive++
+				}
+			}
+			ready = ready && alive == len(nodes) && n.Status().Ready
 		}
 		if ready {
 			return nil
@@ -206,43 +209,113 @@ func waitReady(ctx context.Context, nodes []*node.Node) error {
 	return errors.New("the entries did not form one cluster within 15s")
 }
 
-func printGuide(w io.Writer, port func(base, i int) string) {
-	e := func(i int) string { return "http://" + port(demoEntryBase, i) }
+// demoPorts are the demo's addresses for one --port-offset.
+type demoPorts struct{ offset int }
+
+// addr is 127.0.0.1 and port base+i, moved by the offset.
+func (p demoPorts) addr(base, i int) string {
+	return "127.0.0.1:" + strconv.Itoa(base+p.offset+i)
+}
+
+func (p demoPorts) entry(i int) string     { return "http://" + p.addr(demoEntryBase, i) }
+func (p demoPorts) admin(i int) string     { return "http://" + p.addr(demoAdminBase, i) }
+func (p demoPorts) router(r, i int) string { return p.addr(demoRouterBase, 100*r+i) }
+
+// demoStep is one shell line of the guide and what it shows. Every line works as printed,
+// pasted one by one or all at once (TestDemo runs them so).
+type demoStep struct {
+	key   string   // names the step for TestDemo
+	say   []string // the comment above it, one entry a line
+	cmd   string   // one line for sh, bash or zsh
+	until bool     // runs until Ctrl-C
+	blank bool     // a blank line before it
+}
+
+// demoSteps is the guide for ports: homes learned at one entry and used at all, writes,
+// a region broken and mended, events and the members.
+func demoSteps(p demoPorts) []demoStep {
+	ams, iad, sin := p.entry(0), p.entry(1), p.entry(2)
+	eu0, eu1, us0 := p.router(0, 0), p.router(0, 1), p.router(1, 0)
+	const head = ` | grep -i -e '^HTTP' -e relayed -e '^{'`
+	marks := "curl -s " + p.admin(0) + `/status.json | grep -e '"marks"' -e '"region"' -e '"kind"'`
+	fault := func(mode string) string {
+		return "curl -s -d mode=" + mode + " http://" + eu0 + "/_standin/fault http://" + eu1 + "/_standin/fault"
+	}
+	digest := func(i int) string { return `"$(curl -s ` + p.admin(i) + `/status.json | grep digest)"` }
+	return []demoStep{
+		{key: "relayed", say: []string{
+			"acme lives in eu. The iad entry (North America) asks us first; us relays to eu:"},
+			cmd: "curl -si " + iad + "/t/acme/items/1" + head},
+		{key: "straight", say: []string{
+			"iad learned acme's home from that answer: now straight to eu (no Standin-Relayed-By):"},
+			cmd: "curl -si " + iad + "/t/acme/items/1" + head},
+		{key: "wait", say: []string{
+			"gossip: wait until the sin entry holds the homes iad holds (milliseconds on loopback)..."},
+			cmd: "until [ " + digest(2) + " = " + digest(1) + " ]; do sleep 0.1; done"},
+		{key: "gossiped", say: []string{
+			"...and sin (Asia: ap first) sends acme straight to eu too, never having asked:"},
+			cmd: "curl -si " + sin + "/t/acme/items/1" + head},
+
+		{key: "write", blank: true, say: []string{"a write, applied once, in globex's home region (us):"},
+			cmd: "curl -si -X POST -d hello " + ams + "/t/globex/items | grep -e '^HTTP' -e '^{'"},
+		{key: "keyed", say: []string{
+			"with an Idempotency-Key, twice: one write; the second answer is the first one replayed:"},
+			cmd: "curl -si -X POST -H 'Idempotency-Key: k-1' -d hi " + ams + "/t/globex/items" +
+				" | grep -i -e '^HTTP' -e replayed -e '^{'"},
+		{key: "replayed",
+			cmd: "curl -si -X POST -H 'Idempotency-Key: k-1' -d hi " + ams + "/t/globex/items" +
+				" | grep -i -e '^HTTP' -e replayed -e '^{'"},
+		{key: "ledger", say: []string{"every write the routers applied:"},
+			cmd: "curl -s http://" + us0 + "/_standin/ledger"},
+
+		{key: "break", blank: true, say: []string{
+			"break eu: both its routers answer 502 without Fenec-Shard, as a load balancer with no backend:"},
+			cmd: fault("unmarked_5xx")},
+		{key: "write-fails", say: []string{
+			"a write at ams (Europe: eu first) for umbrella, heard nowhere yet. eu's 502 may come after",
+			"the write ran, so the entry does not send it elsewhere (it could run twice): 502",
+			"may_have_run, and eu is marked, at every entry within moments (see the /status pages):"},
+			cmd: "curl -si -X POST -d once " + ams + "/t/umbrella/items | grep -e '^HTTP' -e '^{'"},
+		{key: "marked", cmd: marks},
+		{key: "avoids", say: []string{
+			"the same write again: plain writes ask eu last now, so us, umbrella's home, takes it: 201"},
+			cmd: "curl -si -X POST -d again " + ams + "/t/umbrella/items | grep -e '^HTTP' -e '^{'"},
+		{key: "mend", say: []string{"mend eu; its mark stays until one of its routers answers..."},
+			cmd: fault("ok")},
+		{key: "clears", say: []string{"...as they do to any request that reaches them, such as a read for initech (home eu):"},
+			cmd: "curl -si " + ams + "/t/initech/items/1" + head},
+		{key: "cleared", say: []string{"no mark left:"}, cmd: marks},
+
+		{key: "events", blank: true, until: true, say: []string{
+			"server-sent events through the entry, a tick a second (Ctrl-C to stop):"},
+			cmd: "curl -N '" + sin + "/t/hooli/events?tick=1000'"},
+		{key: "members", say: []string{"the cluster as serf sees it (in this source tree):"},
+			cmd: "go tool serf members -rpc-addr " + p.addr(demoRPCBase, 0)},
+	}
+}
+
+func printGuide(w io.Writer, p demoPorts) {
 	fmt.Fprintf(w, `
 fenec-entry demo: three entries in one encrypted gossip cluster, in front of stand-in routers.
 
   entries   ams (EU) %s   iad (NA) %s   sin (AS) %s
-  status    http://%s/status   http://%s/status   http://%s/status
+  status    %s/status   %s/status   %s/status
   routers   eu %s,%s   us %s,%s   ap %s,%s
-  tenants   acme, initech -> eu   globex, umbrella -> us   hooli, soylent -> ap
+  tenants   acme, initech -> eu   globex, umbrella -> us   hooli, soylent -> ap   (each has item 1)
 
-Try, in another terminal:
-
-  # acme lives in eu. The iad entry asks us first (its continent's region); us relays home:
-  curl -si %s/t/acme/items/1 | grep -i -e '^HTTP' -e relayed
-  # ...and learned acme's home: now it goes straight to eu (no Standin-Relayed-By):
-  curl -si %s/t/acme/items/1 | grep -i -e '^HTTP' -e relayed
-  # gossip: the sin entry (asks ap first) already knows acme lives in eu:
-  curl -si %s/t/acme/items/1 | grep -i -e '^HTTP' -e relayed
-
-  # a write, applied once in its home region:
-  curl -s -X POST -d hello %s/t/globex/items; echo
-  # with an Idempotency-Key, twice: one apply, the second answer is the first one replayed:
-  curl -s -X POST -H 'Idempotency-Key: k-1' -d hi %s/t/globex/items; echo
-  curl -si -X POST -H 'Idempotency-Key: k-1' -d hi %s/t/globex/items | grep -i -e '^HTTP' -e replayed -e '"id"'
-  curl -s http://%s/_standin/ledger; echo
-
-  # server-sent events through the entry (a tick a second; Ctrl-C to stop):
-  curl -N '%s/t/hooli/events?tick=1000'
-
-  # the cluster as serf sees it:
-  go tool serf members -rpc-addr %s
-
-Ctrl-C stops everything.
+Try, in another terminal; the lines work pasted all at once too (in zsh, first run
+setopt interactivecomments):
 `,
-		e(0), e(1), e(2),
-		port(demoAdminBase, 0), port(demoAdminBase, 1), port(demoAdminBase, 2),
-		port(demoRouterBase, 0), port(demoRouterBase, 1), port(demoRouterBase, 100), port(demoRouterBase, 101),
-		port(demoRouterBase, 200), port(demoRouterBase, 201),
-		e(1), e(1), e(2), e(0), e(0), e(0), port(demoRouterBase, 100), e(2), port(demoRPCBase, 0))
+		p.entry(0), p.entry(1), p.entry(2), p.admin(0), p.admin(1), p.admin(2),
+		p.router(0, 0), p.router(0, 1), p.router(1, 0), p.router(1, 1), p.router(2, 0), p.router(2, 1))
+	for i, st := range demoSteps(p) {
+		if st.blank || i == 0 {
+			fmt.Fprintln(w)
+		}
+		for _, l := range st.say {
+			fmt.Fprintln(w, "  # "+l)
+		}
+		fmt.Fprintln(w, "  "+st.cmd)
+	}
+	fmt.Fprint(w, "\nCtrl-C stops everything.\n")
 }

@@ -221,6 +221,8 @@ func TestServeEndToEnd(t *testing.T) {
 	if took := time.Since(sent); took < drain {
 		t.Errorf("exited %v after SIGTERM, before --drain %v", took, drain)
 	}
+	// stderr is a pipe, not a terminal: JSON lines only, the drain notice among them.
+	notice := false
 	for _, l := range e.stderr() {
 		if !json.Valid([]byte(l)) {
 			t.Errorf("a stderr line is not JSON: %q", l)
@@ -228,6 +230,10 @@ func TestServeEndToEnd(t *testing.T) {
 		if strings.Contains(l, secret) {
 			t.Errorf("a log line shows --entry-token: %q", l)
 		}
+		notice = notice || strings.Contains(l, `"signal":"terminated","drain":"300ms"`)
+	}
+	if !notice {
+		t.Error("no log line says the entry drains and for how long")
 	}
 }
 
@@ -282,5 +288,56 @@ func TestServeBindFailureExitsOne(t *testing.T) {
 	}
 	if all := strings.Join(e.stderr(), "\n"); !strings.Contains(all, "--listen: listen tcp") {
 		t.Errorf("stderr does not name --listen: %s", all)
+	}
+}
+
+// Issue 8 item 8, from the flags on: the headers named by --client-ip header:NAME and
+// --country-header do not reach the router, which learns the client from Fenec-Client.
+func TestServeDoesNotPassClientSourceHeaders(t *testing.T) {
+	seen := make(chan http.Header, 4)
+	router := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		w.Header().Set("Fenec-Shard", "1")
+		io.WriteString(w, "ok")
+	}))
+	defer router.Close()
+	e := startEntry(t, []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--drain", "0s",
+		"--client-ip", "header:X-Client-IP", "--trusted-proxies", "127.0.0.0/8", "--country-header", "X-Country"},
+		cleanEnv("FENEC_ENTRY_ROUTERS=eu="+router.URL, "FENEC_ENTRY_POP=e2e", "FENEC_ENTRY_NODE=e2e-strip",
+			"FENEC_ENTRY_ENTRY_TOKEN=e2e-token"))
+	client, _ := e.started(t)
+
+	req, _ := http.NewRequest("GET", "http://"+client+"/t/acme/items/1", nil)
+	req.Header.Set("X-Client-IP", "203.0.113.9")
+	req.Header.Set("X-Country", "DE")
+	req.Header.Set("X-Other", "kept")
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	var h http.Header
+	select {
+	case h = <-seen:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the router saw nothing")
+	}
+	for _, k := range []string{"X-Client-Ip", "X-Country"} {
+		if v := h.Values(k); len(v) != 0 {
+			t.Errorf("%s reached the router: %q", k, v)
+		}
+	}
+	if h.Get("X-Other") != "kept" {
+		t.Errorf("X-Other did not reach the router: %v", h)
+	}
+	if v := h.Get("Fenec-Client"); !strings.HasPrefix(v, "203.0.113.9 ") {
+		t.Errorf("Fenec-Client = %q, want the address --client-ip header:X-Client-IP gave", v)
+	}
+	e.cmd.Process.Signal(syscall.SIGTERM)
+	if status := e.exitStatus(t, 15*time.Second); status != 0 {
+		t.Errorf("exit status %d after SIGTERM", status)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -55,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 			// Not printed: it may be --gossip-key=... put before the command.
 			fmt.Fprintln(stderr, "fenec-entry: flags go after the command: fenec-entry serve [flags] (see fenec-entry help)")
 		} else {
-			fmt.Fprintf(stderr, "fenec-entry: unknown command %q (want serve or version; see fenec-entry help)\n", cmd)
+			fmt.Fprintf(stderr, "fenec-entry: unknown command %q (want serve, demo or version; see fenec-entry help)\n", cmd)
 		}
 		return 2
 	}
@@ -78,7 +79,7 @@ func serve(args []string, stdout, stderr io.Writer, env func(string) string) int
 		logger.Warn().Msg(w)
 	}
 
-	ctx, stop := signalContext(logger)
+	ctx, stop := signalContext(drainNotice(logger, terminal(stderr), cfg.Drain), secondNotice(logger, terminal(stderr)))
 	defer stop()
 	err = node.Run(ctx, cfg, logger)
 	var ce *node.ConfigError
@@ -94,33 +95,90 @@ func serve(args []string, stdout, stderr io.Writer, env func(string) string) int
 	return 0
 }
 
-// signalContext returns a context cancelled on the first SIGINT or SIGTERM (the entry
-// drains); a second one exits the process at once with status 1, as serf's agent does.
-// Calling stop releases the signals.
-func signalContext(log zerolog.Logger) (ctx context.Context, stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+// openRequestsGrace is how long open requests get after the drain (CONTRACT.md §10; node's
+// shutdown grace), for the operator's notice only.
+const openRequestsGrace = 10 * time.Second
+
+// drainNotice says, on the first signal, that the entry drains and for how long, and that a
+// second signal stops it at once: a JSON log line at info (stderr's format, for collectors),
+// and a plain sentence on tty for an operator at a terminal (nil: none), whatever the log
+// level, so a Ctrl-C is never met with silence.
+func drainNotice(log zerolog.Logger, tty io.Writer, drain time.Duration) func(os.Signal) {
+	return func(s os.Signal) {
+		log.Info().Str("signal", s.String()).Stringer("drain", drain).Stringer("grace", openRequestsGrace).
+			Msg("draining: serving --drain more with Connection: close, then waiting up to the grace for open requests; a second signal stops at once")
+		if tty != nil {
+			fmt.Fprintf(tty, "fenec-entry: %s: draining for %s (--drain), then up to %s for open requests; Ctrl-C again stops at once\n",
+				s, drain, openRequestsGrace)
+		}
+	}
+}
+
+// secondNotice says that a second signal stops the entry without finishing the drain.
+func secondNotice(log zerolog.Logger, tty io.Writer) func(os.Signal) {
+	return func(s os.Signal) {
+		log.Warn().Str("signal", s.String()).Msg("second signal: exiting without finishing the drain")
+		if tty != nil {
+			fmt.Fprintf(tty, "fenec-entry: %s again: stopping at once\n", s)
+		}
+	}
+}
+
+// terminal returns w if it is a terminal, else nil: plain sentences go to a person only,
+// never into a stream of JSON log lines that a collector reads (CONTRACT.md §8).
+func terminal(w io.Writer) io.Writer {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	return w
+}
+
+// signalContext returns a context cancelled on the first SIGINT or SIGTERM, after first has
+// said what happens now (the entry drains); a second one calls second and exits the process
+// at once with status 1, as serf's agent does. Calling stop releases the signals.
+func signalContext(first, second func(os.Signal)) (ctx context.Context, stop func()) {
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	ctx, stopWatch := watchSignals(ch, first, second, os.Exit)
+	return ctx, func() {
+		signal.Stop(ch)
+		stopWatch()
+	}
+}
+
+// watchSignals is signalContext without the process: signals arrive on ch, and exit ends
+// the process. stop ends the watch and cancels ctx; it waits for the watch to end.
+func watchSignals(ch <-chan os.Signal, first, second func(os.Signal), exit func(int)) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	ended := make(chan struct{})
 	go func() {
+		defer close(ended)
 		select {
 		case s := <-ch:
-			log.Info().Str("signal", s.String()).Msg("draining; a second signal exits at once")
+			first(s)
 			cancel()
 		case <-done:
 			return
 		}
 		select {
 		case s := <-ch:
-			log.Warn().Str("signal", s.String()).Msg("second signal: exiting without finishing the drain")
-			os.Exit(1)
+			second(s)
+			exit(1)
 		case <-done:
 		}
 	}()
+	var once sync.Once
 	return ctx, func() {
-		signal.Stop(ch)
-		close(done)
-		cancel()
+		once.Do(func() {
+			close(done)
+			<-ended
+			cancel()
+		})
 	}
 }
 

@@ -2,9 +2,17 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"os"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
 )
 
 func TestRunExitStatus(t *testing.T) {
@@ -20,7 +28,7 @@ func TestRunExitStatus(t *testing.T) {
 		{"help", []string{"help"}, 0, "Usage: fenec-entry <command>", ""},
 		{"serve help", []string{"serve", "--help"}, 0, "FENEC_ENTRY_ROUTERS", ""},
 		{"no command", nil, 2, "", "\x00"},
-		{"unknown command", []string{"start"}, 2, "", `unknown command "start"`},
+		{"unknown command", []string{"start"}, 2, "", `unknown command "start" (want serve, demo or version`},
 		{"flag before command", []string{"--gossip-key=c2VjcmV0", "serve"}, 2, "", "flags go after the command"},
 		{"version with arguments", []string{"version", "--json"}, 2, "", "takes no arguments"},
 		{"unknown flag", []string{"serve", "--routers", testRouters, "--nope"}, 2, "", "--nope: unknown flag"},
@@ -78,5 +86,91 @@ func TestVersionLine(t *testing.T) {
 	}
 	if got := (buildInfo{version: "dev", commit: "0123456789abcdef", modified: true}).short(); got != "dev-0123456789ab-modified" {
 		t.Errorf("short() of a dev build = %q", got)
+	}
+}
+
+// The first signal says what happens (drain) and cancels the context; the second exits 1 at
+// once; stop without a signal cancels the context and says nothing.
+func TestWatchSignals(t *testing.T) {
+	ch := make(chan os.Signal, 2)
+	var mu sync.Mutex
+	var said []string
+	say := func(what string) func(os.Signal) {
+		return func(s os.Signal) { mu.Lock(); said = append(said, what+" "+s.String()); mu.Unlock() }
+	}
+	exited := make(chan int, 1)
+	ctx, stop := watchSignals(ch, say("first"), say("second"), func(code int) { exited <- code })
+	defer stop()
+	ch <- os.Interrupt
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first signal did not cancel the context")
+	}
+	ch <- syscall.SIGTERM
+	select {
+	case code := <-exited:
+		if code != 1 {
+			t.Errorf("second signal: exit status %d, want 1", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second signal did not exit")
+	}
+	stop()
+	mu.Lock()
+	if want := []string{"first interrupt", "second terminated"}; !slices.Equal(said, want) {
+		t.Errorf("said %q, want %q", said, want)
+	}
+	mu.Unlock()
+
+	ctx, stop = watchSignals(make(chan os.Signal), say("x"), say("y"), func(int) { t.Error("exit without a signal") })
+	stop()
+	stop() // safe twice
+	if ctx.Err() == nil {
+		t.Error("stop did not cancel the context")
+	}
+}
+
+// At a terminal the first Ctrl-C gets a plain sentence naming the drain, whatever the log
+// level; a log collector (no terminal) gets JSON lines only.
+func TestDrainNotice(t *testing.T) {
+	for _, level := range []zerolog.Level{zerolog.InfoLevel, zerolog.WarnLevel} {
+		var logs, tty bytes.Buffer
+		drainNotice(zerolog.New(&logs).Level(level), &tty, 1500*time.Millisecond)(os.Interrupt)
+		want := "fenec-entry: interrupt: draining for 1.5s (--drain), then up to 10s for open requests; Ctrl-C again stops at once\n"
+		if tty.String() != want {
+			t.Errorf("at %s, the terminal got %q, want %q", level, tty.String(), want)
+		}
+		if level == zerolog.InfoLevel {
+			var line struct {
+				Signal, Drain, Message string
+			}
+			if err := json.Unmarshal(logs.Bytes(), &line); err != nil || line.Signal != "interrupt" ||
+				line.Drain != "1.5s" || !strings.Contains(line.Message, "a second signal stops at once") {
+				t.Errorf("log line %q (%v)", logs.String(), err)
+			}
+		}
+		tty.Reset()
+		secondNotice(zerolog.New(&logs).Level(level), &tty)(os.Interrupt)
+		if tty.String() != "fenec-entry: interrupt again: stopping at once\n" {
+			t.Errorf("second: the terminal got %q", tty.String())
+		}
+	}
+	var logs bytes.Buffer
+	drainNotice(zerolog.New(&logs), nil, time.Second)(syscall.SIGTERM) // no terminal: JSON only
+	if !json.Valid(bytes.TrimSpace(logs.Bytes())) {
+		t.Errorf("without a terminal: %q, want one JSON line", logs.String())
+	}
+	if terminal(&logs) != nil {
+		t.Error("a buffer taken for a terminal")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if terminal(w) != nil {
+		t.Error("a pipe taken for a terminal")
 	}
 }
