@@ -24,7 +24,7 @@ const (
 	maxHead        = 1 << 20           // request heads over 1 MiB are refused (CONTRACT.md §3)
 	maxHeaderBytes = maxHead - 4096    // net/http reads up to MaxHeaderBytes+4096 bytes of head (TestHeadLimit)
 	idleTimeout    = 120 * time.Second // an idle client keep-alive connection is closed after this
-	shutdownGrace  = 10 * time.Second  // after the drain, open requests get this long (then are ended)
+	ShutdownGrace  = 10 * time.Second  // after the drain, open requests get this long (then are ended); CONTRACT.md §10
 	adminGrace     = time.Second       // the admin listener's own shutdown grace
 )
 
@@ -56,7 +56,7 @@ type Node struct {
 	// until Start returns, read-only after.
 	cluster *gossip.Gossip
 
-	grace      time.Duration // open requests' time after the drain: shutdownGrace (tests shorten it)
+	grace      time.Duration // open requests' time after the drain: ShutdownGrace (tests shorten it)
 	certsEvery time.Duration // how often the certificate files are checked: certCheckEvery
 
 	ready     atomic.Bool // SetReady; true from New
@@ -103,7 +103,7 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 		homes:      table,
 		failed:     make(chan error, 2),
 		closed:     make(chan struct{}),
-		grace:      shutdownGrace,
+		grace:      ShutdownGrace,
 		certsEvery: certCheckEvery,
 	}
 	n.ready.Store(true)

@@ -95,9 +95,8 @@ func serve(args []string, stdout, stderr io.Writer, env func(string) string) int
 	return 0
 }
 
-// openRequestsGrace is how long open requests get after the drain (CONTRACT.md §10; node's
-// shutdown grace), for the operator's notice only.
-const openRequestsGrace = 10 * time.Second
+// openRequestsGrace is how long open requests get after the drain, for the notice.
+const openRequestsGrace = node.ShutdownGrace
 
 // drainNotice says, on the first signal, that the entry drains and for how long, and that a
 // second signal stops it at once: a JSON log line at info (stderr's format, for collectors),
