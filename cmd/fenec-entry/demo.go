@@ -237,7 +237,7 @@ func demoSteps(p demoPorts) []demoStep {
 	ams, iad, sin := p.entry(0), p.entry(1), p.entry(2)
 	eu0, eu1, us0 := p.router(0, 0), p.router(0, 1), p.router(1, 0)
 	const head = ` | grep -i -e '^HTTP' -e relayed -e '^{'`
-	marks := "curl -s " + p.admin(0) + `/status.json | grep -e '"marks"' -e '"region"' -e '"kind"'`
+	marks := "curl -s " + p.admin(0) + `/status.json | grep -e '"marks"' -e '"region"' -e '"observer"' -e '"reads_until"'`
 	fault := func(mode string) string {
 		return "curl -s -d mode=" + mode + " http://" + eu0 + "/_standin/fault http://" + eu1 + "/_standin/fault"
 	}
