@@ -104,6 +104,10 @@ const (
 	DefaultProbeInterval = 2 * time.Second
 	DefaultProbeTimeout  = 1 * time.Second
 
+	// DefaultSuspicionMult is memberlist's SuspicionMult, the WAN value: a suspected entry is
+	// declared failed after 6 x log10(max(N, 10)) x ProbeInterval.
+	DefaultSuspicionMult = 6
+
 	// DefaultPushPullInterval (WAN default 60 s): a full state exchange with one random node,
 	// the backstop that heals membership after lost gossip. 30 s (the LAN value) is cheap at
 	// the cluster sizes here (a PoP each).
@@ -241,9 +245,15 @@ type Config struct {
 	RetransmitMult   int           // DefaultRetransmitMult
 	ProbeInterval    time.Duration // DefaultProbeInterval
 	ProbeTimeout     time.Duration // DefaultProbeTimeout
+	SuspicionMult    int           // DefaultSuspicionMult
 	PushPullInterval time.Duration // DefaultPushPullInterval
 	TCPTimeout       time.Duration // DefaultTCPTimeout
 	UDPBufferSize    int           // DefaultUDPBufferSize
+
+	// DisableTCPPings turns off memberlist's TCP ping, tried alongside the indirect probes
+	// when a direct ack is late. Benchmarks only: in-process streams (memnet) are lossless,
+	// so with the fallback on a simulated cluster hardly ever suspects a live entry.
+	DisableTCPPings bool
 
 	// LeavePropagateDelay is how long Leave stays up after its leave message went out, so
 	// that peers probing it learn it left rather than failed; 0 means serf's 1 s.
@@ -329,7 +339,8 @@ func (c Config) Validate() error {
 		{"MaxEventsPerFlush", c.MaxEventsPerFlush}, {"QueueHigh", c.QueueHigh},
 		{"QueueLow", c.QueueLow}, {"MaxQueueDepth", c.MaxQueueDepth},
 		{"RecvQueue", c.RecvQueue}, {"GossipNodes", c.GossipNodes},
-		{"RetransmitMult", c.RetransmitMult}, {"DirectCopies", c.DirectCopies},
+		{"RetransmitMult", c.RetransmitMult}, {"SuspicionMult", c.SuspicionMult},
+		{"DirectCopies", c.DirectCopies},
 		{"UDPBufferSize", c.UDPBufferSize},
 	} {
 		if n.v < 0 {
@@ -387,6 +398,7 @@ func (c Config) withDefaults() Config {
 	defi(&c.RecvQueue, DefaultRecvQueue)
 	defi(&c.GossipNodes, DefaultGossipNodes)
 	defi(&c.RetransmitMult, DefaultRetransmitMult)
+	defi(&c.SuspicionMult, DefaultSuspicionMult)
 	defi(&c.DirectCopies, DefaultDirectCopies)
 	def(&c.DirectCopyInterval, DefaultDirectCopyInterval)
 	defi(&c.UDPBufferSize, DefaultUDPBufferSize)
