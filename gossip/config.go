@@ -97,12 +97,42 @@ const (
 	DefaultDirectCopies       = 3
 	DefaultDirectCopyInterval = 50 * time.Millisecond
 
-	// DefaultProbeInterval (WAN default 5 s) and DefaultProbeTimeout (WAN 3 s): the farthest
-	// PoPs are ~300 ms apart, so a 1 s timeout with indirect probes is safe, and a failed
-	// entry is suspected in seconds rather than tens of seconds. Failure detection does not
-	// route requests (marks do), so this is not pushed further.
-	DefaultProbeInterval = 2 * time.Second
-	DefaultProbeTimeout  = 1 * time.Second
+	// DefaultProbeInterval (WAN default 5 s), DefaultProbeTimeout (WAN 3 s) and
+	// DefaultSuspicionMult (WAN 6) are memberlist's failure detector, chosen so that a killed
+	// or frozen entry is listed failed by every peer within 10 s (CONTRACT.md 10) on links of
+	// 10-150 ms one way. How memberlist spends that time (state.go probeNode, suspectNode):
+	//
+	//   - Each entry probes one peer per ProbeInterval, round robin, so a dead entry is
+	//     probed about once per ProbeInterval cluster-wide, whatever N.
+	//   - A probe waits ProbeTimeout for the direct ack, then asks IndirectChecks (3) peers
+	//     and tries TCP until one ProbeInterval after it began; then the prober suspects the
+	//     entry. 400 ms is the longest round trip (300 ms) plus 100 ms; the 400 ms left carry
+	//     most indirect probes (4 legs of 10-150 ms) and the TCP fallback.
+	//   - Each member then fails it after SuspicionMult x log10(max(N, 10)) x ProbeInterval:
+	//     2.4 s up to 10 entries, 4.8 s at 100, 5.2 s at 150, once one more member's failed
+	//     probe confirms the suspicion (SuspicionMult-2 = 1 confirmation); until then after
+	//     SuspicionMaxTimeoutMult (6) times that. So a live entry that one lagging peer
+	//     accuses has 14-29 s to refute; it takes two independent failed probes to fail it
+	//     fast. 4 (the LAN value) needs 2 confirmations and 6.4 s at 100 entries; 2 needs
+	//     none, so one lagging prober could fail a live entry in 1.6 s.
+	//
+	// In all ~2 intervals + the suspicion timeout + the gossip of the news. Measured
+	// (docs/BENCHMARKS.md "Failure detection": memnet, 10-150 ms, 1 % loss, 10 runs each),
+	// kill to every peer listing it failed, min/median/max: 3.3/3.8/4.3 s at 3 entries,
+	// 3.3/4.1/4.3 s at 10, 5.9/6.6/7.6 s at 100; with the WAN-derived 2 s / 1 s / 6 of
+	// before: 15-17 s at 3 and 10, 27-30 s at 100. In 10 minutes of 20 entries (~15,000
+	// probes, 314 direct acks late or lost, 4 probes answered only over TCP) no live entry
+	// was suspected or listed failed.
+	//
+	// Cost: each entry sends 1.25 pings a second and acks as many, plus 3 indirect requests
+	// when a direct ack is lost (~2 % of probes at 1 % loss); idle, 3.3 packets/s per entry
+	// against 1.5 with 2 s (measured, 20 entries). Nacks from the indirect peers come after
+	// 2 x ProbeTimeout + 2 legs, past the interval, so memberlist's self-awareness counts
+	// each failed probe as 3 missed nacks (as it did before). Failure detection does not
+	// route requests (marks do).
+	DefaultProbeInterval = 800 * time.Millisecond
+	DefaultProbeTimeout  = 400 * time.Millisecond
+	DefaultSuspicionMult = 3
 
 	// DefaultPushPullInterval (WAN default 60 s): a full state exchange with one random node,
 	// the backstop that heals membership after lost gossip. 30 s (the LAN value) is cheap at
@@ -241,9 +271,15 @@ type Config struct {
 	RetransmitMult   int           // DefaultRetransmitMult
 	ProbeInterval    time.Duration // DefaultProbeInterval
 	ProbeTimeout     time.Duration // DefaultProbeTimeout
+	SuspicionMult    int           // DefaultSuspicionMult
 	PushPullInterval time.Duration // DefaultPushPullInterval
 	TCPTimeout       time.Duration // DefaultTCPTimeout
 	UDPBufferSize    int           // DefaultUDPBufferSize
+
+	// DisableTCPPings turns off memberlist's TCP ping, tried alongside the indirect probes
+	// when a direct ack is late. Benchmarks only: in-process streams (memnet) are lossless,
+	// so with the fallback on a simulated cluster hardly ever suspects a live entry.
+	DisableTCPPings bool
 
 	// RepairInterval is the mean time between anti-entropy rounds with a random peer
 	// (DefaultRepairInterval); SyncTimeout bounds one table, digest or pull exchange
@@ -341,7 +377,8 @@ func (c Config) Validate() error {
 		{"MaxEventsPerFlush", c.MaxEventsPerFlush}, {"QueueHigh", c.QueueHigh},
 		{"QueueLow", c.QueueLow}, {"MaxQueueDepth", c.MaxQueueDepth},
 		{"RecvQueue", c.RecvQueue}, {"GossipNodes", c.GossipNodes},
-		{"RetransmitMult", c.RetransmitMult}, {"DirectCopies", c.DirectCopies},
+		{"RetransmitMult", c.RetransmitMult}, {"SuspicionMult", c.SuspicionMult},
+		{"DirectCopies", c.DirectCopies},
 		{"UDPBufferSize", c.UDPBufferSize}, {"MaxStreams", c.MaxStreams}, {"Capacity", c.Capacity},
 	} {
 		if n.v < 0 {
@@ -399,6 +436,7 @@ func (c Config) withDefaults() Config {
 	defi(&c.RecvQueue, DefaultRecvQueue)
 	defi(&c.GossipNodes, DefaultGossipNodes)
 	defi(&c.RetransmitMult, DefaultRetransmitMult)
+	defi(&c.SuspicionMult, DefaultSuspicionMult)
 	defi(&c.DirectCopies, DefaultDirectCopies)
 	def(&c.DirectCopyInterval, DefaultDirectCopyInterval)
 	defi(&c.UDPBufferSize, DefaultUDPBufferSize)

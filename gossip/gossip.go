@@ -251,6 +251,7 @@ func (g *Gossip) memberlistConfigLocked() (*memberlist.Config, error) {
 	mc.RetransmitMult = c.RetransmitMult
 	mc.ProbeInterval = c.ProbeInterval
 	mc.ProbeTimeout = c.ProbeTimeout
+	mc.SuspicionMult, mc.DisableTcpPings = c.SuspicionMult, c.DisableTCPPings
 	mc.PushPullInterval = c.PushPullInterval
 	mc.TCPTimeout = c.TCPTimeout
 	mc.DeadNodeReclaimTime = DefaultDeadNodeReclaimTime

@@ -412,6 +412,7 @@ func TestConfigValidate(t *testing.T) {
 		"huge events":   func(c *Config) { c.EventSizeLimit = 1400 },
 		"queue bounds":  func(c *Config) { c.QueueLow, c.QueueHigh = 10, 5 },
 		"negative":      func(c *Config) { c.FlushInterval = -1 },
+		"negative mult": func(c *Config) { c.SuspicionMult = -1 },
 	} {
 		c := good
 		mod(&c)

@@ -46,6 +46,12 @@ type flags struct {
 	copies      int
 	copyIntvl   time.Duration
 	maxFlush    time.Duration
+	probeIntvl  time.Duration
+	probeTmo    time.Duration
+	suspMult    int
+	noTCPPings  bool
+
+	falseFailure time.Duration
 }
 
 func main() {
@@ -76,7 +82,26 @@ func main() {
 	flag.DurationVar(&f.copyIntvl, "direct-copy-interval", 0, "gossip DirectCopyInterval (0: default)")
 	flag.IntVar(&f.retransmit, "retransmit-mult", 0, "gossip RetransmitMult (0: default)")
 	flag.DurationVar(&f.maxFlush, "max-flush-interval", 0, "gossip MaxFlushInterval (0: default)")
+	flag.DurationVar(&f.probeIntvl, "probe-interval", 0, "gossip ProbeInterval (0: default)")
+	flag.DurationVar(&f.probeTmo, "probe-timeout", 0, "gossip ProbeTimeout (0: default)")
+	flag.IntVar(&f.suspMult, "suspicion-mult", 0, "gossip SuspicionMult (0: default)")
+	flag.BoolVar(&f.noTCPPings, "no-tcp-pings", false, "gossip DisableTCPPings: no TCP fallback when a direct ping goes unanswered")
+	flag.DurationVar(&f.falseFailure, "false-failure", 0, "instead of the homes run: run the cluster this long, nothing killed, learning -rate homes/s as load, and count suspicions and failures of live entries")
 	flag.Parse()
+	if f.falseFailure > 0 {
+		if f.nodes < 2 || f.rate < 0 {
+			fmt.Fprintln(os.Stderr, "gossipsim: -false-failure needs -nodes >= 2 and -rate >= 0")
+			os.Exit(2)
+		}
+		res, err := runFalseFailure(f)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gossipsim:", err)
+			os.Exit(1)
+		}
+		b, _ := json.Marshal(res)
+		fmt.Println(string(b))
+		return
+	}
 	if f.nodes < 2 || f.rate <= 0 || f.duration <= 0 || f.repair <= 0 || f.poll <= 0 {
 		fmt.Fprintln(os.Stderr, "gossipsim: need -nodes >= 2 and positive -rate, -duration, -repair, -poll")
 		os.Exit(2)
@@ -137,12 +162,17 @@ type result struct {
 	PollMS      float64  `json:"poll_ms"`
 	MaxScanMS   float64  `json:"max_scan_ms"`
 	FormedS     float64  `json:"members_formed_s"`
+	ProbeMS     float64  `json:"probe_interval_ms"`
+	ProbeTmoMS  float64  `json:"probe_timeout_ms"`
+	SuspMult    int      `json:"suspicion_mult"`
 	FailFirstS  *float64 `json:"failure_first_s"`
 	FailAllS    *float64 `json:"failure_all_s"`
 }
 
-func run(f flags) (*result, error) {
-	opts := simcluster.Options{
+// simOptions is the cluster of f: memnet's latency and loss, gossip's defaults but for the
+// tuning flags that are set.
+func simOptions(f flags) simcluster.Options {
+	return simcluster.Options{
 		Nodes: f.nodes, Seed: f.seed, MinLatency: f.minLat, MaxLatency: f.maxLat, Loss: f.loss,
 		RepairInterval: f.repair,
 		Gossip: func(_ int, c *gossip.Config) {
@@ -156,8 +186,14 @@ func run(f flags) (*result, error) {
 			c.SerfHomes = f.serfHomes
 			c.DirectCopies, c.DirectCopyInterval = f.copies, f.copyIntvl
 			c.MaxFlushInterval = f.maxFlush
+			c.ProbeInterval, c.ProbeTimeout, c.SuspicionMult = f.probeIntvl, f.probeTmo, f.suspMult
+			c.DisableTCPPings = f.noTCPPings
 		},
 	}
+}
+
+func run(f flags) (*result, error) {
+	opts := simOptions(f)
 	begin := time.Now()
 	c, err := simcluster.New(opts)
 	if err != nil {
@@ -253,6 +289,7 @@ func run(f flags) (*result, error) {
 	if res.EventsSent > 0 {
 		res.Delivery = round(res.EventsRecv/(res.EventsSent*float64(len(es)-1)), 4)
 	}
+	res.ProbeMS, res.ProbeTmoMS, res.SuspMult = probeSettings(f)
 	if f.failDetect > 0 {
 		res.FailFirstS, res.FailAllS = failureDetection(c, f.failDetect)
 	}
@@ -260,6 +297,22 @@ func run(f flags) (*result, error) {
 		res.HomesPerEv = round(float64(total)/b, 1)
 	}
 	return res, nil
+}
+
+// probeSettings are the failure detector's settings f runs with: its flags, or gossip's
+// defaults.
+func probeSettings(f flags) (intervalMS, timeoutMS float64, mult int) {
+	pi, pt, sm := f.probeIntvl, f.probeTmo, f.suspMult
+	if pi == 0 {
+		pi = gossip.DefaultProbeInterval
+	}
+	if pt == 0 {
+		pt = gossip.DefaultProbeTimeout
+	}
+	if sm == 0 {
+		sm = gossip.DefaultSuspicionMult
+	}
+	return float64(pi.Milliseconds()), float64(pt.Milliseconds()), sm
 }
 
 func ratio(a, b int) float64 { return round(float64(a)/float64(b), 4) }
