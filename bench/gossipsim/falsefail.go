@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -124,17 +123,11 @@ func runFalseFailure(f flags) (*falseResult, error) {
 	ml := &memberLog{res: res, failed: make(map[string]bool)}
 	opts := simOptions(f)
 	opts.Logger = zerolog.New(ml) // every level: memberlist's lines arrive at debug
-	c, err := simcluster.New(opts)
+	c, err := formCluster(opts)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second+time.Duration(f.nodes)*300*time.Millisecond)
-	err = c.WaitMembers(ctx)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
 	logf("%d entries formed; watching for %v", f.nodes, f.falseFailure)
 
 	// Count from here: what happened while the cluster formed is not a false failure.

@@ -192,20 +192,30 @@ func simOptions(f flags) simcluster.Options {
 	}
 }
 
-func run(f flags) (*result, error) {
-	opts := simOptions(f)
-	begin := time.Now()
+// formCluster starts a cluster and waits until every entry sees every other alive, within a
+// bound that grows with its size. On error nothing is left running.
+func formCluster(opts simcluster.Options) (*simcluster.Cluster, error) {
 	c, err := simcluster.New(opts)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second+time.Duration(f.nodes)*300*time.Millisecond)
-	err = c.WaitMembers(ctx)
-	cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second+time.Duration(opts.Nodes)*300*time.Millisecond)
+	defer cancel()
+	if err := c.WaitMembers(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func run(f flags) (*result, error) {
+	opts := simOptions(f)
+	begin := time.Now()
+	c, err := formCluster(opts)
 	if err != nil {
 		return nil, err
 	}
+	defer c.Close()
 	formed := time.Since(begin)
 	logf("%d entries formed in %v", f.nodes, formed.Round(time.Millisecond))
 
