@@ -99,14 +99,6 @@ func (r *regionMarks) updateLocked() {
 	r.word.Store(failingBit | uint64(max(r.failedAt, 1))&^failingBit)
 }
 
-// counts reports whether word asks its region last for a req planned at now (unix ns).
-func (t *Table) counts(w uint64, req Planned, now func() int64) bool {
-	if w == 0 {
-		return false
-	}
-	return req == Strict || now() < int64(w&^failingBit)+t.backoff
-}
-
 // Marked reports whether a req planned now asks region last. Out of range: false. Hot path:
 // lock-free, no allocation; one atomic load when the region is not failing, plus a clock
 // reading for a Lenient request while it is.
@@ -114,10 +106,15 @@ func (t *Table) Marked(region int, req Planned) bool {
 	if uint(region) >= uint(len(t.marks)) {
 		return false
 	}
-	return t.counts(t.marks[region].word.Load(), req, t.nowNano)
+	w := t.marks[region].word.Load()
+	switch {
+	case w == 0:
+		return false
+	case req == Strict:
+		return true
+	}
+	return t.clock.Now().UnixNano() < int64(w&^failingBit)+t.backoff
 }
-
-func (t *Table) nowNano() int64 { return t.clock.Now().UnixNano() }
 
 // MarkedSet returns the regions a req planned now asks last, as a bit set: bit i is
 // Marked(i, req). One call, and at most one clock reading, for a request that orders every
@@ -125,14 +122,19 @@ func (t *Table) nowNano() int64 { return t.clock.Now().UnixNano() }
 func (t *Table) MarkedSet(req Planned) uint64 {
 	var set uint64
 	var now int64 // read when first needed
-	clock := func() int64 {
-		if now == 0 {
-			now = t.nowNano()
-		}
-		return now
-	}
 	for i := range t.marks {
-		if t.counts(t.marks[i].word.Load(), req, clock) {
+		w := t.marks[i].word.Load()
+		switch {
+		case w == 0:
+			continue
+		case req == Strict:
+			set |= 1 << i
+			continue
+		}
+		if now == 0 {
+			now = t.clock.Now().UnixNano()
+		}
+		if now < int64(w&^failingBit)+t.backoff {
 			set |= 1 << i
 		}
 	}
@@ -153,7 +155,7 @@ func (t *Table) Mark(region int) bool {
 		return false
 	}
 	r := &t.marks[region]
-	now := t.nowNano()
+	now := t.clock.Now().UnixNano()
 	r.mu.Lock()
 	was := r.word.Load() != 0
 	v := t.newVersion()
@@ -186,7 +188,7 @@ func (t *Table) Clear(region int) bool {
 		r.mu.Unlock()
 		return false
 	}
-	r.clear = markReg{observer: t.origin, at: t.nowNano(), version: t.newVersion()}
+	r.clear = markReg{observer: t.origin, at: t.clock.Now().UnixNano(), version: t.newVersion()}
 	r.sharedAt = 0
 	r.updateLocked()
 	m := r.clear.mark(t.regions[region], true)
@@ -209,7 +211,7 @@ func (t *Table) ApplyMark(m Mark) bool {
 	if m.Version.HLC == 0 {
 		return false
 	}
-	now := t.nowNano()
+	now := t.clock.Now().UnixNano()
 	at := m.At.UnixNano()
 	if m.At.IsZero() {
 		at = m.Version.Time().UnixNano()
