@@ -18,7 +18,8 @@ import (
 // Defaults of Config. The memberlist values start from memberlist.DefaultWANConfig (entries
 // sit in PoPs on several continents) and are tuned as each comment says; see memberlistConfig.
 const (
-	DefaultBindPort = 7946          // memberlist's usual port, UDP and TCP (--gossip-bind :7946)
+	DefaultBindPort = 7946          // memberlist's usual port, UDP and TCP
+	DefaultBindAddr = ":7946"       // --gossip-bind: every interface, DefaultBindPort
 	DefaultLabel    = "fenec-entry" // memberlist cluster label
 
 	// DefaultFlushInterval is how long a learned home waits to be batched with others. 75 ms
@@ -297,6 +298,13 @@ type Config struct {
 	LeavePropagateDelay time.Duration
 }
 
+// DefaultConfig returns a Config with every tunable field at its default: the Default*
+// constants above, each beside its reason and its cost, as memberlist's DefaultLANConfig
+// documents its own. The fields that have no default (NodeName, Table, Regions, Key or
+// Insecure, Join, Tags, RPCAddr, Logger, Registerer, Transport) are left for the caller. New
+// fills the zero fields of any Config the same way.
+func DefaultConfig() Config { return Config{}.withDefaults() }
+
 // ErrConfig is wrapped by every error New returns for a bad Config.
 var ErrConfig = errors.New("gossip: bad config")
 
@@ -345,8 +353,8 @@ func (c Config) Validate() error {
 		return bad("Regions: required")
 	}
 	for _, r := range c.Regions {
-		if r == "" || len(r) > 64 {
-			return bad("Regions: region name %q: need 1 to 64 bytes", r)
+		if r == "" || len(r) > homes.MaxRegionNameLen {
+			return bad("Regions: region name %q: need 1 to %d bytes", r, homes.MaxRegionNameLen)
 		}
 	}
 	if c.RPCAddr != "" {
@@ -414,7 +422,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	if c.BindAddr == "" {
-		c.BindAddr = ":" + strconv.Itoa(DefaultBindPort)
+		c.BindAddr = DefaultBindAddr
 	}
 	if c.Label == "" {
 		c.Label = DefaultLabel

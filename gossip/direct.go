@@ -138,16 +138,21 @@ type directTransport struct {
 	mu      sync.Mutex            // guards sorting
 	sorting map[net.Conn]struct{} // streams waiting for their first byte; closed by Shutdown
 
-	stop chan struct{}
-	once sync.Once
-	wg   sync.WaitGroup
+	// Shutdown closes closing first: the goroutines then drop what the inner transport still
+	// hands them instead of forwarding it, and keep reading its channels, which memberlist's
+	// NetTransport needs (its listeners block sending to unbuffered channels, and its Shutdown
+	// waits for them). stop closes once the inner transport has shut down: they return.
+	closing chan struct{}
+	stop    chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
 }
 
 func newDirectTransport(inner memberlist.NodeAwareTransport, handle func([]byte), syncLn *connListener,
 	onRefused func(string)) *directTransport {
 	t := &directTransport{NodeAwareTransport: inner, in: make(chan *memberlist.Packet),
 		streams: make(chan net.Conn), handle: handle, sync: syncLn, onRefused: onRefused,
-		sorting: make(map[net.Conn]struct{}), stop: make(chan struct{})}
+		sorting: make(map[net.Conn]struct{}), closing: make(chan struct{}), stop: make(chan struct{})}
 	t.wg.Add(2)
 	go t.run()
 	go t.sortStreams()
@@ -168,8 +173,7 @@ func (t *directTransport) run() {
 			}
 			select {
 			case t.in <- p:
-			case <-t.stop:
-				return
+			case <-t.closing: // dropped: memberlist is shutting down
 			}
 		}
 	}
@@ -182,13 +186,14 @@ func (t *directTransport) PacketCh() <-chan *memberlist.Packet { return t.in }
 func (t *directTransport) Shutdown() error {
 	var err error
 	t.once.Do(func() {
-		close(t.stop)
-		err = t.NodeAwareTransport.Shutdown()
+		close(t.closing)
 		t.mu.Lock()
 		for c := range t.sorting {
 			c.Close()
 		}
 		t.mu.Unlock()
+		err = t.NodeAwareTransport.Shutdown() // its channels are still read meanwhile
+		close(t.stop)
 		t.wg.Wait()
 	})
 	return err

@@ -31,8 +31,9 @@ const (
 )
 
 // sortStreams reads the inner transport's streams until stop closes: each goes to memberlist
-// (t.streams) or to the sync listener, by its first byte, read on a goroutine of its own
-// (at most maxSorting at once) so that a slow peer holds no other stream up.
+// (t.streams) or to the sync listener, by its first byte, read on a goroutine of its own (at
+// most maxSorting at once) so that a slow peer holds no other stream up. Once closing has
+// closed, each is closed unread.
 func (t *directTransport) sortStreams() {
 	defer t.wg.Done()
 	src := t.NodeAwareTransport.StreamCh()
@@ -42,6 +43,12 @@ func (t *directTransport) sortStreams() {
 		case <-t.stop:
 			return
 		case c := <-src:
+			select {
+			case <-t.closing:
+				c.Close()
+				continue
+			default:
+			}
 			select {
 			case sem <- struct{}{}:
 			default:
@@ -62,7 +69,7 @@ func (t *directTransport) sortStreams() {
 func (t *directTransport) sortOne(c net.Conn) {
 	t.mu.Lock()
 	select {
-	case <-t.stop:
+	case <-t.closing:
 		t.mu.Unlock()
 		c.Close()
 		return
@@ -90,7 +97,7 @@ func (t *directTransport) sortOne(c net.Conn) {
 	}
 	select {
 	case t.streams <- &prefixConn{Conn: c, first: b[0]}:
-	case <-t.stop:
+	case <-t.closing:
 		c.Close()
 	}
 }

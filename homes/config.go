@@ -11,7 +11,8 @@ const (
 	DefaultCapacity    = 50000            // homes kept when Config.Capacity is 0 (--homes)
 	DefaultReadBackoff = 10 * time.Second // read mark lifetime when Config.ReadBackoff is 0 (--read-backoff)
 	DefaultFeedSize    = 4096             // change feed buffer when Config.FeedSize is 0
-	MaxRegions         = 64               // most regions a Table holds
+	MaxRegions         = 64               // most regions a Table holds: the one region limit (marks are a 64-bit set)
+	MaxRegionNameLen   = 64               // longest region name, in bytes
 )
 
 // Clock is the time source; tests inject a fake one. Now must be safe for concurrent use.
@@ -61,8 +62,8 @@ func (c Config) Validate() error {
 	}
 	seen := make(map[string]int, len(c.Regions))
 	for i, r := range c.Regions {
-		if r == "" {
-			return fmt.Errorf("%w: Regions[%d]: empty region name", ErrConfig, i)
+		if r == "" || len(r) > MaxRegionNameLen {
+			return fmt.Errorf("%w: Regions[%d]: region name %q: need 1 to %d bytes", ErrConfig, i, r, MaxRegionNameLen)
 		}
 		if j, dup := seen[r]; dup {
 			return fmt.Errorf("%w: Regions[%d]: region %q already listed at Regions[%d]", ErrConfig, i, r, j)

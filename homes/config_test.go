@@ -18,7 +18,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}{
 		"no regions":        {func(c *Config) { c.Regions = nil }, "Regions: need 1 to 64 regions, got 0"},
 		"too many regions":  {func(c *Config) { c.Regions = many }, "Regions: need 1 to 64 regions, got 65"},
-		"empty region":      {func(c *Config) { c.Regions = []string{"eu", ""} }, `Regions[1]: empty region name`},
+		"empty region":      {func(c *Config) { c.Regions = []string{"eu", ""} }, `Regions[1]: region name "": need 1 to 64 bytes`},
+		"long region name":  {func(c *Config) { c.Regions = []string{strings.Repeat("r", 65)} }, `Regions[0]: region name "rrrr`},
 		"duplicate region":  {func(c *Config) { c.Regions = []string{"eu", "us", "eu"} }, `Regions[2]: region "eu" already listed at Regions[0]`},
 		"negative capacity": {func(c *Config) { c.Capacity = -1 }, "Capacity: -1 is negative"},
 		"negative backoff":  {func(c *Config) { c.ReadBackoff = -time.Second }, "ReadBackoff: -1s is negative"},

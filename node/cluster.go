@@ -28,23 +28,15 @@ func (n *Node) startCluster(ctx context.Context) error {
 	if len(c.GossipKey) > 0 {
 		key = []byte(c.GossipKey)
 	}
-	g, err := gossip.New(gossip.Config{
-		NodeName:      c.Node,
-		BindAddr:      c.GossipBind,
-		AdvertiseAddr: c.GossipAdvertise,
-		Join:          c.Join,
-		JoinDNS:       c.JoinDNS,
-		Key:           key,
-		Insecure:      c.InsecureGossip,
-		Tags:          map[string]string{"pop": c.Pop, "continent": c.Continent, "version": n.version()},
-		RPCAddr:       c.RPCAddr,
-		RPCAuth:       string(c.RPCAuth),
-		Table:         n.homes,
-		Regions:       c.RegionNames(),
-		Capacity:      c.Homes,
-		Logger:        n.log,
-		Registerer:    n.reg,
-	})
+	gc := gossip.DefaultConfig()
+	gc.NodeName, gc.BindAddr, gc.AdvertiseAddr = c.Node, c.GossipBind, c.GossipAdvertise
+	gc.Join, gc.JoinDNS = c.Join, c.JoinDNS
+	gc.Key, gc.Insecure = key, c.InsecureGossip
+	gc.Tags = map[string]string{"pop": c.Pop, "continent": c.Continent, "version": n.version()}
+	gc.RPCAddr, gc.RPCAuth = c.RPCAddr, string(c.RPCAuth)
+	gc.Table, gc.Regions, gc.Capacity = n.homes, c.RegionNames(), c.Homes
+	gc.Logger, gc.Registerer = n.log, n.reg
+	g, err := gossip.New(gc)
 	if err != nil {
 		return err
 	}

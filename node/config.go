@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/fenec/fenec-entry/gossip"
+	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/proxy"
 )
 
@@ -87,10 +89,10 @@ const (
 	DefaultHeaderTimeout = 10 * time.Second
 	DefaultAnswerTimeout = 35 * time.Second
 	DefaultBodyBuffer    = 1 << 20
-	DefaultReadBackoff   = 10 * time.Second
-	DefaultHomes         = 50000
+	DefaultReadBackoff   = homes.DefaultReadBackoff
+	DefaultHomes         = homes.DefaultCapacity
 	DefaultClientIP      = "peer"
-	DefaultGossipBind    = ":7946"
+	DefaultGossipBind    = gossip.DefaultBindAddr
 	DefaultRPCAddr       = "127.0.0.1:7373"
 	DefaultAdminListen   = "127.0.0.1:9091"
 	DefaultDrain         = 10 * time.Second
@@ -101,17 +103,17 @@ const (
 // Bounds Validate enforces. They catch typos (a unit too many) rather than encode a limit of
 // the design; each is far above what a deployment needs.
 const (
-	MaxRegions          = 64               // regions in --routers (homes and proxy hold at most 64)
-	MaxRoutersPerRegion = 64               // routers in one region
-	MaxHomes            = 10_000_000       // --homes: about 1.5 GB of table at ~150 bytes a home
-	MaxMaxInflight      = 1_000_000        // --max-inflight
-	MaxBodyBuffer       = 1 << 30          // --body-buffer: 1 GiB
-	MaxHeaderTimeout    = 10 * time.Minute // --header-timeout
-	MaxAnswerTimeout    = time.Hour        // --answer-timeout
-	MaxReadBackoff      = time.Hour        // --read-backoff
-	MaxDrain            = 10 * time.Minute // --drain
-	MaxNameLen          = 128              // --node and --pop, in bytes
-	MaxRegionNameLen    = 64               // a region name, in bytes
+	MaxRegions          = homes.MaxRegions       // regions in --routers: what the home table holds
+	MaxRoutersPerRegion = 64                     // routers in one region
+	MaxHomes            = 10_000_000             // --homes: about 1.5 GB of table at ~150 bytes a home
+	MaxMaxInflight      = 1_000_000              // --max-inflight
+	MaxBodyBuffer       = 1 << 30                // --body-buffer: 1 GiB
+	MaxHeaderTimeout    = 10 * time.Minute       // --header-timeout
+	MaxAnswerTimeout    = time.Hour              // --answer-timeout
+	MaxReadBackoff      = time.Hour              // --read-backoff
+	MaxDrain            = 10 * time.Minute       // --drain
+	MaxNameLen          = 128                    // --node and --pop, in bytes
+	MaxRegionNameLen    = homes.MaxRegionNameLen // a region name, in bytes
 )
 
 // DefaultConfig returns the defaults of CONTRACT.md section 3. Routers, Pop and Node are left
