@@ -188,3 +188,24 @@ func TestDirectWriteFailureCounted(t *testing.T) {
 		t.Errorf("sent %v, dropped %v; want 1 and 1", sent, dropped)
 	}
 }
+
+// TestDirectCopiesDroppedCounted pins that copies the full copy queue drops are counted.
+func TestDirectCopiesDroppedCounted(t *testing.T) {
+	m, _ := newMetrics(nil, func() bool { return true })
+	peers := []memberlist.Address{{Addr: "10.0.0.2:7946", Name: "b"}, {Addr: "10.0.0.3:7946", Name: "c"}}
+	d := &directSender{codec: newDirectCodec(keysOf(clusterKey), "lbl"), peers: func() []memberlist.Address { return peers },
+		copies: 3, every: time.Second, m: m, write: func([]byte, memberlist.Address) error { return nil }}
+	now := time.Now()
+	for range maxDirectQueue + 1 {
+		if err := d.send(now, []byte("\x01\x01apayload")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One batch lost its 2 remaining copies to each of the 2 peers.
+	if got := testutil.ToFloat64(m.eventsDropped.WithLabelValues("copies_queue_full")); got != 4 {
+		t.Errorf("copies dropped %v, want 4", got)
+	}
+	if len(d.queue) != maxDirectQueue {
+		t.Errorf("queue %d, want the bound %d", len(d.queue), maxDirectQueue)
+	}
+}

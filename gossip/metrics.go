@@ -11,7 +11,7 @@ type metrics struct {
 	members         *prometheus.GaugeVec   // state
 	eventsSent      prometheus.Counter     //
 	eventsReceived  prometheus.Counter     // from peers, before decoding
-	eventsDropped   *prometheus.CounterVec // reason: recv_queue_full, send, direct_write
+	eventsDropped   *prometheus.CounterVec // reason: recv_queue_full, send, direct_write, copies_queue_full
 	eventsInvalid   prometheus.Counter     // undecodable or too large
 	itemsInvalid    *prometheus.CounterVec // kind: home, mark
 	batchHomes      prometheus.Histogram
@@ -64,7 +64,7 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 		}),
 		eventsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_events_dropped_total",
-			Help: "Gossip events and direct packets dropped: recv_queue_full (the apply worker fell behind), send (serf refused an event), direct_write (the transport refused a direct packet).",
+			Help: "Gossip events and direct packets dropped: recv_queue_full (the apply worker fell behind), send (serf refused an event), direct_write (the transport refused a direct packet), copies_queue_full (copies of a direct packet never sent: the copy queue was full).",
 		}, []string{"reason"}),
 		eventsInvalid: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_events_invalid_total", Help: "Gossip events received that could not be decoded (dropped whole).",
@@ -128,6 +128,7 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 	m.eventsDropped.WithLabelValues("recv_queue_full")
 	m.eventsDropped.WithLabelValues("send")
 	m.eventsDropped.WithLabelValues("direct_write")
+	m.eventsDropped.WithLabelValues("copies_queue_full")
 	m.streamsRefused.WithLabelValues("sorting")
 	m.streamsRefused.WithLabelValues("backlog")
 	m.itemsInvalid.WithLabelValues("home")

@@ -276,6 +276,9 @@ func (d *directSender) send(now time.Time, payload []byte) error {
 	d.sendAll(pkt, peers)
 	if d.copies > 1 && len(peers) > 0 {
 		if len(d.queue) >= maxDirectQueue {
+			// The oldest loses its last copies: counted, repair carries what that loses.
+			lost := d.queue[0]
+			d.m.eventsDropped.WithLabelValues("copies_queue_full").Add(float64(lost.left * len(lost.peers)))
 			d.queue = d.queue[1:]
 		}
 		d.queue = append(d.queue, directCopy{pkt: pkt, peers: peers, left: d.copies - 1, due: now.Add(d.every)})

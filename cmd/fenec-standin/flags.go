@@ -16,9 +16,10 @@ import (
 )
 
 // envPrefix prefixes the environment variable of every flag (CONTRACT.md section 2):
-// --http-cors reads FENEC_ENTRY_HTTP_CORS when not given. A repeatable flag's variable holds
+// --http-cors reads FENEC_STANDIN_HTTP_CORS when not given (its own prefix, so an entry's
+// FENEC_ENTRY_* environment never configures a stand-in). A repeatable flag's variable holds
 // its values separated by ';'.
-const envPrefix = "FENEC_ENTRY_"
+const envPrefix = "FENEC_STANDIN_"
 
 var errHelp = errors.New("help requested")
 

@@ -49,8 +49,10 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{"bad log level", []string{eu, "--log-level", "loud"}, nil, "--log-level"},
 		{"unknown flag", []string{eu, "--regions", "x"}, nil, "--regions"},
 		{"missing value", []string{eu, "--tenants"}, nil, "--tenants"},
-		{"bad env", nil, map[string]string{"FENEC_ENTRY_REGION": "eu=nope"}, "--region"},
-		{"bad env, second value", nil, map[string]string{"FENEC_ENTRY_REGION": "eu=127.0.0.1:0;us"}, "--region"},
+		{"bad env", nil, map[string]string{"FENEC_STANDIN_REGION": "eu=nope"}, "--region"},
+		{"bad env, second value", nil, map[string]string{"FENEC_STANDIN_REGION": "eu=127.0.0.1:0;us"}, "--region"},
+		// An entry's environment configures no stand-in: --region is still missing.
+		{"an entry's variable is not read", nil, map[string]string{"FENEC_ENTRY_REGION": "eu=127.0.0.1:0"}, "--region"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,9 +77,9 @@ func TestParseArgs(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "tenants")
 	os.WriteFile(file, []byte("# the directory\nacme = eu  # a comment\n\nglobex=us\n"), 0o600)
 	env := map[string]string{
-		"FENEC_ENTRY_REGION":      "eu=127.0.0.1:0,127.0.0.1:0;us=127.0.0.1:0",
-		"FENEC_ENTRY_ENTRY_TOKEN": "from-env",
-		"FENEC_ENTRY_LOG_LEVEL":   "debug",
+		"FENEC_STANDIN_REGION":      "eu=127.0.0.1:0,127.0.0.1:0;us=127.0.0.1:0",
+		"FENEC_STANDIN_ENTRY_TOKEN": "from-env",
+		"FENEC_STANDIN_LOG_LEVEL":   "debug",
 	}
 	opts, err := parseArgs([]string{"--tenants", "@" + file, "-http-cors=*", "--log-level", "warn"},
 		func(k string) (string, bool) { v, ok := env[k]; return v, ok })
@@ -100,7 +102,7 @@ func TestHelp(t *testing.T) {
 	if code := run(context.Background(), []string{"--help"}, noEnv, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"--region", "FENEC_ENTRY_REGION", "--tenants", "--entry-token", "FENEC_ENTRY_ENTRY_TOKEN",
+	for _, want := range []string{"--region", "FENEC_STANDIN_REGION", "--tenants", "--entry-token", "FENEC_STANDIN_ENTRY_TOKEN",
 		"--http-cors", "--http-keepalive", "--log-level", "--fault"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("--help does not mention %s:\n%s", want, stdout.String())
