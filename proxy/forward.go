@@ -56,10 +56,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 					// its routers answers.
 					rs.lastGood.Store(uint32((rt.index + 1) % n))
 					h.markRegion(int(reg), x.requestID(r))
-					x.result, x.status = resMayHaveRun, http.StatusBadGateway
-					h.writeError(w, r, http.StatusBadGateway, codeMayHaveRun,
-						"The router failed after the request may have reached it; it was not sent again. "+
-							"Retry with an Idempotency-Key to make it safe to repeat.", x.requestID(r))
+					h.writeError(w, r, x, entryMayHaveRun)
 					return
 				case actStop:
 					x.result = resCanceled
@@ -78,9 +75,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		x.result, x.status = resAnswer, held.status
 		return
 	}
-	x.result, x.status = resNoRegionReachable, http.StatusBadGateway
-	h.writeError(w, r, http.StatusBadGateway, codeNoRegionReachable,
-		"No region could be reached for this request.", x.requestID(r))
+	h.writeError(w, r, x, entryNoRegionReachable)
 }
 
 func (x *exchange) requestID(r *http.Request) string {
