@@ -196,8 +196,32 @@ func (c *Config) validate() error {
 			return fmt.Errorf("proxy: StripHeaders: %q is not a header name", name)
 		}
 	}
-	if c.MaxInflight < 0 || c.BodyBuffer < 0 || c.AnswerTimeout < 0 || c.DialTimeout < 0 {
-		return errors.New("proxy: negative limit")
+	// 0 means the default; a negative value has no meaning (a negative IdleTimeout would
+	// silently turn off connection reuse), so it is refused rather than taken for one.
+	for _, f := range [...]struct {
+		name   string
+		v, def int64
+	}{
+		{"MaxInflight", int64(c.MaxInflight), defaultMaxInflight},
+		{"BodyBuffer", c.BodyBuffer, defaultBodyBuffer},
+		{"MaxBufferedBytes", c.MaxBufferedBytes, defaultMaxBuffered},
+		{"MaxIdlePerRouter", int64(c.MaxIdlePerRouter), defaultMaxIdle},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("proxy: %s: %d is negative (0 means %d)", f.name, f.v, f.def)
+		}
+	}
+	for _, f := range [...]struct {
+		name   string
+		v, def time.Duration
+	}{
+		{"AnswerTimeout", c.AnswerTimeout, defaultAnswer},
+		{"DialTimeout", c.DialTimeout, defaultDial},
+		{"IdleTimeout", c.IdleTimeout, defaultIdleTimeout},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("proxy: %s: %v is negative (0 means %v)", f.name, f.v, f.def)
+		}
 	}
 	return nil
 }
