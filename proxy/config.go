@@ -19,6 +19,15 @@ type Region struct {
 	Routers []*url.URL // http:// or https://, host:port; path must be empty
 }
 
+// Clock is the time source, homes.Clock itself, so that one fake clock drives the home
+// table's marks and the handler alike. Now must be safe for concurrent use.
+type Clock = homes.Clock
+
+// systemClock is the default Clock.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
 // Config configures a Handler. The zero value of every optional field is
 // documented on it; Regions and Homes are required.
 type Config struct {
@@ -99,8 +108,12 @@ type Config struct {
 	// Metrics, if non-nil, is updated on every request.
 	Metrics *Metrics
 
-	// Now is the clock for Fenec-Client timestamps. Nil: time.Now.
-	Now func() time.Time
+	// Clock is the time source of every time-based behaviour of the handler: the idle
+	// timeout of pooled router connections, Fenec-Client timestamps and RouterStatus's
+	// LastAt. Socket deadlines (AnswerTimeout, DialTimeout) and the durations measured for
+	// logs and metrics stay on the system's clock: the kernel enforces the one, and the
+	// other decides nothing. Nil: the system clock.
+	Clock Clock
 
 	// Ready, if non-nil, answers GET /_entry/ready (200 or 503); nil: always ready.
 	Ready func() bool
@@ -145,8 +158,8 @@ func (c *Config) withDefaults() Config {
 	if d.IdleTimeout == 0 {
 		d.IdleTimeout = defaultIdleTimeout
 	}
-	if d.Now == nil {
-		d.Now = time.Now
+	if d.Clock == nil {
+		d.Clock = systemClock{}
 	}
 	if d.Logger == nil {
 		nop := zerolog.Nop()

@@ -21,6 +21,12 @@ import (
 // entryFor builds an entry whose only region "eu" has the given routers.
 func entryFor(t *testing.T, routers ...string) (*httptest.Server, *Handler) {
 	t.Helper()
+	return entryWith(t, nil, routers...)
+}
+
+// entryWith is entryFor with edit applied to the Config (if non-nil).
+func entryWith(t *testing.T, edit func(*Config), routers ...string) (*httptest.Server, *Handler) {
+	t.Helper()
 	table, err := homes.New(homes.Config{Regions: []string{"eu"}, Origin: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +36,11 @@ func entryFor(t *testing.T, routers ...string) (*httptest.Server, *Handler) {
 		u, _ := url.Parse(r)
 		reg.Routers = append(reg.Routers, u)
 	}
-	h, err := New(Config{Regions: []Region{reg}, Homes: table, AnswerTimeout: 2 * time.Second})
+	cfg := Config{Regions: []Region{reg}, Homes: table, AnswerTimeout: 2 * time.Second}
+	if edit != nil {
+		edit(&cfg)
+	}
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

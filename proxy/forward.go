@@ -124,6 +124,8 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	// The client going away closes the router connection at once, before or
 	// after the answer head, so the router sees it.
 	stop := context.AfterFunc(ctx, func() { c.nc.Close() })
+	// The system's clock, not Config.Clock: the kernel enforces the deadline, and the
+	// upstream histogram measures from the same reading.
 	sent := time.Now()
 	c.nc.SetDeadline(sent.Add(h.cfg.AnswerTimeout))
 

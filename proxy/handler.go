@@ -142,7 +142,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	x := exchange{start: time.Now(), region: -1}
+	x := exchange{start: time.Now(), region: -1} // the system's clock: the log line's duration decides nothing
 	reqID := r.Header.Get("X-Request-Id")
 	if reqID == "" {
 		reqID = h.newRequestID()
@@ -196,7 +196,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.head.contentLength = body.length
 	x.head.strip = h.strip
 	if h.marker != nil {
-		x.head.clientMark = h.marker.mark(x.addr, h.cfg.Now().Unix())
+		x.head.clientMark = h.marker.mark(x.addr, h.cfg.Clock.Now().Unix())
 	}
 
 	h.forward(w, r, &x)
