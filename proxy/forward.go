@@ -48,7 +48,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 					continue
 				case actNextRegion:
 					h.answered(rs, rt, true)
-					held = holdAnswer(at)
+					held = holdAnswer(at, h.cfg.AnswerTimeout)
 					nextRegion = true
 				case actMayHaveRun:
 					// This region's next request starts at its next router;
