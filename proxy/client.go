@@ -92,7 +92,8 @@ func (c *conn) Read(p []byte) (int, error) {
 }
 
 // dialError is a connection never made: refused, DNS, no route, dial timeout
-// or TLS handshake. The router cannot have seen the request.
+// or TLS handshake. The router cannot have seen the request; classifyFailure
+// tells it by this type (outNeverMade).
 type dialError struct{ err error }
 
 func (e *dialError) Error() string { return "dial router: " + e.err.Error() }

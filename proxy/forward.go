@@ -3,9 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"errors"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -115,10 +113,7 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	x.tries++
 	c, err := rt.get(ctx, fresh, !x.retryable)
 	if err != nil {
-		if ctx.Err() != nil {
-			return attemptResult{out: outCanceled, err: ctx.Err()}
-		}
-		return attemptResult{out: outNeverMade, err: err}
+		return attemptResult{out: classifyFailure(err, ctx.Err() != nil, false), err: err}
 	}
 	c.read = 0
 	// The client going away closes the router connection at once, before or
@@ -141,14 +136,7 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	if err != nil {
 		stop()
 		c.nc.Close()
-		var cbe *clientBodyError
-		switch {
-		case ctx.Err() != nil || errors.As(err, &cbe):
-			return attemptResult{out: outCanceled, err: err}
-		case c.reused && c.read == 0 && !isTimeout(err):
-			return attemptResult{out: outStale, err: err}
-		}
-		return attemptResult{out: outMayHaveReached, err: err}
+		return attemptResult{out: classifyFailure(err, ctx.Err() != nil, c.reused && c.read == 0), err: err}
 	}
 	h.met.upstream[rt.region].Observe(time.Since(sent).Seconds())
 	// Once the head has arrived there is no time limit (streams, held writes).
@@ -175,11 +163,6 @@ func readAnswerHead(br *bufio.Reader, r *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 	}
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // finishConn returns a connection whose answer was read to its end to the
