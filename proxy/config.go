@@ -101,8 +101,9 @@ type Config struct {
 	// --router-ca). Nil: system roots.
 	RouterTLS *tls.Config
 
-	// Logger receives one line per request at debug and one per failure at
-	// warn. Nil: no logs.
+	// Logger receives one line per request at debug, one per failed attempt and
+	// per entry-made 5xx at warn, and one per region marked or cleared at info.
+	// Nil: no logs.
 	Logger *zerolog.Logger
 
 	// Metrics, if non-nil, is updated on every request.

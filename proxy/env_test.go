@@ -40,7 +40,8 @@ func withCORS(spec string) envOpt {
 }
 func withConfig(f func(*Config)) envOpt { return func(c *Config, _ *standin.Config) { f(c) } }
 
-// fakeClock drives the home table's marks; tests advance it, never sleep.
+// fakeClock drives the home table's marks, and the handler's Config.Clock where a test
+// passes it; tests advance it, never sleep.
 type fakeClock struct {
 	mu  sync.Mutex
 	now time.Time
