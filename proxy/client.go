@@ -26,7 +26,8 @@ type router struct {
 	dialer  net.Dialer
 
 	maxIdle     int
-	idleTimeout time.Duration
+	idleTimeout time.Duration // by clock
+	clock       Clock
 	dropped     prometheus.Counter // connections closed because the idle pool was full
 
 	state routerState // the last attempt, for RouterStatus; atomics only
@@ -46,6 +47,10 @@ func newRouter(region, index int, u *url.URL, cfg *Config, dropped prometheus.Co
 		dialer:      net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
 		maxIdle:     cfg.MaxIdlePerRouter,
 		idleTimeout: cfg.IdleTimeout,
+		clock:       cfg.Clock,
+	}
+	if rt.clock == nil {
+		rt.clock = systemClock{}
 	}
 	if u.Port() == "" {
 		if u.Scheme == "https" {
@@ -75,8 +80,8 @@ type conn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	reused bool
-	read   int64 // bytes read since reset
-	idleAt time.Time
+	read   int64     // bytes read since reset
+	idleAt time.Time // when it was pooled, by the router's clock
 	rt     *router
 }
 
@@ -87,7 +92,8 @@ func (c *conn) Read(p []byte) (int, error) {
 }
 
 // dialError is a connection never made: refused, DNS, no route, dial timeout
-// or TLS handshake. The router cannot have seen the request.
+// or TLS handshake. The router cannot have seen the request; classifyFailure
+// tells it by this type (outNeverMade).
 type dialError struct{ err error }
 
 func (e *dialError) Error() string { return "dial router: " + e.err.Error() }
@@ -105,7 +111,7 @@ func (rt *router) get(ctx context.Context, fresh, check bool) (*conn, error) {
 			if c == nil {
 				break
 			}
-			if time.Since(c.idleAt) < rt.idleTimeout && (!check || c.alive()) {
+			if rt.clock.Now().Sub(c.idleAt) < rt.idleTimeout && (!check || c.alive()) {
 				c.reused = true
 				return c, nil
 			}
@@ -152,7 +158,7 @@ func (rt *router) dial(ctx context.Context) (*conn, error) {
 
 // put returns a connection whose last answer was read to its end.
 func (rt *router) put(c *conn) {
-	c.idleAt = time.Now()
+	c.idleAt = rt.clock.Now()
 	rt.mu.Lock()
 	if rt.closed || len(rt.idle) >= rt.maxIdle {
 		full := !rt.closed

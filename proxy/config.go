@@ -19,6 +19,15 @@ type Region struct {
 	Routers []*url.URL // http:// or https://, host:port; path must be empty
 }
 
+// Clock is the time source, homes.Clock itself, so that one fake clock drives the home
+// table's marks and the handler alike. Now must be safe for concurrent use.
+type Clock = homes.Clock
+
+// systemClock is the default Clock.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
 // Config configures a Handler. The zero value of every optional field is
 // documented on it; Regions and Homes are required.
 type Config struct {
@@ -92,15 +101,20 @@ type Config struct {
 	// --router-ca). Nil: system roots.
 	RouterTLS *tls.Config
 
-	// Logger receives one line per request at debug and one per failure at
-	// warn. Nil: no logs.
+	// Logger receives one line per request at debug, one per failed attempt and
+	// per entry-made 5xx at warn, and one per region marked or cleared at info.
+	// Nil: no logs.
 	Logger *zerolog.Logger
 
 	// Metrics, if non-nil, is updated on every request.
 	Metrics *Metrics
 
-	// Now is the clock for Fenec-Client timestamps. Nil: time.Now.
-	Now func() time.Time
+	// Clock is the time source of every time-based behaviour of the handler: the idle
+	// timeout of pooled router connections, Fenec-Client timestamps and RouterStatus's
+	// LastAt. Socket deadlines (AnswerTimeout, DialTimeout) and the durations measured for
+	// logs and metrics stay on the system's clock: the kernel enforces the one, and the
+	// other decides nothing. Nil: the system clock.
+	Clock Clock
 
 	// Ready, if non-nil, answers GET /_entry/ready (200 or 503); nil: always ready.
 	Ready func() bool
@@ -145,8 +159,8 @@ func (c *Config) withDefaults() Config {
 	if d.IdleTimeout == 0 {
 		d.IdleTimeout = defaultIdleTimeout
 	}
-	if d.Now == nil {
-		d.Now = time.Now
+	if d.Clock == nil {
+		d.Clock = systemClock{}
 	}
 	if d.Logger == nil {
 		nop := zerolog.Nop()
@@ -196,8 +210,32 @@ func (c *Config) validate() error {
 			return fmt.Errorf("proxy: StripHeaders: %q is not a header name", name)
 		}
 	}
-	if c.MaxInflight < 0 || c.BodyBuffer < 0 || c.AnswerTimeout < 0 || c.DialTimeout < 0 {
-		return errors.New("proxy: negative limit")
+	// 0 means the default; a negative value has no meaning (a negative IdleTimeout would
+	// silently turn off connection reuse), so it is refused rather than taken for one.
+	for _, f := range [...]struct {
+		name   string
+		v, def int64
+	}{
+		{"MaxInflight", int64(c.MaxInflight), defaultMaxInflight},
+		{"BodyBuffer", c.BodyBuffer, defaultBodyBuffer},
+		{"MaxBufferedBytes", c.MaxBufferedBytes, defaultMaxBuffered},
+		{"MaxIdlePerRouter", int64(c.MaxIdlePerRouter), defaultMaxIdle},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("proxy: %s: %d is negative (0 means %d)", f.name, f.v, f.def)
+		}
+	}
+	for _, f := range [...]struct {
+		name   string
+		v, def time.Duration
+	}{
+		{"AnswerTimeout", c.AnswerTimeout, defaultAnswer},
+		{"DialTimeout", c.DialTimeout, defaultDial},
+		{"IdleTimeout", c.IdleTimeout, defaultIdleTimeout},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("proxy: %s: %v is negative (0 means %v)", f.name, f.v, f.def)
+		}
 	}
 	return nil
 }

@@ -21,6 +21,12 @@ import (
 // entryFor builds an entry whose only region "eu" has the given routers.
 func entryFor(t *testing.T, routers ...string) (*httptest.Server, *Handler) {
 	t.Helper()
+	return entryWith(t, nil, routers...)
+}
+
+// entryWith is entryFor with edit applied to the Config (if non-nil).
+func entryWith(t *testing.T, edit func(*Config), routers ...string) (*httptest.Server, *Handler) {
+	t.Helper()
 	table, err := homes.New(homes.Config{Regions: []string{"eu"}, Origin: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -30,11 +36,16 @@ func entryFor(t *testing.T, routers ...string) (*httptest.Server, *Handler) {
 		u, _ := url.Parse(r)
 		reg.Routers = append(reg.Routers, u)
 	}
-	h, err := New(Config{Regions: []Region{reg}, Homes: table, AnswerTimeout: 2 * time.Second})
+	cfg := Config{Regions: []Region{reg}, Homes: table, AnswerTimeout: 2 * time.Second}
+	if edit != nil {
+		edit(&cfg)
+	}
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
+	srv.Client().Timeout = testRequestTimeout
 	t.Cleanup(func() { srv.Close(); h.Close() })
 	return srv, h
 }
@@ -65,7 +76,7 @@ func TestRowProxyStatuses(t *testing.T) {
 			}))
 			defer router.Close()
 			srv, _ := entryFor(t, lb.URL, router.URL)
-			resp, err := http.Post(srv.URL+"/t/acme/items", "text/plain", strings.NewReader("x"))
+			resp, err := srv.Client().Post(srv.URL+"/t/acme/items", "text/plain", strings.NewReader("x"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +140,7 @@ func TestStaleKeepAlive(t *testing.T) {
 			if i == 1 {
 				waitIdle(t, h)
 			}
-			resp, err := http.Get(srv.URL + "/t/acme/x")
+			resp, err := srv.Client().Get(srv.URL + "/t/acme/x")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,11 +159,17 @@ func TestStaleKeepAlive(t *testing.T) {
 	t.Run("POST without key is may_have_run", func(t *testing.T) {
 		addr, _ := staleRouter(t)
 		srv, h := entryFor(t, addr)
-		resp, _ := http.Post(srv.URL+"/t/acme/x", "text/plain", strings.NewReader("a"))
+		resp, err := srv.Client().Post(srv.URL+"/t/acme/x", "text/plain", strings.NewReader("a"))
+		if err != nil {
+			t.Fatalf("first POST: %v", err)
+		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		waitIdle(t, h)
-		resp, _ = http.Post(srv.URL+"/t/acme/x", "text/plain", strings.NewReader("b"))
+		resp, err = srv.Client().Post(srv.URL+"/t/acme/x", "text/plain", strings.NewReader("b"))
+		if err != nil {
+			t.Fatalf("second POST: %v", err)
+		}
 		resp.Body.Close()
 		if resp.StatusCode != 502 {
 			t.Errorf("second POST on the stale connection: %d, want 502 may_have_run", resp.StatusCode)
@@ -192,10 +209,19 @@ func TestClosedIdleConnectionNotUsedForWrites(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		if i == 1 {
 			waitIdle(t, h)
-			<-closed
-			time.Sleep(20 * time.Millisecond) // let the FIN arrive
+			select {
+			case <-closed:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the router did not close its connection after answering")
+			}
+			rt := h.regions[0].routers[0]
+			eventually(t, 2*time.Second, "the router's FIN reaches the pooled connection", func() bool {
+				rt.mu.Lock()
+				defer rt.mu.Unlock()
+				return len(rt.idle) == 1 && !rt.idle[0].alive()
+			})
 		}
-		resp, err := http.Post(srv.URL+"/t/acme/items", "text/plain", strings.NewReader("x"))
+		resp, err := srv.Client().Post(srv.URL+"/t/acme/items", "text/plain", strings.NewReader("x"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,8 @@ func withCORS(spec string) envOpt {
 }
 func withConfig(f func(*Config)) envOpt { return func(c *Config, _ *standin.Config) { f(c) } }
 
-// fakeClock drives the home table's marks; tests advance it, never sleep.
+// fakeClock drives the home table's marks, and the handler's Config.Clock where a test
+// passes it; tests advance it, never sleep.
 type fakeClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -64,6 +65,11 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// testRequestTimeout bounds every request a test makes through an entry's client (a stream
+// included), so that a regression fails the test with the request's error instead of
+// hanging until go test's timeout.
+const testRequestTimeout = 20 * time.Second
 
 // Tenants of the stand-in directory: acme and initech live in eu, globex in us.
 var testTenants = map[string]string{"acme": "eu", "initech": "eu", "globex": "us", "umbrella": "us"}
@@ -113,6 +119,7 @@ func newEnv(t *testing.T, opts ...envOpt) *testEnv {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
+	srv.Client().Timeout = testRequestTimeout
 	t.Cleanup(func() { srv.Close(); h.Close() })
 	return &testEnv{t: t, sc: sc, h: h, srv: srv, homes: table, clock: clock, logs: logs}
 }
@@ -156,7 +163,7 @@ func (e *testEnv) do(method, path string, hdr map[string]string, body string) re
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testRequestTimeout)
 	defer cancel()
 	resp, err := e.srv.Client().Do(req.WithContext(ctx))
 	if err != nil {

@@ -14,15 +14,57 @@ const (
 	codeOverloaded        = "overloaded"
 )
 
+// entryError is one of the entry's own error answers. Every error the entry answers itself,
+// rather than hands on from a router, is one row of entryErrors, written by writeError and
+// nothing else (as httputil.ReverseProxy has one ErrorHandler).
+type entryError uint8
+
+const (
+	entryBadPath           entryError = iota // the path names no valid tenant, or holds a NUL
+	entryOverloaded                          // --max-inflight requests are in flight
+	entryNoBodyRoom                          // no room in MaxBufferedBytes to judge a body without a length
+	entryLengthRequired                      // a body without a length is longer than --body-buffer
+	entryMayHaveRun                          // a write failed after it may have reached a router
+	entryNoRegionReachable                   // every region failed
+)
+
+// entryErrors is, per entry error, its code (the JSON "error" and the result label of
+// fenec_entry_requests_total), status and one-sentence message (CONTRACT.md sections 4
+// and 8). Every one carries Content-Type: application/json, Cache-Control: no-store, the
+// request id when the entry knows it (body and X-Request-Id), and CORS headers when --cors
+// allows the origin (section 7): see writeError.
+var entryErrors = [...]struct {
+	code   string
+	status int
+	msg    string
+}{
+	entryBadPath: {codeBadPath, http.StatusBadRequest,
+		"The path must hold no NUL, and under /t/ name a tenant: /t/<tenant>/..., at most 255 bytes."},
+	entryOverloaded: {codeOverloaded, http.StatusServiceUnavailable,
+		"Too many requests in flight at this entry; try again shortly."},
+	entryNoBodyRoom: {codeOverloaded, http.StatusServiceUnavailable,
+		"No room at this entry to buffer a request body without a length; try again shortly."},
+	entryLengthRequired: {codeLengthRequired, http.StatusLengthRequired,
+		"A request body longer than the entry's body buffer needs a Content-Length."},
+	entryMayHaveRun: {codeMayHaveRun, http.StatusBadGateway,
+		"The router failed after the request may have reached it; it was not sent again. " +
+			"Retry with an Idempotency-Key to make it safe to repeat."},
+	entryNoRegionReachable: {codeNoRegionReachable, http.StatusBadGateway,
+		"No region could be reached for this request."},
+}
+
 type errorBody struct {
 	Error     string `json:"error"`
 	Message   string `json:"message"`
 	RequestID string `json:"request_id,omitempty"`
 }
 
-// writeError answers with the entry's own JSON error, with CORS headers when
-// --cors allows the origin.
-func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, status int, code, msg, reqID string) {
+// writeError answers with the entry's own JSON error e and records its result and status
+// in x for the request's log line and count (finish).
+func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, x *exchange, e entryError) {
+	row := &entryErrors[e]
+	x.result, x.status = row.code, row.status
+	reqID := x.requestID(r)
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/json")
 	hdr.Set("Cache-Control", "no-store")
@@ -30,8 +72,15 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, status int,
 		hdr.Set("X-Request-Id", reqID)
 	}
 	h.cors.decorate(hdr, r)
-	b, _ := json.Marshal(errorBody{Error: code, Message: msg, RequestID: reqID})
+	b, _ := json.Marshal(errorBody{Error: row.code, Message: row.msg, RequestID: reqID})
 	b = append(b, '\n')
-	w.WriteHeader(status)
+	w.WriteHeader(row.status)
 	w.Write(b)
+}
+
+// refuse answers a request the entry turns away before asking any router with e, and
+// counts and logs it.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, x *exchange, e entryError) {
+	h.writeError(w, r, x, e)
+	h.finish(x, r, x.requestID(r), x.result, x.status)
 }

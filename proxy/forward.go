@@ -3,9 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"errors"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -48,7 +46,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 					continue
 				case actNextRegion:
 					h.answered(rs, rt, true)
-					held = holdAnswer(at)
+					held = holdAnswer(at, h.cfg.AnswerTimeout)
 					nextRegion = true
 				case actMayHaveRun:
 					// This region's next request starts at its next router;
@@ -56,10 +54,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 					// its routers answers.
 					rs.lastGood.Store(uint32((rt.index + 1) % n))
 					h.markRegion(int(reg), x.requestID(r))
-					x.result, x.status = resMayHaveRun, http.StatusBadGateway
-					h.writeError(w, r, http.StatusBadGateway, codeMayHaveRun,
-						"The router failed after the request may have reached it; it was not sent again. "+
-							"Retry with an Idempotency-Key to make it safe to repeat.", x.requestID(r))
+					h.writeError(w, r, x, entryMayHaveRun)
 					return
 				case actStop:
 					x.result = resCanceled
@@ -78,9 +73,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		x.result, x.status = resAnswer, held.status
 		return
 	}
-	x.result, x.status = resNoRegionReachable, http.StatusBadGateway
-	h.writeError(w, r, http.StatusBadGateway, codeNoRegionReachable,
-		"No region could be reached for this request.", x.requestID(r))
+	h.writeError(w, r, x, entryNoRegionReachable)
 }
 
 func (x *exchange) requestID(r *http.Request) string {
@@ -120,15 +113,14 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	x.tries++
 	c, err := rt.get(ctx, fresh, !x.retryable)
 	if err != nil {
-		if ctx.Err() != nil {
-			return attemptResult{out: outCanceled, err: ctx.Err()}
-		}
-		return attemptResult{out: outNeverMade, err: err}
+		return attemptResult{out: classifyFailure(err, ctx.Err() != nil, false), err: err}
 	}
 	c.read = 0
 	// The client going away closes the router connection at once, before or
 	// after the answer head, so the router sees it.
 	stop := context.AfterFunc(ctx, func() { c.nc.Close() })
+	// The system's clock, not Config.Clock: the kernel enforces the deadline, and the
+	// upstream histogram measures from the same reading.
 	sent := time.Now()
 	c.nc.SetDeadline(sent.Add(h.cfg.AnswerTimeout))
 
@@ -144,14 +136,7 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	if err != nil {
 		stop()
 		c.nc.Close()
-		var cbe *clientBodyError
-		switch {
-		case ctx.Err() != nil || errors.As(err, &cbe):
-			return attemptResult{out: outCanceled, err: err}
-		case c.reused && c.read == 0 && !isTimeout(err):
-			return attemptResult{out: outStale, err: err}
-		}
-		return attemptResult{out: outMayHaveReached, err: err}
+		return attemptResult{out: classifyFailure(err, ctx.Err() != nil, c.reused && c.read == 0), err: err}
 	}
 	h.met.upstream[rt.region].Observe(time.Since(sent).Seconds())
 	// Once the head has arrived there is no time limit (streams, held writes).
@@ -178,11 +163,6 @@ func readAnswerHead(br *bufio.Reader, r *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 	}
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // finishConn returns a connection whose answer was read to its end to the

@@ -142,7 +142,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	x := exchange{start: time.Now(), region: -1}
+	x := exchange{start: time.Now(), region: -1} // the system's clock: the log line's duration decides nothing
 	reqID := r.Header.Get("X-Request-Id")
 	if reqID == "" {
 		reqID = h.newRequestID()
@@ -150,18 +150,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant, kind := tenantOf(r.URL.Path)
 	if kind == pathBad {
-		h.finish(&x, r, reqID, resBadPath, http.StatusBadRequest)
-		h.writeError(w, r, http.StatusBadRequest, codeBadPath,
-			"The path must hold no NUL, and under /t/ name a tenant: /t/<tenant>/..., at most 255 bytes.", reqID)
+		h.refuse(w, r, &x, entryBadPath)
 		return
 	}
 	x.tenant = tenant
 
 	if n := h.inflight.Add(1); n > int64(h.cfg.MaxInflight) {
 		h.inflight.Add(-1)
-		h.finish(&x, r, reqID, resOverloaded, http.StatusServiceUnavailable)
-		h.writeError(w, r, http.StatusServiceUnavailable, codeOverloaded,
-			"Too many requests in flight at this entry; try again shortly.", reqID)
+		h.refuse(w, r, &x, entryOverloaded)
 		return
 	}
 	defer h.inflight.Add(-1)
@@ -169,15 +165,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := prepareBody(r, h.cfg.BodyBuffer, &h.budget)
 	if err != nil {
 		if errors.Is(err, errBodyBudget) {
-			h.finish(&x, r, reqID, resOverloaded, http.StatusServiceUnavailable)
-			h.writeError(w, r, http.StatusServiceUnavailable, codeOverloaded,
-				"No room at this entry to buffer a request body without a length; try again shortly.", reqID)
+			h.refuse(w, r, &x, entryNoBodyRoom)
 			return
 		}
 		if errors.Is(err, errLengthRequired) {
-			h.finish(&x, r, reqID, resLengthRequired, http.StatusLengthRequired)
-			h.writeError(w, r, http.StatusLengthRequired, codeLengthRequired,
-				"A request body longer than the entry's body buffer needs a Content-Length.", reqID)
+			h.refuse(w, r, &x, entryLengthRequired)
 			return
 		}
 		// The client's body broke off: the client is gone or broken.
@@ -204,7 +196,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.head.contentLength = body.length
 	x.head.strip = h.strip
 	if h.marker != nil {
-		x.head.clientMark = h.marker.mark(x.addr, h.cfg.Now().Unix())
+		x.head.clientMark = h.marker.mark(x.addr, h.cfg.Clock.Now().Unix())
 	}
 
 	h.forward(w, r, &x)

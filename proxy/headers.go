@@ -78,7 +78,7 @@ func hasFoldPrefix(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
-// connectionTokens reports whether key is named by one of the Connection
+// namedByConnection reports whether key is named by one of the Connection
 // header's values (hop-by-hop by declaration, RFC 9110 section 7.6.1).
 func namedByConnection(conn []string, key string) bool {
 	for _, v := range conn {

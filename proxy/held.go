@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"time"
 )
 
 // maxHeld bounds the body of a router's 5xx kept while other regions are
@@ -19,8 +20,16 @@ type heldAnswer struct {
 	body   []byte
 }
 
-func holdAnswer(at attemptResult) *heldAnswer {
+// holdAnswer reads the answer's body, up to maxHeld, within timeout (the answer timeout):
+// the deadline of the answer head was lifted for streams, and a router that stalls its
+// error page must not stall the failover to the next region. A body cut short by the
+// deadline or an error is kept as far as it came, like one cut at maxHeld.
+func holdAnswer(at attemptResult, timeout time.Duration) *heldAnswer {
 	hd := &heldAnswer{status: at.resp.StatusCode, header: at.resp.Header}
+	if at.c != nil {
+		// The system's clock: the kernel enforces the deadline.
+		at.c.nc.SetReadDeadline(time.Now().Add(timeout))
+	}
 	hd.body, _ = io.ReadAll(io.LimitReader(at.resp.Body, maxHeld))
 	at.discard()
 	return hd

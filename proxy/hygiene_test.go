@@ -344,10 +344,16 @@ func TestBodies(t *testing.T) {
 func TestOverloaded(t *testing.T) {
 	e := newEnv(t, withConfig(func(c *Config) { c.MaxInflight = 1 }))
 	e.learn("acme")
-	held := make(chan struct{})
+	held := make(chan error, 1)
 	go func() {
-		defer close(held)
-		e.do("POST", "/t/acme/items", map[string]string{"Fenec-Wait": "2"}, "x")
+		// Not e.do: it may call t.Fatal, which must not run outside the test's goroutine.
+		req, _ := http.NewRequest("POST", e.srv.URL+"/t/acme/items", strings.NewReader("x"))
+		req.Header.Set("Fenec-Wait", "2")
+		resp, err := e.srv.Client().Do(req) // bounded by testRequestTimeout
+		if err == nil {
+			resp.Body.Close()
+		}
+		held <- err
 	}()
 	eventually(t, 5*time.Second, "held write in flight", func() bool {
 		for _, s := range e.sc.Seen() {
@@ -361,7 +367,9 @@ func TestOverloaded(t *testing.T) {
 	if r.status != 503 || errCode(t, r) != codeOverloaded {
 		t.Errorf("got %d %s, want 503 overloaded", r.status, r.body)
 	}
-	<-held
+	if err := <-held; err != nil {
+		t.Errorf("the held write: %v", err)
+	}
 }
 
 // Logs never carry the entry token, Authorization, a cookie or a body.

@@ -11,7 +11,7 @@ func (h *Handler) logAttempt(r *http.Request, x *exchange, rt *router, at attemp
 	if at.resp != nil {
 		status = at.resp.StatusCode
 	}
-	rt.state.record(at.out, status, h.cfg.Now().UnixNano())
+	rt.state.record(at.out, status, h.cfg.Clock.Now().UnixNano())
 	switch at.out {
 	case outAnswer, outHome5xx, outCanceled:
 		return

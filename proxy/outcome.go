@@ -1,7 +1,13 @@
 package proxy
 
+import (
+	"errors"
+	"net"
+)
+
 // outcome classifies one attempt at one router. Only the classification drives
-// what happens next (decide); how it was reached is in attempt.go.
+// what happens next (decide); it is reached from the answer head (classifyAnswer)
+// or the error's type (classifyFailure), both below; the I/O is in forward.go.
 type outcome uint8
 
 const (
@@ -101,6 +107,32 @@ func classifyAnswer(status int, shard, home bool) outcome {
 		return outMayHaveReached
 	}
 	return outAnswer
+}
+
+// classifyFailure turns an attempt that got no answer head into an outcome by the error's
+// type, never its text: canceled says the client went away; silentReuse says the
+// connection was a reused one from which not one byte of answer came. The router cannot
+// have seen a request whose connection was never made (*dialError); the client's own body
+// breaking off (*clientBodyError) is the client's doing; a reused connection that failed
+// silently, other than by the answer timeout, was stale (the router had closed it); any
+// other failure may have reached the router.
+func classifyFailure(err error, canceled, silentReuse bool) outcome {
+	var de *dialError
+	var cbe *clientBodyError
+	switch {
+	case canceled || errors.As(err, &cbe):
+		return outCanceled
+	case errors.As(err, &de):
+		return outNeverMade
+	case silentReuse && !isTimeout(err):
+		return outStale
+	}
+	return outMayHaveReached
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // isRetryable says whether a request may be sent again after it may have

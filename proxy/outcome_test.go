@@ -1,6 +1,15 @@
 package proxy
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+)
 
 // TestOutcomeTable is CONTRACT.md section 4's outcome table, row by row: what
 // one attempt's answer or failure is classified as, and what the request does
@@ -83,5 +92,41 @@ func TestIsRetryable(t *testing.T) {
 		if got := isRetryable(row.method, row.key); got != row.want {
 			t.Errorf("isRetryable(%s, key=%v) = %v, want %v", row.method, row.key, got, row.want)
 		}
+	}
+}
+
+// TestClassifyFailure: an attempt without an answer head is classified by its error's type,
+// wrapped or not, never by its text.
+func TestClassifyFailure(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	rows := []struct {
+		name                  string
+		err                   error
+		canceled, silentReuse bool
+		want                  outcome
+	}{
+		{"dial refused", &dialError{refused}, false, false, outNeverMade},
+		{"TLS handshake", &dialError{errors.New("tls: handshake failure")}, false, false, outNeverMade},
+		{"dial error wrapped", fmt.Errorf("get: %w", &dialError{refused}), false, false, outNeverMade},
+		{"dial error, client gone", &dialError{context.Canceled}, true, false, outCanceled},
+		{"client body broke off", &clientBodyError{io.ErrUnexpectedEOF}, false, false, outCanceled},
+		{"client body wrapped, on a silent reused connection", fmt.Errorf("write: %w", &clientBodyError{reset}), false, true, outCanceled},
+		{"client gone mid-write", reset, true, true, outCanceled},
+		{"reset on a silent reused connection", reset, false, true, outStale},
+		{"EOF on a silent reused connection", io.EOF, false, true, outStale},
+		{"answer timeout on a silent reused connection", timeout, false, true, outMayHaveReached},
+		{"reset on a fresh connection", reset, false, false, outMayHaveReached},
+		{"EOF after bytes of answer", io.ErrUnexpectedEOF, false, false, outMayHaveReached},
+		{"refused but not a dial error: may have reached", refused, false, false, outMayHaveReached},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			if got := classifyFailure(row.err, row.canceled, row.silentReuse); got != row.want {
+				t.Errorf("classifyFailure(%v, canceled %v, silent reuse %v) = %v, want %v",
+					row.err, row.canceled, row.silentReuse, got, row.want)
+			}
+		})
 	}
 }

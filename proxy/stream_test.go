@@ -32,7 +32,7 @@ func TestSSEStreamsEachEvent(t *testing.T) {
 	for ticks < 5 {
 		line, err := br.ReadString('\n')
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("the stream ended after %d of 5 ticks: %v", ticks, err)
 		}
 		if !strings.HasPrefix(line, "data: ") || !strings.Contains(line, "unix_nano") {
 			continue
@@ -58,31 +58,52 @@ func TestSSEStreamsEachEvent(t *testing.T) {
 }
 
 // A write applied while a stream is open reaches the stream.
+//
+// Issue 9 item 5: this test had no deadline and swallowed its POST's error, so a write
+// that never reached the stream waited out go test's timeout. Now the stream and the write
+// share a 10 s deadline, a failed write ends the stream at once, and either way the test
+// fails saying what became of the write.
 func TestSSECarriesWrites(t *testing.T) {
 	e := newEnv(t)
 	e.learn("acme")
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/t/acme/events", nil)
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("opening the stream: %v", err)
 	}
 	defer resp.Body.Close()
 	br := bufio.NewReader(resp.Body)
-	if line, _ := br.ReadString('\n'); !strings.HasPrefix(line, "event: open") {
-		t.Fatalf("first line %q", line)
+	if line, err := br.ReadString('\n'); !strings.HasPrefix(line, "event: open") {
+		t.Fatalf("first line %q (%v), want event: open", line, err)
 	}
-	// Not e.do: it may call t.Fatal, which must not run outside the test's goroutine.
+	// Not e.do: it may call t.Fatal, which must not run outside the test's goroutine. A
+	// write that fails cancels the stream, so the read below ends at once.
+	posted := make(chan string, 1)
 	go func() {
-		if resp, err := e.srv.Client().Post(e.srv.URL+"/t/acme/items", "text/plain", strings.NewReader("hello")); err == nil {
-			resp.Body.Close()
+		preq, _ := http.NewRequestWithContext(ctx, "POST", e.srv.URL+"/t/acme/items", strings.NewReader("hello"))
+		presp, err := e.srv.Client().Do(preq)
+		if err != nil {
+			posted <- err.Error()
+			cancel()
+			return
+		}
+		presp.Body.Close()
+		posted <- presp.Status
+		if presp.StatusCode != http.StatusCreated {
+			cancel()
 		}
 	}()
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
-			t.Fatal(err)
+			write := "no answer yet"
+			select {
+			case write = <-posted:
+			default:
+			}
+			t.Fatalf("the stream ended before the write reached it: %v (the write: %s)", err, write)
 		}
 		if strings.HasPrefix(line, "event: item") {
 			return
@@ -97,13 +118,16 @@ func TestCancellationReachesRouter(t *testing.T) {
 	t.Run("stream after the head", func(t *testing.T) {
 		e := newEnv(t)
 		e.learn("acme")
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/t/acme/events", nil)
 		resp, err := e.srv.Client().Do(req)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("opening the stream: %v", err)
 		}
-		bufio.NewReader(resp.Body).ReadString('\n')
+		if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+			t.Fatalf("reading the stream's first line: %v", err)
+		}
 		gone := time.Now()
 		cancel()
 		resp.Body.Close()
@@ -112,7 +136,8 @@ func TestCancellationReachesRouter(t *testing.T) {
 	t.Run("held write before the head", func(t *testing.T) {
 		e := newEnv(t)
 		e.learn("acme")
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, "POST", e.srv.URL+"/t/acme/items", strings.NewReader("x"))
 		req.Header.Set("Fenec-Wait", "20")
 		done := make(chan struct{})
@@ -132,7 +157,11 @@ func TestCancellationReachesRouter(t *testing.T) {
 		})
 		gone := time.Now()
 		cancel()
-		<-done
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the client's request did not end within 5 s of its cancellation")
+		}
 		e.waitClientGone(t, "/t/acme/items", gone)
 		if n := len(e.applies("acme")); n != 0 {
 			t.Errorf("a cancelled held write was applied %d times", n)
