@@ -82,13 +82,14 @@ type Config struct {
 	Version string
 }
 
-// Defaults of DefaultConfig, as CONTRACT.md section 3 gives them.
+// Defaults of DefaultConfig, as CONTRACT.md section 3 gives them. Each setting a package owns
+// takes that package's default; the flag help shows these.
 const (
 	DefaultListen        = ":8080"
-	DefaultMaxInflight   = 10000
+	DefaultMaxInflight   = proxy.DefaultMaxInflight
 	DefaultHeaderTimeout = 10 * time.Second
-	DefaultAnswerTimeout = 35 * time.Second
-	DefaultBodyBuffer    = 1 << 20
+	DefaultAnswerTimeout = proxy.DefaultAnswerTimeout
+	DefaultBodyBuffer    = proxy.DefaultBodyBuffer
 	DefaultReadBackoff   = homes.DefaultReadBackoff
 	DefaultHomes         = homes.DefaultCapacity
 	DefaultClientIP      = "peer"

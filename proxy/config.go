@@ -124,40 +124,45 @@ type Config struct {
 	ConnClose func() bool
 }
 
+// Defaults of Config: a zero field takes the default of the same name. node's flags derive
+// theirs from these (--max-inflight, --body-buffer, --answer-timeout).
 const (
-	defaultMaxInflight = 10000
-	defaultBodyBuffer  = 1 << 20
-	defaultMaxBuffered = 256 << 20
-	defaultAnswer      = 35 * time.Second
-	defaultDial        = 3 * time.Second
-	defaultMaxIdle     = 128
-	defaultIdleTimeout = 60 * time.Second
-	maxTenantLen       = 255
-	maxRegions         = 64
+	DefaultMaxInflight      = 10000            // requests in flight; beyond it 503 overloaded at once
+	DefaultBodyBuffer       = 1 << 20          // request bodies kept for a retry, each (1 MiB)
+	DefaultMaxBufferedBytes = 256 << 20        // all kept bodies together (256 MiB)
+	DefaultAnswerTimeout    = 35 * time.Second // longer than a held write's 30 s
+	DefaultDialTimeout      = 3 * time.Second
+	DefaultMaxIdlePerRouter = 128              // idle keep-alive connections per router
+	DefaultIdleTimeout      = 60 * time.Second // an idle router connection is closed after this
+)
+
+const (
+	maxTenantLen = 255              // CONTRACT.md section 4
+	maxRegions   = homes.MaxRegions // a plan orders at most this many (a mark set is 64 bits)
 )
 
 func (c *Config) withDefaults() Config {
 	d := *c
 	if d.MaxInflight == 0 {
-		d.MaxInflight = defaultMaxInflight
+		d.MaxInflight = DefaultMaxInflight
 	}
 	if d.BodyBuffer == 0 {
-		d.BodyBuffer = defaultBodyBuffer
+		d.BodyBuffer = DefaultBodyBuffer
 	}
 	if d.MaxBufferedBytes == 0 {
-		d.MaxBufferedBytes = defaultMaxBuffered
+		d.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
 	if d.AnswerTimeout == 0 {
-		d.AnswerTimeout = defaultAnswer
+		d.AnswerTimeout = DefaultAnswerTimeout
 	}
 	if d.DialTimeout == 0 {
-		d.DialTimeout = defaultDial
+		d.DialTimeout = DefaultDialTimeout
 	}
 	if d.MaxIdlePerRouter == 0 {
-		d.MaxIdlePerRouter = defaultMaxIdle
+		d.MaxIdlePerRouter = DefaultMaxIdlePerRouter
 	}
 	if d.IdleTimeout == 0 {
-		d.IdleTimeout = defaultIdleTimeout
+		d.IdleTimeout = DefaultIdleTimeout
 	}
 	if d.Clock == nil {
 		d.Clock = systemClock{}
@@ -216,10 +221,10 @@ func (c *Config) validate() error {
 		name   string
 		v, def int64
 	}{
-		{"MaxInflight", int64(c.MaxInflight), defaultMaxInflight},
-		{"BodyBuffer", c.BodyBuffer, defaultBodyBuffer},
-		{"MaxBufferedBytes", c.MaxBufferedBytes, defaultMaxBuffered},
-		{"MaxIdlePerRouter", int64(c.MaxIdlePerRouter), defaultMaxIdle},
+		{"MaxInflight", int64(c.MaxInflight), DefaultMaxInflight},
+		{"BodyBuffer", c.BodyBuffer, DefaultBodyBuffer},
+		{"MaxBufferedBytes", c.MaxBufferedBytes, DefaultMaxBufferedBytes},
+		{"MaxIdlePerRouter", int64(c.MaxIdlePerRouter), DefaultMaxIdlePerRouter},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("proxy: %s: %d is negative (0 means %d)", f.name, f.v, f.def)
@@ -229,9 +234,9 @@ func (c *Config) validate() error {
 		name   string
 		v, def time.Duration
 	}{
-		{"AnswerTimeout", c.AnswerTimeout, defaultAnswer},
-		{"DialTimeout", c.DialTimeout, defaultDial},
-		{"IdleTimeout", c.IdleTimeout, defaultIdleTimeout},
+		{"AnswerTimeout", c.AnswerTimeout, DefaultAnswerTimeout},
+		{"DialTimeout", c.DialTimeout, DefaultDialTimeout},
+		{"IdleTimeout", c.IdleTimeout, DefaultIdleTimeout},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("proxy: %s: %v is negative (0 means %v)", f.name, f.v, f.def)
