@@ -245,17 +245,16 @@ func (c skewedClock) Now() time.Time { return time.Now().Add(time.Duration(c)) }
 func TestPropagationByTwoClocks(t *testing.T) {
 	const skew = -5 * time.Second
 	nodes := startCluster(t, 2, func(c *Config) {
-		if c.NodeName == "a" {
+		if c.NodeName == "a" { // the whole origin's clock is behind: its table's and its gossip's
 			tbl, err := homes.New(homes.Config{Regions: testRegions, Origin: "a", Clock: skewedClock(skew)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.Table = tbl
+			c.Table, c.Clock = tbl, skewedClock(skew)
 		}
 	})
 	a, b := nodes[0], nodes[1]
 	a.table = a.g.cfg.Table
-	a.g.pub.enc.now = skewedClock(skew).Now // the whole origin's clock is behind
 	eventually(t, 5*time.Second, "b knows a's network coordinate", func() bool { _, ok := b.g.rtt("a"); return ok })
 	a.table.LearnName("acme", "eu")
 	eventually(t, 3*time.Second, "acme at b", func() bool { return b.has("acme", "eu") })

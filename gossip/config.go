@@ -209,6 +209,12 @@ type Config struct {
 	// Logger receives serf's and memberlist's logs at debug, member changes at info.
 	Logger zerolog.Logger
 
+	// Clock is the time source of every reading that decides or measures something: a
+	// batch's stamp, arrival times and the propagation histogram, the validator's "too far
+	// ahead", nonce expiry. Nil: the system clock. Timers (flushes, copies, probes, backoffs)
+	// and socket deadlines run on real time. It should be the Table's clock.
+	Clock homes.Clock
+
 	// Registerer gets the gossip metrics; nil means none are registered (they still count).
 	Registerer prometheus.Registerer
 
@@ -448,6 +454,9 @@ func (c Config) withDefaults() Config {
 	defi(&c.DirectCopies, DefaultDirectCopies)
 	def(&c.DirectCopyInterval, DefaultDirectCopyInterval)
 	defi(&c.UDPBufferSize, DefaultUDPBufferSize)
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
 	if c.LookupIP == nil {
 		c.LookupIP = func(ctx context.Context, host string) ([]net.IP, error) {
 			return net.DefaultResolver.LookupIP(ctx, "ip", host)
@@ -455,6 +464,10 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
 
 // splitHostPort is net.SplitHostPort with a numeric port.
 func splitHostPort(hp string) (string, int, error) {

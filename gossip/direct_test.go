@@ -127,7 +127,7 @@ func TestDirectRefusesStrangers(t *testing.T) {
 	nodes := startCluster(t, 2)
 	a, b := nodes[0], nodes[1]
 	ver := homes.Version{HLC: uint64(time.Now().UnixMilli()) << 16, Origin: "x"}
-	payload, err := newEncoder("x", DefaultEventSizeLimit).encode(nil,
+	payload, err := newEncoder("x", DefaultEventSizeLimit, nil).encode(nil,
 		[]homes.Home{{Tenant: "evil", Region: "ap", Version: ver}})
 	if err != nil {
 		t.Fatal(err)

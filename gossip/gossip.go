@@ -115,7 +115,7 @@ func New(cfg Config) (*Gossip, error) {
 		dedup:          newDirectDedup(),
 		cfg:            cfg,
 		log:            cfg.Logger.With().Str("component", "gossip").Logger(),
-		v:              NewValidator(cfg.Regions, nil),
+		v:              NewValidator(cfg.Regions, cfg.Clock.Now),
 		recvq:          make(chan inbound, cfg.RecvQueue),
 		membersChanged: make(chan struct{}, 1),
 		syncLn:         newConnListener(pipeAddr("gossip sync streams"), syncBacklog),
@@ -143,6 +143,7 @@ func New(cfg Config) (*Gossip, error) {
 		Capacity:   cfg.Capacity,
 		MaxStreams: cfg.MaxStreams,
 		Client:     g.syncClient,
+		Now:        cfg.Clock.Now,
 		Logger:     cfg.Logger,
 		Registerer: cfg.Registerer,
 	})
@@ -305,7 +306,7 @@ func (g *Gossip) handleDirect(pkt []byte) {
 		return
 	}
 	select {
-	case g.recvq <- inbound{payload: payload, at: time.Now()}:
+	case g.recvq <- inbound{payload: payload, at: g.cfg.Clock.Now()}:
 		g.dedup.add(payload)
 		g.m.directReceived.WithLabelValues("new").Inc()
 	default:
@@ -398,7 +399,7 @@ func (g *Gossip) Start(ctx context.Context) error {
 		g.pub.direct = &directSender{codec: g.codec, peers: g.directPeers, copies: g.cfg.DirectCopies,
 			every: g.cfg.DirectCopyInterval, m: g.m, write: g.writeDirect}
 	}
-	recv := &receiver{table: g.cfg.Table, v: g.v, dec: newDecoder(), m: g.m, log: g.log, now: time.Now, rtt: g.rtt}
+	recv := &receiver{table: g.cfg.Table, v: g.v, dec: newDecoder(), m: g.m, log: g.log, now: g.cfg.Clock.Now, rtt: g.rtt}
 	g.wg.Add(6)
 	go func() { defer g.wg.Done(); g.pub.run(runCtx) }()
 	go func() { defer g.wg.Done(); recv.run(runCtx, g.recvq) }()

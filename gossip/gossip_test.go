@@ -288,7 +288,7 @@ func TestInvalidEventsChangeNothing(t *testing.T) {
 	now := time.Now()
 	ver := homes.Version{HLC: uint64(now.UnixMilli()) << 16, Origin: "a"}
 	future := homes.Version{HLC: uint64(now.Add(time.Hour).UnixMilli()) << 16, Origin: "a"}
-	e := newEncoder("a", DefaultEventSizeLimit)
+	e := newEncoder("a", DefaultEventSizeLimit, nil)
 	bad, err := e.encode(
 		[]homes.Mark{{Region: "mars", Observer: "a", At: now, Version: ver}},
 		[]homes.Home{

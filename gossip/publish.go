@@ -92,7 +92,7 @@ func newPublisher(cfg Config, send func([]byte) error, depth func() int, m *metr
 		depth:    depth,
 		m:        m,
 		log:      log,
-		enc:      newEncoder(cfg.NodeName, cfg.EventSizeLimit),
+		enc:      newEncoder(cfg.NodeName, cfg.EventSizeLimit, cfg.Clock.Now),
 		marks:    newFIFO[homes.Mark](maxPendingMarks),
 		homes:    newFIFO[homes.Home](cfg.MaxPending),
 		interval: cfg.FlushInterval,

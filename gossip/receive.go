@@ -27,7 +27,7 @@ func (h eventHandler) HandleEvent(e serf.Event) {
 		}
 		g.m.eventsReceived.Inc()
 		select {
-		case g.recvq <- inbound{payload: e.Payload, at: time.Now()}:
+		case g.recvq <- inbound{payload: e.Payload, at: g.cfg.Clock.Now()}:
 		default:
 			g.m.eventsDropped.WithLabelValues("recv_queue_full").Inc()
 		}

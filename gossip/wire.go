@@ -138,8 +138,12 @@ type encoder struct {
 	batch  wireBatch
 }
 
-func newEncoder(sender string, eventSizeLimit int) *encoder {
-	e := &encoder{sender: sender, budget: eventSizeLimit - serfEnvelope - len(EventName), now: time.Now}
+// newEncoder makes an encoder for sender; now stamps each batch (nil: time.Now).
+func newEncoder(sender string, eventSizeLimit int, now func() time.Time) *encoder {
+	if now == nil {
+		now = time.Now
+	}
+	e := &encoder{sender: sender, budget: eventSizeLimit - serfEnvelope - len(EventName), now: now}
 	e.enc = msgpack.NewEncoder(&e.raw)
 	e.fw, _ = flate.NewWriterDict(&e.z, flate.BestCompression, flateDict) // the level is valid
 	return e

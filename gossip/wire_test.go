@@ -71,7 +71,7 @@ func decodeAll(t *testing.T, events []event) (string, []homes.Mark, []homes.Home
 func TestSplitWithinLimit(t *testing.T) {
 	for _, nameLen := range []int{10, 60, 200, 250} {
 		t.Run(fmt.Sprint(nameLen), func(t *testing.T) {
-			e := newEncoder("entry-a", DefaultEventSizeLimit)
+			e := newEncoder("entry-a", DefaultEventSizeLimit, nil)
 			hs := testHomes(500, nameLen, "entry-a", uint64(nameLen))
 			hs[3].Version.Origin = "entry-b" // relayed origin travels too
 			events, nm, nh, skipped, err := e.split(nil, hs, 1<<20, false)
@@ -100,7 +100,7 @@ func TestSplitWithinLimit(t *testing.T) {
 // TestEventSizes reports homes per event for typical names, raw msgpack and DEFLATE.
 func TestEventSizes(t *testing.T) {
 	hs := typicalHomes(2000, "entry-a")
-	e := newEncoder("entry-a", DefaultEventSizeLimit)
+	e := newEncoder("entry-a", DefaultEventSizeLimit, nil)
 	events, _, _, _, err := e.split(nil, hs, 1<<20, false)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestMarksFirstAndRoundTrip(t *testing.T) {
 		{Region: "us", Clear: true, Observer: "entry-a", At: now.Add(time.Second).Truncate(time.Millisecond), Version: homes.Version{HLC: ver.HLC + 2, Origin: "entry-a"}},
 	}
 	hs := typicalHomes(100, "entry-a")
-	e := newEncoder("entry-a", DefaultEventSizeLimit)
+	e := newEncoder("entry-a", DefaultEventSizeLimit, nil)
 	events, nm, nh, _, err := e.split(marks, hs, 1<<20, false)
 	if err != nil || nm != 3 || nh != 100 {
 		t.Fatalf("split: %d %d %v", nm, nh, err)
@@ -160,7 +160,7 @@ func TestMarksFirstAndRoundTrip(t *testing.T) {
 }
 
 func TestSplitFullOnly(t *testing.T) {
-	e := newEncoder("a", DefaultEventSizeLimit)
+	e := newEncoder("a", DefaultEventSizeLimit, nil)
 	hs := testHomes(5, 20, "a", 1)
 	events, _, nh, _, _ := e.split(nil, hs, 4, true)
 	if len(events) != 0 || nh != 0 {
@@ -176,7 +176,7 @@ func TestSplitFullOnly(t *testing.T) {
 func TestDecodeRejects(t *testing.T) {
 	d := newDecoder()
 	bomb := func() []byte { // a valid DEFLATE stream inflating past maxDecoded
-		e := newEncoder("x", 8000)
+		e := newEncoder("x", 8000, nil)
 		e.raw.Reset()
 		e.raw.Write(make([]byte, maxDecoded+10))
 		e.z.Reset()
@@ -202,7 +202,7 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	e := newEncoder("entry-a", DefaultEventSizeLimit)
+	e := newEncoder("entry-a", DefaultEventSizeLimit, nil)
 	evs, _, _, _, _ := e.split(nil, typicalHomes(30, "entry-a"), 2, false)
 	for _, ev := range evs {
 		f.Add(ev.payload)

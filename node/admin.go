@@ -157,7 +157,7 @@ type MarkStatus struct {
 func (n *Node) Status() Status {
 	st := n.homes.Stats()
 	s := Status{
-		At:        time.Now(),
+		At:        n.cfg.Clock.Now(),
 		Pop:       n.cfg.Pop,
 		Continent: n.cfg.Continent,
 		Node:      n.cfg.Node,

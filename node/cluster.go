@@ -35,7 +35,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	gc.Tags = map[string]string{"pop": c.Pop, "continent": c.Continent, "version": n.version()}
 	gc.RPCAddr, gc.RPCAuth = c.RPCAddr, string(c.RPCAuth)
 	gc.Table, gc.Regions, gc.Capacity = n.homes, c.RegionNames(), c.Homes
-	gc.Logger, gc.Registerer = n.log, n.reg
+	gc.Logger, gc.Registerer, gc.Clock = n.log, n.reg, c.Clock
 	g, err := gossip.New(gc)
 	if err != nil {
 		return err

@@ -80,6 +80,12 @@ type Config struct {
 	// Version is this build's version, shown in /status.json and the start line. Set by
 	// cmd from the build, not a flag; "" shows as "dev".
 	Version string
+
+	// Clock is the one time source of the entry's time-based behaviour: the home table (read
+	// backoff, versions), the proxy (idle router connections, Fenec-Client stamps), gossip's
+	// stamps and checks, and the status (its time, the start, the gossip rates). Not a flag;
+	// nil is the system clock, tests inject one. Timers and socket deadlines run on real time.
+	Clock homes.Clock
 }
 
 // Defaults of DefaultConfig, as CONTRACT.md section 3 gives them. Each setting a package owns

@@ -30,6 +30,10 @@ const (
 
 var errClosed = errors.New("node: closed")
 
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
 // Node is one running entry: the client listener serving a proxy.Handler, the admin listener,
 // the home table and a Prometheus registry. Make one with New; the zero Node is not usable.
 //
@@ -88,11 +92,15 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
 	table, err := homes.New(homes.Config{
 		Regions:     cfg.RegionNames(),
 		Capacity:    cfg.Homes,
 		ReadBackoff: cfg.ReadBackoff,
 		Origin:      cfg.Node,
+		Clock:       cfg.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: home table: %w", err)
@@ -145,6 +153,7 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 		Metrics:         metrics,
 		ConnClose:       n.draining.Load,
 		Ready:           func() bool { return n.isReady() && !n.draining.Load() },
+		Clock:           cfg.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: proxy: %w", err)
@@ -241,7 +250,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 		})
 	}
 
-	now := time.Now()
+	now := n.cfg.Clock.Now()
 	n.startedAt.Store(&now)
 	n.logStart()
 	return nil

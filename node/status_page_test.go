@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -342,6 +343,13 @@ func TestStatusPageServed(t *testing.T) {
 	}
 }
 
+// aheadClock is the real clock, advanced by the test: timers and sockets keep real time,
+// and the status page sees time pass at once.
+type aheadClock struct{ ahead atomic.Int64 }
+
+func (c *aheadClock) Now() time.Time          { return time.Now().Add(time.Duration(c.ahead.Load())) }
+func (c *aheadClock) advance(d time.Duration) { c.ahead.Add(int64(d)) }
+
 var statusScreenshot = flag.String("status-screenshot", "",
 	"TestStatusPageChromium copies its screenshot of /status to this PNG file (make screenshot)")
 
@@ -395,8 +403,10 @@ func TestStatusPageChromium(t *testing.T) {
 			routers = append(routers, name, u)
 		}
 	}
+	clock := &aheadClock{}
 	entry := func(name, pop, continent, version string, join ...string) *Node {
 		c := testConfig(t, routers...)
+		c.Clock = clock
 		c.Routers = mergeRegions(c.Routers)
 		c.Node, c.Pop, c.Continent, c.Version = name, pop, continent, version
 		c.GossipKey = SecretBytes("0123456789abcdef0123456789abcdef")
@@ -439,7 +449,7 @@ func TestStatusPageChromium(t *testing.T) {
 	fra.homes.Learn("umbrella", 2) // ap
 	get(t, client, base+"/t/umbrella/items/1")
 	waitFor(t, 5*time.Second, "homes gossiped to entry-iad", func() bool { return iad.Status().Homes.Gossip >= 4 })
-	time.Sleep(1100 * time.Millisecond) // the gossip rates need a window of a second
+	clock.advance(1100 * time.Millisecond) // the gossip rates need a window of a second
 
 	url := "http://" + fra.AdminAddr().String() + "/status"
 	dom := string(runChromium(t, chromium, "--dump-dom", url))
