@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,36 +14,19 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/internal/testutil"
 	"github.com/fenec/fenec-entry/proxy"
 )
 
-// logBuffer collects a test's log lines and prints them if the test fails. Safe for
-// concurrent use, and harmless after the test ends (unlike t.Log).
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func testLogger(t *testing.T) (zerolog.Logger, *logBuffer) {
-	lb := &logBuffer{}
+// testLogger returns a debug logger writing to a buffer the test can read, printed if the
+// test fails.
+func testLogger(t *testing.T) (zerolog.Logger, *testutil.LogBuffer) {
+	lb := &testutil.LogBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("logs:\n%s", lb)
@@ -156,14 +138,9 @@ func tempFiles(t *testing.T) (certFile, keyFile string) {
 	return filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor is testutil.Eventually under the name clientip_proxyproto_test.go still calls;
+// it goes once that file has moved to the client-info package (issue 9 item 1).
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, within, what, cond)
 }

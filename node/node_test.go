@@ -19,10 +19,12 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // startNode builds and starts a node for cfg and closes it when the test ends.
-func startNode(t *testing.T, cfg Config) (*Node, *logBuffer) {
+func startNode(t *testing.T, cfg Config) (*Node, *testutil.LogBuffer) {
 	t.Helper()
 	log, logs := testLogger(t)
 	n, err := New(cfg, log)
@@ -72,7 +74,7 @@ func TestNodeServes(t *testing.T) {
 	// The request is counted when its handler returns, which may be just after the body
 	// reached the client.
 	var metrics string
-	waitFor(t, 5*time.Second, "the request is counted", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the request is counted", func() bool {
 		_, metrics = get(t, client, admin+"/metrics")
 		return strings.Contains(metrics, `fenec_entry_requests_total{outcome="answer"} 1`)
 	})
@@ -152,7 +154,7 @@ func TestNodeTLS(t *testing.T) {
 
 	// A new certificate is served once the watcher sees the files change.
 	second := writeCert(t, certFile, keyFile, "second")
-	waitFor(t, 5*time.Second, "the new certificate is served", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the new certificate is served", func() bool {
 		resp, err := clientFor(second, false).Get(url)
 		if err != nil {
 			return false
@@ -309,7 +311,11 @@ func TestDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stream.Body.Close()
-	<-streaming
+	select {
+	case <-streaming:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the router's stream did not start within 5s")
+	}
 	streamEnded := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(io.Discard, bufio.NewReader(stream.Body))
@@ -321,7 +327,7 @@ func TestDrain(t *testing.T) {
 	go func() { drained <- n.Drain(context.Background()) }()
 
 	// While draining: answers carry Connection: close, /readyz says 503.
-	waitFor(t, 2*time.Second, "/readyz answers 503", func() bool {
+	testutil.Eventually(t, 2*time.Second, "/readyz answers 503", func() bool {
 		resp, err := client.Get(admin + "/readyz")
 		if err != nil {
 			return false
@@ -365,12 +371,13 @@ func TestSetReady(t *testing.T) {
 	router := newRouter(t, "eu", nil)
 	n, _ := startNode(t, testConfig(t, "eu", router.URL))
 	admin := "http://" + n.AdminAddr().String() + "/readyz"
+	client := &http.Client{Timeout: 5 * time.Second}
 	n.SetReady(false)
-	if resp, _ := get(t, http.DefaultClient, admin); resp.StatusCode != http.StatusServiceUnavailable {
+	if resp, _ := get(t, client, admin); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("/readyz with SetReady(false) = %d", resp.StatusCode)
 	}
 	n.SetReady(true)
-	if resp, _ := get(t, http.DefaultClient, admin); resp.StatusCode != http.StatusOK {
+	if resp, _ := get(t, client, admin); resp.StatusCode != http.StatusOK {
 		t.Errorf("/readyz with SetReady(true) = %d", resp.StatusCode)
 	}
 }
@@ -414,6 +421,7 @@ func TestHeadLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second)) // a stalled answer fails, not hangs
 		const prefix = "GET /t/acme/x HTTP/1.1\r\nHost: x\r\nX-Pad: "
 		const suffix = "\r\n\r\n"
 		go io.WriteString(c, prefix+strings.Repeat("p", headSize-len(prefix)-len(suffix))+suffix)

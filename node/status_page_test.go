@@ -21,6 +21,7 @@ import (
 
 	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/testutil"
 	"github.com/fenec/fenec-entry/proxy"
 )
 
@@ -429,13 +430,13 @@ func TestStatusPageChromium(t *testing.T) {
 		}
 		return k
 	}
-	waitFor(t, 15*time.Second, "four alive members at entry-fra", func() bool { return members(fra, "alive") == 4 })
+	testutil.Eventually(t, 15*time.Second, "four alive members at entry-fra", func() bool { return members(fra, "alive") == 4 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := syd.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "entry-syd left at entry-fra", func() bool { return members(fra, "left") == 1 })
+	testutil.Eventually(t, 10*time.Second, "entry-syd left at entry-fra", func() bool { return members(fra, "left") == 1 })
 
 	// Traffic at entry-fra: homes learned here (gossiped to the others), a failing router
 	// of us, and ap marked.
@@ -448,7 +449,7 @@ func TestStatusPageChromium(t *testing.T) {
 	get(t, client, base+"/t/globex/items/1")
 	fra.homes.Learn("umbrella", 2) // ap
 	get(t, client, base+"/t/umbrella/items/1")
-	waitFor(t, 5*time.Second, "homes gossiped to entry-iad", func() bool { return iad.Status().Homes.Gossip >= 4 })
+	testutil.Eventually(t, 5*time.Second, "homes gossiped to entry-iad", func() bool { return iad.Status().Homes.Gossip >= 4 })
 	clock.advance(1100 * time.Millisecond) // the gossip rates need a window of a second
 
 	url := "http://" + fra.AdminAddr().String() + "/status"
