@@ -9,35 +9,17 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
-
-// lockedBuffer is a log sink safe for the goroutines of a Gossip.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestTableTravelsOnTheGossipPort pins CONTRACT.md section 3: the joiner's table and repair go
 // through --gossip-bind, with no listener of their own. A joiner fetches a peer's whole table
@@ -49,7 +31,7 @@ func TestTableTravelsOnTheGossipPort(t *testing.T) {
 		a.table.Learn(fmt.Sprintf("old-%d", i), i%3)
 	}
 	a.table.Mark(1)
-	eventually(t, 3*time.Second, "b holds a's homes", func() bool { return nodes[1].table.Len() == 50 })
+	testutil.Eventually(t, 3*time.Second, "b holds a's homes", func() bool { return nodes[1].table.Len() == 50 })
 
 	c := startNode(t, "c", func(cfg *Config) { cfg.Join = []string{a.g.Addr()} })
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
@@ -60,7 +42,7 @@ func TestTableTravelsOnTheGossipPort(t *testing.T) {
 	if n := c.table.Len(); n != 50 || !c.table.Marked(1, homes.Strict) {
 		t.Fatalf("after Bootstrap c holds %d homes, us failing %v; want 50 and true", n, c.table.Marked(1, homes.Strict))
 	}
-	if got := testutil.ToFloat64(c.g.sync.m.fetches.WithLabelValues("ok")); got != 1 {
+	if got := promtest.ToFloat64(c.g.sync.m.fetches.WithLabelValues("ok")); got != 1 {
 		t.Errorf("c fetched %v tables, want 1", got)
 	}
 	// And repair, over the same port.
@@ -109,7 +91,7 @@ func TestKeyRotation(t *testing.T) {
 	learn := func(at *testNode, tenant string, region int) {
 		t.Helper()
 		at.table.Learn(tenant, region)
-		eventually(t, 3*time.Second, tenant+" everywhere", func() bool {
+		testutil.Eventually(t, 3*time.Second, tenant+" everywhere", func() bool {
 			for _, n := range nodes {
 				if r, ok := n.table.Lookup(tenant); !ok || r != region {
 					return false
@@ -170,7 +152,7 @@ func TestKeyRotation(t *testing.T) {
 // gauge, no members) while serf is shut down, and starts a fresh serf rather than sitting
 // dead.
 func TestNameConflictSaysGossipDown(t *testing.T) {
-	logs := map[string]*lockedBuffer{"first": {}, "second": {}}
+	logs := map[string]*testutil.LogBuffer{"first": {}, "second": {}}
 	withLog := func(which string) func(*Config) {
 		return func(c *Config) {
 			c.Logger = zerolog.New(logs[which]).Level(zerolog.InfoLevel)
@@ -182,16 +164,16 @@ func TestNameConflictSaysGossipDown(t *testing.T) {
 	both := []*testNode{first, second}
 
 	sawDown := false
-	eventually(t, 20*time.Second, "a conflict logged, gossip seen down and a fresh serf started", func() bool {
+	testutil.Eventually(t, 20*time.Second, "a conflict logged, gossip seen down and a fresh serf started", func() bool {
 		restarted := false
 		for _, n := range both {
 			if !n.g.Up() {
-				if n.g.Members() != nil || testutil.ToFloat64(n.g.m.up) != 0 {
+				if n.g.Members() != nil || promtest.ToFloat64(n.g.m.up) != 0 {
 					t.Fatalf("%s: serf is down, yet it lists members or the gauge says up", n.name)
 				}
 				sawDown = true
 			}
-			restarted = restarted || testutil.ToFloat64(n.g.m.restarts) >= 1
+			restarted = restarted || promtest.ToFloat64(n.g.m.restarts) >= 1
 		}
 		return sawDown && restarted
 	})
@@ -217,7 +199,7 @@ func TestNameConflictSaysGossipDown(t *testing.T) {
 func TestUpFollowsLeave(t *testing.T) {
 	nodes := startCluster(t, 2)
 	a := nodes[0]
-	if !a.g.Up() || testutil.ToFloat64(a.g.m.up) != 1 {
+	if !a.g.Up() || promtest.ToFloat64(a.g.m.up) != 1 {
 		t.Fatal("a running member does not report gossip up")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -225,11 +207,11 @@ func TestUpFollowsLeave(t *testing.T) {
 	if err := a.g.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if a.g.Up() || testutil.ToFloat64(a.g.m.up) != 0 || a.g.State() != "left" {
+	if a.g.Up() || promtest.ToFloat64(a.g.m.up) != 0 || a.g.State() != "left" {
 		t.Errorf("after Leave: up %v, state %q; want down, left", a.g.Up(), a.g.State())
 	}
 	time.Sleep(restartMin + 200*time.Millisecond) // a bounded wait for what must not happen
-	if testutil.ToFloat64(a.g.m.restarts) != 0 {
+	if promtest.ToFloat64(a.g.m.restarts) != 0 {
 		t.Error("serf was started again after Leave")
 	}
 }
@@ -255,9 +237,9 @@ func TestPropagationByTwoClocks(t *testing.T) {
 	})
 	a, b := nodes[0], nodes[1]
 	a.table = a.g.cfg.Table
-	eventually(t, 5*time.Second, "b knows a's network coordinate", func() bool { _, ok := b.g.rtt("a"); return ok })
+	testutil.Eventually(t, 5*time.Second, "b knows a's network coordinate", func() bool { _, ok := b.g.rtt("a"); return ok })
 	a.table.LearnName("acme", "eu")
-	eventually(t, 3*time.Second, "acme at b", func() bool { return b.has("acme", "eu") })
+	testutil.Eventually(t, 3*time.Second, "acme at b", func() bool { return b.has("acme", "eu") })
 	hist := func(clock string) (count uint64, sum float64) {
 		m := &dto.Metric{}
 		if err := b.g.m.propagation.WithLabelValues(clock).(prometheus.Histogram).Write(m); err != nil {

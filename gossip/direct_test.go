@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 func TestDirectCodec(t *testing.T) {
@@ -110,7 +111,7 @@ func TestDirectSenderCopies(t *testing.T) {
 			t.Fatal("copies differ: the receiver could not drop them as duplicates")
 		}
 	}
-	if got := testutil.ToFloat64(m.directPackets); got != 6 {
+	if got := promtest.ToFloat64(m.directPackets); got != 6 {
 		t.Fatalf("direct packets %v, want 6", got)
 	}
 	// One copy: nothing queued.
@@ -148,8 +149,8 @@ func TestDirectRefusesStrangers(t *testing.T) {
 	write(stranger, payload)
 	write(clear, payload)
 	write(wrongLabel, payload)
-	eventually(t, 3*time.Second, "a counted 3 invalid direct packets", func() bool {
-		return testutil.ToFloat64(a.g.m.directReceived.WithLabelValues("invalid")) == 3
+	testutil.Eventually(t, 3*time.Second, "a counted 3 invalid direct packets", func() bool {
+		return promtest.ToFloat64(a.g.m.directReceived.WithLabelValues("invalid")) == 3
 	})
 	if _, ok := a.table.Lookup("evil"); ok {
 		t.Fatal("a applied a home from a stranger's direct packet")
@@ -161,10 +162,10 @@ func TestDirectRefusesStrangers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 3*time.Second, "evil applied at a, copies dropped", func() bool {
-		return a.has("evil", "ap") && testutil.ToFloat64(a.g.m.directReceived.WithLabelValues("duplicate")) == 2
+	testutil.Eventually(t, 3*time.Second, "evil applied at a, copies dropped", func() bool {
+		return a.has("evil", "ap") && promtest.ToFloat64(a.g.m.directReceived.WithLabelValues("duplicate")) == 2
 	})
-	if got := testutil.ToFloat64(a.g.m.directReceived.WithLabelValues("new")); got != 1 {
+	if got := promtest.ToFloat64(a.g.m.directReceived.WithLabelValues("new")); got != 1 {
 		t.Fatalf("a queued %v direct packets, want 1", got)
 	}
 }
@@ -184,7 +185,7 @@ func TestDirectWriteFailureCounted(t *testing.T) {
 	if err := d.send(time.Now(), []byte("\x01\x01apayload")); err != nil {
 		t.Fatal(err)
 	}
-	if sent, dropped := testutil.ToFloat64(m.directPackets), testutil.ToFloat64(m.eventsDropped.WithLabelValues("direct_write")); sent != 1 || dropped != 1 {
+	if sent, dropped := promtest.ToFloat64(m.directPackets), promtest.ToFloat64(m.eventsDropped.WithLabelValues("direct_write")); sent != 1 || dropped != 1 {
 		t.Errorf("sent %v, dropped %v; want 1 and 1", sent, dropped)
 	}
 }
@@ -202,7 +203,7 @@ func TestDirectCopiesDroppedCounted(t *testing.T) {
 		}
 	}
 	// One batch lost its 2 remaining copies to each of the 2 peers.
-	if got := testutil.ToFloat64(m.eventsDropped.WithLabelValues("copies_queue_full")); got != 4 {
+	if got := promtest.ToFloat64(m.eventsDropped.WithLabelValues("copies_queue_full")); got != 4 {
 		t.Errorf("copies dropped %v, want 4", got)
 	}
 	if len(d.queue) != maxDirectQueue {

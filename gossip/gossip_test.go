@@ -12,10 +12,11 @@ import (
 
 	"github.com/hashicorp/serf/client"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 var (
@@ -97,7 +98,7 @@ func startCluster(t *testing.T, n int, mod ...func(*Config)) []*testNode {
 		name := string(rune('a' + i))
 		nodes = append(nodes, startNode(t, name, func(c *Config) { apply(c); c.Join = []string{nodes[0].g.Addr()} }))
 	}
-	eventually(t, 5*time.Second, "cluster formed", func() bool {
+	testutil.Eventually(t, 5*time.Second, "cluster formed", func() bool {
 		for _, nd := range nodes {
 			if len(nd.g.Peers()) != n-1 || !nd.g.Joined() {
 				return false
@@ -108,23 +109,22 @@ func startCluster(t *testing.T, n int, mod ...func(*Config)) []*testNode {
 	return nodes
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+// flush makes n's publisher send what is pending now; a publisher that does not within 5s
+// fails the test.
+func (n *testNode) flush(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// flush makes n's publisher send what is pending now.
-func (n *testNode) flush() {
 	done := make(chan struct{})
-	n.g.pub.flushReq <- done
-	<-done
+	timeout := time.After(5 * time.Second)
+	select {
+	case n.g.pub.flushReq <- done:
+	case <-timeout:
+		t.Fatalf("%s: the publisher took no flush request within 5s", n.name)
+	}
+	select {
+	case <-done:
+	case <-timeout:
+		t.Fatalf("%s: the publisher did not flush within 5s", n.name)
+	}
 }
 
 func (n *testNode) has(tenant, region string) bool {
@@ -145,23 +145,23 @@ func testHomesTravel(t *testing.T, nodes []*testNode) {
 	start := time.Now()
 	a.table.LearnName("acme", "eu")
 	c.table.LearnName("globex", "us")
-	eventually(t, 3*time.Second, "acme at b and c, globex at a and b", func() bool {
+	testutil.Eventually(t, 3*time.Second, "acme at b and c, globex at a and b", func() bool {
 		return b.has("acme", "eu") && c.has("acme", "eu") && a.has("globex", "us") && b.has("globex", "us")
 	})
 	t.Logf("two homes reached every entry in %v", time.Since(start))
 	// A tenant that moves converges to its new home everywhere.
 	b.table.LearnName("acme", "ap")
-	eventually(t, 3*time.Second, "acme moved to ap", func() bool { return a.has("acme", "ap") && c.has("acme", "ap") })
+	testutil.Eventually(t, 3*time.Second, "acme moved to ap", func() bool { return a.has("acme", "ap") && c.has("acme", "ap") })
 	if st := c.table.Stats(); st.Gossip != 1 || st.Local != 1 {
 		t.Errorf("c holds %d gossiped and %d local homes, want 1 and 1", st.Gossip, st.Local)
 	}
-	if n := testutil.CollectAndCount(b.g.m.propagation); n != 2 {
+	if n := promtest.CollectAndCount(b.g.m.propagation); n != 2 {
 		t.Errorf("propagation histogram has %d series, want one per clock", n)
 	}
-	if got := testutil.ToFloat64(a.g.m.homesApplied); got < 2 {
+	if got := promtest.ToFloat64(a.g.m.homesApplied); got < 2 {
 		t.Errorf("a applied %v homes from gossip, want 2", got)
 	}
-	if got := testutil.ToFloat64(a.g.m.members.WithLabelValues("alive")); got != 3 {
+	if got := promtest.ToFloat64(a.g.m.members.WithLabelValues("alive")); got != 3 {
 		t.Errorf("members alive gauge %v, want 3", got)
 	}
 }
@@ -173,18 +173,18 @@ func TestMarksAndClearsTravel(t *testing.T) {
 	eu, _ := a.table.RegionID("eu")
 	a.table.Mark(us)
 	a.table.Mark(eu)
-	eventually(t, 3*time.Second, "marks at b and c", func() bool {
+	testutil.Eventually(t, 3*time.Second, "marks at b and c", func() bool {
 		return b.table.Marked(us, homes.Lenient) && c.table.Marked(us, homes.Lenient) &&
 			b.table.Marked(eu, homes.Strict) && c.table.Marked(eu, homes.Strict)
 	})
 	// A clear observed at c ends the marks everywhere.
 	c.table.Clear(us)
 	c.table.Clear(eu)
-	eventually(t, 3*time.Second, "clears at a and b", func() bool {
+	testutil.Eventually(t, 3*time.Second, "clears at a and b", func() bool {
 		return !a.table.Marked(us, homes.Strict) && !b.table.Marked(us, homes.Strict) &&
 			!a.table.Marked(eu, homes.Strict) && !b.table.Marked(eu, homes.Strict)
 	})
-	if got := testutil.ToFloat64(b.g.m.marksApplied); got != 4 {
+	if got := promtest.ToFloat64(b.g.m.marksApplied); got != 4 {
 		t.Errorf("b applied %v marks and clears, want 4", got)
 	}
 }
@@ -195,9 +195,9 @@ func TestKnownHomeSendsNothing(t *testing.T) {
 	if !a.table.LearnName("acme", "eu") {
 		t.Fatal("first Learn changed nothing")
 	}
-	a.flush()
+	a.flush(t)
 	batches := func() float64 {
-		return testutil.ToFloat64(a.g.m.eventsSent) + testutil.ToFloat64(a.g.m.directBatches)
+		return promtest.ToFloat64(a.g.m.eventsSent) + promtest.ToFloat64(a.g.m.directBatches)
 	}
 	sent := batches()
 	if sent != 1 {
@@ -206,7 +206,7 @@ func TestKnownHomeSendsNothing(t *testing.T) {
 	for range 100 {
 		a.table.LearnName("acme", "eu")
 	}
-	a.flush()
+	a.flush(t)
 	if got := batches(); got != sent {
 		t.Fatalf("re-learning a known home sent %v batches", got-sent)
 	}
@@ -225,12 +225,12 @@ func TestWrongKeyCannotJoinNorInject(t *testing.T) {
 		t.Fatalf("join without a key: joined %d, err %v", n, err)
 	}
 	x.table.LearnName("evil", "ap")
-	x.flush()
+	x.flush(t)
 	y.table.LearnName("evil2", "ap")
-	y.flush()
+	y.flush(t)
 	// Gossip among the keyed nodes still works, and carried nothing of x's or y's.
 	a.table.LearnName("acme", "eu")
-	eventually(t, 3*time.Second, "acme at b", func() bool { return b.has("acme", "eu") })
+	testutil.Eventually(t, 3*time.Second, "acme at b", func() bool { return b.has("acme", "eu") })
 	for _, n := range nodes {
 		if _, ok := n.table.Lookup("evil"); ok {
 			t.Errorf("%s holds a home injected without the key", n.name)
@@ -268,7 +268,7 @@ func TestLeaveIsSeenLeft(t *testing.T) {
 		}
 		return ""
 	}
-	eventually(t, 3*time.Second, "c left at a and b", func() bool {
+	testutil.Eventually(t, 3*time.Second, "c left at a and b", func() bool {
 		return state(a, "c") == "left" && state(b, "c") == "left"
 	})
 	if len(a.g.Peers()) != 1 {
@@ -305,15 +305,15 @@ func TestInvalidEventsChangeNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 3*time.Second, "b counted the invalid events and items", func() bool {
-		return testutil.ToFloat64(b.g.m.eventsInvalid) == 2 &&
-			testutil.ToFloat64(b.g.m.itemsInvalid.WithLabelValues("home")) == 4 &&
-			testutil.ToFloat64(b.g.m.itemsInvalid.WithLabelValues("mark")) == 1
+	testutil.Eventually(t, 3*time.Second, "b counted the invalid events and items", func() bool {
+		return promtest.ToFloat64(b.g.m.eventsInvalid) == 2 &&
+			promtest.ToFloat64(b.g.m.itemsInvalid.WithLabelValues("home")) == 4 &&
+			promtest.ToFloat64(b.g.m.itemsInvalid.WithLabelValues("mark")) == 1
 	})
 	if st := b.table.Stats(); st.Homes != 0 || st.Marked != 0 {
 		t.Fatalf("invalid events changed b's table: %+v", st)
 	}
-	if got := testutil.ToFloat64(b.g.m.homesApplied); got != 0 {
+	if got := promtest.ToFloat64(b.g.m.homesApplied); got != 0 {
 		t.Fatalf("b applied %v homes", got)
 	}
 }
@@ -335,17 +335,17 @@ func testManyLongNamesArrive(t *testing.T, nodes []*testNode) {
 	for _, h := range hs {
 		a.table.LearnName(h.Tenant, h.Region)
 	}
-	eventually(t, 10*time.Second, "300 homes at b", func() bool { return b.table.Stats().Homes == len(hs) })
+	testutil.Eventually(t, 10*time.Second, "300 homes at b", func() bool { return b.table.Stats().Homes == len(hs) })
 	for _, h := range hs {
 		if !b.has(h.Tenant, h.Region) {
 			t.Fatalf("b lacks %s", h.Tenant)
 		}
 	}
-	if got := testutil.ToFloat64(a.g.m.eventsDropped.WithLabelValues("send")); got != 0 {
+	if got := promtest.ToFloat64(a.g.m.eventsDropped.WithLabelValues("send")); got != 0 {
 		t.Fatalf("serf refused %v events", got)
 	}
 	t.Logf("300 homes with 100-byte names: %v serf events, %v direct batches",
-		testutil.ToFloat64(a.g.m.eventsSent), testutil.ToFloat64(a.g.m.directBatches))
+		promtest.ToFloat64(a.g.m.eventsSent), promtest.ToFloat64(a.g.m.directBatches))
 }
 
 func TestIPC(t *testing.T) {
@@ -354,7 +354,7 @@ func TestIPC(t *testing.T) {
 		c.RPCAddr, c.RPCAuth = "127.0.0.1:0", "s3cret"
 		c.Join = []string{a.g.Addr()}
 	})
-	eventually(t, 5*time.Second, "a and b joined", func() bool { return a.g.Joined() && b.g.Joined() })
+	testutil.Eventually(t, 5*time.Second, "a and b joined", func() bool { return a.g.Joined() && b.g.Joined() })
 
 	list := func(addr, auth string) ([]string, error) {
 		cl, err := client.ClientFromConfig(&client.Config{Addr: addr, AuthKey: auth, Timeout: 2 * time.Second})
@@ -451,13 +451,13 @@ func TestJoinDNSAndRejoin(t *testing.T) {
 		t.Fatal("b joined with no peer up")
 	}
 	a := startNode(t, "a", func(c *Config) { c.BindAddr = "127.0.0.2:" + port })
-	eventually(t, 5*time.Second, "b's joiner found a through DNS", func() bool { return a.g.Joined() && b.g.Joined() })
+	testutil.Eventually(t, 5*time.Second, "b's joiner found a through DNS", func() bool { return a.g.Joined() && b.g.Joined() })
 
 	if err := a.g.Close(); err != nil { // a crash: no leave
 		t.Fatal(err)
 	}
 	a2 := startNode(t, "a", func(c *Config) { c.BindAddr = "127.0.0.2:" + port })
-	eventually(t, 15*time.Second, "restarted a back in the cluster", func() bool { return a2.g.Joined() })
+	testutil.Eventually(t, 15*time.Second, "restarted a back in the cluster", func() bool { return a2.g.Joined() })
 	a2.table.LearnName("acme", "us")
-	eventually(t, 3*time.Second, "acme at b", func() bool { return b.has("acme", "us") })
+	testutil.Eventually(t, 3*time.Second, "acme at b", func() bool { return b.has("acme", "us") })
 }
