@@ -88,18 +88,3 @@ func allSeeAlive(ms []*memberlist.Memberlist, want []string) bool {
 	}
 	return true
 }
-
-// waitFor polls cond every 10 ms until it holds or timeout elapses, and
-// fails the test then. It returns how long cond took.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	deadline := start.Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
-}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 func TestMemberlistConverges(t *testing.T) {
@@ -25,7 +27,7 @@ func TestMemberlistConverges(t *testing.T) {
 			nw.SetLatency(tt.min, tt.max)
 			nw.SetLoss(tt.loss)
 			c := startCluster(t, nw, 10, tt.probe)
-			d := waitFor(t, 10*time.Second, "all 10 see 10 alive", func() bool { return allSeeAlive(c.ms, c.names) })
+			d := testutil.Eventually(t, 10*time.Second, "all 10 see 10 alive", func() bool { return allSeeAlive(c.ms, c.names) })
 			// Stay converged: no false suspicion at this latency and loss.
 			for range 3 * 10 {
 				if !allSeeAlive(c.ms, c.names) {
@@ -41,10 +43,10 @@ func TestMemberlistConverges(t *testing.T) {
 func TestMemberlistPartitionAndHeal(t *testing.T) {
 	nw := New(1)
 	c := startCluster(t, nw, 10, 200*time.Millisecond)
-	waitFor(t, 10*time.Second, "converged", func() bool { return allSeeAlive(c.ms, c.names) })
+	testutil.Eventually(t, 10*time.Second, "converged", func() bool { return allSeeAlive(c.ms, c.names) })
 
 	nw.Partition([]string{"n0"})
-	split := waitFor(t, 30*time.Second, "sides see each other failed", func() bool {
+	split := testutil.Eventually(t, 30*time.Second, "sides see each other failed", func() bool {
 		if !allSeeAlive(c.ms[:1], c.names[:1]) {
 			return false
 		}
@@ -59,7 +61,7 @@ func TestMemberlistPartitionAndHeal(t *testing.T) {
 	if _, err := c.ms[0].Join([]string{seed}); err != nil {
 		t.Fatalf("rejoin: %v", err)
 	}
-	d := waitFor(t, 15*time.Second, "merged after heal", func() bool { return allSeeAlive(c.ms, c.names) })
+	d := testutil.Eventually(t, 15*time.Second, "merged after heal", func() bool { return allSeeAlive(c.ms, c.names) })
 	t.Logf("merged %v after the rejoin; %+v", d, nw.Stats())
 }
 
@@ -75,9 +77,9 @@ func TestMemberlistDetectsFailure(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			nw := New(1)
 			c := startCluster(t, nw, 5, 200*time.Millisecond)
-			waitFor(t, 10*time.Second, "converged", func() bool { return allSeeAlive(c.ms, c.names) })
+			testutil.Eventually(t, 10*time.Second, "converged", func() bool { return allSeeAlive(c.ms, c.names) })
 			tt.fail(c)
-			d := waitFor(t, 15*time.Second, "n4 declared dead", func() bool {
+			d := testutil.Eventually(t, 15*time.Second, "n4 declared dead", func() bool {
 				for _, m := range c.ms[:4] {
 					for _, node := range m.Members() {
 						if node.Name == "n4" { // Members leaves out dead nodes
@@ -103,7 +105,7 @@ func TestShutdownLeavesNoGoroutines(t *testing.T) {
 	func() {
 		c := startCluster(t, nw, 10, 200*time.Millisecond)
 		ms = c.ms
-		waitFor(t, 10*time.Second, "converged", func() bool { return allSeeAlive(c.ms, c.names) })
+		testutil.Eventually(t, 10*time.Second, "converged", func() bool { return allSeeAlive(c.ms, c.names) })
 		t.Logf("10 nodes: %d goroutines (baseline %d)", runtime.NumGoroutine(), base)
 	}()
 	// Shut down in an order that leaves nodes sending to, and dialling,
@@ -114,7 +116,7 @@ func TestShutdownLeavesNoGoroutines(t *testing.T) {
 		}
 	}
 	var n int
-	waitFor(t, 10*time.Second, "goroutines back to baseline", func() bool {
+	testutil.Eventually(t, 10*time.Second, "goroutines back to baseline", func() bool {
 		n = runtime.NumGoroutine()
 		return n <= base+2
 	})
@@ -130,7 +132,7 @@ func TestShutdownLeavesNoGoroutines(t *testing.T) {
 func TestPingStormDoesNotDeadlock(t *testing.T) {
 	nw := New(1)
 	c := startCluster(t, nw, 2, 200*time.Millisecond)
-	waitFor(t, 10*time.Second, "converged", func() bool { return allSeeAlive(c.ms, c.names) })
+	testutil.Eventually(t, 10*time.Second, "converged", func() bool { return allSeeAlive(c.ms, c.names) })
 
 	const workers, pings = 8, 200
 	var wg sync.WaitGroup

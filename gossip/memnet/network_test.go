@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 func recvPacket(t *testing.T, tr *Transport, timeout time.Duration) *memberlist.Packet {
@@ -141,7 +143,7 @@ func TestFullInboxDropsWithoutBlocking(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("latency %v: sender blocked on a full inbox", latency)
 		}
-		waitFor(t, 5*time.Second, "all packets accounted for", func() bool {
+		testutil.Eventually(t, 5*time.Second, "all packets accounted for", func() bool {
 			st := nw.Stats()
 			return st.Delivered+st.DroppedQueueFull == n
 		})
@@ -239,6 +241,7 @@ func TestStreams(t *testing.T) {
 	if c.RemoteAddr().String() != b.Addr() || c.LocalAddr().String() != a.Addr() {
 		t.Errorf("conn %v -> %v, want %s -> %s", c.LocalAddr(), c.RemoteAddr(), a.Addr(), b.Addr())
 	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second)) // a lost echo fails, not hangs
 	if _, err := c.Write([]byte("ping")); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 func cpuTime(t *testing.T) time.Duration {
@@ -61,7 +63,7 @@ func TestScale(t *testing.T) {
 					}
 				}
 				joined := time.Since(start)
-				conv := waitFor(t, 60*time.Second, "converged", func() bool { return allSeeAlive(ms, names) })
+				conv := testutil.Eventually(t, 60*time.Second, "converged", func() bool { return allSeeAlive(ms, names) })
 
 				cpu0, wall0, st0 := cpuTime(t), time.Now(), nw.Stats()
 				time.Sleep(window) // measuring, not synchronising
@@ -84,7 +86,7 @@ func TestScale(t *testing.T) {
 				for _, m := range ms {
 					_ = m.Shutdown()
 				}
-				d := waitFor(t, 30*time.Second, "goroutines back to baseline", func() bool {
+				d := testutil.Eventually(t, 30*time.Second, "goroutines back to baseline", func() bool {
 					return runtime.NumGoroutine() <= base+2
 				})
 				t.Logf("goroutines at baseline %v after Shutdown of all", d.Round(time.Millisecond))

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // Five serf nodes on one Network agree on membership and all receive a
@@ -69,7 +71,7 @@ func TestSerfUserEvent(t *testing.T) {
 			t.Fatalf("join: %v", err)
 		}
 	}
-	waitFor(t, 10*time.Second, "all see 5 alive", func() bool {
+	testutil.Eventually(t, 10*time.Second, "all see 5 alive", func() bool {
 		for _, s := range nodes {
 			alive := 0
 			for _, m := range s.Members() {
@@ -87,7 +89,7 @@ func TestSerfUserEvent(t *testing.T) {
 	if err := nodes[2].UserEvent("hello", []byte("from s2"), false); err != nil {
 		t.Fatal(err)
 	}
-	d := waitFor(t, 10*time.Second, "all got the event", func() bool {
+	d := testutil.Eventually(t, 10*time.Second, "all got the event", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, name := range names {
