@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenec/fenec-entry/internal/testutil"
 	"github.com/fenec/fenec-entry/standin"
 )
 
@@ -33,23 +36,22 @@ func startClusterEntry(t *testing.T, args, env []string) *clusterEntry {
 }
 
 // gossipAddr waits for the gossip start line and returns its memberlist address.
-func (e *entry) gossipAddr(t *testing.T) string {
+func (e *entry) gossipAddr(t *testing.T) (addr string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.EventuallyEvery(t, 10*time.Second, 20*time.Millisecond, "the gossip start line", func() bool {
 		for _, l := range e.stderr() {
 			var line struct {
 				Message string `json:"message"`
 				Addr    string `json:"addr"`
 			}
 			if json.Unmarshal([]byte(l), &line) == nil && line.Message == "gossip: started" {
-				return line.Addr
+				addr = line.Addr
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("no gossip start line within 10s")
-	return ""
+		return false
+	})
+	return addr
 }
 
 type statusDoc struct {
@@ -100,16 +102,19 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+// serfCLI runs the stock serf CLI (go tool serf: a tool of go.mod) with args, and returns
+// its output. It gives up after a minute (the first run builds the tool) and names that.
+func serfCLI(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "serf"}, args...)...)
+	cmd.WaitDelay = 2 * time.Second // go tool's child may hold the output open
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("no answer within a minute: %w", ctx.Err())
 	}
-	return time.Since(start)
+	return out, err
 }
 
 func TestGossipCluster(t *testing.T) {
@@ -152,7 +157,7 @@ func TestGossipCluster(t *testing.T) {
 	b := start("b", a.gossip)
 	c := start("c", a.gossip)
 	for _, e := range []*clusterEntry{a, b, c} {
-		waitFor(t, 10*time.Second, "three alive members at every entry", func() bool {
+		testutil.Eventually(t, 10*time.Second, "three alive members at every entry", func() bool {
 			s := e.status(t)
 			n := 0
 			for _, m := range s.Members {
@@ -165,7 +170,7 @@ func TestGossipCluster(t *testing.T) {
 	}
 
 	// The stock serf CLI lists the entries with their tags (go tool serf: a tool of go.mod).
-	out, err := exec.Command("go", "tool", "serf", "members", "-rpc-addr", rpcAddr["a"], "-rpc-auth", plantedRPC).CombinedOutput()
+	out, err := serfCLI(t, "members", "-rpc-addr", rpcAddr["a"], "-rpc-auth", plantedRPC)
 	if err != nil {
 		t.Fatalf("serf members: %v\n%s", err, out)
 	}
@@ -203,7 +208,7 @@ func TestGossipCluster(t *testing.T) {
 	}
 	learned := time.Now()
 	for _, e := range []*clusterEntry{b, c} {
-		waitFor(t, 3*time.Second, "home reaches "+e.client, func() bool { return e.status(t).Homes.Gossip >= 1 })
+		testutil.Eventually(t, 3*time.Second, "home reaches "+e.client, func() bool { return e.status(t).Homes.Gossip >= 1 })
 	}
 	took := time.Since(learned)
 	t.Logf("home learned at A held by B and C after %v", took)
@@ -223,7 +228,7 @@ func TestGossipCluster(t *testing.T) {
 
 	// A fourth entry started later holds the table before it reports ready.
 	d := start("d", a.gossip)
-	waitFor(t, 6*time.Second, "D ready", func() bool { return d.status(t).Ready })
+	testutil.Eventually(t, 6*time.Second, "D ready", func() bool { return d.status(t).Ready })
 	if s := d.status(t); s.Homes.Held < 1 {
 		t.Errorf("D ready with %d homes, want the table (acme)", s.Homes.Held)
 	}
@@ -237,7 +242,7 @@ func TestGossipCluster(t *testing.T) {
 		}
 	}
 	httpGet(t, "http://"+a.client+"/t/acme/items/1")
-	waitFor(t, 3*time.Second, "eu marked at B", func() bool {
+	testutil.Eventually(t, 3*time.Second, "eu marked at B", func() bool {
 		for _, r := range b.status(t).Regions {
 			if r.Name == "eu" && r.Marked {
 				return true
@@ -251,7 +256,7 @@ func TestGossipCluster(t *testing.T) {
 		req, _ := http.NewRequest("POST", "http://"+e.client+"/t/globex/items", strings.NewReader(plantedBody))
 		req.Header.Set("Authorization", plantedAuth)
 		req.Header.Set("Cookie", plantedCookie)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req); err == nil {
 			resp.Body.Close()
 		}
 	}
@@ -260,7 +265,7 @@ func TestGossipCluster(t *testing.T) {
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 3*time.Second, "A sees C left", func() bool { return a.status(t).memberState("c") == "left" })
+	testutil.Eventually(t, 3*time.Second, "A sees C left", func() bool { return a.status(t).memberState("c") == "left" })
 	if status := c.exitStatus(t, 15*time.Second); status != 0 {
 		t.Errorf("C exit status %d, want 0", status)
 	}

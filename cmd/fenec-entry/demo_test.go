@@ -11,28 +11,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // The demo makes its point by itself (issue 8 item 9): every line of its guide is run as
 // printed, one after the other without a pause (as when pasted all at once), by sh and curl,
@@ -46,10 +30,10 @@ func TestDemo(t *testing.T) {
 	const offset = 20000 // every port below 32768, out of the ephemeral range
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errs lockedBuffer
+	var out, errs testutil.LogBuffer
 	done := make(chan error, 1)
 	go func() { done <- runDemo(ctx, demoOptions{offset: offset, logs: "warn"}, &out, &errs) }()
-	waitFor(t, 20*time.Second, "the demo's guide", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the demo's guide", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("demo stopped: %v\n%s", err, errs.String())
@@ -166,7 +150,7 @@ func checkStep(t *testing.T, p demoPorts, key, got string) {
 			t.Errorf("after the failed write, ams's /status.json marks %q, want eu", m)
 		}
 		for i := 1; i < 3; i++ {
-			waitFor(t, 3*time.Second, "eu's mark gossiped to "+p.admin(i), func() bool {
+			testutil.Eventually(t, 3*time.Second, "eu's mark gossiped to "+p.admin(i), func() bool {
 				return demoStatus(t, p.admin(i)).marks() == "eu"
 			})
 		}
@@ -185,7 +169,7 @@ func checkStep(t *testing.T, p demoPorts, key, got string) {
 			t.Errorf("after eu answered, ams's /status.json marks %q, want none", m)
 		}
 		for i := 1; i < 3; i++ {
-			waitFor(t, 3*time.Second, "eu's clear gossiped to "+p.admin(i), func() bool {
+			testutil.Eventually(t, 3*time.Second, "eu's clear gossiped to "+p.admin(i), func() bool {
 				return demoStatus(t, p.admin(i)).marks() == ""
 			})
 		}

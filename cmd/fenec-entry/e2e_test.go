@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // The end-to-end tests build the binary and run it as an operator would.
@@ -128,8 +131,7 @@ func (e *entry) stderr() []string {
 // started waits for the start line and returns the client and admin addresses it names.
 func (e *entry) started(t *testing.T) (client, admin string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.EventuallyEvery(t, 10*time.Second, 20*time.Millisecond, "the entry's start line", func() bool {
 		for _, l := range e.stderr() {
 			var line struct {
 				Message     string `json:"message"`
@@ -137,17 +139,18 @@ func (e *entry) started(t *testing.T) (client, admin string) {
 				AdminListen string `json:"admin_listen"`
 			}
 			if json.Unmarshal([]byte(l), &line) == nil && line.Message == "entry started" {
-				return line.Listen, line.AdminListen
+				client, admin = line.Listen, line.AdminListen
+				return true
 			}
 		}
 		select {
 		case <-e.waited:
 			t.Fatalf("the entry exited before starting: %v", e.err)
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-	}
-	t.Fatal("no start line within 10s")
-	return "", ""
+		return false
+	})
+	return client, admin
 }
 
 // exitStatus waits up to within for the entry to exit and returns its status.
@@ -255,11 +258,16 @@ func TestServeBadConfiguration(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := exec.Command(binary(t), append([]string{"serve"}, tt.args...)...)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, binary(t), append([]string{"serve"}, tt.args...)...)
 			cmd.Env = cleanEnv(append([]string{"FENEC_ENTRY_POP=p", "FENEC_ENTRY_NODE=n"}, tt.env...)...)
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			err := cmd.Run()
+			if ctx.Err() != nil {
+				t.Fatalf("not refused within 10s: still running (stderr %q)", stderr.String())
+			}
 			ee, ok := err.(*exec.ExitError)
 			if !ok || ee.ExitCode() != 2 {
 				t.Fatalf("run = %v, want exit status 2 (stderr %q)", err, stderr.String())

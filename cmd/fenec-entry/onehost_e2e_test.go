@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenec/fenec-entry/internal/testutil"
 	"github.com/fenec/fenec-entry/standin"
 )
 
@@ -90,7 +90,7 @@ func TestTwoEntriesOnOneHost(t *testing.T) {
 	b := start(p2, p1.gossip)
 	host, _ := os.Hostname()
 	for _, e := range []*clusterEntry{a, b} {
-		waitFor(t, 10*time.Second, "two alive members at "+e.admin, func() bool {
+		testutil.Eventually(t, 10*time.Second, "two alive members at "+e.admin, func() bool {
 			s := e.status(t)
 			return len(s.Members) == 2 && s.memberState(host+"-"+portOf(p1.gossip)) == "alive" &&
 				s.memberState(host+"-"+portOf(p2.gossip)) == "alive"
@@ -136,7 +136,7 @@ func TestNameConflictEndToEnd(t *testing.T) {
 			t.Logf("last look: %s", last)
 		}
 	}()
-	waitFor(t, 20*time.Second, "an entry that says, everywhere at once, that gossip is down", func() bool {
+	testutil.Eventually(t, 20*time.Second, "an entry that says, everywhere at once, that gossip is down", func() bool {
 		for _, e := range []*clusterEntry{a, b} {
 			st := e.status(t)
 			_, _, metrics := httpGet(t, "http://"+e.admin+"/metrics")
@@ -172,7 +172,7 @@ func TestNameConflictEndToEnd(t *testing.T) {
 // serfKeys runs the stock CLI's `serf keys` through one entry's RPC.
 func serfKeys(t *testing.T, rpc, auth string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("go", append([]string{"tool", "serf", "keys", "-rpc-addr", rpc, "-rpc-auth", auth}, args...)...).CombinedOutput()
+	out, err := serfCLI(t, append([]string{"keys", "-rpc-addr", rpc, "-rpc-auth", auth}, args...)...)
 	if err != nil {
 		t.Fatalf("serf keys %v: %v\n%s", args, err, out)
 	}
@@ -216,7 +216,7 @@ func TestKeyRotationEndToEnd(t *testing.T) {
 	c := start("c", keyA, a.gossip, "127.0.0.1:0")
 	three := []*clusterEntry{a, b, c}
 	for _, e := range three {
-		waitFor(t, 10*time.Second, "three members at "+e.admin, func() bool {
+		testutil.Eventually(t, 10*time.Second, "three members at "+e.admin, func() bool {
 			s := e.status(t)
 			return s.memberState("a") == "alive" && s.memberState("b") == "alive" && s.memberState("c") == "alive"
 		})
@@ -250,12 +250,12 @@ func TestKeyRotationEndToEnd(t *testing.T) {
 	if out := serfKeys(t, rpcA, auth, "-list"); strings.Contains(out, keyA) || !strings.Contains(out, keyB) {
 		t.Errorf("serf keys -list after the rotation:\n%s", out)
 	}
-	waitFor(t, 15*time.Second, "every tenant heard", func() bool { return sent.Load() >= 3*tenants })
+	testutil.Eventually(t, 15*time.Second, "every tenant heard", func() bool { return sent.Load() >= 3*tenants })
 	close(stop)
 	wg.Wait()
 
 	// No home lost: every entry holds every tenant, the same table.
-	waitFor(t, 5*time.Second, "the same full table at every entry", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the same full table at every entry", func() bool {
 		d := a.status(t).Homes
 		for _, e := range three {
 			if s := e.status(t).Homes; s.Held != tenants || s.Digest != d.Digest {
@@ -267,7 +267,7 @@ func TestKeyRotationEndToEnd(t *testing.T) {
 
 	// An entry holding only B joins and holds the table when ready.
 	d := start("d", keyB, a.gossip, "127.0.0.1:0")
-	waitFor(t, 6*time.Second, "d ready", func() bool { return d.status(t).Ready })
+	testutil.Eventually(t, 6*time.Second, "d ready", func() bool { return d.status(t).Ready })
 	if s := d.status(t); s.Homes.Held != tenants || s.Homes.Digest != a.status(t).Homes.Digest || s.memberState("a") != "alive" {
 		t.Errorf("d (key B only) ready with %d homes, a %s; want the whole table", s.Homes.Held, s.memberState("a"))
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // openPTY opens a pseudo-terminal: what the entry writes to slave, the test reads from master.
@@ -71,14 +73,14 @@ func TestServeCtrlCAtATerminal(t *testing.T) {
 			<-waited
 		}
 	}()
-	var out lockedBuffer
+	var out testutil.LogBuffer
 	go io.Copy(&out, master) // ends with EIO once the child is gone and master is closed
 
 	// The signals are watched before the entry starts (serve, then node.Run).
-	waitFor(t, 10*time.Second, "the start line", func() bool { return strings.Contains(out.String(), `"message":"entry started"`) })
+	testutil.Eventually(t, 10*time.Second, "the start line", func() bool { return strings.Contains(out.String(), `"message":"entry started"`) })
 	cmd.Process.Signal(os.Interrupt)
 	const first = "fenec-entry: interrupt: draining for 30s (--drain), then up to 10s for open requests; Ctrl-C again stops at once"
-	waitFor(t, 5*time.Second, "the drain notice on the terminal", func() bool { return strings.Contains(out.String(), first) })
+	testutil.Eventually(t, 5*time.Second, "the drain notice on the terminal", func() bool { return strings.Contains(out.String(), first) })
 
 	sent := time.Now()
 	cmd.Process.Signal(os.Interrupt)
@@ -94,7 +96,7 @@ func TestServeCtrlCAtATerminal(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("a second Ctrl-C did not stop the entry (output %q)", out.String())
 	}
-	waitFor(t, 5*time.Second, "the second notice", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the second notice", func() bool {
 		return strings.Contains(out.String(), "fenec-entry: interrupt again: stopping at once")
 	})
 }
