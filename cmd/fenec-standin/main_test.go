@@ -5,16 +5,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -110,29 +112,49 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// readRouters reads the routers run prints on stdout.
+// readRouters reads the routers run prints on stdout; it fails the test if they are not all
+// there within 10s.
 func readRouters(t *testing.T, r io.Reader, n int) []map[string]string {
 	t.Helper()
-	sc := bufio.NewScanner(r)
-	var routers []map[string]string
-	for len(routers) < n && sc.Scan() {
-		var m map[string]string
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("stdout line %q: %v", sc.Text(), err)
+	type result struct {
+		routers []map[string]string
+		err     error
+	}
+	got := make(chan result, 1)
+	go func() { // reads until n lines or EOF; the test's end closes r
+		sc := bufio.NewScanner(r)
+		var routers []map[string]string
+		for len(routers) < n && sc.Scan() {
+			var m map[string]string
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				got <- result{err: fmt.Errorf("stdout line %q: %w", sc.Text(), err)}
+				return
+			}
+			routers = append(routers, m)
 		}
-		routers = append(routers, m)
+		if len(routers) != n {
+			got <- result{err: fmt.Errorf("read %d routers, want %d (%v)", len(routers), n, sc.Err())}
+			return
+		}
+		got <- result{routers: routers}
+	}()
+	select {
+	case res := <-got:
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		return res.routers
+	case <-time.After(10 * time.Second):
+		t.Fatalf("fewer than %d router lines on stdout within 10s", n)
+		return nil
 	}
-	if len(routers) != n {
-		t.Fatalf("read %d routers, want %d (%v)", len(routers), n, sc.Err())
-	}
-	return routers
 }
 
 func TestRunServesUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
-	var stderr syncBuffer
+	var stderr testutil.LogBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"--region", "eu=127.0.0.1:0,127.0.0.1:0", "--region", "us=127.0.0.1:0",
@@ -143,7 +165,8 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	if routers[2]["region"] != "us" || !strings.HasPrefix(routers[2]["url"], "http://127.0.0.1:") {
 		t.Errorf("routers = %v", routers)
 	}
-	resp, err := http.Post(routers[2]["url"]+"/t/acme/items", "text/plain", strings.NewReader("x"))
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Post(routers[2]["url"]+"/t/acme/items", "text/plain", strings.NewReader("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,44 +201,38 @@ func TestBinaryStopsOnSIGTERM(t *testing.T) {
 	}
 	cmd := exec.Command(bin, "--region", "eu=127.0.0.1:0", "--tenants", "acme=eu")
 	stdout, _ := cmd.StdoutPipe()
-	var stderr syncBuffer
+	var stderr testutil.LogBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
 	routers := readRouters(t, stdout, 1)
-	resp, err := http.Get(routers[0]["url"] + "/_standin/health")
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(routers[0]["url"] + "/_standin/health")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
 	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("exit after SIGTERM: %v; stderr:\n%s", err, stderr.String())
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v; stderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("still running 10s after SIGTERM; stderr:\n%s", stderr.String())
 	}
 
 	// Bad configuration: exit 2, one line.
-	out, err := exec.Command(bin, "--region", "eu=127.0.0.1:0", "--tenants", "acme=us").CombinedOutput()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "--region", "eu=127.0.0.1:0", "--tenants", "acme=us").CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("bad config: still running after 10s (output %q)", out)
+	}
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || strings.Count(string(out), "\n") != 1 || !strings.Contains(string(out), "--tenants") {
 		t.Errorf("bad config: %v, output %q", err, out)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader on different goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
