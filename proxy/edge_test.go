@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // entryFor builds an entry whose only region "eu" has the given routers.
@@ -53,7 +54,7 @@ func entryWith(t *testing.T, edit func(*Config), routers ...string) (*httptest.S
 // waitIdle waits until the first router's connection is back in its pool
 // (the client can have the answer a moment before the entry pools it).
 func waitIdle(t *testing.T, h *Handler) {
-	eventually(t, 2*time.Second, "connection back in the pool", func() bool {
+	testutil.Eventually(t, 2*time.Second, "connection back in the pool", func() bool {
 		return h.regions[0].routers[0].idleCount() == 1
 	})
 }
@@ -215,7 +216,7 @@ func TestClosedIdleConnectionNotUsedForWrites(t *testing.T) {
 				t.Fatal("the router did not close its connection after answering")
 			}
 			rt := h.regions[0].routers[0]
-			eventually(t, 2*time.Second, "the router's FIN reaches the pooled connection", func() bool {
+			testutil.Eventually(t, 2*time.Second, "the router's FIN reaches the pooled connection", func() bool {
 				rt.mu.Lock()
 				defer rt.mu.Unlock()
 				return len(rt.idle) == 1 && !rt.idle[0].alive()
@@ -247,7 +248,7 @@ func TestIdlePoolBound(t *testing.T) {
 	if n := rt.idleCount(); n != 2 {
 		t.Errorf("idle = %d, want 2", n)
 	}
-	if got := testutil.ToFloat64(m.IdleConnsDropped); got != 1 {
+	if got := promtest.ToFloat64(m.IdleConnsDropped); got != 1 {
 		t.Errorf("dropped = %v, want 1", got)
 	}
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/testutil"
 	"github.com/fenec/fenec-entry/standin"
 )
 
@@ -27,7 +27,7 @@ type testEnv struct {
 	srv   *httptest.Server
 	homes *homes.Table
 	clock *fakeClock
-	logs  *syncBuffer
+	logs  *testutil.LogBuffer
 }
 
 type envOpt func(*Config, *standin.Config)
@@ -53,18 +53,6 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // testRequestTimeout bounds every request a test makes through an entry's client (a stream
 // included), so that a regression fails the test with the request's error instead of
@@ -110,7 +98,7 @@ func newEnv(t *testing.T, opts ...envOpt) *testEnv {
 		}
 		pcfg.Regions = append(pcfg.Regions, reg)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.LogBuffer{}
 	lg := zerolog.New(logs).Level(zerolog.DebugLevel)
 	pcfg.Logger = &lg
 	pcfg.Homes = table
@@ -207,16 +195,4 @@ func (e *testEnv) applies(tenant string) []standin.Apply {
 		}
 	}
 	return out
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 type echoed struct {
@@ -355,7 +356,7 @@ func TestOverloaded(t *testing.T) {
 		}
 		held <- err
 	}()
-	eventually(t, 5*time.Second, "held write in flight", func() bool {
+	testutil.Eventually(t, 5*time.Second, "held write in flight", func() bool {
 		for _, s := range e.sc.Seen() {
 			if s.Method == "POST" {
 				return e.h.Inflight() == 1
@@ -399,12 +400,12 @@ func TestBodyBudget(t *testing.T) {
 	e := newEnv(t, withConfig(func(c *Config) { c.BodyBuffer = 1024; c.MaxBufferedBytes = 64 }))
 	e.learn("acme")
 	ec := decodeEcho(t, e.do("POST", "/t/acme/echo", nil, strings.Repeat("k", 32)))
-	if ec.BodyLen != 32 || testutil.ToFloat64(e.h.met.m.BodiesSqueezed) != 0 {
+	if ec.BodyLen != 32 || promtest.ToFloat64(e.h.met.m.BodiesSqueezed) != 0 {
 		t.Fatalf("a body within the budget: router got %d bytes", ec.BodyLen)
 	}
 	ec = decodeEcho(t, e.do("POST", "/t/acme/echo", nil, strings.Repeat("s", 100)))
-	if ec.BodyLen != 100 || testutil.ToFloat64(e.h.met.m.BodiesSqueezed) != 1 {
-		t.Errorf("over the budget: router got %d bytes, squeezed %v; want streamed", ec.BodyLen, testutil.ToFloat64(e.h.met.m.BodiesSqueezed))
+	if ec.BodyLen != 100 || promtest.ToFloat64(e.h.met.m.BodiesSqueezed) != 1 {
+		t.Errorf("over the budget: router got %d bytes, squeezed %v; want streamed", ec.BodyLen, promtest.ToFloat64(e.h.met.m.BodiesSqueezed))
 	}
 	req, _ := http.NewRequest("POST", e.srv.URL+"/t/acme/items", struct{ *strings.Reader }{strings.NewReader("c")})
 	req.ContentLength = -1
@@ -416,5 +417,5 @@ func TestBodyBudget(t *testing.T) {
 	if resp.StatusCode != 503 {
 		t.Errorf("chunked body with no room for --body-buffer: %d, want 503 overloaded", resp.StatusCode)
 	}
-	eventually(t, 2*time.Second, "budget given back", func() bool { return e.h.budget.used.Load() == 0 })
+	testutil.Eventually(t, 2*time.Second, "budget given back", func() bool { return e.h.budget.used.Load() == 0 })
 }

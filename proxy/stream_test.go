@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // An event reaches the client as the router sends it: each tick arrives on
@@ -147,7 +149,7 @@ func TestCancellationReachesRouter(t *testing.T) {
 				resp.Body.Close()
 			}
 		}()
-		eventually(t, 5*time.Second, "held write reaches the router", func() bool {
+		testutil.Eventually(t, 5*time.Second, "held write reaches the router", func() bool {
 			for _, s := range e.sc.Seen() {
 				if s.Method == "POST" {
 					return true
@@ -171,7 +173,7 @@ func TestCancellationReachesRouter(t *testing.T) {
 
 func (e *testEnv) waitClientGone(t *testing.T, path string, gone time.Time) {
 	t.Helper()
-	eventually(t, 2*time.Second, "router sees the client go", func() bool {
+	testutil.Eventually(t, 2*time.Second, "router sees the client go", func() bool {
 		for _, s := range e.sc.Seen() {
 			if s.Path == path && s.From == "" && s.ClientGone && !s.End.IsZero() {
 				if lag := s.End.Sub(gone); lag > time.Second {
