@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 func TestWritesAppliedOnceInTheHomeRegion(t *testing.T) {
@@ -174,14 +176,14 @@ func TestFenecWaitClientGoneAppliesNothing(t *testing.T) {
 					header: map[string]string{hdrWait: "30", hdrIdemKey: "k"}})
 				done <- err
 			}()
-			waitFor(t, "the held write at the home", func() bool {
+			testutil.Eventually(t, 5*time.Second, "the held write at the home", func() bool {
 				return len(seenWhere(c, func(s Seen) bool { return s.Region == "eu" })) == 1
 			})
 			cancel()
 			if err := <-done; err == nil {
 				t.Fatal("cancelled request succeeded")
 			}
-			waitFor(t, "the home to see the client go", func() bool {
+			testutil.Eventually(t, 5*time.Second, "the home to see the client go", func() bool {
 				s := seenWhere(c, func(s Seen) bool { return s.Region == "eu" && !s.End.IsZero() })
 				return len(s) == 1 && s[0].ClientGone && s[0].Status == 0
 			})

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 func TestParseFault(t *testing.T) {
@@ -57,6 +59,7 @@ func rawConn(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(testRequestTimeout))
 	io.WriteString(conn, "GET /t/acme/echo HTTP/1.1\r\nHost: x\r\n\r\n")
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
@@ -121,7 +124,7 @@ func TestFaultRefuse(t *testing.T) {
 	// A held write in flight on a kept-alive connection.
 	busy, busyR := rawConn(t, addr)
 	io.WriteString(busy, "POST /t/acme/items HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nFenec-Wait: 0.3\r\n\r\n")
-	waitFor(t, "the held write", func() bool { return len(seenWhere(c, func(s Seen) bool { return s.Method == "POST" })) == 1 })
+	testutil.Eventually(t, 5*time.Second, "the held write", func() bool { return len(seenWhere(c, func(s Seen) bool { return s.Method == "POST" })) == 1 })
 
 	if err := c.SetFault(addr, Fault{Mode: FaultRefuse}); err != nil {
 		t.Fatal(err)
@@ -165,7 +168,7 @@ func TestFaultResetAfterRequest(t *testing.T) {
 			if l := c.Ledger(); len(l) != 1 || l[0].Region != "eu" {
 				t.Errorf("ledger = %+v, want the write applied once at eu", l)
 			}
-			waitFor(t, "the record", func() bool {
+			testutil.Eventually(t, 5*time.Second, "the record", func() bool {
 				s := seenWhere(c, func(s Seen) bool { return s.Region == region && !s.End.IsZero() })
 				return len(s) == 1 && s[0].Status == 0 && s[0].Fault == FaultResetAfterRequest
 			})
@@ -225,7 +228,7 @@ func TestFaultSlow(t *testing.T) {
 	if _, err := doErr(ctx, newClient(t), req{method: "POST", url: c.url("us", 0) + "/t/acme/items", body: "abc"}); err == nil {
 		t.Fatal("a request cancelled during the wait succeeded")
 	}
-	waitFor(t, "the router to see the client go", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the router to see the client go", func() bool {
 		return len(seenWhere(c, func(s Seen) bool { return s.ClientGone && s.Router == addr })) == 1
 	})
 	if n := len(c.Ledger()); n != 1 {
@@ -245,7 +248,7 @@ func TestFaultBlackhole(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("client error %v, want its own timeout", err)
 	}
-	waitFor(t, "the router to see the client go", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the router to see the client go", func() bool {
 		s := seenWhere(c, func(s Seen) bool { return s.Router == addr && !s.End.IsZero() })
 		return len(s) == 1 && s[0].ClientGone && s[0].Status == 0
 	})

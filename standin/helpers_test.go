@@ -44,11 +44,16 @@ func (c *Cluster) url(region string, i int) string { return c.URLs(region)[i] }
 // addr returns the address of router i of region.
 func (c *Cluster) addrOf(region string, i int) string { return c.byName[region].routers[i].addr }
 
+// newClient is a client whose requests fail after testRequestTimeout rather than hang.
 func newClient(t *testing.T) *http.Client {
 	tr := &http.Transport{DisableCompression: true}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
+	return &http.Client{Transport: tr, Timeout: testRequestTimeout}
 }
+
+// testRequestTimeout bounds every request (and stream) of a test's client, and the raw
+// connections' reads and writes: far above what any of them takes.
+const testRequestTimeout = 20 * time.Second
 
 type answer struct {
 	status int
@@ -107,18 +112,6 @@ func doErr(ctx context.Context, client *http.Client, r req) (answer, error) {
 		return answer{}, err
 	}
 	return answer{status: resp.StatusCode, header: resp.Header, body: b}, nil
-}
-
-// waitFor polls cond until it holds, or fails the test after 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // seenWhere returns the Seen records matching f.

@@ -3,6 +3,8 @@ package standin
 import (
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 func TestClientMarks(t *testing.T) {
@@ -51,7 +53,7 @@ func TestClientMarks(t *testing.T) {
 			want = got
 		}
 	}
-	waitFor(t, "the records", func() bool { return len(seenWhere(c, func(s Seen) bool { return s.End.IsZero() })) == 0 })
+	testutil.Eventually(t, 5*time.Second, "the records", func() bool { return len(seenWhere(c, func(s Seen) bool { return s.End.IsZero() })) == 0 })
 	var marks []string
 	for _, s := range c.Seen() {
 		if s.Region == "eu" && s.ClientMark != "" {

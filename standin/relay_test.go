@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 func TestRelayAddsFenecRouterAndPassesFenecHome(t *testing.T) {
@@ -30,7 +33,7 @@ func TestRelayAddsFenecRouterAndPassesFenecHome(t *testing.T) {
 			t.Errorf("home saw %s %q, want %q", k, got, v)
 		}
 	}
-	waitFor(t, "the records to complete", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the records to complete", func() bool {
 		return len(seenWhere(c, func(s Seen) bool { return s.End.IsZero() })) == 0
 	})
 	relayed := seenWhere(c, func(s Seen) bool { return s.Router == us0 })
@@ -152,11 +155,11 @@ func TestRelayPropagatesCancellation(t *testing.T) {
 	defer resp.Body.Close()
 	nextEvent(t, readEvents(resp.Body), "open", isEvent("open"))
 	cancel()
-	waitFor(t, "the home to see the stream end", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the home to see the stream end", func() bool {
 		s := seenWhere(c, func(s Seen) bool { return s.Region == "eu" && !s.End.IsZero() })
 		return len(s) == 1 && s[0].ClientGone
 	})
-	waitFor(t, "the relaying router to see the client go", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the relaying router to see the client go", func() bool {
 		s := seenWhere(c, func(s Seen) bool { return s.Region == "us" && !s.End.IsZero() })
 		return len(s) == 1 && s[0].ClientGone && s[0].Relayed
 	})

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 func TestFenecShardOnEveryAnswer(t *testing.T) {
@@ -159,7 +161,7 @@ func TestCloseIsIdempotentAndCloses(t *testing.T) {
 	} {
 		go doErr(context.Background(), client, r)
 	}
-	waitFor(t, "the requests in flight", func() bool { return len(c.Seen()) == 5 })
+	testutil.Eventually(t, 5*time.Second, "the requests in flight", func() bool { return len(c.Seen()) == 5 })
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()
 	select {
@@ -246,6 +248,7 @@ func TestChunkedBodyRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(testRequestTimeout))
 		io.WriteString(conn, "POST /t/acme/items HTTP/1.1\r\nHost: x\r\nFenec-Home: 1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
