@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // Settings of every entry the suite starts, and the bounds the checks use.
@@ -701,42 +703,44 @@ func (h *harness) entry(name string) *entryProc {
 	return nil
 }
 
-// waitCluster waits until every entry is ready and sees the three entries alive.
+// waitCluster waits until every entry is ready and sees the three entries alive, and returns
+// how long it took; past within it fails the test with what the last entry lacked.
 func (h *harness) waitCluster(within time.Duration) time.Duration {
 	h.t.Helper()
-	start := time.Now()
-	var last string
-	for {
-		ok := true
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	took, err := testutil.Poll(ctx, 100*time.Millisecond, "cluster whole", func() error {
 		for _, e := range h.entries {
 			s, err := e.status()
 			if err != nil || !s.Ready || s.alive() != len(h.entries) {
-				ok = false
-				last = fmt.Sprintf("%s: ready %v, members %+v, err %v", e.name, s.Ready, s.Members, err)
-				break
+				return fmt.Errorf("%s: ready %v, members %+v, err %v", e.name, s.Ready, s.Members, err)
 			}
 		}
-		if ok {
-			return time.Since(start)
-		}
-		if time.Since(start) > within {
-			h.t.Fatalf("cluster not whole within %v: %s", within, last)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
 	}
+	return took
 }
 
-// waitStatus polls an entry's status until cond holds, and returns how long it took.
+// waitStatus polls an entry's status until cond holds, and returns how long it took; past
+// within it marks the test failed (any goroutine may call it) and returns false.
 func (h *harness) waitStatus(e *entryProc, within time.Duration, what string, cond func(statusDoc) bool) (time.Duration, bool) {
-	start := time.Now()
-	for time.Since(start) <= within {
-		if s, err := e.status(); err == nil && cond(s) {
-			return time.Since(start), true
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	took, err := testutil.Poll(ctx, 50*time.Millisecond, what, func() error {
+		s, err := e.status()
+		if err == nil && !cond(s) {
+			err = fmt.Errorf("%s's status does not show it", e.name)
 		}
-		time.Sleep(50 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		h.t.Error(err)
+		return took, false
 	}
-	h.t.Errorf("%s: not within %v", what, within)
-	return time.Since(start), false
+	return took, true
 }
 
 // baseline records every entry's process figures after a warm-up at full concurrency, with

@@ -3,6 +3,8 @@
 package chaos
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -10,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // summary is one row of the table printed at the end of the run.
@@ -167,18 +171,19 @@ func (h *harness) agreeNow() agreement {
 // and how long it took; past within it fails the test with what each entry held.
 func (h *harness) waitAgree(within time.Duration, what string) (agreement, time.Duration) {
 	h.t.Helper()
-	start := time.Now()
-	for {
-		a := h.agreeNow()
-		if a.ok {
-			return a, time.Since(start)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var a agreement
+	took, err := testutil.Poll(ctx, 100*time.Millisecond, what+": tables agree", func() error {
+		if a = h.agreeNow(); !a.ok {
+			return errors.New(a.line)
 		}
-		if time.Since(start) > within {
-			h.t.Errorf("%s: tables do not agree within %v: %s", what, within, a.line)
-			return a, time.Since(start)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		h.t.Error(err)
 	}
+	return a, took
 }
 
 // convergeWatch polls agreement from the end of the last disruption, while traffic may still
