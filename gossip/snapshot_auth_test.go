@@ -9,13 +9,13 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // get makes a request to n with the given Fenec-Proof (none if empty).
@@ -62,22 +62,9 @@ func proofFor(key []byte, node, nonce, path string) string {
 	return node + " " + nonce + " " + requestProof(deriveAuthKey(key), node, nonce, http.MethodGet, path)
 }
 
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 func TestSnapshotAuthRefusals(t *testing.T) {
 	ms := newMembers("a", "b", "c")
-	clock := &fakeClock{now: time.Now()}
+	clock := testutil.NewClock(time.Now())
 	a := newSyncNode(t, "a", ms, withNow(clock.Now))
 	fill(a.table, 0, 10, ver(-time.Minute, 0, "a"))
 
@@ -99,7 +86,7 @@ func TestSnapshotAuthRefusals(t *testing.T) {
 		{"someone else's nonce", func() string { return proofFor(testKey, "b", nonceFor(t, a, "c"), pathSnapshot) }, 401, "bad_nonce"},
 		{"expired nonce", func() string {
 			n := nonceFor(t, a, "b")
-			clock.add(nonceTTL + time.Second)
+			clock.Advance(nonceTTL + time.Second)
 			return proofFor(testKey, "b", n, pathSnapshot)
 		}, 401, "bad_nonce"},
 		{"not a member", func() string { return proofFor(testKey, "x", "n", pathSnapshot) }, 401, "bad_nonce"},
@@ -248,7 +235,7 @@ func TestSnapshotInsecure(t *testing.T) {
 
 func TestSnapshotNonceBound(t *testing.T) {
 	ms := newMembers("a", "b")
-	clock := &fakeClock{now: time.Now()}
+	clock := testutil.NewClock(time.Now())
 	a := newSyncNode(t, "a", ms, withNow(clock.Now))
 	for range maxNonces {
 		if _, ok := a.sync.nonces.issue("b"); !ok {
@@ -258,9 +245,9 @@ func TestSnapshotNonceBound(t *testing.T) {
 	if resp, e := get(t, a, pathChallenge+"?node=b", ""); resp.StatusCode != 503 || e.Code != "busy" {
 		t.Errorf("at the bound: %d %q, want 503 busy", resp.StatusCode, e.Code)
 	}
-	if n := testutil.ToFloat64(a.sync.m.noncesFull); n != 1 {
+	if n := promtest.ToFloat64(a.sync.m.noncesFull); n != 1 {
 		t.Errorf("nonces_full = %v", n)
 	}
-	clock.add(nonceTTL)
+	clock.Advance(nonceTTL)
 	nonceFor(t, a, "b") // expired ones are swept
 }

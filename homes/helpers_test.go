@@ -1,33 +1,14 @@
 package homes
 
 import (
-	"sync"
 	"testing"
 	"time"
-)
 
-// fakeClock is a Clock that moves only when told. Safe for concurrent use.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+	"github.com/fenec/fenec-entry/internal/testutil"
+)
 
 // t0 is the fake clock's start: a whole second, so expiries compare exactly.
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-
-func newFakeClock() *fakeClock { return &fakeClock{now: t0} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 var testRegions = []string{"eu", "us", "ap"}
 
@@ -39,9 +20,9 @@ const (
 
 // newTestTable returns a Table over testRegions with origin "e1", a fake clock, and cfg
 // changed by edit (if not nil).
-func newTestTable(tb testing.TB, edit func(*Config)) (*Table, *fakeClock) {
+func newTestTable(tb testing.TB, edit func(*Config)) (*Table, *testutil.Clock) {
 	tb.Helper()
-	clk := newFakeClock()
+	clk := testutil.NewClock(t0)
 	cfg := Config{Regions: testRegions, Origin: "e1", Clock: clk}
 	if edit != nil {
 		edit(&cfg)

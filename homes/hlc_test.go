@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 func TestVersionLess(t *testing.T) {
@@ -61,7 +63,7 @@ func TestPhysicalClamps(t *testing.T) {
 }
 
 func TestHLCNow(t *testing.T) {
-	clk := newFakeClock()
+	clk := testutil.NewClock(t0)
 	c := hlc{clock: clk}
 	pt := physical(t0)
 
@@ -85,7 +87,7 @@ func TestHLCNow(t *testing.T) {
 }
 
 func TestHLCObserve(t *testing.T) {
-	clk := newFakeClock()
+	clk := testutil.NewClock(t0)
 	c := hlc{clock: clk}
 	local := c.now()
 	remote := physical(t0.Add(time.Minute)) + 3 // a peer a minute ahead

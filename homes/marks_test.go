@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 const backoff = 10 * time.Second // the default ReadBackoff the tests rely on
@@ -166,24 +168,24 @@ func TestMarkedSet(t *testing.T) {
 
 func TestClear(t *testing.T) {
 	tests := map[string]struct {
-		before    func(*Table, *fakeClock)
+		before    func(*Table, *testutil.Clock)
 		wantClear bool // a clear on the feed
 	}{
-		"not failing": {func(*Table, *fakeClock) {}, false},
-		"failed":      {func(t *Table, _ *fakeClock) { t.Mark(eu) }, true},
-		"failed twice": {func(t *Table, c *fakeClock) {
+		"not failing": {func(*Table, *testutil.Clock) {}, false},
+		"failed":      {func(t *Table, _ *testutil.Clock) { t.Mark(eu) }, true},
+		"failed twice": {func(t *Table, c *testutil.Clock) {
 			t.Mark(eu)
 			c.Advance(2 * time.Second)
 			t.Mark(eu)
 		}, true},
-		"a peer's failure": {func(t *Table, _ *fakeClock) { t.ApplyMark(failure("eu", 5, "e2")) }, true},
-		"failed past the read backoff": {func(t *Table, c *fakeClock) {
+		"a peer's failure": {func(t *Table, _ *testutil.Clock) { t.ApplyMark(failure("eu", 5, "e2")) }, true},
+		"failed past the read backoff": {func(t *Table, c *testutil.Clock) {
 			t.Mark(eu)
 			c.Advance(backoff)
 		}, true}, // plain writes still ask it last: the clear must travel
-		"already cleared":      {func(t *Table, _ *fakeClock) { t.Mark(eu); t.Clear(eu) }, false},
-		"cleared by a peer":    {func(t *Table, _ *fakeClock) { t.Mark(eu); t.ApplyMark(clearOf("eu", 60_000, "e2")) }, false},
-		"a peer's older clear": {func(t *Table, _ *fakeClock) { t.Mark(eu); t.ApplyMark(clearOf("eu", -1, "e2")) }, true},
+		"already cleared":      {func(t *Table, _ *testutil.Clock) { t.Mark(eu); t.Clear(eu) }, false},
+		"cleared by a peer":    {func(t *Table, _ *testutil.Clock) { t.Mark(eu); t.ApplyMark(clearOf("eu", 60_000, "e2")) }, false},
+		"a peer's older clear": {func(t *Table, _ *testutil.Clock) { t.Mark(eu); t.ApplyMark(clearOf("eu", -1, "e2")) }, true},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -417,7 +419,7 @@ func TestApplyMarkConverges(t *testing.T) {
 			set = append(set, clearOf("eu", ms, o))
 		}
 	}
-	probe := func(tbl *Table, clk *fakeClock) []bool {
+	probe := func(tbl *Table, clk *testutil.Clock) []bool {
 		var out []bool
 		for range 11 {
 			out = append(out, tbl.Marked(eu, Lenient), tbl.Marked(eu, Strict))

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // A pooled router connection is reused until it has been idle IdleTimeout by Config.Clock,
@@ -26,7 +28,7 @@ func TestIdleTimeoutOnTheClock(t *testing.T) {
 	}
 	router.Start()
 	defer router.Close()
-	clk := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	clk := testutil.NewClock(time.Unix(1_800_000_000, 0))
 	srv, h := entryWith(t, func(c *Config) { c.Clock = clk; c.IdleTimeout = time.Minute }, router.URL)
 	for _, step := range []struct {
 		idle  time.Duration // by the fake clock, since the last request
@@ -57,7 +59,7 @@ func TestIdleTimeoutOnTheClock(t *testing.T) {
 // Fenec-Client timestamps and RouterStatus's LastAt read Config.Clock.
 func TestClockStampsMarksAndRouterState(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
-	clk := &fakeClock{now: at}
+	clk := testutil.NewClock(at)
 	e := newEnv(t, withEntryToken("tok-clock"), withConfig(func(c *Config) { c.Clock = clk }))
 	ec := decodeEcho(t, e.do("GET", "/t/acme/echo", nil, ""))
 	if v := ec.header("Fenec-Client"); len(v) != 1 || strings.Split(v[0], " ")[1] != "1700000000" {

@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +25,7 @@ type testEnv struct {
 	h     *Handler
 	srv   *httptest.Server
 	homes *homes.Table
-	clock *fakeClock
+	clock *testutil.Clock // drives the home table's marks, and Config.Clock where a test passes it
 	logs  *testutil.LogBuffer
 }
 
@@ -39,20 +38,6 @@ func withCORS(spec string) envOpt {
 	return func(c *Config, s *standin.Config) { c.CORS = spec; s.CORS = spec }
 }
 func withConfig(f func(*Config)) envOpt { return func(c *Config, _ *standin.Config) { f(c) } }
-
-// fakeClock drives the home table's marks, and the handler's Config.Clock where a test
-// passes it; tests advance it, never sleep.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // testRequestTimeout bounds every request a test makes through an entry's client (a stream
 // included), so that a regression fails the test with the request's error instead of
@@ -82,7 +67,7 @@ func newEnv(t *testing.T, opts ...envOpt) *testEnv {
 	}
 	t.Cleanup(func() { sc.Close() })
 
-	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	clock := testutil.NewClock(time.Unix(1_800_000_000, 0))
 	table, err := homes.New(homes.Config{Regions: []string{"eu", "us"}, Origin: "test", Clock: clock})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 // Package testutil holds the helpers the module's tests share: waiting for a condition
-// within a deadline (Eventually, Poll) and capturing logs written from many goroutines
-// (LogBuffer).
+// within a deadline (Eventually, Poll), capturing logs written from many goroutines
+// (LogBuffer) and a clock that moves only when told (Clock).
 //
 // It knows nothing of the packages it tests, and no code outside _test.go files may import
 // it. Every wait it offers is bounded by a duration or a context and ends with a message
