@@ -18,6 +18,9 @@ import (
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
+// authClient makes the requests of these tests: a server that stops answering fails them.
+var authClient = &http.Client{Timeout: 10 * time.Second}
+
 // get makes a request to n with the given Fenec-Proof (none if empty).
 func get(t *testing.T, n *syncNode, path, proof string) (*http.Response, StatusError) {
 	t.Helper()
@@ -25,7 +28,7 @@ func get(t *testing.T, n *syncNode, path, proof string) (*http.Response, StatusE
 	if proof != "" {
 		req.Header.Set(proofHeader, proof)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := authClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +49,7 @@ func get(t *testing.T, n *syncNode, path, proof string) (*http.Response, StatusE
 func nonceFor(t *testing.T, n *syncNode, node string) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, n.srv.URL+pathChallenge+"?node="+node, nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := authClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
