@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -441,24 +442,45 @@ func (h *harness) checkLeaks(s *summary) {
 	}
 }
 
-// checkLedger joins the clients' records with the stand-in ledger (by request id and key).
+// checkLedger joins the clients' records with the stand-in ledger (by request id and key)
+// and checks each invariant of the ledger in its own function.
 func (h *harness) checkLedger(s *summary) {
-	recs := h.rec.records()
-	led := h.ledger()
-	s.Requests = len(recs)
-	s.Applies = len(led)
+	ix := h.indexLedger(s)
+	h.checkApplies(s, ix)
+	checkNoDuplicates(s, ix)
+	checkNothingLost(s, ix)
+	h.checkNoFalse502(s, ix)
+	h.checkNoUnexpected5xx(s, ix)
+	h.logOutcomes(ix)
+	if len(s.Failures) > 40 { // keep the log readable
+		n := len(s.Failures)
+		s.Failures = append(s.Failures[:40], fmt.Sprintf("... and %d more", n-40))
+	}
+}
 
-	byID := map[string]*record{}
-	keyOK := map[string]string{} // key -> a request id that succeeded
-	for _, r := range recs {
-		byID[r.ID] = r
+// ledgerIndex is the clients' records and the stand-in ledger, joined.
+type ledgerIndex struct {
+	recs         []*record
+	led          []apply
+	byID         map[string]*record
+	keyOK        map[string]string  // key -> a request id that succeeded
+	appliesByID  map[string][]apply // plain writes
+	appliesByKey map[string][]apply // keyed writes, by tenant NUL key
+}
+
+// indexLedger joins records and ledger, and fills the summary's counts.
+func (h *harness) indexLedger(s *summary) *ledgerIndex {
+	ix := &ledgerIndex{recs: h.rec.records(), led: h.ledger(), byID: map[string]*record{}, keyOK: map[string]string{},
+		appliesByID: map[string][]apply{}, appliesByKey: map[string][]apply{}}
+	s.Requests = len(ix.recs)
+	s.Applies = len(ix.led)
+	for _, r := range ix.recs {
+		ix.byID[r.ID] = r
 		if r.Op == opWrite || r.Op == opKeyed {
 			s.Writes++
 		}
-		if r.Op == opKeyed {
-			if r.ok() {
-				keyOK[r.Key] = r.ID
-			}
+		if r.Op == opKeyed && r.ok() {
+			ix.keyOK[r.Key] = r.ID
 		}
 		if r.Err != "" {
 			s.ClientErrors++
@@ -467,16 +489,22 @@ func (h *harness) checkLedger(s *summary) {
 			s.MayHaveRun++
 		}
 	}
-	appliesByID := map[string][]apply{}
-	appliesByKey := map[string][]apply{}
-	unknown := 0
-	for _, a := range led {
+	for _, a := range ix.led {
 		if a.Key != "" {
-			appliesByKey[a.Tenant+"\x00"+a.Key] = append(appliesByKey[a.Tenant+"\x00"+a.Key], a)
+			ix.appliesByKey[a.Tenant+"\x00"+a.Key] = append(ix.appliesByKey[a.Tenant+"\x00"+a.Key], a)
 		} else {
-			appliesByID[a.RequestID] = append(appliesByID[a.RequestID], a)
+			ix.appliesByID[a.RequestID] = append(ix.appliesByID[a.RequestID], a)
 		}
-		r := byID[a.RequestID]
+	}
+	return ix
+}
+
+// checkApplies: every apply was sent by a client, is a write, ran in the tenant's home region
+// at the time, and did not follow an entry-made refusal.
+func (h *harness) checkApplies(s *summary, ix *ledgerIndex) {
+	unknown := 0
+	for _, a := range ix.led {
+		r := ix.byID[a.RequestID]
 		if r == nil {
 			unknown++
 			continue
@@ -499,71 +527,81 @@ func (h *harness) checkLedger(s *summary) {
 	if unknown > 0 {
 		s.fail("%d applies carry a request id no client sent", unknown)
 	}
-	ids := make([]string, 0, len(appliesByID))
-	for id := range appliesByID {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		if as := appliesByID[id]; len(as) > 1 {
+}
+
+// checkNoDuplicates: a plain write is applied at most once, a key at most once.
+func checkNoDuplicates(s *summary, ix *ledgerIndex) {
+	for _, id := range slices.Sorted(maps.Keys(ix.appliesByID)) {
+		if as := ix.appliesByID[id]; len(as) > 1 {
 			s.Duplicates += len(as) - 1
-			r := byID[id]
-			s.fail("plain write %s applied %d times (%s), client saw %s", id, len(as), routersOf(as), r.outcome())
+			s.fail("plain write %s applied %d times (%s), client saw %s", id, len(as), routersOf(as), ix.byID[id].outcome())
 		}
 	}
-	keys := make([]string, 0, len(appliesByKey))
-	for k := range appliesByKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if as := appliesByKey[k]; len(as) > 1 {
+	for _, k := range slices.Sorted(maps.Keys(ix.appliesByKey)) {
+		if as := ix.appliesByKey[k]; len(as) > 1 {
 			s.Duplicates += len(as) - 1
 			s.fail("key %q applied %d times (%s)", strings.ReplaceAll(k, "\x00", "/"), len(as), routersOf(as))
 		}
 	}
-	for _, r := range recs {
-		if r.Op == opKeyed && r.ok() && len(appliesByKey[r.Tenant+"\x00"+r.Key]) == 0 && keyOK[r.Key] == r.ID {
+}
+
+// checkNothingLost: a write the client was told succeeded was applied.
+func checkNothingLost(s *summary, ix *ledgerIndex) {
+	for _, r := range ix.recs {
+		if r.Op == opKeyed && r.ok() && len(ix.appliesByKey[r.Tenant+"\x00"+r.Key]) == 0 && ix.keyOK[r.Key] == r.ID {
 			s.KeyedLost++
 			s.fail("keyed write %s (key %s) answered %d, never applied", r.ID, r.Key, r.Status)
 		}
-		if r.Op == opWrite && r.ok() && len(appliesByID[r.ID]) == 0 {
+		if r.Op == opWrite && r.ok() && len(ix.appliesByID[r.ID]) == 0 {
 			s.PlainLost++
 			s.fail("plain write %s answered %d, never applied", r.ID, r.Status)
 		}
 	}
+}
 
-	// No false 502, and a mark never removes a region.
-	for _, r := range recs {
-		if r.EntryMade && r.Code == "no_region_reachable" {
-			var healthy, homeHealthy []string
-			homes := h.dirLog.homes(r.Tenant, r.Start, r.End)
-			for _, rt := range h.standin.routers {
-				if h.faults.healthyThroughout(rt.Addr, r.Start, r.End) {
-					healthy = append(healthy, rt.Region+"/"+rt.Addr)
-					if slices.Contains(homes, rt.Region) {
-						homeHealthy = append(homeHealthy, rt.Addr)
-					}
+// checkNoFalse502: no_region_reachable only when no router answered throughout, and a mark
+// never removed a region (the tenant's home had a healthy router).
+func (h *harness) checkNoFalse502(s *summary, ix *ledgerIndex) {
+	for _, r := range ix.recs {
+		if !r.EntryMade || r.Code != "no_region_reachable" {
+			continue
+		}
+		var healthy, homeHealthy []string
+		homes := h.dirLog.homes(r.Tenant, r.Start, r.End)
+		for _, rt := range h.standin.routers {
+			if h.faults.healthyThroughout(rt.Addr, r.Start, r.End) {
+				healthy = append(healthy, rt.Region+"/"+rt.Addr)
+				if slices.Contains(homes, rt.Region) {
+					homeHealthy = append(homeHealthy, rt.Addr)
 				}
 			}
-			if len(healthy) > 0 {
-				s.False502++
-				s.fail("false 502: %s %s %s via %s got no_region_reachable after %v while %v answered throughout",
-					r.Op, r.ID, r.Tenant, r.Entry, r.End.Sub(r.Start).Round(time.Millisecond), healthy)
-			}
-			if len(homeHealthy) > 0 {
-				s.MarkRefusals++
-				s.fail("mark removed a region: %s %s refused while its home %v had %v healthy", r.ID, r.Tenant, homes, homeHealthy)
-			}
 		}
+		if len(healthy) > 0 {
+			s.False502++
+			s.fail("false 502: %s %s %s via %s got no_region_reachable after %v while %v answered throughout",
+				r.Op, r.ID, r.Tenant, r.Entry, r.End.Sub(r.Start).Round(time.Millisecond), healthy)
+		}
+		if len(homeHealthy) > 0 {
+			s.MarkRefusals++
+			s.fail("mark removed a region: %s %s refused while its home %v had %v healthy", r.ID, r.Tenant, homes, homeHealthy)
+		}
+	}
+}
+
+// checkNoUnexpected5xx: a 5xx only around a router fault or a home move.
+func (h *harness) checkNoUnexpected5xx(s *summary, ix *ledgerIndex) {
+	for _, r := range ix.recs {
 		if r.Status >= 500 && !h.faults.anyFault(r.Start.Add(-time.Second), r.End) && !h.dirLog.moved(r.Tenant, r.Start.Add(-time.Second), r.End) {
 			s.Unexpected5xx++
 			s.fail("unexpected 5xx: %s %s %s via %s: %s with no router fault or home move around it", r.Op, r.ID, r.Tenant, r.Entry, r.outcome())
 		}
 	}
-	// What the clients saw, by kind and outcome: shows which paths the faults exercised.
+}
+
+// logOutcomes logs what the clients saw, by kind and outcome: which paths the faults exercised.
+func (h *harness) logOutcomes(ix *ledgerIndex) {
 	hist := map[string]int{}
-	for _, r := range recs {
+	for _, r := range ix.recs {
 		o := r.outcome()
 		if r.Status >= 200 && r.Status < 500 && r.Err == "" {
 			o = fmt.Sprintf("%dxx", r.Status/100)
@@ -576,10 +614,6 @@ func (h *harness) checkLedger(s *summary) {
 	}
 	sort.Strings(hk)
 	h.logf("outcomes: %s", strings.Join(hk, ", "))
-	if len(s.Failures) > 40 { // keep the log readable
-		n := len(s.Failures)
-		s.Failures = append(s.Failures[:40], fmt.Sprintf("... and %d more", n-40))
-	}
 }
 
 func routersOf(as []apply) string {
