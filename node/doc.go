@@ -5,7 +5,9 @@
 //
 // node reads no environment variable and parses no command line: cmd/fenec-entry does that
 // and hands over a Config. It knows the request path only as a proxy.Handler and the home
-// table only through package homes.
+// table only through package homes. Who the client is and where (its address, the PROXY
+// listener, its continent) is package clientinfo's: node builds it from its Config and hands
+// the proxy the two functions it calls.
 //
 // Errors a fixed configuration cannot recover from are *ConfigError (their text starts with
 // the flag, "--routers: ..."); everything else New, Start and Run return is a runtime failure.

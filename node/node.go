@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/clientinfo"
 	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/proxy"
@@ -50,9 +51,9 @@ type Node struct {
 	log    zerolog.Logger
 	homes  *homes.Table
 	proxy  *proxy.Handler
-	certs  *certReloader    // nil without --tls-cert
-	pp     *proxyProtocol   // nil unless --client-ip proxy-protocol
-	geo    *clientContinent // the client's continent (--geoip, --country-header, --continent)
+	certs  *certReloader             // nil without --tls-cert
+	pp     *clientinfo.ProxyProtocol // nil unless --client-ip proxy-protocol
+	geoip  *clientinfo.GeoIP         // nil without --geoip
 	client *http.Server
 	admin  *http.Server
 	reg    *prometheus.Registry
@@ -129,21 +130,30 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 	}
 	reg, metrics := n.newRegistry()
 	n.reg = reg
-	if n.geo, err = newClientContinent(cfg, reg); err != nil {
-		return nil, err
+	if cfg.GeoIP != "" {
+		if n.geoip, err = clientinfo.OpenGeoIP(cfg.GeoIP); err != nil {
+			return nil, cfgErr("geoip", "%v", err)
+		}
 	}
+	continents := clientinfo.NewContinents(clientinfo.ContinentSources{
+		GeoIP:          n.geoip,
+		CountryHeader:  cfg.CountryHeader,
+		TrustedProxies: cfg.TrustedProxies,
+		Mode:           cfg.ClientIP,
+		PopContinent:   cfg.Continent,
+	}, reg)
 	if cfg.ClientIP == ClientIPProxyProtocol {
-		n.pp = newProxyProtocol(cfg, logger, reg)
+		n.pp = clientinfo.NewProxyProtocol(cfg.TrustedProxies, cfg.HeaderTimeout, logger, reg)
 	}
 	n.proxy, err = proxy.New(proxy.Config{
 		Regions:         cfg.Routers,
 		Homes:           table,
 		Continents:      cfg.ContinentMap(),
 		DefaultRegion:   cfg.DefaultRegion,
-		ClientAddr:      clientAddrFunc(cfg),
-		ClientContinent: n.geo.fn(),
+		ClientAddr:      clientinfo.AddrFunc(cfg.ClientIP, cfg.TrustedProxies),
+		ClientContinent: continents.Func(),
 		EntryToken:      string(cfg.EntryToken),
-		StripHeaders:    clientSourceHeaders(cfg),
+		StripHeaders:    clientinfo.SourceHeaders(cfg.ClientIP, cfg.CountryHeader),
 		CORS:            cfg.CORS,
 		MaxInflight:     cfg.MaxInflight,
 		BodyBuffer:      cfg.BodyBuffer,
@@ -211,7 +221,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 		return fmt.Errorf("--listen: %w", err)
 	}
 	if n.pp != nil {
-		cl = n.pp.wrap(cl) // under TLS too: the PROXY header comes before the handshake
+		cl = n.pp.Wrap(cl) // under TLS too: the PROXY header comes before the handshake
 	}
 	al, err := lc.Listen(ctx, "tcp", n.cfg.AdminListen)
 	if err != nil {
@@ -279,9 +289,9 @@ func (n *Node) logStart() {
 		Msg("entry started")
 	n.log.Debug().Object("config", c).Msg("configuration")
 
-	if db := n.geo.db; db != nil {
-		n.log.Info().Str("geoip", c.GeoIP).Str("database_type", db.Metadata.DatabaseType).
-			Time("built", db.Metadata.BuildTime()).Msg("geoip database opened")
+	if db := n.geoip; db != nil {
+		n.log.Info().Str("geoip", c.GeoIP).Str("database_type", db.DatabaseType()).
+			Time("built", db.BuildTime()).Msg("geoip database opened")
 	}
 	if c.ClientIP == ClientIPProxyProtocol && len(c.TrustedProxies) == 0 {
 		n.log.Info().Msg("--client-ip proxy-protocol without --trusted-proxies: a PROXY header is believed " +

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fenec/fenec-entry/clientinfo"
 	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/proxy"
 )
@@ -229,6 +230,6 @@ func DefaultNode(flyMachineID, hostname, gossipBind string) string {
 // DefaultContinent is --continent's default: the continent of the Fly region this runs in
 // (FLY_REGION), or "" outside Fly or in a region the table does not know.
 func DefaultContinent(flyRegion string) string {
-	c, _ := FlyContinent(flyRegion)
+	c, _ := clientinfo.FlyContinent(flyRegion)
 	return c
 }

@@ -161,12 +161,4 @@ func TestEnvironmentDefaults(t *testing.T) {
 			t.Errorf("DefaultContinent(%q) = %q, want %q", region, got, want)
 		}
 	}
-	for code, cont := range flyRegions {
-		if len(code) != 3 || strings.ToLower(code) != code {
-			t.Errorf("fly region %q: want three lower-case letters", code)
-		}
-		if cont == "AN" || !strings.Contains(strings.Join(continentCodes, " "), cont) {
-			t.Errorf("fly region %q: continent %q", code, cont)
-		}
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fenec/fenec-entry/clientinfo"
 )
 
 // ConfigError is a configuration error: the value of one flag is wrong, or wrong together with
@@ -167,12 +169,12 @@ func (c Config) validatePlacement() error {
 	return nil
 }
 
-// ClientIP modes.
+// ClientIP modes (package clientinfo owns them).
 const (
-	ClientIPPeer          = "peer"
-	ClientIPProxyProtocol = "proxy-protocol"
-	ClientIPFly           = "fly"
-	ClientIPHeaderPrefix  = "header:"
+	ClientIPPeer          = clientinfo.ModePeer
+	ClientIPProxyProtocol = clientinfo.ModeProxyProtocol
+	ClientIPFly           = clientinfo.ModeFly
+	ClientIPHeaderPrefix  = clientinfo.ModeHeaderPrefix
 )
 
 func (c Config) validateClientIP() error {

@@ -1,4 +1,4 @@
-package node
+package clientinfo
 
 import (
 	"errors"
@@ -13,9 +13,10 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// proxyProtocol is --client-ip proxy-protocol: the client listener's connections must start
-// with a PROXY protocol header (v1 or v2, HAProxy's spec), whose source address becomes the
-// connection's RemoteAddr and so the request's RemoteAddr and the client's address.
+// ProxyProtocol is --client-ip proxy-protocol (ModeProxyProtocol): the connections of a
+// listener it wraps (Wrap) must start with a PROXY protocol header (v1 or v2, HAProxy's
+// spec), whose source address becomes the connection's RemoteAddr and so the request's
+// RemoteAddr and the client's address.
 //
 //   - A connection that does not start with a header, or whose header does not arrive within
 //     --header-timeout, or is malformed, is closed without an answer (the spec forbids
@@ -27,8 +28,8 @@ import (
 //     must be reachable by the proxies only.
 //
 // Each refusal is counted in fenec_entry_proxy_protocol_refused_total by reason and logged at
-// debug. Safe for concurrent use; nothing in it changes after newProxyProtocol.
-type proxyProtocol struct {
+// debug. Safe for concurrent use; nothing in it changes after NewProxyProtocol.
+type ProxyProtocol struct {
 	trusted []netip.Prefix
 	timeout time.Duration
 	log     zerolog.Logger
@@ -36,7 +37,11 @@ type proxyProtocol struct {
 	noHeader, badHeader, untrusted prometheus.Counter
 }
 
-func newProxyProtocol(c Config, log zerolog.Logger, reg prometheus.Registerer) *proxyProtocol {
+// NewProxyProtocol returns the PROXY protocol listener's settings: trusted are the proxies
+// allowed to connect (--trusted-proxies; nil for any peer), headerTimeout is how long a
+// header may take to arrive (--header-timeout). It registers
+// fenec_entry_proxy_protocol_refused_total in reg, if not nil, and logs refusals to log.
+func NewProxyProtocol(trusted []netip.Prefix, headerTimeout time.Duration, log zerolog.Logger, reg prometheus.Registerer) *ProxyProtocol {
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fenec_entry_proxy_protocol_refused_total",
 		Help: "Client connections closed for want of a PROXY header (--client-ip proxy-protocol), by reason: " +
@@ -46,9 +51,9 @@ func newProxyProtocol(c Config, log zerolog.Logger, reg prometheus.Registerer) *
 	if reg != nil {
 		reg.MustRegister(v)
 	}
-	return &proxyProtocol{
-		trusted:   c.TrustedProxies,
-		timeout:   c.HeaderTimeout,
+	return &ProxyProtocol{
+		trusted:   trusted,
+		timeout:   headerTimeout,
 		log:       log.With().Str("listener", "client").Logger(),
 		noHeader:  v.WithLabelValues("no_header"),
 		badHeader: v.WithLabelValues("bad_header"),
@@ -56,10 +61,10 @@ func newProxyProtocol(c Config, log zerolog.Logger, reg prometheus.Registerer) *
 	}
 }
 
-// wrap returns l with every accepted connection reading its PROXY header first. The header is
+// Wrap returns l with every accepted connection reading its PROXY header first. The header is
 // read by the connection's own goroutine (net/http's), never by the accept loop, and within
 // --header-timeout, so a silent connection holds a goroutine for that long at most.
-func (p *proxyProtocol) wrap(l net.Listener) net.Listener {
+func (p *ProxyProtocol) Wrap(l net.Listener) net.Listener {
 	return &proxyListener{Listener: &proxyproto.Listener{
 		Listener:          l,
 		ConnPolicy:        p.policy,
@@ -71,7 +76,7 @@ func (p *proxyProtocol) wrap(l net.Listener) net.Listener {
 // policy requires a header on every connection, and, with --trusted-proxies, closes a
 // connection from any other peer (an error wrapping ErrInvalidUpstream makes Accept close it
 // and go on).
-func (p *proxyProtocol) policy(o proxyproto.ConnPolicyOptions) (proxyproto.Policy, error) {
+func (p *ProxyProtocol) policy(o proxyproto.ConnPolicyOptions) (proxyproto.Policy, error) {
 	if len(p.trusted) == 0 {
 		return proxyproto.REQUIRE, nil
 	}
@@ -121,7 +126,7 @@ func tcpAddr(a net.Addr) (netip.Addr, bool) {
 // counted and logged.
 type proxyListener struct {
 	*proxyproto.Listener
-	p *proxyProtocol
+	p *ProxyProtocol
 }
 
 func (l *proxyListener) Accept() (net.Conn, error) {
@@ -142,7 +147,7 @@ func (l *proxyListener) Accept() (net.Conn, error) {
 // it, and the first failed Read reports the refusal.
 type proxyConn struct {
 	*proxyproto.Conn
-	p      *proxyProtocol
+	p      *ProxyProtocol
 	report sync.Once
 }
 
@@ -168,7 +173,7 @@ func (c *proxyConn) CloseWrite() error {
 	return nil
 }
 
-func (p *proxyProtocol) refused(peer net.Addr, err error) {
+func (p *ProxyProtocol) refused(peer net.Addr, err error) {
 	reason := "bad_header"
 	// A connection that ends or fails before a header has none (a TCP health check).
 	if errors.Is(err, proxyproto.ErrNoProxyProtocol) || errors.As(err, new(*net.OpError)) {

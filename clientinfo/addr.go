@@ -1,4 +1,4 @@
-package node
+package clientinfo
 
 import (
 	"net"
@@ -7,40 +7,50 @@ import (
 	"strings"
 )
 
-// FlyClientIPHeader is the header Fly's proxy sets to the client's address (--client-ip fly).
+// Modes of the client's address (--client-ip).
+const (
+	ModePeer          = "peer"           // the TCP peer
+	ModeProxyProtocol = "proxy-protocol" // the PROXY header's source (see ProxyProtocol)
+	ModeFly           = "fly"            // Fly-Client-IP, from any peer unless trusted proxies are given
+	ModeHeaderPrefix  = "header:"        // header:NAME: the header NAME, from trusted proxies only
+)
+
+// FlyClientIPHeader is the header Fly's proxy sets to the client's address (ModeFly).
 const FlyClientIPHeader = "Fly-Client-Ip"
 
-// clientAddrFunc returns the proxy's Config.ClientAddr for c.ClientIP, or nil for the TCP
-// peer (the proxy's default). Under proxy-protocol the listener (clientip_proxyproto.go) has
-// already made RemoteAddr the PROXY header's source; it is written unmapped, like the others.
-func clientAddrFunc(c Config) func(*http.Request) string {
+// AddrFunc returns the function for proxy.Config.ClientAddr under mode (one of the Mode
+// constants; the caller validates it), or nil for the TCP peer (the proxy's default).
+// trusted are the proxies whose address headers are believed. Under ModeProxyProtocol the
+// listener (ProxyProtocol) has already made RemoteAddr the PROXY header's source; it is
+// written unmapped, like the others.
+func AddrFunc(mode string, trusted []netip.Prefix) func(*http.Request) string {
 	switch {
-	case c.ClientIP == ClientIPProxyProtocol:
+	case mode == ModeProxyProtocol:
 		return func(r *http.Request) string { return peerHost(r.RemoteAddr) }
-	case c.ClientIP == ClientIPFly:
+	case mode == ModeFly:
 		// Fly's proxy always overwrites Fly-Client-IP, so without --trusted-proxies it is
 		// believed from any peer; with them, only from them.
-		h := headerAddr{name: FlyClientIPHeader, trusted: c.TrustedProxies, anyPeer: len(c.TrustedProxies) == 0}
+		h := headerAddr{name: FlyClientIPHeader, trusted: trusted, anyPeer: len(trusted) == 0}
 		return h.addr
-	case strings.HasPrefix(c.ClientIP, ClientIPHeaderPrefix):
-		name := http.CanonicalHeaderKey(strings.TrimPrefix(c.ClientIP, ClientIPHeaderPrefix))
-		h := headerAddr{name: name, trusted: c.TrustedProxies}
+	case strings.HasPrefix(mode, ModeHeaderPrefix):
+		name := http.CanonicalHeaderKey(strings.TrimPrefix(mode, ModeHeaderPrefix))
+		h := headerAddr{name: name, trusted: trusted}
 		return h.addr
 	}
 	return nil
 }
 
-// clientSourceHeaders are the headers the operator named as sources of the client's address
-// or country (--client-ip header:NAME, --country-header), for proxy.Config.StripHeaders: the
-// router must learn the client from Fenec-Client alone (CONTRACT.md §5). Fly-Client-IP
-// (--client-ip fly) is not listed: the proxy drops every Fly-* header anyway.
-func clientSourceHeaders(c Config) []string {
+// SourceHeaders returns the headers the operator named as sources of the client's address
+// or country (mode header:NAME, countryHeader), for proxy.Config.StripHeaders: the router
+// must learn the client from Fenec-Client alone (CONTRACT.md §5). Fly-Client-IP (ModeFly) is
+// not listed: the proxy drops every Fly-* header anyway.
+func SourceHeaders(mode, countryHeader string) []string {
 	var names []string
-	if name, ok := strings.CutPrefix(c.ClientIP, ClientIPHeaderPrefix); ok {
+	if name, ok := strings.CutPrefix(mode, ModeHeaderPrefix); ok {
 		names = append(names, name)
 	}
-	if c.CountryHeader != "" {
-		names = append(names, c.CountryHeader)
+	if countryHeader != "" {
+		names = append(names, countryHeader)
 	}
 	return names
 }

@@ -1,4 +1,4 @@
-package node
+package clientinfo
 
 // countryContinents maps each ISO 3166-1 alpha-2 country code to the code of its continent,
 // for --country-header (Cloudflare's CF-IPCountry, a load balancer's geo header). Continents

@@ -1,14 +1,10 @@
-package node
+package clientinfo
 
 import (
-	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 )
 
 func TestClientAddr(t *testing.T) {
@@ -47,8 +43,7 @@ func TestClientAddr(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := Config{ClientIP: tt.mode, TrustedProxies: tt.trusted}
-			f := clientAddrFunc(c)
+			f := AddrFunc(tt.mode, tt.trusted)
 			if tt.want == "" {
 				if f != nil {
 					t.Fatal("want the proxy's default (nil)")
@@ -83,66 +78,10 @@ func TestClientSourceHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := clientSourceHeaders(Config{ClientIP: tt.clientIP, CountryHeader: tt.country})
+			got := SourceHeaders(tt.clientIP, tt.country)
 			if !slices.Equal(got, tt.want) {
-				t.Errorf("clientSourceHeaders = %q, want %q", got, tt.want)
+				t.Errorf("SourceHeaders = %q, want %q", got, tt.want)
 			}
 		})
-	}
-}
-
-// Issue 8 item 8: --client-ip header:NAME and --country-header reached the router. Through a
-// running node: the router sees neither, learns the client from Fenec-Client, and both
-// headers still did their work (the address in Fenec-Client, the country's region first).
-func TestClientSourceHeadersNotPassedOn(t *testing.T) {
-	var mu sync.Mutex
-	var got []http.Header
-	var regions []string
-	record := func(region string) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			got, regions = append(got, r.Header.Clone()), append(regions, region)
-			mu.Unlock()
-			w.Write([]byte("ok"))
-		}
-	}
-	eu, us := newRouter(t, "eu", record("eu")), newRouter(t, "us", record("us"))
-	cfg := testConfig(t, "us", us.URL, "eu", eu.URL)
-	cfg.Continent = "NA" // this PoP: us
-	cfg.ClientIP = "header:x-client-ip"
-	cfg.CountryHeader = "X-Country"
-	cfg.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
-	cfg.EntryToken = "tok-strip"
-	n, _ := startNode(t, cfg)
-
-	req, _ := http.NewRequest("GET", "http://"+n.ClientAddr().String()+"/t/acme/items/1", nil)
-	req.Header.Set("X-Client-IP", "203.0.113.9")
-	req.Header.Set("X-Country", "FR")
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body := readAll(t, resp); resp.StatusCode != 200 || resp.Header.Get("Fenec-Home") != "" {
-		t.Fatalf("answer %d %v %q", resp.StatusCode, resp.Header, body)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) != 1 || regions[0] != "eu" {
-		t.Fatalf("routers of %q got the request, want eu's alone (X-Country: FR)", regions)
-	}
-	h := got[0]
-	for _, k := range []string{"X-Client-Ip", "X-Country"} {
-		if v := h.Values(k); len(v) != 0 {
-			t.Errorf("%s reached the router: %q", k, v)
-		}
-	}
-	if v := h.Get("Fenec-Client"); !strings.HasPrefix(v, "203.0.113.9 ") {
-		t.Errorf("Fenec-Client = %q, want the address from X-Client-IP", v)
-	}
-	if v := h.Get("Fenec-Home"); v != "1" {
-		t.Errorf("Fenec-Home = %q", v)
-	}
-	if st := n.Status(); st.Homes.Held != 1 {
-		t.Errorf("homes held = %d, want acme", st.Homes.Held)
 	}
 }

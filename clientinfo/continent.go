@@ -1,15 +1,58 @@
-package node
+package clientinfo
 
 import (
+	"fmt"
 	"net/http"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/oschwald/maxminddb-golang/v2"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// clientContinent answers proxy.Config.ClientContinent: the continent of the client, from the
+// GeoIP is a MaxMind or DB-IP country or city database (--geoip), memory-mapped. Safe for
+// concurrent use.
+type GeoIP struct {
+	db *maxminddb.Reader
+}
+
+// OpenGeoIP opens an .mmdb file and checks that it is one. Its error says what is wrong with
+// path, for the caller to prefix with the flag.
+//
+// The database stays mapped for the life of the process: it has no Close, because a request
+// still running after the entry closed may be reading it; the garbage collector unmaps it
+// once nothing refers to it.
+func OpenGeoIP(path string) (*GeoIP, error) {
+	db, err := maxminddb.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a readable MaxMind DB file (want a .mmdb from MaxMind or DB-IP): %w", path, err)
+	}
+	if db.Metadata.IPVersion != 4 && db.Metadata.IPVersion != 6 {
+		return nil, fmt.Errorf("%q: IP version %d in its metadata (want 4 or 6)", path, db.Metadata.IPVersion)
+	}
+	return &GeoIP{db: db}, nil
+}
+
+// DatabaseType returns the database's type from its metadata ("GeoLite2-Country", ...).
+func (g *GeoIP) DatabaseType() string { return g.db.Metadata.DatabaseType }
+
+// BuildTime returns when the database was built, from its metadata.
+func (g *GeoIP) BuildTime() time.Time { return g.db.Metadata.BuildTime() }
+
+// ContinentSources are where Continents looks for a client's continent. The zero value has
+// none: every client's continent is unknown.
+type ContinentSources struct {
+	GeoIP          *GeoIP         // --geoip, from OpenGeoIP; nil for none
+	CountryHeader  string         // --country-header: header naming the client's country; "" for none
+	TrustedProxies []netip.Prefix // --trusted-proxies: the peers CountryHeader is believed from
+	// Mode is the client address's mode (--client-ip): under ModeProxyProtocol with
+	// TrustedProxies, the listener refuses every other peer, so every peer is trusted.
+	Mode         string
+	PopContinent string // --continent: this PoP's continent code; "" if unknown
+}
+
+// Continents answers proxy.Config.ClientContinent: the continent of the client, from the
 // first source that answers (CONTRACT.md §3):
 //  1. --geoip: the continent.code of the client's address (the one --client-ip gives) in a
 //     MaxMind or DB-IP database;
@@ -19,39 +62,29 @@ import (
 //
 // It is asked once per request for a tenant heard nowhere, so it allocates nothing: the
 // database is memory-mapped and only the continent code is decoded. Safe for concurrent use;
-// nothing in it changes after newClientContinent.
-type clientContinent struct {
-	db        *maxminddb.Reader // nil without --geoip
-	header    string            // canonical --country-header; "" for none
-	trusted   []netip.Prefix    // --trusted-proxies
-	trustPeer bool              // every TCP peer is trusted (proxy-protocol with --trusted-proxies)
-	pop       string            // --continent
+// nothing in it changes after NewContinents.
+type Continents struct {
+	geo       *GeoIP         // nil without --geoip
+	header    string         // canonical --country-header; "" for none
+	trusted   []netip.Prefix // --trusted-proxies
+	trustPeer bool           // every TCP peer is trusted (proxy-protocol with --trusted-proxies)
+	pop       string         // --continent
 
 	// By source: how many clients' continents each source gave.
 	fromGeoIP, fromHeader, fromPop, unknown prometheus.Counter
 }
 
-// newClientContinent opens --geoip, if set, and registers the source counter in reg. An
-// unreadable or invalid database is a *ConfigError naming --geoip.
-//
-// The database stays mapped for the life of the process: it is not closed with the Node,
-// because a request still running after Close may be reading it; the garbage collector
-// unmaps it once nothing refers to it.
-func newClientContinent(c Config, reg prometheus.Registerer) (*clientContinent, error) {
-	cc := &clientContinent{
-		trusted:   c.TrustedProxies,
-		trustPeer: c.ClientIP == ClientIPProxyProtocol && len(c.TrustedProxies) > 0,
-		pop:       c.Continent,
+// NewContinents returns the Continents of src and registers
+// fenec_entry_client_continent_total in reg, if not nil.
+func NewContinents(src ContinentSources, reg prometheus.Registerer) *Continents {
+	cc := &Continents{
+		geo:       src.GeoIP,
+		trusted:   src.TrustedProxies,
+		trustPeer: src.Mode == ModeProxyProtocol && len(src.TrustedProxies) > 0,
+		pop:       src.PopContinent,
 	}
-	if c.CountryHeader != "" {
-		cc.header = http.CanonicalHeaderKey(c.CountryHeader)
-	}
-	if c.GeoIP != "" {
-		db, err := openGeoIP(c.GeoIP)
-		if err != nil {
-			return nil, err
-		}
-		cc.db = db
+	if src.CountryHeader != "" {
+		cc.header = http.CanonicalHeaderKey(src.CountryHeader)
 	}
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fenec_entry_client_continent_total",
@@ -65,26 +98,14 @@ func newClientContinent(c Config, reg prometheus.Registerer) (*clientContinent, 
 	cc.fromHeader = v.WithLabelValues("header")
 	cc.fromPop = v.WithLabelValues("pop")
 	cc.unknown = v.WithLabelValues("none")
-	return cc, nil
+	return cc
 }
 
-// openGeoIP opens an .mmdb file and checks that it is one: a *ConfigError otherwise.
-func openGeoIP(path string) (*maxminddb.Reader, error) {
-	db, err := maxminddb.Open(path)
-	if err != nil {
-		return nil, cfgErr("geoip", "%q is not a readable MaxMind DB file (want a .mmdb from MaxMind or DB-IP): %v", path, err)
-	}
-	if db.Metadata.IPVersion != 4 && db.Metadata.IPVersion != 6 {
-		return nil, cfgErr("geoip", "%q: IP version %d in its metadata (want 4 or 6)", path, db.Metadata.IPVersion)
-	}
-	return db, nil
-}
-
-// continent returns the client's continent code, or "" if no source answers. addr is the
-// client's address as --client-ip gives it (no port, no brackets).
-func (cc *clientContinent) continent(r *http.Request, addr string) string {
-	if cc.db != nil {
-		if c := cc.lookup(addr); c != "" {
+// Of returns the client's continent code, or "" if no source answers. addr is the client's
+// address as --client-ip gives it (no port, no brackets).
+func (cc *Continents) Of(r *http.Request, addr string) string {
+	if cc.geo != nil {
+		if c := cc.geo.lookup(addr); c != "" {
 			cc.fromGeoIP.Inc()
 			return c
 		}
@@ -120,12 +141,12 @@ var geoRecords = sync.Pool{New: func() any { return new(geoRecord) }}
 // lookup returns the continent code of addr in the database, or "" if addr is not an
 // address, is not in the database, or has no valid continent code there. It does not
 // allocate (the decoder caches the few continent strings).
-func (cc *clientContinent) lookup(addr string) string {
+func (g *GeoIP) lookup(addr string) string {
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
 		return ""
 	}
-	res := cc.db.Lookup(a.Unmap().WithZone(""))
+	res := g.db.Lookup(a.Unmap().WithZone(""))
 	if !res.Found() {
 		return ""
 	}
@@ -165,7 +186,7 @@ func canonicalContinent(code string) string {
 // peerTrusted reports whether the request's TCP peer is a trusted proxy. Under
 // proxy-protocol with --trusted-proxies the listener refuses every other peer, and
 // RemoteAddr is the PROXY header's source (the client), so every request's peer is trusted.
-func (cc *clientContinent) peerTrusted(r *http.Request) bool {
+func (cc *Continents) peerTrusted(r *http.Request) bool {
 	if cc.trustPeer {
 		return true
 	}
@@ -181,10 +202,10 @@ func (cc *clientContinent) peerTrusted(r *http.Request) bool {
 	return false
 }
 
-// fn returns the function for proxy.Config.ClientContinent, or nil when no source can answer.
-func (cc *clientContinent) fn() func(*http.Request, string) string {
-	if cc.db == nil && cc.header == "" && cc.pop == "" {
+// Func returns Of for proxy.Config.ClientContinent, or nil when no source can answer.
+func (cc *Continents) Func() func(*http.Request, string) string {
+	if cc.geo == nil && cc.header == "" && cc.pop == "" {
 		return nil
 	}
-	return cc.continent
+	return cc.Of
 }
