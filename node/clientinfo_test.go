@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/clientinfo/clientinfotest"
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // These tests run an entry and check that node wires package clientinfo in: the listener
@@ -70,7 +71,7 @@ func TestProxyProtocolClientAddress(t *testing.T) {
 				t.Errorf("Fenec-Client address %q, want %q", got, tt.want)
 			}
 			// The request's log line names the same client.
-			waitFor(t, 2*time.Second, "the request's log line", func() bool {
+			testutil.Eventually(t, 2*time.Second, "the request's log line", func() bool {
 				return strings.Contains(logs.String(), `"client":"`+tt.want+`"`)
 			})
 		})
@@ -117,7 +118,7 @@ func TestClientAddrReachesRouter(t *testing.T) {
 		n, logs := startNode(t, cfg)
 		req, _ := http.NewRequest("GET", "http://"+n.ClientAddr().String()+"/t/acme/items/1", nil)
 		req.Header.Set("X-Client-IP", "[2001:db8::42]:5555")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +126,7 @@ func TestClientAddrReachesRouter(t *testing.T) {
 		if got := <-clients; got != tt.want {
 			t.Errorf("%s: Fenec-Client address %q, want %q", tt.mode, got, tt.want)
 		}
-		waitFor(t, 2*time.Second, "the request's log line", func() bool {
+		testutil.Eventually(t, 2*time.Second, "the request's log line", func() bool {
 			return strings.Contains(logs.String(), `"client":"`+tt.want+`"`)
 		})
 	}

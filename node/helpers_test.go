@@ -137,10 +137,3 @@ func tempFiles(t *testing.T) (certFile, keyFile string) {
 	dir := t.TempDir()
 	return filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 }
-
-// waitFor is testutil.Eventually under the name clientip_proxyproto_test.go still calls;
-// it goes once that file has moved to the client-info package (issue 9 item 1).
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, within, what, cond)
-}
