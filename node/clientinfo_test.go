@@ -136,8 +136,8 @@ func TestClientAddrReachesRouter(t *testing.T) {
 func TestProxyProtocolTLS(t *testing.T) {
 	url, clients := clientRouter(t, "eu")
 	cfg := proxyProtocolConfig(t, url)
-	certFile, keyFile := tempFiles(t)
-	cert := writeCert(t, certFile, keyFile, "pp")
+	certFile, keyFile := testutil.CertFiles(t)
+	cert := testutil.WriteCert(t, certFile, keyFile, "pp")
 	cfg.TLSCert, cfg.TLSKey = certFile, keyFile
 	n, _ := startNode(t, cfg)
 

@@ -7,7 +7,9 @@
 // and hands over a Config. It knows the request path only as a proxy.Handler and the home
 // table only through package homes. Who the client is and where (its address, the PROXY
 // listener, its continent) is package clientinfo's: node builds it from its Config and hands
-// the proxy the two functions it calls.
+// the proxy the two functions it calls. The certificates (the client listener's, reloaded when
+// its files change, and the routers' CAs) are package certs'; gossip, all of it, is package
+// gossip's.
 //
 // Errors a fixed configuration cannot recover from are *ConfigError (their text starts with
 // the flag, "--routers: ..."); everything else New, Start and Run return is a runtime failure.

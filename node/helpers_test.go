@@ -1,19 +1,9 @@
 package node
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -73,67 +63,4 @@ func testConfig(t *testing.T, regionURLs ...string) Config {
 		c.Routers = append(c.Routers, proxy.Region{Name: regionURLs[i], Routers: []*url.URL{u}})
 	}
 	return c
-}
-
-// writeCert writes a fresh self-signed certificate for 127.0.0.1 and localhost with the
-// given common name to certFile and keyFile, and returns it parsed.
-func writeCert(t *testing.T, certFile, keyFile, cn string) *x509.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	writeFile(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert
-}
-
-// writeFile writes data and moves the modification time on, so that a change is seen even
-// within the file system's time granularity.
-func writeFile(t *testing.T, name string, data []byte) {
-	t.Helper()
-	var prev time.Time
-	if st, err := os.Stat(name); err == nil {
-		prev = st.ModTime()
-	}
-	if err := os.WriteFile(name, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	mod := time.Now()
-	if !mod.After(prev) {
-		mod = prev.Add(time.Second)
-	}
-	if err := os.Chtimes(name, mod, mod); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func tempFiles(t *testing.T) (certFile, keyFile string) {
-	dir := t.TempDir()
-	return filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 }

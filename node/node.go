@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/certs"
 	"github.com/fenec/fenec-entry/clientinfo"
 	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/homes"
@@ -30,6 +31,16 @@ const (
 )
 
 var errClosed = errors.New("node: closed")
+
+// certError names the flag of the certificate file a *certs.FileError is about.
+func certError(err error) error {
+	var fe *certs.FileError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	flag := map[string]string{certs.FileCert: "tls-cert", certs.FileKey: "tls-key", certs.FileCA: "router-ca"}[fe.Which]
+	return &ConfigError{Flag: flag, Msg: fe.Msg}
+}
 
 type systemClock struct{}
 
@@ -51,7 +62,7 @@ type Node struct {
 	log    zerolog.Logger
 	homes  *homes.Table
 	proxy  *proxy.Handler
-	certs  *certReloader             // nil without --tls-cert
+	certs  *certs.Reloader           // nil without --tls-cert
 	pp     *clientinfo.ProxyProtocol // nil unless --client-ip proxy-protocol
 	geoip  *clientinfo.GeoIP         // nil without --geoip
 	client *http.Server
@@ -62,7 +73,7 @@ type Node struct {
 	cluster *gossip.Gossip
 
 	grace      time.Duration // open requests' time after the drain: ShutdownGrace (tests shorten it)
-	certsEvery time.Duration // how often the certificate files are checked: certCheckEvery
+	certsEvery time.Duration // how often the certificate files are checked: certs.CheckEvery
 
 	ready     atomic.Bool // SetReady; true from New
 	draining  atomic.Bool
@@ -113,19 +124,19 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 		failed:     make(chan error, 2),
 		closed:     make(chan struct{}),
 		grace:      ShutdownGrace,
-		certsEvery: certCheckEvery,
+		certsEvery: certs.CheckEvery,
 	}
 	n.ready.Store(true)
 
 	var routerTLS *tls.Config
 	if cfg.RouterCA != "" {
-		if routerTLS, err = loadRouterCA(cfg.RouterCA); err != nil {
-			return nil, err
+		if routerTLS, err = certs.RouterTLS(cfg.RouterCA); err != nil {
+			return nil, certError(err)
 		}
 	}
 	if cfg.TLSCert != "" {
-		if n.certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey, logger); err != nil {
-			return nil, err
+		if n.certs, err = certs.NewReloader(cfg.TLSCert, cfg.TLSKey, logger); err != nil {
+			return nil, certError(err)
 		}
 	}
 	reg, metrics := n.newRegistry()
@@ -238,7 +249,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 	})
 	n.serve("--admin-listen", func() error { return n.admin.Serve(al) })
 	if n.certs != nil {
-		n.wg.Go(func() { n.certs.watch(n.bg, n.certsEvery) })
+		n.wg.Go(func() { n.certs.Watch(n.bg, n.certsEvery) })
 	}
 	if n.cfg.gossipEnabled() {
 		if err := n.startCluster(ctx); err != nil {

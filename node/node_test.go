@@ -120,8 +120,8 @@ func TestNodeH2C(t *testing.T) {
 
 func TestNodeTLS(t *testing.T) {
 	router := newRouter(t, "eu", nil)
-	certFile, keyFile := tempFiles(t)
-	first := writeCert(t, certFile, keyFile, "first")
+	certFile, keyFile := testutil.CertFiles(t)
+	first := testutil.WriteCert(t, certFile, keyFile, "first")
 	cfg := testConfig(t, "eu", router.URL)
 	cfg.TLSCert, cfg.TLSKey = certFile, keyFile
 	log, _ := testLogger(t)
@@ -153,7 +153,7 @@ func TestNodeTLS(t *testing.T) {
 	}
 
 	// A new certificate is served once the watcher sees the files change.
-	second := writeCert(t, certFile, keyFile, "second")
+	second := testutil.WriteCert(t, certFile, keyFile, "second")
 	testutil.Eventually(t, 5*time.Second, "the new certificate is served", func() bool {
 		resp, err := clientFor(second, false).Get(url)
 		if err != nil {

@@ -1,7 +1,8 @@
-package node
+package certs
 
 import (
 	"errors"
+	"github.com/fenec/fenec-entry/internal/testutil"
 	"os"
 	"strings"
 	"testing"
@@ -10,10 +11,11 @@ import (
 )
 
 func TestCertReloader(t *testing.T) {
-	certFile, keyFile := tempFiles(t)
-	writeCert(t, certFile, keyFile, "first")
-	log, logs := testLogger(t)
-	r, err := newCertReloader(certFile, keyFile, log)
+	certFile, keyFile := testutil.CertFiles(t)
+	testutil.WriteCert(t, certFile, keyFile, "first")
+	logs := &testutil.LogBuffer{}
+	log := zerolog.New(logs)
+	r, err := NewReloader(certFile, keyFile, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,15 +30,15 @@ func TestCertReloader(t *testing.T) {
 		t.Error("check() reloaded files that did not change")
 	}
 
-	writeCert(t, certFile, keyFile, "second")
+	testutil.WriteCert(t, certFile, keyFile, "second")
 	if !r.check() || cn() != "second" {
 		t.Fatalf("after a change: serving %q, want second", cn())
 	}
 
 	// A half-written pair (new certificate, old key) keeps the certificate in use.
 	keyPEM, _ := os.ReadFile(keyFile)
-	writeCert(t, certFile, keyFile, "third")
-	writeFile(t, keyFile, keyPEM)
+	testutil.WriteCert(t, certFile, keyFile, "third")
+	testutil.WriteFile(t, keyFile, keyPEM)
 	if r.check() || cn() != "second" {
 		t.Fatalf("after a mismatched pair: serving %q, want second kept", cn())
 	}
@@ -49,36 +51,36 @@ func TestCertReloader(t *testing.T) {
 		t.Fatalf("after a removal: serving %q, want second kept", cn())
 	}
 	// And the next good pair is taken.
-	writeCert(t, certFile, keyFile, "fourth")
+	testutil.WriteCert(t, certFile, keyFile, "fourth")
 	if !r.check() || cn() != "fourth" {
 		t.Fatalf("after a good pair: serving %q, want fourth", cn())
 	}
 }
 
-func TestCertReloaderErrorsNameTheFlag(t *testing.T) {
-	certFile, keyFile := tempFiles(t)
+func TestCertReloaderErrorsNameTheFile(t *testing.T) {
+	certFile, keyFile := testutil.CertFiles(t)
 	nop := zerolog.Nop()
 	tests := []struct {
 		name  string
 		setup func()
 		flag  string
 	}{
-		{"no cert", func() {}, "tls-cert"},
-		{"no key", func() { writeFile(t, certFile, []byte("x")) }, "tls-key"},
-		{"not PEM", func() { writeFile(t, keyFile, []byte("x")) }, "tls-cert"},
+		{"no cert", func() {}, FileCert},
+		{"no key", func() { testutil.WriteFile(t, certFile, []byte("x")) }, FileKey},
+		{"not PEM", func() { testutil.WriteFile(t, keyFile, []byte("x")) }, FileCert},
 		{"mismatch", func() {
-			writeCert(t, certFile, keyFile, "a")
+			testutil.WriteCert(t, certFile, keyFile, "a")
 			k, _ := os.ReadFile(keyFile)
-			writeCert(t, certFile, keyFile, "b")
-			writeFile(t, keyFile, k)
-		}, "tls-cert"},
+			testutil.WriteCert(t, certFile, keyFile, "b")
+			testutil.WriteFile(t, keyFile, k)
+		}, FileCert},
 	}
 	for _, tt := range tests {
 		tt.setup()
-		_, err := newCertReloader(certFile, keyFile, nop)
-		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Flag != tt.flag {
-			t.Errorf("%s: newCertReloader = %v, want a *ConfigError naming --%s", tt.name, err, tt.flag)
+		_, err := NewReloader(certFile, keyFile, nop)
+		var fe *FileError
+		if !errors.As(err, &fe) || fe.Which != tt.flag {
+			t.Errorf("%s: NewReloader = %v, want a *FileError about the %s file", tt.name, err, tt.flag)
 		}
 		if err != nil && strings.Contains(err.Error(), "PRIVATE KEY") {
 			t.Errorf("%s: error shows key material: %v", tt.name, err)
