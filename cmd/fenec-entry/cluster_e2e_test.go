@@ -117,6 +117,8 @@ func serfCLI(t *testing.T, args ...string) ([]byte, error) {
 	return out, err
 }
 
+// TestGossipCluster runs four entries in phases, each a subtest; a failed phase ends the
+// test (the later ones build on it).
 func TestGossipCluster(t *testing.T) {
 	sc, err := standin.Start(standin.Config{
 		Regions: []standin.Region{
@@ -141,6 +143,7 @@ func TestGossipCluster(t *testing.T) {
 	var all []*entry
 	rpcAddr := map[string]string{"a": freeAddr(t), "b": "127.0.0.1:0", "c": "127.0.0.1:0", "d": "127.0.0.1:0"}
 
+	parent := t // entries live for the whole test, whatever phase starts them
 	start := func(name string, join string) *clusterEntry {
 		args := []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
 			"--gossip-bind", "127.0.0.1:0", "--rpc-addr", rpcAddr[name],
@@ -148,7 +151,7 @@ func TestGossipCluster(t *testing.T) {
 		if join != "" {
 			args = append(args, "--join", join)
 		}
-		ce := startClusterEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+key, "FENEC_ENTRY_LOG_LEVEL=debug",
+		ce := startClusterEntry(parent, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+key, "FENEC_ENTRY_LOG_LEVEL=debug",
 			"FENEC_ENTRY_ENTRY_TOKEN="+plantedToken, "FENEC_ENTRY_RPC_AUTH="+plantedRPC))
 		all = append(all, ce.entry)
 		return ce
@@ -156,6 +159,7 @@ func TestGossipCluster(t *testing.T) {
 	a := start("a", "")
 	b := start("b", a.gossip)
 	c := start("c", a.gossip)
+	var d *clusterEntry
 	for _, e := range []*clusterEntry{a, b, c} {
 		testutil.Eventually(t, 10*time.Second, "three alive members at every entry", func() bool {
 			s := e.status(t)
@@ -169,26 +173,6 @@ func TestGossipCluster(t *testing.T) {
 		})
 	}
 
-	// The stock serf CLI lists the entries with their tags (go tool serf: a tool of go.mod).
-	out, err := serfCLI(t, "members", "-rpc-addr", rpcAddr["a"], "-rpc-auth", plantedRPC)
-	if err != nil {
-		t.Fatalf("serf members: %v\n%s", err, out)
-	}
-	for _, name := range []string{"a", "b", "c"} {
-		found := false
-		for _, line := range strings.Split(string(out), "\n") {
-			f := strings.Fields(line)
-			if len(f) >= 4 && f[0] == name && f[2] == "alive" && strings.Contains(f[3], "role=entry") &&
-				strings.Contains(f[3], "pop="+name) && strings.Contains(f[3], "continent=NA") {
-				found = true
-			}
-		}
-		if !found {
-			t.Errorf("serf members does not list %s alive with its tags:\n%s", name, out)
-		}
-	}
-
-	// Learned at A (acme lives in eu; the PoP's continent sends it to us first, which relays).
 	euDirect := func() int {
 		n := 0
 		eu := map[string]bool{}
@@ -203,53 +187,90 @@ func TestGossipCluster(t *testing.T) {
 		}
 		return n
 	}
-	if status, _, _ := httpGet(t, "http://"+a.client+"/t/acme/items/1"); status != 404 || euDirect() != 0 {
-		t.Fatalf("first request at A: %d, eu asked directly %d times; want a relay by us", status, euDirect())
-	}
-	learned := time.Now()
-	for _, e := range []*clusterEntry{b, c} {
-		testutil.Eventually(t, 3*time.Second, "home reaches "+e.client, func() bool { return e.status(t).Homes.Gossip >= 1 })
-	}
-	took := time.Since(learned)
-	t.Logf("home learned at A held by B and C after %v", took)
-	if took > time.Second {
-		t.Errorf("home took %v to reach B and C, want within a second", took)
-	}
-	if da, db, dc := a.status(t).Homes.Digest, b.status(t).Homes.Digest, c.status(t).Homes.Digest; da == "" || da != db || da != dc {
-		t.Errorf("table digests differ once the home is everywhere: a %s b %s c %s", da, db, dc)
-	}
-	before := euDirect()
-	for _, e := range []*clusterEntry{b, c} {
-		httpGet(t, "http://"+e.client+"/t/acme/items/1")
-	}
-	if got := euDirect() - before; got != 2 {
-		t.Errorf("B and C sent %d of 2 requests straight to eu", got)
-	}
 
-	// A fourth entry started later holds the table before it reports ready.
-	d := start("d", a.gossip)
-	testutil.Eventually(t, 6*time.Second, "D ready", func() bool { return d.status(t).Ready })
-	if s := d.status(t); s.Homes.Held < 1 {
-		t.Errorf("D ready with %d homes, want the table (acme)", s.Homes.Held)
-	}
-
-	// A mark made at A reorders regions at B: eu fails at A, B asks us first.
-	for _, u := range sc.URLs("eu") {
-		pu, _ := url.Parse(u)
-		f, _ := standin.ParseFault("refuse")
-		if err := sc.SetFault(pu.Host, f); err != nil {
-			t.Fatal(err)
+	if !t.Run("serf members lists the entries", func(t *testing.T) {
+		// The stock serf CLI lists the entries with their tags (go tool serf: a tool of go.mod).
+		out, err := serfCLI(t, "members", "-rpc-addr", rpcAddr["a"], "-rpc-auth", plantedRPC)
+		if err != nil {
+			t.Fatalf("serf members: %v\n%s", err, out)
 		}
-	}
-	httpGet(t, "http://"+a.client+"/t/acme/items/1")
-	testutil.Eventually(t, 3*time.Second, "eu marked at B", func() bool {
-		for _, r := range b.status(t).Regions {
-			if r.Name == "eu" && r.Marked {
-				return true
+		for _, name := range []string{"a", "b", "c"} {
+			found := false
+			for _, line := range strings.Split(string(out), "\n") {
+				f := strings.Fields(line)
+				if len(f) >= 4 && f[0] == name && f[2] == "alive" && strings.Contains(f[3], "role=entry") &&
+					strings.Contains(f[3], "pop="+name) && strings.Contains(f[3], "continent=NA") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("serf members does not list %s alive with its tags:\n%s", name, out)
 			}
 		}
-		return false
-	})
+	}) {
+		return
+	}
+
+	if !t.Run("a home learned at A is used at B and C", func(t *testing.T) {
+		// Learned at A (acme lives in eu; the PoP's continent sends it to us first, which relays).
+		if status, _, _ := httpGet(t, "http://"+a.client+"/t/acme/items/1"); status != 404 || euDirect() != 0 {
+			t.Fatalf("first request at A: %d, eu asked directly %d times; want a relay by us", status, euDirect())
+		}
+		learned := time.Now()
+		for _, e := range []*clusterEntry{b, c} {
+			testutil.Eventually(t, 3*time.Second, "home reaches "+e.client, func() bool { return e.status(t).Homes.Gossip >= 1 })
+		}
+		took := time.Since(learned)
+		t.Logf("home learned at A held by B and C after %v", took)
+		if took > time.Second {
+			t.Errorf("home took %v to reach B and C, want within a second", took)
+		}
+		if da, db, dc := a.status(t).Homes.Digest, b.status(t).Homes.Digest, c.status(t).Homes.Digest; da == "" || da != db || da != dc {
+			t.Errorf("table digests differ once the home is everywhere: a %s b %s c %s", da, db, dc)
+		}
+		before := euDirect()
+		for _, e := range []*clusterEntry{b, c} {
+			httpGet(t, "http://"+e.client+"/t/acme/items/1")
+		}
+		if got := euDirect() - before; got != 2 {
+			t.Errorf("B and C sent %d of 2 requests straight to eu", got)
+		}
+	}) {
+		return
+	}
+
+	if !t.Run("a joiner holds the table when ready", func(t *testing.T) {
+		// A fourth entry started later holds the table before it reports ready.
+		d = start("d", a.gossip)
+		testutil.Eventually(t, 6*time.Second, "D ready", func() bool { return d.status(t).Ready })
+		if s := d.status(t); s.Homes.Held < 1 {
+			t.Errorf("D ready with %d homes, want the table (acme)", s.Homes.Held)
+		}
+	}) {
+		return
+	}
+
+	if !t.Run("a mark made at A reaches B", func(t *testing.T) {
+		// A mark made at A reorders regions at B: eu fails at A, B asks us first.
+		for _, u := range sc.URLs("eu") {
+			pu, _ := url.Parse(u)
+			f, _ := standin.ParseFault("refuse")
+			if err := sc.SetFault(pu.Host, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		httpGet(t, "http://"+a.client+"/t/acme/items/1")
+		testutil.Eventually(t, 3*time.Second, "eu marked at B", func() bool {
+			for _, r := range b.status(t).Regions {
+				if r.Name == "eu" && r.Marked {
+					return true
+				}
+			}
+			return false
+		})
+	}) {
+		return
+	}
 
 	// Requests carrying secrets, through every entry.
 	for _, e := range []*clusterEntry{a, b, d} {
@@ -261,28 +282,37 @@ func TestGossipCluster(t *testing.T) {
 		}
 	}
 
-	// SIGTERM: the others see the entry left.
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, 3*time.Second, "A sees C left", func() bool { return a.status(t).memberState("c") == "left" })
-	if status := c.exitStatus(t, 15*time.Second); status != 0 {
-		t.Errorf("C exit status %d, want 0", status)
+	if !t.Run("SIGTERM: the others see it left", func(t *testing.T) {
+		// SIGTERM: the others see the entry left.
+		if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, 3*time.Second, "A sees C left", func() bool { return a.status(t).memberState("c") == "left" })
+		if status := c.exitStatus(t, 15*time.Second); status != 0 {
+			t.Errorf("C exit status %d, want 0", status)
+		}
+	}) {
+		return
 	}
 
-	// No secret reaches a log line, in the whole run of every entry (at debug).
-	lines := 0
-	for _, e := range all {
-		for _, l := range e.stderr() {
-			lines++
-			for _, s := range []string{plantedToken, plantedRPC, "PLANTED-AUTHORIZATION", "PLANTED-COOKIE", plantedBody, key} {
-				if strings.Contains(l, s) {
-					t.Errorf("a log line carries %q: %s", s, l)
+	if !t.Run("no secret in any log line", func(t *testing.T) {
+		// No secret reaches a log line, in the whole run of every entry (at debug).
+		lines := 0
+		for _, e := range all {
+			for _, l := range e.stderr() {
+				lines++
+				for _, s := range []string{plantedToken, plantedRPC, "PLANTED-AUTHORIZATION", "PLANTED-COOKIE", plantedBody, key} {
+					if strings.Contains(l, s) {
+						t.Errorf("a log line carries %q: %s", s, l)
+					}
 				}
 			}
 		}
+		if lines < 50 {
+			t.Errorf("only %d log lines at debug: the secret check read too little", lines)
+		}
+	}) {
+		return
 	}
-	if lines < 50 {
-		t.Errorf("only %d log lines at debug: the secret check read too little", lines)
-	}
+
 }
