@@ -61,11 +61,9 @@ func portOf(addr string) string {
 	return p
 }
 
-// TestTwoEntriesOnOneHost pins CONTRACT.md section 3: two entries on one host, given distinct
-// values of the contract's ports and nothing else (no --node: both take the hostname, with
-// their gossip port), start, join and list as two members, and neither opens a listener the
-// table does not name.
-func TestTwoEntriesOnOneHost(t *testing.T) {
+// oneRouter starts one stand-in router for region eu (tenant acme), closed when t ends.
+func oneRouter(t *testing.T) *standin.Cluster {
+	t.Helper()
 	sc, err := standin.Start(standin.Config{
 		Regions: []standin.Region{{Name: "eu", Addrs: []string{"127.0.0.1:0"}}},
 		Tenants: map[string]string{"acme": "eu"},
@@ -73,8 +71,16 @@ func TestTwoEntriesOnOneHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sc.Close()
-	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	t.Cleanup(func() { sc.Close() })
+	return sc
+}
+
+// TestTwoEntriesOnOneHost pins CONTRACT.md section 3: two entries on one host, given distinct
+// values of the contract's ports and nothing else (no --node: both take the hostname, with
+// their gossip port), start, join and list as two members, and neither opens a listener the
+// table does not name.
+func TestTwoEntriesOnOneHost(t *testing.T) {
+	sc, key := oneRouter(t), base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	type ports struct{ listen, admin, gossip, rpc string }
 	mk := func() ports { return ports{freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)} }
 	p1, p2 := mk(), mk()
@@ -111,15 +117,7 @@ func TestTwoEntriesOnOneHost(t *testing.T) {
 // error with both addresses, and its /status.json and /metrics say gossip is down while its
 // serf is shut down.
 func TestNameConflictEndToEnd(t *testing.T) {
-	sc, err := standin.Start(standin.Config{
-		Regions: []standin.Region{{Name: "eu", Addrs: []string{"127.0.0.1:0"}}},
-		Tenants: map[string]string{"acme": "eu"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close()
-	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	sc, key := oneRouter(t), base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	start := func(join string) *clusterEntry {
 		args := []string{"--routers", "eu=" + sc.URLs("eu")[0], "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
 			"--gossip-bind", "127.0.0.1:0", "--rpc-addr", "127.0.0.1:0", "--node", "twin"}
