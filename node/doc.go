@@ -9,7 +9,8 @@
 // listener, its continent) is package clientinfo's: node builds it from its Config and hands
 // the proxy the two functions it calls. The certificates (the client listener's, reloaded when
 // its files change, and the routers' CAs) are package certs'; gossip, all of it, is package
-// gossip's.
+// gossip's. node fills a status.Status from its parts; package status renders it (/status,
+// /status.json) and turns the gossip counters into rates.
 //
 // Errors a fixed configuration cannot recover from are *ConfigError (their text starts with
 // the flag, "--routers: ..."); everything else New, Start and Run return is a runtime failure.

@@ -19,6 +19,7 @@ import (
 	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/proxy"
+	"github.com/fenec/fenec-entry/status"
 )
 
 // Limits of the listeners that are not flags.
@@ -78,7 +79,7 @@ type Node struct {
 	ready     atomic.Bool // SetReady; true from New
 	draining  atomic.Bool
 	startedAt atomic.Pointer[time.Time] // nil until Start has bound the listeners
-	traffic   trafficRates              // gossip event rates for Status; zero value ready
+	traffic   status.Traffic            // gossip event rates for Status; zero value ready
 
 	bg       context.Context // ends the background goroutines; cancelled by stopBackground
 	bgCancel context.CancelFunc

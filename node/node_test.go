@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/internal/testutil"
+	"github.com/fenec/fenec-entry/status"
 )
 
 // startNode builds and starts a node for cfg and closes it when the test ends.
@@ -92,7 +93,7 @@ func TestNodeServes(t *testing.T) {
 	}
 
 	resp, body = get(t, client, admin+"/status.json")
-	var st Status
+	var st status.Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("/status.json = %v %q: %v", resp.Header, body, err)
 	}

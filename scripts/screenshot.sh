@@ -2,7 +2,7 @@
 # Writes docs/status.png (or the path given): the /status page of a real entry (four entries
 # in one gossip cluster on loopback, stand-in routers, one router down, one region marked) as
 # headless Chromium renders it at 1280x900. The picture is taken by TestStatusPageChromium in
-# node/status_page_test.go, which also checks the page's DOM and the PNG.
+# node/status_test.go, which also checks the page's DOM and the PNG.
 #
 # Needs Debian's chromium: apt-get install -y chromium
 set -euo pipefail

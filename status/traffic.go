@@ -1,4 +1,4 @@
-package node
+package status
 
 import (
 	"sync"
@@ -61,22 +61,22 @@ type trafficSample struct {
 	sent, received, duplicates, dropped float64
 }
 
-// trafficRates turns the gossip counters into rates. There is no sampling goroutine: each
+// Traffic turns the gossip counters into rates. There is no sampling goroutine: each
 // Status reads the counters once (Gather of the node's registry, the cost of one /metrics
 // scrape) and keeps that sample if the newest kept is trafficEvery old. The rates compare
 // the fresh sample with the oldest kept within trafficWindow, or, when none is, the newest
 // kept before it; the start, when every counter was 0, is the first sample. The zero value
 // is ready; safe for concurrent use.
-type trafficRates struct {
+type Traffic struct {
 	mu      sync.Mutex // guards the following fields
 	samples [trafficKeep]trafficSample
 	n       int // samples kept, at most trafficKeep
 	next    int // where the next one goes
 }
 
-// rates reads the counters from g and returns the traffic as of now, for an entry started at
+// Rates reads the counters from g and returns the traffic as of now, for an entry started at
 // started (zero: not started, no rates).
-func (t *trafficRates) rates(g prometheus.Gatherer, now, started time.Time) *GossipTraffic {
+func (t *Traffic) Rates(g prometheus.Gatherer, now, started time.Time) *GossipTraffic {
 	cur := gatherTraffic(g, now)
 	out := &GossipTraffic{Sent: uint64(cur.sent), Received: uint64(cur.received),
 		Duplicates: uint64(cur.duplicates), Dropped: uint64(cur.dropped)}
@@ -103,7 +103,7 @@ func (t *trafficRates) rates(g prometheus.Gatherer, now, started time.Time) *Gos
 
 // baselineLocked returns the sample to compare one taken at now with: the oldest within
 // trafficWindow, else the newest before it; start is older than every kept sample.
-func (t *trafficRates) baselineLocked(now time.Time, start trafficSample) trafficSample {
+func (t *Traffic) baselineLocked(now time.Time, start trafficSample) trafficSample {
 	from := now.Add(-trafficWindow)
 	base := start
 	if !start.at.Before(from) {
@@ -119,7 +119,7 @@ func (t *trafficRates) baselineLocked(now time.Time, start trafficSample) traffi
 	return base
 }
 
-func (t *trafficRates) addLocked(s trafficSample) {
+func (t *Traffic) addLocked(s trafficSample) {
 	if t.n > 0 && s.at.Sub(t.samples[(t.next-1+trafficKeep)%trafficKeep].at) < trafficEvery {
 		return
 	}

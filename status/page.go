@@ -1,8 +1,9 @@
-package node
+package status
 
 import (
 	"bytes"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -10,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/fenec/fenec-entry/proxy"
 )
 
 // The /status page: Status rendered by html/template (which escapes every value: member
@@ -30,38 +29,35 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 	"subf": func(a, b float64) float64 { return max(a-b, 0) },
 }).Parse(statusHTML))
 
-// serveStatusPage serves GET /status. The page is rendered whole before it is written, so
-// a template error is a 500, not half a page.
-func (n *Node) serveStatusPage(w http.ResponseWriter, _ *http.Request) {
+// WritePage writes s as the /status page. The page is rendered whole before it is written,
+// so a template error is a 500 and the error returned (for the caller's log), not half a page.
+func WritePage(w http.ResponseWriter, s Status) error {
 	var buf bytes.Buffer
-	if err := renderStatus(&buf, n.Status()); err != nil {
-		n.log.Error().Err(err).Msg("admin: rendering /status")
-		writeText(w, http.StatusInternalServerError, "status page: "+err.Error()+"\n")
-		return
+	if err := Render(&buf, s); err != nil {
+		http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
+		return err
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 	h.Set("X-Content-Type-Options", "nosniff")
-	w.Write(buf.Bytes())
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
-func renderStatus(buf *bytes.Buffer, s Status) error {
+// WriteJSON writes s as /status.json: indented, never cached.
+func WriteJSON(w http.ResponseWriter, s Status) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(s)
+}
+
+// Render writes the /status page of s to buf.
+func Render(buf *bytes.Buffer, s Status) error {
 	return statusTemplate.Execute(buf, newStatusView(s))
-}
-
-// routerStatus makes a RouterStatus of what the proxy saw of the router at url.
-func routerStatus(url string, st proxy.RouterState) RouterStatus {
-	rs := RouterStatus{URL: url, State: "up", LastOutcome: st.LastOutcome, LastStatus: st.LastStatus,
-		LastAt: st.LastAt, Failures: st.Failures}
-	switch {
-	case st.LastOutcome == "":
-		rs.State = "unknown"
-	case st.Failing():
-		rs.State = "failing"
-	}
-	return rs
 }
 
 // statusView is what the template shows: the Status and what is derived from it for people

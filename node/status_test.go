@@ -1,0 +1,241 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"image"
+	"image/png"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
+	"github.com/fenec/fenec-entry/proxy"
+	"github.com/fenec/fenec-entry/status"
+)
+
+// TestStatusPageServed: a node without gossip serves /status as HTML, and /status.json
+// carries the routers' state.
+func TestStatusPageServed(t *testing.T) {
+	up := newRouter(t, "eu", nil)
+	down := newRouter(t, "us", nil)
+	down.Close()
+	n, _ := startNode(t, testConfig(t, "eu", up.URL, "us", down.URL))
+	n.homes.Learn("globex", 1) // us: asked first, never_made, then eu answers
+	client := &http.Client{Timeout: 5 * time.Second}
+	base, admin := "http://"+n.ClientAddr().String(), "http://"+n.AdminAddr().String()
+	get(t, client, base+"/t/globex/items/1")
+
+	resp, page := get(t, client, admin+"/status")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" {
+		t.Fatalf("/status = %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("Content-Security-Policy = %q", csp)
+	}
+	for _, w := range []string{"entry-test", `id="region-eu"`, `id="region-us"`, "never_made", "Gossip is off"} {
+		if !strings.Contains(page, w) {
+			t.Errorf("/status lacks %q", w)
+		}
+	}
+	if row := testutil.TableRow(t, page, down.URL); !strings.Contains(row, "failing") {
+		t.Errorf("the closed router's row:\n%s", row)
+	}
+
+	_, body := get(t, client, admin+"/status.json")
+	var s status.Status
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Regions) != 2 || len(s.Regions[1].RouterStates) != 1 {
+		t.Fatalf("/status.json regions: %+v", s.Regions)
+	}
+	if rs := s.Regions[1].RouterStates[0]; rs.State != "failing" || rs.LastOutcome != "never_made" || rs.Failures != 1 {
+		t.Errorf("us router: %+v", rs)
+	}
+	if rs := s.Regions[0].RouterStates[0]; rs.State != "up" || rs.LastStatus != 200 {
+		t.Errorf("eu router: %+v", rs)
+	}
+	if !s.Regions[1].Marked || s.Traffic != nil || s.At.IsZero() {
+		t.Errorf("/status.json: marked %v, traffic %+v, at %v", s.Regions[1].Marked, s.Traffic, s.At)
+	}
+}
+
+// aheadClock is the real clock, advanced by the test: timers and sockets keep real time,
+// and the status page sees time pass at once.
+type aheadClock struct{ ahead atomic.Int64 }
+
+func (c *aheadClock) Now() time.Time          { return time.Now().Add(time.Duration(c.ahead.Load())) }
+func (c *aheadClock) advance(d time.Duration) { c.ahead.Add(int64(d)) }
+
+var statusScreenshot = flag.String("status-screenshot", "",
+	"TestStatusPageChromium copies its screenshot of /status to this PNG file (make screenshot)")
+
+// chromiumFlags run Debian's chromium headless, as root in a container, with nothing
+// fetched from the network but the page.
+func chromiumFlags(t *testing.T) []string {
+	return []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--hide-scrollbars", "--user-data-dir=" + t.TempDir()}
+}
+
+func runChromium(t *testing.T, chromium string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium, append(chromiumFlags(t), args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+// TestStatusPageChromium renders /status of a real entry in headless Chromium: four entries
+// in one encrypted gossip cluster on loopback (one of them drained: left; one of another
+// version), regions eu (two routers up), us (one router down: failing) and ap (its only
+// router down: marked). It checks the DOM Chromium built and the screenshot it took.
+func TestStatusPageChromium(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed, and CI must check /status in a browser (.ci/run installs it)")
+		}
+		t.Skip("chromium is not installed (apt-get install -y chromium): /status is not checked in a browser")
+	}
+	closed := func(region string) string {
+		s := newRouter(t, region, nil)
+		s.Close()
+		return s.URL
+	}
+	regions := map[string][]string{
+		"eu": {newRouter(t, "eu", nil).URL, newRouter(t, "eu", nil).URL},
+		"us": {closed("us"), newRouter(t, "us", nil).URL},
+		"ap": {closed("ap")},
+	}
+	var routers []string
+	for _, name := range []string{"eu", "us", "ap"} {
+		for _, u := range regions[name] {
+			routers = append(routers, name, u)
+		}
+	}
+	clock := &aheadClock{}
+	entry := func(name, pop, continent, version string, join ...string) *Node {
+		c := testConfig(t, routers...)
+		c.Clock = clock
+		c.Routers = mergeRegions(c.Routers)
+		c.Node, c.Pop, c.Continent, c.Version = name, pop, continent, version
+		c.GossipKey = SecretBytes("0123456789abcdef0123456789abcdef")
+		c.GossipBind, c.RPCAddr = "127.0.0.1:0", "127.0.0.1:0"
+		c.Join = join
+		n, _ := startNode(t, c)
+		return n
+	}
+	fra := entry("entry-fra", "fra", "EU", "v1.4.0")
+	seed := fra.getCluster().Addr()
+	iad := entry("entry-iad", "iad", "NA", "v1.4.0", seed)
+	entry("entry-sin", "sin", "AS", "v1.3.9", seed)
+	syd := entry("entry-syd", "syd", "OC", "v1.4.0", seed)
+	members := func(n *Node, state string) int {
+		k := 0
+		for _, m := range n.Status().Members {
+			if m.State == state {
+				k++
+			}
+		}
+		return k
+	}
+	testutil.Eventually(t, 15*time.Second, "four alive members at entry-fra", func() bool { return members(fra, "alive") == 4 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := syd.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "entry-syd left at entry-fra", func() bool { return members(fra, "left") == 1 })
+
+	// Traffic at entry-fra: homes learned here (gossiped to the others), a failing router
+	// of us, and ap marked.
+	client := &http.Client{Timeout: 5 * time.Second}
+	base := "http://" + fra.ClientAddr().String()
+	for _, tenant := range []string{"acme", "initech", "hooli", "piedpiper"} {
+		get(t, client, base+"/t/"+tenant+"/items/1")
+	}
+	fra.homes.Learn("globex", 1) // us
+	get(t, client, base+"/t/globex/items/1")
+	fra.homes.Learn("umbrella", 2) // ap
+	get(t, client, base+"/t/umbrella/items/1")
+	testutil.Eventually(t, 5*time.Second, "homes gossiped to entry-iad", func() bool { return iad.Status().Homes.Gossip >= 4 })
+	clock.advance(1100 * time.Millisecond) // the gossip rates need a window of a second
+
+	url := "http://" + fra.AdminAddr().String() + "/status"
+	dom := string(runChromium(t, chromium, "--dump-dom", url))
+	for _, want := range []string{"entry-fra", "entry-iad", "entry-sin", "entry-syd", `id="region-eu"`,
+		`id="region-us"`, `id="region-ap"`, ">left<", ">failing<", ">marked<", "never_made"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the DOM Chromium built lacks %q", want)
+		}
+	}
+
+	out := filepath.Join(t.TempDir(), "status.png")
+	runChromium(t, chromium, "--screenshot="+out, "--window-size=1280,900", url)
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	if len(data) < 20<<10 {
+		t.Errorf("screenshot is %d bytes: too small for the page", len(data))
+	}
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != 1280 || b.Dy() != 900 {
+		t.Errorf("screenshot is %v, want 1280x900", b)
+	}
+	if colours := countColours(img); colours < 8 {
+		t.Errorf("screenshot has %d colours: the page did not render", colours)
+	}
+	if *statusScreenshot != "" {
+		if err := os.WriteFile(*statusScreenshot, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", *statusScreenshot)
+	}
+}
+
+// mergeRegions joins regions of the same name (testConfig makes one per router), in order.
+func mergeRegions(in []proxy.Region) []proxy.Region {
+	var out []proxy.Region
+	at := map[string]int{}
+	for _, r := range in {
+		if i, ok := at[r.Name]; ok {
+			out[i].Routers = append(out[i].Routers, r.Routers...)
+			continue
+		}
+		at[r.Name] = len(out)
+		out = append(out, r)
+	}
+	return out
+}
+
+// countColours counts the distinct colours of img, up to 64.
+func countColours(img image.Image) int {
+	seen := map[[4]uint32]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y && len(seen) < 64; y += 3 {
+		for x := b.Min.X; x < b.Max.X && len(seen) < 64; x += 3 {
+			r, g, bl, a := img.At(x, y).RGBA()
+			seen[[4]uint32{r, g, bl, a}] = true
+		}
+	}
+	return len(seen)
+}

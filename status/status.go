@@ -1,0 +1,101 @@
+// Package status is what an entry says about itself to people and tools: the Status document
+// that /status.json serves, the /status page rendered from it (html/template, one embedded
+// file, no script, no external asset), and the gossip traffic rates the page shows (Traffic,
+// read from the Prometheus counters package gossip registers).
+//
+// It knows nothing of node, proxy, homes or gossip: node fills a Status from them, and this
+// package shows it. The fields of Status are part of the admin listener's contract
+// (CONTRACT.md section 10): fields are added, never removed or renamed without a note.
+package status
+
+import "time"
+
+// Status is what /status.json shows: this entry, its regions and routers, its home table and
+// the live region marks. Fields will be added (members, router health, gossip traffic);
+// none will be removed or renamed without a note in the changelog.
+type Status struct {
+	Pop       string         `json:"pop"`
+	Continent string         `json:"continent"`
+	Node      string         `json:"node"`
+	Version   string         `json:"version"`
+	Started   time.Time      `json:"started,omitzero"`
+	Ready     bool           `json:"ready"`
+	Draining  bool           `json:"draining"`
+	Inflight  int64          `json:"inflight"`
+	Regions   []RegionStatus `json:"regions"`
+	Homes     HomesStatus    `json:"homes"`
+	Marks     []MarkStatus   `json:"marks"`
+	Gossip    bool           `json:"gossip"` // false: no --gossip-key and no --insecure-gossip, serving alone
+	// GossipUp: serf runs and this entry is a member (fenec_entry_gossip_up). False while
+	// gossip is off, after the entry left (a drain), and while serf is shut down (it lost a
+	// node name conflict) and being started again; GossipState then says which ("left",
+	// "shutdown"; "off" when gossip is off).
+	GossipUp    bool           `json:"gossip_up"`
+	GossipState string         `json:"gossip_state"`
+	Members     []MemberStatus `json:"members"` // every gossip member this entry knows, itself included; none while serf is shut down
+
+	At      time.Time      `json:"at"`                       // when this status was taken
+	Traffic *GossipTraffic `json:"gossip_traffic,omitempty"` // nil when gossip is off
+}
+
+// MemberStatus is one gossip member as serf sees it.
+type MemberStatus struct {
+	Name      string `json:"name"`
+	Addr      string `json:"addr"`
+	State     string `json:"state"` // alive, leaving, left, failed
+	Pop       string `json:"pop"`
+	Continent string `json:"continent"`
+	Version   string `json:"version"`
+}
+
+// RegionStatus is one configured region, in --routers order.
+type RegionStatus struct {
+	Name    string   `json:"name"`
+	Routers []string `json:"routers"`
+	// Marked: the region's latest failure is newer than its latest clear, so plain writes ask
+	// it last until one of its routers answers; MarkedForReads: that failure is also younger
+	// than --read-backoff, so reads and keyed writes ask it last too (CONTRACT.md section 4).
+	Marked         bool `json:"marked"`
+	MarkedForReads bool `json:"marked_for_reads"`
+	// RouterStates are the Routers in the same order, with what this entry last saw of each.
+	RouterStates []RouterStatus `json:"router_states"`
+}
+
+// RouterStatus is one router as this entry last saw it (proxy.Handler.RouterStatus).
+type RouterStatus struct {
+	URL string `json:"url"` // as in RegionStatus.Routers
+	// State is "up" (its last attempt got an answer), "failing" (it did not) or "unknown"
+	// (not asked since this entry started).
+	State string `json:"state"`
+	// LastOutcome is the last attempt's class: answer, home_5xx, shard_5xx, never_made or
+	// may_have_reached (CONTRACT.md section 4); "" before any.
+	LastOutcome string    `json:"last_outcome,omitempty"`
+	LastStatus  int       `json:"last_status,omitempty"` // the last answer's status; 0: no answer head
+	LastAt      time.Time `json:"last_at,omitzero"`      // when the last attempt ended
+	Failures    int       `json:"failures"`              // failed attempts since it last answered
+}
+
+// HomesStatus is the home table's Stats.
+type HomesStatus struct {
+	Held          int    `json:"held"`
+	Local         int    `json:"local"`
+	Gossip        int    `json:"gossip"`
+	Capacity      int    `json:"capacity"`
+	Evicted       uint64 `json:"evicted"`
+	FeedDropped   uint64 `json:"feed_dropped"`
+	UnknownRegion uint64 `json:"unknown_region"`
+	// Digest is an order-independent digest of the homes held (gossip.TableDigest): entries
+	// whose tables agree show the same one.
+	Digest string `json:"digest"`
+}
+
+// MarkStatus is the latest failure of a failing region (one whose latest failure is newer
+// than its latest clear).
+type MarkStatus struct {
+	Region   string    `json:"region"`
+	Observer string    `json:"observer"`  // the entry that saw it fail
+	FailedAt time.Time `json:"failed_at"` // on the observer's clock, no later than its arrival here
+	// ReadsUntil is when reads and keyed writes ask the region first again (FailedAt plus
+	// --read-backoff); plain writes ask it last until a router of it answers.
+	ReadsUntil time.Time `json:"reads_until"`
+}
