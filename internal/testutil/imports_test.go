@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,5 +42,17 @@ func TestOnlyTestsImportThis(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestImports(t *testing.T) {
+	got := Imports(t, ".")
+	for _, want := range []string{"go/parser", "testing"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("Imports(testutil) = %v, lacks %s", got, want)
+		}
+	}
+	if slices.Contains(got, "io/fs") { // only this test file imports it
+		t.Errorf("Imports(testutil) = %v: counted a test file", got)
 	}
 }
