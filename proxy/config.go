@@ -119,8 +119,9 @@ type Config struct {
 	// Ready, if non-nil, answers GET /_entry/ready (200 or 503); nil: always ready.
 	Ready func() bool
 
-	// ConnClose, if non-nil and returning true, makes every answer carry
-	// Connection: close (the drain after SIGTERM).
+	// ConnClose, if non-nil and returning true, makes every answer carry Connection: close,
+	// the entry's own (errors, health, preflights) as well as the routers' (the drain after
+	// SIGTERM).
 	ConnClose func() bool
 }
 

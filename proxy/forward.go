@@ -69,7 +69,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		}
 	}
 	if held != nil {
-		held.deliver(w, x)
+		held.deliver(w)
 		x.result, x.status = resAnswer, held.status
 		return
 	}
@@ -216,9 +216,6 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, x *exchange, a
 	}
 	dst := w.Header()
 	copyAnswerHeader(dst, resp.Header)
-	if h.cfg.ConnClose != nil && h.cfg.ConnClose() {
-		dst.Set("Connection", "close")
-	}
 	w.WriteHeader(resp.StatusCode)
 
 	if resp.Body == http.NoBody {

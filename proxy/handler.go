@@ -117,6 +117,10 @@ type exchange struct {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.ConnClose != nil && h.cfg.ConnClose() {
+		// Every answer, the entry's own included: net/http closes the connection after it.
+		w.Header().Set("Connection", "close")
+	}
 	switch r.URL.Path {
 	case "/_entry/health":
 		w.Header().Set("Content-Type", "application/json")

@@ -35,7 +35,7 @@ func holdAnswer(at attemptResult, timeout time.Duration) *heldAnswer {
 	return hd
 }
 
-func (hd *heldAnswer) deliver(w http.ResponseWriter, x *exchange) {
+func (hd *heldAnswer) deliver(w http.ResponseWriter) {
 	dst := w.Header()
 	copyAnswerHeader(dst, hd.header)
 	dst.Del("Content-Length")
