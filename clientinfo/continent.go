@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -161,24 +162,21 @@ func (g *GeoIP) lookup(addr string) string {
 	return code
 }
 
+// continentCodes are the continent codes of MaxMind and DB-IP, in the order of the entry's
+// default --continents mapping.
+var continentCodes = [...]string{"EU", "AF", "NA", "SA", "AS", "OC", "AN"}
+
+// ContinentCodes returns the continent codes of MaxMind and DB-IP (EU, AF, NA, SA, AS, OC,
+// AN), in the order of the entry's default --continents mapping; a fresh slice each call.
+func ContinentCodes() []string { return slices.Clone(continentCodes[:]) }
+
 // canonicalContinent returns code if it is a continent code, as a constant string (so that a
 // string decoded from the database is not kept), else "".
 func canonicalContinent(code string) string {
-	switch code {
-	case "EU":
-		return "EU"
-	case "AF":
-		return "AF"
-	case "NA":
-		return "NA"
-	case "SA":
-		return "SA"
-	case "AS":
-		return "AS"
-	case "OC":
-		return "OC"
-	case "AN":
-		return "AN"
+	for _, c := range continentCodes {
+		if c == code {
+			return c
+		}
 	}
 	return ""
 }

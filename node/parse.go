@@ -20,10 +20,6 @@ import (
 // (schemes, ports, bounds, references between flags) are Validate's; the parsers check only
 // that the text has the shape of the syntax.
 
-// continentCodes are the continent codes of MaxMind and DB-IP, in the order of the default
-// mapping.
-var continentCodes = []string{"EU", "AF", "NA", "SA", "AS", "OC", "AN"}
-
 // defaultContinents is the default --continents (the seed's REGIONS), before regions that do
 // not exist are dropped.
 var defaultContinents = [][2]string{

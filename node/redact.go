@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/clientinfo"
 )
 
 // redacted is what a secret prints as.
@@ -94,7 +96,7 @@ func (c Config) summary() []keyVal {
 	}
 	var conts []string
 	cm := c.ContinentMap()
-	for _, k := range continentCodes {
+	for _, k := range clientinfo.ContinentCodes() {
 		if v, ok := cm[k]; ok {
 			conts = append(conts, k+"="+v)
 		}

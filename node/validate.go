@@ -139,8 +139,8 @@ func (c Config) validatePlacement() error {
 		}
 		slices.Sort(codes)
 		for _, code := range codes {
-			if !slices.Contains(continentCodes, code) {
-				return cfgErr("continents", "%q is not a continent code (want %s)", code, strings.Join(continentCodes, ", "))
+			if !slices.Contains(clientinfo.ContinentCodes(), code) {
+				return cfgErr("continents", "%q is not a continent code (want %s)", code, strings.Join(clientinfo.ContinentCodes(), ", "))
 			}
 			if r := c.Continents[code]; !slices.Contains(regions, r) {
 				return cfgErr("continents", "%s maps to region %q, which --routers does not configure (want one of %s)",
@@ -155,8 +155,8 @@ func (c Config) validatePlacement() error {
 	if err := checkName(c.Pop); err != nil {
 		return cfgErr("pop", "%v (FLY_REGION and the hostname gave none: set --pop)", err)
 	}
-	if c.Continent != "" && !slices.Contains(continentCodes, c.Continent) {
-		return cfgErr("continent", "%q is not a continent code (want %s, or empty)", c.Continent, strings.Join(continentCodes, ", "))
+	if c.Continent != "" && !slices.Contains(clientinfo.ContinentCodes(), c.Continent) {
+		return cfgErr("continent", "%q is not a continent code (want %s, or empty)", c.Continent, strings.Join(clientinfo.ContinentCodes(), ", "))
 	}
 	if c.CountryHeader != "" {
 		if !validHeaderName(c.CountryHeader) {
