@@ -26,6 +26,9 @@ usage: bash bench/proxies.sh [flags]
                    are named in warnings and in the report
   --entry-bin PATH a fenec-entry binary to measure instead of building ./cmd/fenec-entry
                    (env BENCH_ENTRY_BIN), e.g. to compare two builds
+  --ab-bin PATH    a second fenec-entry binary, measured as target fenec-entry-b in the same
+                   interleaved rounds as fenec-entry (env BENCH_AB_BIN): a before/after A/B
+                   whose two sides see the same machine noise
   --out FILE       raw per-round numbers, JSON lines (env BENCH_OUT,
                    default bench/out/proxies-<UTC time>.jsonl)
   --check          exit 1 when fenec-entry misses the floor (added p50 <= 1.5x nginx's,
@@ -49,6 +52,7 @@ BASE_PORT=${BENCH_BASE_PORT:-18000}
 OUT=${BENCH_OUT:-}
 WORKERS=${BENCH_WORKERS:-}
 ENTRY_BIN=${BENCH_ENTRY_BIN:-}
+AB_BIN=${BENCH_AB_BIN:-}
 IDLE_WAIT_S=${BENCH_IDLE_WAIT:-30}
 IDLE_MAX=15 # % of one CPU that other processes may use before a round counts as noisy
 CHECK=0
@@ -64,6 +68,7 @@ while (($#)); do
 	--workers) WORKERS=${2:?--workers needs a value}; shift 2 ;;
 	--idle-wait) IDLE_WAIT_S=${2:?--idle-wait needs a value}; shift 2 ;;
 	--entry-bin) ENTRY_BIN=${2:?--entry-bin needs a value}; shift 2 ;;
+	--ab-bin) AB_BIN=${2:?--ab-bin needs a value}; shift 2 ;;
 	--targets) TARGETS_ARG=${2:?--targets needs a value}; shift 2 ;;
 	--base-port) BASE_PORT=${2:?--base-port needs a value}; shift 2 ;;
 	--out) OUT=${2:?--out needs a value}; shift 2 ;;
@@ -97,6 +102,11 @@ for t in "${_targets[@]}"; do
 	esac
 done
 ((${#TARGETS[@]})) || die "--targets: empty"
+if [[ -n $AB_BIN ]]; then
+	[[ -x $AB_BIN ]] || die "--ab-bin: $AB_BIN is not an executable file"
+	[[ " ${TARGETS[*]} " == *" fenec-entry "* ]] || die "--ab-bin: needs fenec-entry among --targets"
+	TARGETS+=(fenec-entry-b)
+fi
 has_target() {
 	local t
 	for t in "${TARGETS[@]}"; do [[ $t == "$1" ]] && return 0; done
@@ -400,6 +410,20 @@ if has_target fenec-entry; then
 	wait_ready fenec-entry "${URL[fenec-entry]}"
 fi
 
+if has_target fenec-entry-b; then
+	cp "$AB_BIN" "$TMP/bin/fenec-entry-b"
+	port FEB_PORT
+	port FEB_ADMIN
+	port FEB_GOSSIP
+	port FEB_RPC
+	start fenec-entry-b "$SERVER_CPUS" env GOMAXPROCS="$WORKERS" "$TMP/bin/fenec-entry-b" serve \
+		--listen "127.0.0.1:$FEB_PORT" --admin-listen "127.0.0.1:$FEB_ADMIN" \
+		--routers "eu=http://127.0.0.1:$UP_PORT" \
+		--gossip-bind "127.0.0.1:$FEB_GOSSIP" --rpc-addr "127.0.0.1:$FEB_RPC"
+	URL[fenec-entry-b]="http://127.0.0.1:$FEB_PORT$REQ_PATH"
+	wait_ready fenec-entry-b "${URL[fenec-entry-b]}"
+fi
+
 for t in "${TARGETS[@]}"; do verify "$t" "${URL[$t]}"; done
 
 # ---- measure -----------------------------------------------------------------------------
@@ -505,8 +529,12 @@ if has_target fenec-entry; then
 		[[ -z $ENTRY_BIN ]] || ver_entry="$ENTRY_BIN (no version)"
 	fi
 fi
+if has_target fenec-entry-b; then
+	ver_b=$(timeout 5 "$TMP/bin/fenec-entry-b" version 2>/dev/null | awk 'NR == 1' || true)
+	ver_entry+="; fenec-entry-b: ${ver_b:-$AB_BIN (no version)}"
+fi
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN --workers $WORKERS --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}"
+REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN --workers $WORKERS --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}"
 json_str() { # json_str TEXT: TEXT as a JSON string (quotes, backslashes; control characters as spaces)
 	local s=${1//\\/\\\\}
 	s=${s//\"/\\\"}
