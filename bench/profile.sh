@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# bench/profile.sh: where a proxied request's CPU goes, for fenec-entry and for nginx side by
+# side, under the throughput load of bench/proxies.sh (wrk -c32 on CPU 0, the upstream and the
+# proxy on CPU 1, one worker). Per request: CPU microseconds of the proxy process, syscalls by
+# name (perf's syscall tracepoints), and for the entry goroutines created, heap allocations, GC
+# cycles and a CPU profile grouped by where the time goes. See bench/README.md.
+#
+#   bash bench/profile.sh [flags]     (flags: bash bench/profile.sh --help)
+set -euo pipefail
+
+usage() {
+	cat <<'EOF'
+usage: bash bench/profile.sh [flags]
+
+  --seconds S      seconds measured per target (env BENCH_SECONDS, default 10)
+  --conns N        wrk connections (env BENCH_CONNS, default 32)
+  --targets LIST   comma list from nginx,fenec-entry (env BENCH_TARGETS, default both)
+  --entry-bin PATH a fenec-entry built with -tags pprof to profile instead of building
+                   ./cmd/fenec-entry with it (env BENCH_ENTRY_BIN)
+  --out DIR        keep the CPU profile and raw counts here (env BENCH_OUT, default
+                   bench/out/profile-<UTC time>)
+EOF
+}
+die() {
+	echo "profile.sh: $*" >&2
+	exit 1
+}
+
+SECONDS_=${BENCH_SECONDS:-10}
+CONNS=${BENCH_CONNS:-32}
+TARGETS_ARG=${BENCH_TARGETS:-nginx,fenec-entry}
+ENTRY_BIN=${BENCH_ENTRY_BIN:-}
+OUT=${BENCH_OUT:-}
+while (($#)); do
+	case $1 in
+	--seconds) SECONDS_=${2:?--seconds needs a value}; shift 2 ;;
+	--conns) CONNS=${2:?--conns needs a value}; shift 2 ;;
+	--targets) TARGETS_ARG=${2:?--targets needs a value}; shift 2 ;;
+	--entry-bin) ENTRY_BIN=${2:?--entry-bin needs a value}; shift 2 ;;
+	--out) OUT=${2:?--out needs a value}; shift 2 ;;
+	-h | --help) usage; exit 0 ;;
+	*) usage >&2; die "unknown argument: $1" ;;
+	esac
+done
+[[ $SECONDS_ =~ ^[0-9]+$ ]] && ((SECONDS_ >= 2 && SECONDS_ <= 600)) || die "--seconds: want an integer in 2..600, got '$SECONDS_'"
+[[ $CONNS =~ ^[0-9]+$ ]] && ((CONNS >= 1 && CONNS <= 10000)) || die "--conns: want an integer in 1..10000, got '$CONNS'"
+IFS=, read -r -a TARGETS <<<"$TARGETS_ARG"
+for t in "${TARGETS[@]}"; do
+	case $t in nginx | fenec-entry) ;; *) die "--targets: want a comma list from nginx,fenec-entry, got '$t'" ;; esac
+done
+((EUID == 0)) || die "needs root (perf's syscall tracepoints)"
+(($(nproc) >= 2)) || die "needs 2 CPUs (wrk on CPU 0, the servers on CPU 1)"
+PATH=$PATH:/usr/sbin:/sbin
+for tool in wrk nginx perf curl taskset go; do
+	command -v "$tool" >/dev/null || die "$tool is missing (apt-get install -y wrk nginx linux-perf curl util-linux)"
+done
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+[[ -n $OUT ]] || OUT=bench/out/profile-$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+TMP=$(mktemp -d)
+declare -A PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { # free_port VAR: a port with no TCP listener, from 19000 up
+	local p=${NEXT_PORT:-19000}
+	while [[ -n $(ss -Htln "sport = :$p") ]]; do ((p++)); done
+	NEXT_PORT=$((p + 1))
+	printf -v "$1" %d "$p"
+}
+wait_ok() { # wait_ok URL: until it answers 200, at most 10 s
+	local i
+	for i in $(seq 100); do
+		[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$1") == 200 ]] && return 0
+		sleep 0.1
+	done
+	die "$1 did not answer 200 within 10 s"
+}
+proc_ticks() { # proc_ticks PID...: utime+stime of the processes, in clock ticks
+	local sum=0 p f
+	for p in "$@"; do
+		read -r -a f <"/proc/$p/stat"
+		# fields after the ")" of comm: utime is field 14, stime 15 (1-based, comm has no spaces here)
+		sum=$((sum + f[13] + f[14]))
+	done
+	echo "$sum"
+}
+runtime_metric() { # runtime_metric FILE NAME
+	awk -v n="$2" '$1 == n { print $2 }' "$1"
+}
+
+echo "profile.sh: building bench/upstream$([[ -n $ENTRY_BIN ]] || echo ' and cmd/fenec-entry (-tags pprof)')" >&2
+go build -trimpath -o "$TMP/upstream" ./bench/upstream
+if [[ -n $ENTRY_BIN ]]; then
+	[[ -x $ENTRY_BIN ]] || die "--entry-bin: $ENTRY_BIN is not an executable file"
+	cp "$ENTRY_BIN" "$TMP/fenec-entry"
+else
+	go build -tags pprof -trimpath -o "$TMP/fenec-entry" ./cmd/fenec-entry
+fi
+free_port UP_PORT
+taskset -c 1 "$TMP/upstream" --listen "127.0.0.1:$UP_PORT" >"$TMP/upstream.log" 2>&1 &
+PIDS[upstream]=$!
+wait_ok "http://127.0.0.1:$UP_PORT/t/acme/items/1"
+
+REPORT=$OUT/report.md
+{
+	echo "## Where a request's CPU goes: wrk -t2 -c$CONNS on CPU 0, upstream and proxy on CPU 1"
+	echo
+	echo "- machine: nproc $(nproc) ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), kernel $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "- repo at $(git rev-parse --short HEAD 2>/dev/null || echo -)$([[ -z $(git status --porcelain 2>/dev/null) ]] || echo +dirty); $(nginx -v 2>&1); $("$TMP/fenec-entry" version 2>/dev/null | head -1)"
+	echo "- reproduce: bash bench/profile.sh --seconds $SECONDS_ --conns $CONNS --targets $TARGETS_ARG"
+	echo
+} >"$REPORT"
+
+# measure NAME URL PID...: the load, then the counts over a window of SECONDS_ in its middle.
+measure() {
+	local name=$1 url=$2
+	shift 2
+	local pids=("$@") ticks0 ticks1 hz rps reqs
+	hz=$(getconf CLK_TCK)
+	taskset -c 0 wrk -t2 -c"$CONNS" -d3s "$url" >/dev/null # warm-up
+	taskset -c 0 wrk -t2 -c"$CONNS" -d"$((SECONDS_ + 2))s" "$url" >"$TMP/$name.wrk" 2>&1 &
+	local wrk_pid=$!
+	sleep 1
+	if [[ $name == fenec-entry ]]; then
+		curl -s --max-time 5 "http://127.0.0.1:$PPROF_PORT/debug/runtime-metrics" >"$TMP/rm0"
+		curl -s --max-time 5 "http://127.0.0.1:$ADMIN_PORT/metrics" >"$TMP/m0"
+		curl -s --max-time "$((SECONDS_ + 10))" -o "$OUT/$name.cpu.pprof" \
+			"http://127.0.0.1:$PPROF_PORT/debug/pprof/profile?seconds=$SECONDS_" &
+		local prof_pid=$!
+	fi
+	ticks0=$(proc_ticks "${pids[@]}")
+	perf stat -x, -e 'syscalls:sys_enter_*' -p "$(
+		IFS=,
+		echo "${pids[*]}"
+	)" -o "$TMP/$name.perf" -- sleep "$SECONDS_" 2>/dev/null
+	ticks1=$(proc_ticks "${pids[@]}")
+	if [[ $name == fenec-entry ]]; then
+		curl -s --max-time 5 "http://127.0.0.1:$PPROF_PORT/debug/runtime-metrics" >"$TMP/rm1"
+		curl -s --max-time 5 "http://127.0.0.1:$ADMIN_PORT/metrics" >"$TMP/m1"
+		wait "$prof_pid"
+	fi
+	wait "$wrk_pid"
+	rps=$(awk '/^Requests\/sec:/ { print $2 }' "$TMP/$name.wrk")
+	reqs=$(awk -v r="$rps" -v s="$SECONDS_" 'BEGIN { printf "%.0f", r * s }')
+	if [[ $name == fenec-entry ]]; then # the entry counts its own requests: exact
+		local c0 c1
+		c0=$(awk '/^fenec_entry_requests_total\{/ { s += $2 } END { printf "%.0f", s }' "$TMP/m0")
+		c1=$(awk '/^fenec_entry_requests_total\{/ { s += $2 } END { printf "%.0f", s }' "$TMP/m1")
+		reqs=$((c1 - c0))
+	fi
+	((reqs > 0)) || die "$name: no request counted in the window"
+	cp "$TMP/$name.perf" "$OUT/$name.syscalls.csv"
+	{
+		echo "### $name"
+		echo
+		awk -v r="$rps" -v n="$reqs" -v t="$((ticks1 - ticks0))" -v hz="$hz" 'BEGIN {
+			printf "- requests/s %.0f; requests in the %s window %d; proxy CPU %.1f µs per request\n", r, "measured", n, t / hz * 1e6 / n }'
+		awk -F, -v n="$reqs" '$3 ~ /^syscalls:sys_enter_/ && $1 + 0 > 0 {
+				name = $3; sub(/^syscalls:sys_enter_/, "", name); total += $1 / n
+				if ($1 / n >= 0.01) printf "%.2f %s\n", $1 / n, name }
+			END { printf "%.2f TOTAL\n", total }' "$TMP/$name.perf" | sort -rn |
+			awk '$2 == "TOTAL" { total = $1; next } { list = list sep $2 " " $1; sep = ", " }
+				END { printf "- syscalls per request: %s (%s)\n", total, list }'
+		if [[ $name == fenec-entry ]]; then
+			local k v0 v1
+			for k in /sched/goroutines-created:goroutines /gc/heap/allocs:objects /gc/heap/allocs:bytes /gc/cycles/total:gc-cycles; do
+				v0=$(runtime_metric "$TMP/rm0" "$k")
+				v1=$(runtime_metric "$TMP/rm1" "$k")
+				awk -v k="$k" -v a="$v0" -v b="$v1" -v n="$reqs" 'BEGIN {
+					if (k ~ /cycles/) printf "- %s: %.2f per 10,000 requests\n", k, (b - a) / n * 10000
+					else printf "- %s: %.2f per request\n", k, (b - a) / n }'
+			done
+			local g0 g1 t0 t1
+			g0=$(runtime_metric "$TMP/rm0" /cpu/classes/gc/total:cpu-seconds)
+			g1=$(runtime_metric "$TMP/rm1" /cpu/classes/gc/total:cpu-seconds)
+			t0=$(runtime_metric "$TMP/rm0" /cpu/classes/total:cpu-seconds)
+			t1=$(runtime_metric "$TMP/rm1" /cpu/classes/total:cpu-seconds)
+			awk -v a="$g0" -v b="$g1" -v c="$t0" -v d="$t1" 'BEGIN {
+				if (d > c) printf "- GC share of the Go CPU (runtime/metrics estimate): %.1f%%\n", (b - a) / (d - c) * 100 }'
+			echo
+			echo "CPU profile, by where the time goes (cumulative share of the samples; a sample can be in more than one row):"
+			echo
+			echo '| where | share |'
+			echo '|---|---|'
+			go tool pprof -top -cum -nodecount=100000 "$TMP/fenec-entry" "$OUT/$name.cpu.pprof" 2>/dev/null >"$OUT/$name.cum.txt"
+			awk '
+				BEGIN {
+					want["internal/runtime/syscall/linux.Syscall6"] = "syscalls (all)"
+					want["syscall.write"] = "  write"
+					want["syscall.read"] = "  read"
+					want["internal/runtime/syscall/linux.EpollWait"] = "  epoll_wait (netpoll)"
+					want["runtime.futex"] = "  futex (thread wake and sleep)"
+					want["net/http.(*conn).serve"] = "net/http server, per connection"
+					want["net/http.(*conn).readRequest"] = "  reading and parsing the request"
+					want["net/http.(*connReader).backgroundRead"] = "  its background read (notices a client leaving)"
+					want["net/http.(*response).finishRequest"] = "  finishing the answer (flush)"
+					want["github.com/fenec/fenec-entry/proxy.(*Handler).ServeHTTP"] = "proxy.Handler.ServeHTTP"
+					want["github.com/fenec/fenec-entry/proxy.(*Handler).forward"] = "  forward: to the router and back"
+					want["runtime.schedule"] = "Go scheduler"
+					want["runtime.gcBgMarkWorker"] = "GC background marking"
+					want["runtime.mallocgc"] = "allocation (mallocgc)"
+					order = "internal/runtime/syscall/linux.Syscall6 syscall.write syscall.read internal/runtime/syscall/linux.EpollWait runtime.futex net/http.(*conn).serve net/http.(*conn).readRequest net/http.(*connReader).backgroundRead net/http.(*response).finishRequest github.com/fenec/fenec-entry/proxy.(*Handler).ServeHTTP github.com/fenec/fenec-entry/proxy.(*Handler).forward runtime.schedule runtime.gcBgMarkWorker runtime.mallocgc"
+				}
+				$NF in want { cum[$NF] = $5 }
+				END { n = split(order, o, " "); for (i = 1; i <= n; i++) printf "| %s | %s |\n", want[o[i]], (o[i] in cum) ? cum[o[i]] : "0%" }
+			' "$OUT/$name.cum.txt"
+			echo
+			echo "Top 15 functions by their own time:"
+			echo
+			echo '```'
+			go tool pprof -top -nodecount=15 "$TMP/fenec-entry" "$OUT/$name.cpu.pprof" 2>/dev/null | sed -n '/flat%/,$p'
+			echo '```'
+		fi
+		echo
+	} >>"$REPORT"
+}
+
+for t in "${TARGETS[@]}"; do
+	echo "profile.sh: $t" >&2
+	case $t in
+	nginx)
+		free_port NGINX_PORT
+		mkdir -p "$TMP/nginx"
+		cat >"$TMP/nginx/nginx.conf" <<EOF
+worker_processes 1;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $TMP/nginx/body;
+    proxy_temp_path $TMP/nginx/proxy;
+    fastcgi_temp_path $TMP/nginx/fastcgi;
+    uwsgi_temp_path $TMP/nginx/uwsgi;
+    scgi_temp_path $TMP/nginx/scgi;
+    keepalive_requests 1000000;
+    upstream fenec_router { server 127.0.0.1:$UP_PORT; keepalive 64; keepalive_requests 1000000; }
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location / {
+            proxy_pass http://fenec_router;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Fenec-Home 1;
+            proxy_set_header X-Request-Id \$request_id;
+            proxy_hide_header Fenec-Home;
+            proxy_buffering off;
+        }
+    }
+}
+EOF
+		taskset -c 1 nginx -e "$TMP/nginx/error.log" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -g 'daemon off;' >"$TMP/nginx.log" 2>&1 &
+		PIDS[nginx]=$!
+		wait_ok "http://127.0.0.1:$NGINX_PORT/t/acme/items/1"
+		mapfile -t nginx_pids < <(pgrep -P "${PIDS[nginx]}"; echo "${PIDS[nginx]}")
+		measure nginx "http://127.0.0.1:$NGINX_PORT/t/acme/items/1" "${nginx_pids[@]}"
+		kill "${PIDS[nginx]}"
+		wait "${PIDS[nginx]}" 2>/dev/null || true
+		unset 'PIDS[nginx]'
+		;;
+	fenec-entry)
+		free_port FE_PORT
+		free_port ADMIN_PORT
+		free_port GOSSIP_PORT
+		free_port RPC_PORT
+		free_port PPROF_PORT
+		FENEC_ENTRY_PPROF_ADDR=127.0.0.1:$PPROF_PORT GOMAXPROCS=1 taskset -c 1 "$TMP/fenec-entry" serve \
+			--listen "127.0.0.1:$FE_PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
+			--routers "eu=http://127.0.0.1:$UP_PORT" --log-level warn \
+			--gossip-bind "127.0.0.1:$GOSSIP_PORT" --rpc-addr "127.0.0.1:$RPC_PORT" >"$TMP/fenec-entry.log" 2>&1 &
+		PIDS[fenec-entry]=$!
+		wait_ok "http://127.0.0.1:$FE_PORT/t/acme/items/1"
+		curl -s --max-time 2 -o /dev/null "http://127.0.0.1:$PPROF_PORT/debug/runtime-metrics" ||
+			die "fenec-entry serves no /debug/runtime-metrics: --entry-bin must be built with -tags pprof"
+		measure fenec-entry "http://127.0.0.1:$FE_PORT/t/acme/items/1" "${PIDS[fenec-entry]}"
+		kill "${PIDS[fenec-entry]}"
+		wait "${PIDS[fenec-entry]}" 2>/dev/null || true
+		unset 'PIDS[fenec-entry]'
+		;;
+	esac
+done
+cat "$REPORT"
+echo "profile.sh: report, profile and raw counts in $OUT" >&2
