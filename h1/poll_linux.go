@@ -1,0 +1,145 @@
+package h1
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// poller is one epoll instance that watches idle connections (and busy ones for the client
+// leaving) without a goroutine each. A connection's socket is in Go's own netpoller too (its
+// reads and writes go through net.Conn as usual); epoll allows a file in several instances.
+// Registrations are one-shot: an event disarms the connection until it is armed again.
+//
+// The epoll instance is itself watched by Go's netpoller (an epoll fd is readable while it has
+// events), so run parks like any socket read: no thread blocks in epoll_wait, and with one P
+// the poller never holds it in a syscall.
+type poller struct {
+	epfd int
+	file *os.File // epfd, registered with Go's netpoller
+	raw  syscall.RawConn
+	mu   sync.Mutex // guards slots and free
+	// slots maps an event's slot number to its connection; an event carries slot and
+	// generation, so an event for a connection closed meanwhile (whose fd and slot may be
+	// reused) is recognised and dropped.
+	slots []*conn
+	free  []int32
+}
+
+func newPoller() (*poller, error) {
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "epoll")
+	raw, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &poller{epfd: fd, file: f, raw: raw}, nil
+}
+
+var errClosed = errors.New("h1: connection closed")
+
+const (
+	evRead    = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT // idle: a request, or the client leaving
+	evHangup  = unix.EPOLLRDHUP | unix.EPOLLONESHOT                // busy: only the client leaving
+	evGoneSet = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
+)
+
+// add registers c (armed with events) and gives it a slot.
+func (p *poller) add(c *conn, events uint32) error {
+	p.mu.Lock()
+	var slot int32
+	if n := len(p.free); n > 0 {
+		slot, p.free = p.free[n-1], p.free[:n-1]
+		p.slots[slot] = c
+	} else {
+		slot = int32(len(p.slots))
+		p.slots = append(p.slots, c)
+	}
+	c.slot = slot
+	c.gen++
+	gen := c.gen
+	p.mu.Unlock()
+	ev := unix.EpollEvent{Events: events, Fd: slot, Pad: gen}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+		p.release(c)
+		return err
+	}
+	return nil
+}
+
+// arm re-arms c's one-shot registration with events.
+func (p *poller) arm(c *conn, events uint32) error {
+	p.mu.Lock()
+	ev := unix.EpollEvent{Events: events, Fd: c.slot, Pad: c.gen}
+	p.mu.Unlock()
+	if ev.Fd < 0 {
+		return errClosed
+	}
+	return unix.EpollCtl(p.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev)
+}
+
+// remove takes c out of epoll and frees its slot; before c's socket is closed or handed on.
+func (p *poller) remove(c *conn) {
+	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+	p.release(c)
+}
+
+func (p *poller) release(c *conn) {
+	p.mu.Lock()
+	if c.slot >= 0 && int(c.slot) < len(p.slots) && p.slots[c.slot] == c {
+		p.slots[c.slot] = nil
+		p.free = append(p.free, c.slot)
+	}
+	c.slot = -1
+	p.mu.Unlock()
+}
+
+// run waits for events and hands each to its connection, until close.
+func (p *poller) run(dispatch func(c *conn, events uint32)) error {
+	events := make([]unix.EpollEvent, 256)
+	for {
+		var n int
+		var werr error
+		err := p.raw.Read(func(fd uintptr) bool {
+			n, werr = unix.EpollWait(int(fd), events, 0)
+			if werr == unix.EINTR {
+				n, werr = 0, nil
+				return true
+			}
+			return n > 0 || werr != nil // false: wait until epfd is readable
+		})
+		if err != nil {
+			return err // closed
+		}
+		if werr != nil {
+			return werr
+		}
+		for i := range n {
+			ev := &events[i]
+			p.mu.Lock()
+			var c *conn
+			if int(ev.Fd) < len(p.slots) {
+				c = p.slots[ev.Fd]
+			}
+			ok := c != nil && c.gen == ev.Pad
+			p.mu.Unlock()
+			if ok {
+				dispatch(c, ev.Events)
+			}
+		}
+	}
+}
+
+// close ends run and closes the epoll instance.
+func (p *poller) close() error { return p.file.Close() }

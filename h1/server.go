@@ -1,0 +1,727 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Server serves HTTP/1.x on plain TCP connections with an http.Handler. A connection waiting
+// for its next request holds no goroutine and no buffer: it is parked in an epoll instance
+// and picked up when the client sends. Connections that are not HTTP/1.x (an HTTP/2 preface)
+// or not TCP are handed to Fallback.
+type Server struct {
+	Handler           http.Handler
+	ReadHeaderTimeout time.Duration // from the first byte of a request to the end of its head; 0: none
+	IdleTimeout       time.Duration // an idle connection is closed after this; 0: never
+	MaxHeaderBytes    int           // the request head's size, as net/http's Server.MaxHeaderBytes
+	// Fallback serves a connection this server does not: one that starts with the HTTP/2
+	// preface (its first bytes replayed by the net.Conn given), or that is not a TCP
+	// connection. Nil: such connections are closed.
+	Fallback func(net.Conn)
+	// ErrorLog, if set, is told of a handler's panic (other than http.ErrAbortHandler).
+	ErrorLog func(msg string)
+
+	mu       sync.Mutex // guards the following fields
+	poll     *poller
+	ln       net.Listener
+	conns    map[*conn]struct{}
+	shutdown bool
+	done     chan struct{} // closed when the last connection is gone after Shutdown
+
+	down   atomic.Bool    // shutdown, readable without mu on every answer
+	noKeep atomic.Bool    // StopKeepAlives was called
+	wg     sync.WaitGroup // the poller's goroutine
+}
+
+// ErrServerClosed is what Serve returns after Shutdown or Close.
+var ErrServerClosed = http.ErrServerClosed
+
+// Serve accepts connections on ln until Shutdown or Close, or ln fails.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		ln.Close() // as net/http: Serve closes ln, even after Shutdown or Close
+		return ErrServerClosed
+	}
+	if s.poll == nil {
+		p, err := newPoller()
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		s.poll = p
+		s.conns = map[*conn]struct{}{}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			p.run(s.dispatch)
+		}()
+	}
+	s.ln = ln
+	s.mu.Unlock()
+
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.closing() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		s.accept(nc)
+	}
+}
+
+// closing: the answer being written is its connection's last (shutdown, or no keep-alives).
+func (s *Server) closing() bool { return s.down.Load() || s.noKeep.Load() }
+
+func (s *Server) accept(nc net.Conn) {
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		s.fallback(nc)
+		return
+	}
+	c := &conn{srv: s, nc: tc, fd: -1, slot: -1}
+	raw, err := tc.SyscallConn()
+	if err == nil {
+		err = raw.Control(func(fd uintptr) { c.fd = int(fd) })
+	}
+	if err != nil {
+		nc.Close()
+		return
+	}
+	c.remote = tc.RemoteAddr().String()
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	c.state.Store(stateIdle)
+	c.idleSince()
+	if err := s.poll.add(c, evRead); err != nil {
+		c.close()
+	}
+}
+
+func (s *Server) fallback(nc net.Conn) {
+	if s.Fallback == nil {
+		nc.Close()
+		return
+	}
+	s.Fallback(nc)
+}
+
+// dispatch is the poller's: an event for c, whose one-shot registration it disarmed. An idle
+// c gets a goroutine. A busy c is told: the client leaving cancels its request; data (a body,
+// or a pipelined request) is noted, and c is armed again for the client leaving only.
+func (s *Server) dispatch(c *conn, events uint32) {
+	for {
+		switch c.state.Load() {
+		case stateIdle:
+			if c.state.CompareAndSwap(stateIdle, stateBusy) {
+				go c.serve()
+				return
+			}
+		case stateBusy:
+			if !c.state.CompareAndSwap(stateBusy, stateBusyEvent) {
+				continue
+			}
+			if events&evGoneSet != 0 {
+				c.cancelRequest()
+				return
+			}
+			c.wantHangup()
+			return
+		default:
+			return
+		}
+	}
+}
+
+// Shutdown stops accepting, closes idle connections, lets each busy one finish its request
+// (its answer carries Connection: close) and returns when every connection is closed or ctx
+// ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutdown = true
+	s.down.Store(true)
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	if s.done == nil {
+		s.done = make(chan struct{})
+		if len(s.conns) == 0 {
+			close(s.done)
+		}
+	}
+	var idle []*conn
+	for c := range s.conns {
+		idle = append(idle, c)
+	}
+	done := s.done
+	s.mu.Unlock()
+	for _, c := range idle {
+		if c.state.CompareAndSwap(stateIdle, stateClosed) {
+			c.close()
+		}
+	}
+	select {
+	case <-done:
+		s.stopPoller()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// StopKeepAlives makes every answer from now on close its connection, and closes the idle
+// ones (net/http's SetKeepAlivesEnabled(false), the drain's first step).
+func (s *Server) StopKeepAlives() {
+	s.noKeep.Store(true)
+	s.mu.Lock()
+	var idle []*conn
+	for c := range s.conns {
+		idle = append(idle, c)
+	}
+	s.mu.Unlock()
+	for _, c := range idle {
+		if c.state.CompareAndSwap(stateIdle, stateClosed) {
+			c.close()
+		}
+	}
+}
+
+// Close closes the listener and every connection at once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.shutdown = true
+	s.down.Store(true)
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	var all []*conn
+	for c := range s.conns {
+		all = append(all, c)
+	}
+	s.mu.Unlock()
+	for _, c := range all {
+		c.state.Store(stateClosed)
+		c.close()
+	}
+	s.stopPoller()
+	return nil
+}
+
+func (s *Server) stopPoller() {
+	s.mu.Lock()
+	p := s.poll
+	s.mu.Unlock()
+	if p != nil {
+		p.close()
+		s.wg.Wait()
+	}
+}
+
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	if s.done != nil && len(s.conns) == 0 {
+		select {
+		case <-s.done:
+		default:
+			close(s.done)
+		}
+	}
+	s.mu.Unlock()
+}
+
+const (
+	stateIdle      int32 = iota // parked in epoll, no goroutine
+	stateBusy                   // a goroutine serves it
+	stateBusyEvent              // busy, and an event came (data or the client leaving): disarmed
+	stateClosed
+)
+
+// conn is one client connection.
+type conn struct {
+	srv      *Server
+	nc       *net.TCPConn
+	fd       int
+	remote   string
+	slot     int32      // the poller's; -1: not registered
+	gen      int32      // the poller's registration generation
+	lastPost bool       // the last request was a POST (only the serving goroutine touches it)
+	mu       sync.Mutex // serialises re-arming between the poller and the serving goroutine
+	state    atomic.Int32
+	timer    *time.Timer // the idle timeout
+	cancel   atomic.Pointer[context.CancelFunc]
+
+	closeOnce sync.Once
+}
+
+func (c *conn) idleSince() {
+	if c.srv.IdleTimeout <= 0 {
+		return
+	}
+	if c.timer == nil {
+		c.timer = time.AfterFunc(c.srv.IdleTimeout, func() {
+			if c.state.CompareAndSwap(stateIdle, stateClosed) {
+				c.close()
+			}
+		})
+		return
+	}
+	c.timer.Reset(c.srv.IdleTimeout)
+}
+
+func (c *conn) cancelRequest() {
+	if f := c.cancel.Load(); f != nil {
+		(*f)()
+	}
+}
+
+func (c *conn) close() {
+	c.closeOnce.Do(func() {
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.srv.poll.remove(c)
+		c.nc.Close()
+		c.srv.forget(c)
+	})
+}
+
+var (
+	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
+	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
+)
+
+// h2Preface is how an HTTP/2 connection with prior knowledge starts.
+const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// wantHangup arms c for the client leaving only (its request is being served).
+func (c *conn) wantHangup() {
+	c.mu.Lock()
+	if c.state.Load() == stateBusyEvent {
+		c.srv.poll.arm(c, evHangup)
+	}
+	c.mu.Unlock()
+}
+
+// serve serves requests on c while they come without a pause, then parks c in epoll again.
+// It starts with c's registration disarmed (the event that woke it was one-shot).
+func (c *conn) serve() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	lr := &limitReader{r: c.nc}
+	var br *bufio.Reader
+	var bw *bufio.Writer
+	get := func() {
+		br = readerPool.Get().(*bufio.Reader)
+		br.Reset(lr)
+		bw = writerPool.Get().(*bufio.Writer)
+		bw.Reset(c.nc)
+	}
+	release := func() {
+		br.Reset(nil)
+		readerPool.Put(br)
+		bw.Reset(nil)
+		writerPool.Put(bw)
+	}
+	get()
+	first := true
+	for {
+		keep, handedOff := c.serveOne(br, bw, lr, first)
+		first = false
+		if handedOff {
+			release()
+			return
+		}
+		if !keep {
+			release()
+			c.shut()
+			return
+		}
+		if br.Buffered() > 0 { // a pipelined request, read already
+			continue
+		}
+		release()
+		c.idleSince()
+		if c.state.CompareAndSwap(stateBusy, stateIdle) {
+			// Parked; the registration armed above wakes it.
+			if c.srv.closing() && c.state.CompareAndSwap(stateIdle, stateClosed) {
+				c.close()
+			}
+			return
+		}
+		// An event came while busy (its registration is spent or armed for hangup only):
+		// data waits, or the body's bytes came; arm for a request again and look once more.
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.mu.Lock()
+		c.state.Store(stateBusy)
+		c.mu.Unlock()
+		get()
+		if err := c.srv.poll.arm(c, evRead); err != nil {
+			release()
+			c.shut()
+			return
+		}
+		release()
+		c.idleSince()
+		if c.state.CompareAndSwap(stateBusy, stateIdle) {
+			return
+		}
+		// It fired at once: data is there.
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.state.Store(stateBusy)
+		get()
+	}
+}
+
+func (c *conn) shut() {
+	c.state.Store(stateClosed)
+	c.close()
+}
+
+// limitReader is net/http's connReader limit: the head may not be longer than MaxHeaderBytes
+// (plus the 4096 bytes of slack net/http gives); the body is read without a limit. While the
+// head is read it also counts the head's Host lines (hostLines), which http.ReadRequest
+// folds into one: net/http's server refuses a request with two.
+type limitReader struct {
+	r      io.Reader
+	remain int64 // <0: no limit, and the head is not watched
+	hit    bool
+	head   headScan
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.remain == 0 {
+		l.hit = true
+		return 0, io.EOF
+	}
+	if l.remain > 0 && int64(len(p)) > l.remain {
+		p = p[:l.remain]
+	}
+	n, err := l.r.Read(p)
+	if l.remain > 0 {
+		l.remain -= int64(n)
+		l.head.scan(p[:n])
+	}
+	return n, err
+}
+
+// headScan counts the lines of a request head that start with "Host:" (any case), up to the
+// blank line that ends the head, and keeps the first one's value (with its continuation
+// lines, as textproto joins them). It sees the bytes as they come from the socket, in pieces.
+type headScan struct {
+	hostLines int
+	host      []byte // the first Host line's value, as read
+	col       int    // bytes since the line's start
+	match     bool   // the line so far matches "host:"
+	inHost    bool   // capturing the first Host line (or its continuation)
+	blank     bool   // the current line is empty so far (only a CR)
+	done      bool   // the blank line was seen
+}
+
+func (h *headScan) reset() {
+	*h = headScan{match: true, blank: true, host: h.host[:0]}
+}
+
+func (h *headScan) scan(p []byte) {
+	const want = "host:"
+	for _, b := range p {
+		if h.done {
+			return
+		}
+		if b == '\n' {
+			if h.blank && h.col <= 1 {
+				h.done = true
+				return
+			}
+			h.col, h.match, h.blank = 0, true, true
+			continue
+		}
+		if h.col == 0 && h.inHost && b != ' ' && b != '\t' {
+			h.inHost = false // the Host line had no continuation
+		}
+		if b != '\r' {
+			h.blank = false
+		}
+		switch {
+		case h.col == 0 && h.inHost: // a continuation of the Host line
+			h.host = append(h.host, ' ')
+		case h.inHost && b != '\r':
+			h.host = append(h.host, b)
+		case h.match && h.col < len(want):
+			if b|0x20 != want[h.col] && b != want[h.col] {
+				h.match = false
+			} else if h.col == len(want)-1 {
+				h.hostLines++
+				h.inHost = h.hostLines == 1
+			}
+		}
+		h.col++
+	}
+}
+
+// serveOne reads one request from br and answers it. keep: the connection may carry another
+// request; handedOff: c was given to Fallback.
+func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, first bool) (keep, handedOff bool) {
+	s := c.srv
+	if s.ReadHeaderTimeout > 0 {
+		c.nc.SetReadDeadline(time.Now().Add(s.ReadHeaderTimeout))
+	}
+	maxHead := s.MaxHeaderBytes
+	if maxHead <= 0 {
+		maxHead = http.DefaultMaxHeaderBytes
+	}
+	lr.remain, lr.hit = int64(maxHead)+4096, false // as net/http: for what is read from now on
+	lr.head.reset()
+	if br.Buffered() > 0 {
+		b, _ := br.Peek(br.Buffered())
+		lr.head.scan(b)
+	}
+	if !first {
+		// As net/http: a next request is read only once 4 bytes of it are there; less and
+		// the end of the stream closes the connection without an answer.
+		peek, err := br.Peek(4)
+		if err != nil {
+			return false, false
+		}
+		if c.lastPost { // net/http's tolerance of old clients' CRLF after a POST body
+			br.Discard(leadingCRorLF(peek))
+		}
+	}
+	if first {
+		// The HTTP/2 preface with prior knowledge goes to Fallback, its bytes replayed.
+		if b, _ := br.Peek(4); string(b) == h2Preface[:4] {
+			if b, err := br.Peek(len(h2Preface)); err == nil && string(b) == h2Preface && s.Fallback != nil {
+				buffered, _ := br.Peek(br.Buffered())
+				replay := append([]byte(nil), buffered...)
+				c.nc.SetReadDeadline(time.Time{})
+				s.poll.remove(c)
+				s.forget(c)
+				s.Fallback(&replayConn{TCPConn: c.nc, pending: replay})
+				return false, true
+			}
+		}
+	}
+	req, err := http.ReadRequest(br)
+	c.lastPost = err == nil && req.Method == http.MethodPost
+	hostLines := lr.head.hostLines
+	lr.remain = -1
+	if err != nil {
+		switch {
+		case lr.hit:
+			writeRaw(c.nc, "431 Request Header Fields Too Large", "")
+		case isCommonNetReadError(err): // the client left or was too slow: no answer
+		case fmt.Sprintf("%T", err) == "*http.unsupportedTEError": // net/http answers it 501
+			writeRaw(c.nc, "501 Not Implemented", "unsupported transfer encoding")
+		default:
+			writeRaw(c.nc, "400 Bad Request", "")
+		}
+		return false, false
+	}
+	if s.ReadHeaderTimeout > 0 {
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	if status, msg := checkRequest(req, hostLines, lr.head.host); status != "" {
+		writeRaw(c.nc, status, msg)
+		return false, false
+	}
+	// Armed, the head read, for the next request or the client leaving while this one is
+	// served: with no body and no pipelining nothing comes, and parking after the answer
+	// costs no syscall.
+	if err := s.poll.arm(c, evRead); err != nil {
+		return false, false
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.cancel.Store(&cancel)
+	defer c.cancel.Store(nil)
+	req = req.WithContext(ctx)
+	req.RemoteAddr = c.remote
+	w := newResponse(s, bw, req)
+	if req.Body != nil && req.Body != http.NoBody && hasToken([]string{req.Header.Get("Expect")}, "100-continue") && req.ProtoAtLeast(1, 1) && req.ContentLength != 0 {
+		req.Body = &expectContinue{r: req.Body, w: w}
+	}
+	if !s.runHandler(w, req) {
+		return false, false // aborted: the connection closes, the answer cut
+	}
+	w.finish()
+	keep = !w.closeAfter && !s.closing() && bodyDone(req)
+	if err := bw.Flush(); err != nil {
+		keep = false
+	}
+	return keep, false
+}
+
+// runHandler runs the handler; false: it panicked (http.ErrAbortHandler, or a bug, logged).
+func (s *Server) runHandler(w *response, req *http.Request) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			ok = false
+			if v != http.ErrAbortHandler && s.ErrorLog != nil {
+				s.ErrorLog("h1: panic serving " + req.RemoteAddr + ": " + fmt.Sprint(v) + "\n" + string(debug.Stack()))
+			}
+		}
+	}()
+	s.Handler.ServeHTTP(w, req)
+	return true
+}
+
+// checkRequest is what net/http's server checks beyond http.ReadRequest, with its answers:
+// the protocol version, one valid Host header (hostLines: how many the head had), valid
+// header names and values, and an Expect it knows.
+func checkRequest(req *http.Request, hostLines int, hostValue []byte) (status, msg string) {
+	if req.ProtoMajor != 1 {
+		return "505 HTTP Version Not Supported", "unsupported protocol version"
+	}
+	if req.ProtoAtLeast(1, 1) && hostLines == 0 && req.Method != "CONNECT" {
+		return "400 Bad Request", "missing required Host header"
+	}
+	if hostLines > 1 {
+		return "400 Bad Request", "too many Host headers"
+	}
+	if hostLines == 1 && !validHost(strings.Trim(string(hostValue), " \t")) {
+		return "400 Bad Request", "malformed Host header"
+	}
+	for k, vv := range req.Header {
+		if !validFieldName(k) {
+			return "400 Bad Request", "invalid header name"
+		}
+		for _, v := range vv {
+			if !validFieldValue(v) {
+				return "400 Bad Request", "invalid header value"
+			}
+		}
+	}
+	if e := req.Header.Get("Expect"); e != "" && !hasToken([]string{e}, "100-continue") {
+		return "417 Expectation Failed", ""
+	}
+	return "", ""
+}
+
+// bodyDone reports whether the request body was read to its end (else the connection cannot
+// carry another request).
+func bodyDone(req *http.Request) bool {
+	if req.Body == nil || req.Body == http.NoBody {
+		return true
+	}
+	var one [1]byte
+	n, err := req.Body.Read(one[:])
+	return n == 0 && errors.Is(err, io.EOF)
+}
+
+func leadingCRorLF(b []byte) int {
+	n := 0
+	for _, c := range b {
+		if c != '\r' && c != '\n' {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// isCommonNetReadError is net/http's: the errors after which it closes without an answer.
+func isCommonNetReadError(err error) bool {
+	if err == io.EOF {
+		return true
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return true
+	}
+	if oe, ok := err.(*net.OpError); ok && oe.Op == "read" {
+		return true
+	}
+	return false
+}
+
+// writeRaw answers a request that cannot be served (net/http's words) and the connection closes.
+func writeRaw(nc net.Conn, status, msg string) {
+	body := status
+	if msg != "" {
+		body += ": " + msg
+	}
+	if strings.HasPrefix(status, "431") {
+		body = "431 Request Header Fields Too Large"
+	}
+	nc.SetWriteDeadline(time.Now().Add(time.Second))
+	io.WriteString(nc, "HTTP/1.1 "+status+"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+body)
+	closeWriteAndWait(nc)
+}
+
+// rstAvoidanceDelay is net/http's: after an answer that closes a connection the client may
+// still be writing to, the write side is closed and the socket kept this long, so that the
+// client reads the answer before the reset that closing with unread data sends.
+const rstAvoidanceDelay = 500 * time.Millisecond
+
+func closeWriteAndWait(nc net.Conn) {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	}
+	time.Sleep(rstAvoidanceDelay)
+}
+
+// replayConn gives back the bytes read before the hand-off, then reads the socket.
+type replayConn struct {
+	*net.TCPConn
+	pending []byte
+}
+
+func (r *replayConn) Read(p []byte) (int, error) {
+	if len(r.pending) > 0 {
+		n := copy(p, r.pending)
+		r.pending = r.pending[n:]
+		return n, nil
+	}
+	return r.TCPConn.Read(p)
+}
+
+type expectContinue struct {
+	r    io.ReadCloser
+	w    *response
+	sent bool
+}
+
+func (e *expectContinue) Read(p []byte) (int, error) {
+	if !e.sent {
+		e.sent = true
+		if !e.w.wroteHeader {
+			e.w.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+			e.w.bw.Flush()
+		}
+	}
+	return e.r.Read(p)
+}
+
+func (e *expectContinue) Close() error { return e.r.Close() }

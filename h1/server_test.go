@@ -1,0 +1,321 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
+)
+
+func startLean(t *testing.T, s *Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); s.Serve(ln) }()
+	t.Cleanup(func() {
+		s.Close()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Error("Serve did not return after Close")
+		}
+	})
+	return ln.Addr().String()
+}
+
+func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c, bufio.NewReader(c)
+}
+
+func get(t *testing.T, c net.Conn, br *bufio.Reader, path string) *http.Response {
+	t.Helper()
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: e\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp
+}
+
+func okHandler(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }
+
+// An idle keep-alive connection holds no goroutine: 200 connections, each answered once and
+// left open, add (almost) none.
+func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
+	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler)})
+	before := runtime.NumGoroutine()
+	const n = 200
+	for range n {
+		c, br := dial(t, addr)
+		resp := get(t, c, br, "/")
+		io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != 200 || resp.Close {
+			t.Fatalf("answer %d, close %v", resp.StatusCode, resp.Close)
+		}
+	}
+	// Each serving goroutine ends once it parked its connection.
+	testutil.Eventually(t, 5*time.Second, "the serving goroutines to end", func() bool {
+		return runtime.NumGoroutine()-before < 10
+	})
+}
+
+// A keep-alive connection carries request after request, parked between them.
+func TestKeepAliveAfterParking(t *testing.T) {
+	var served atomic.Int32
+	addr := startLean(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		io.WriteString(w, r.URL.Path)
+	})})
+	c, br := dial(t, addr)
+	for i, p := range []string{"/a", "/b", "/c"} {
+		if i > 0 {
+			time.Sleep(20 * time.Millisecond) // parked meanwhile
+		}
+		resp := get(t, c, br, p)
+		b, _ := io.ReadAll(resp.Body)
+		if string(b) != p {
+			t.Errorf("GET %s answered %q", p, b)
+		}
+	}
+	if served.Load() != 3 {
+		t.Errorf("served %d requests on one connection, want 3", served.Load())
+	}
+}
+
+// The client leaving cancels its request's context while the handler runs (as net/http's
+// background read does), within a second.
+func TestClientLeavingCancelsTheRequest(t *testing.T) {
+	started, canceled := make(chan struct{}), make(chan time.Time, 1)
+	addr := startLean(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		select {
+		case <-r.Context().Done():
+			canceled <- time.Now()
+		case <-time.After(5 * time.Second):
+		}
+	})})
+	c, _ := dial(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: e\r\n\r\n")
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler did not start")
+	}
+	left := time.Now()
+	c.Close()
+	select {
+	case at := <-canceled:
+		if d := at.Sub(left); d > time.Second {
+			t.Errorf("canceled %v after the client left, want within 1s", d)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the request was not canceled when the client left")
+	}
+}
+
+// A POST body arriving while the handler runs does not end the watch for the client leaving.
+func TestClientLeavingAfterABodyCancels(t *testing.T) {
+	canceled := make(chan struct{})
+	addr := startLean(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		select {
+		case <-r.Context().Done():
+			close(canceled)
+		case <-time.After(5 * time.Second):
+		}
+	})})
+	c, _ := dial(t, addr)
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: e\r\nContent-Length: 4\r\n\r\nab")
+	time.Sleep(50 * time.Millisecond)
+	io.WriteString(c, "cd") // comes while the handler runs
+	time.Sleep(50 * time.Millisecond)
+	c.Close()
+	select {
+	case <-canceled:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the request was not canceled when the client left after its body")
+	}
+}
+
+// Flush sends what was written at once: a stream's first event reaches the client while the
+// handler still runs.
+func TestFlushStreams(t *testing.T) {
+	release := make(chan struct{})
+	addr := startLean(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: one\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+		io.WriteString(w, "event: two\n\n")
+	})})
+	defer close(release)
+	c, br := dial(t, addr)
+	resp := get(t, c, br, "/")
+	if len(resp.TransferEncoding) == 0 || resp.TransferEncoding[0] != "chunked" {
+		t.Errorf("a flushed answer of unknown length: Transfer-Encoding %v, want chunked", resp.TransferEncoding)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != "event: one\n" {
+		t.Fatalf("first event: %q %v", line, err)
+	}
+}
+
+// The idle timeout closes a parked connection; the header timeout one that sends half a head.
+func TestTimeouts(t *testing.T) {
+	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: 200 * time.Millisecond,
+		ReadHeaderTimeout: 200 * time.Millisecond})
+	t.Run("idle", func(t *testing.T) {
+		c, br := dial(t, addr)
+		resp := get(t, c, br, "/")
+		io.Copy(io.Discard, resp.Body)
+		start := time.Now()
+		if _, err := br.ReadByte(); err == nil {
+			t.Fatal("read a byte from an idle connection")
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("closed after %v idle, want about 200ms", d)
+		}
+	})
+	t.Run("header", func(t *testing.T) {
+		c, br := dial(t, addr)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost:")
+		start := time.Now()
+		if _, err := br.ReadByte(); err == nil {
+			t.Fatal("an answer to half a head")
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("closed after %v, want about 200ms", d)
+		}
+	})
+}
+
+// Shutdown closes idle connections at once, lets a busy one finish with Connection: close,
+// and returns when it is gone.
+func TestShutdown(t *testing.T) {
+	inHandler, release := make(chan struct{}), make(chan struct{})
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(inHandler)
+			<-release
+		}
+		io.WriteString(w, "ok")
+	})}
+	addr := startLean(t, s)
+	idle, idleBr := dial(t, addr)
+	resp := get(t, idle, idleBr, "/")
+	io.Copy(io.Discard, resp.Body)
+	busy, busyBr := dial(t, addr)
+	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: e\r\n\r\n")
+	<-inHandler
+
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- s.Shutdown(ctx)
+	}()
+	if _, err := idleBr.ReadByte(); err == nil {
+		t.Error("the idle connection was not closed")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned %v while a request ran", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	resp, err := http.ReadResponse(busyBr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Close {
+		t.Error("the busy connection's last answer lacks Connection: close")
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return after the last request")
+	}
+}
+
+// A connection that starts with the HTTP/2 preface goes to Fallback, its bytes intact.
+func TestH2PrefaceGoesToFallback(t *testing.T) {
+	got := make(chan string, 1)
+	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), Fallback: func(c net.Conn) {
+		defer c.Close()
+		b := make([]byte, len(h2Preface)+5)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := io.ReadFull(c, b)
+		if err != nil {
+			got <- "error: " + err.Error()
+			return
+		}
+		got <- string(b)
+	}})
+	c, _ := dial(t, addr)
+	io.WriteString(c, h2Preface+"hello")
+	select {
+	case s := <-got:
+		if s != h2Preface+"hello" {
+			t.Errorf("Fallback read %q", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Fallback got no connection")
+	}
+}
+
+// A handler that panics with http.ErrAbortHandler cuts the answer: the connection closes
+// without the last chunk, so the client cannot take it for whole.
+func TestAbortCutsTheAnswer(t *testing.T) {
+	addr := startLean(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, strings.Repeat("x", 4000))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	})})
+	c, br := dial(t, addr)
+	resp := get(t, c, br, "/")
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Error("an aborted answer read to a clean end")
+	}
+}
+
+// A second request arriving before the first is answered (pipelining) is answered after it.
+func TestPipelined(t *testing.T) {
+	addr := startLean(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.URL.Path)
+	})})
+	c, br := dial(t, addr)
+	io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: e\r\n\r\nGET /2 HTTP/1.1\r\nHost: e\r\n\r\n")
+	for _, want := range []string{"/1", "/2"} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if string(b) != want {
+			t.Errorf("answer %q, want %q", b, want)
+		}
+	}
+}

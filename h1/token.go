@@ -1,0 +1,62 @@
+package h1
+
+import "strings"
+
+// isTokenByte reports whether b may be in an RFC 9110 token (a header field name).
+func isTokenByte(b byte) bool {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0
+}
+
+// validFieldName reports whether k is a valid header field name.
+func validFieldName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if !isTokenByte(k[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// hasToken reports whether the comma-separated values hold token, case-insensitively.
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for part := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(part), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// validFieldValue reports whether v may be a header field value: no control byte but HTAB
+// (net/http's rule, httpguts.ValidHeaderFieldValue).
+func validFieldValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validHost reports whether h holds only bytes a Host header may (httpguts.ValidHostHeader).
+func validHost(h string) bool {
+	for i := 0; i < len(h); i++ {
+		b := h[i]
+		switch {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		case strings.IndexByte("!$%&()*+,-.:;=[]'_~", b) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
