@@ -27,6 +27,10 @@ type Config struct {
 	TLSKey        string        // --tls-key: PEM private key file; with TLSCert
 	MaxInflight   int           // --max-inflight: requests in flight at once, 1..MaxMaxInflight
 	HeaderTimeout time.Duration // --header-timeout: how long a request head may take to arrive
+	// HTTP1Server (--http1-server) serves plain HTTP/1.x: "lean" (package h1: an idle
+	// connection is parked in epoll, no goroutine and no buffer) or "std" (Go's net/http
+	// server). TLS, h2c and PROXY-protocol connections are net/http's either way.
+	HTTP1Server string
 
 	// Routers.
 
@@ -94,6 +98,7 @@ const (
 	DefaultListen        = ":8080"
 	DefaultMaxInflight   = proxy.DefaultMaxInflight
 	DefaultHeaderTimeout = 10 * time.Second
+	DefaultHTTP1Server   = "lean"
 	DefaultAnswerTimeout = proxy.DefaultAnswerTimeout
 	DefaultBodyBuffer    = proxy.DefaultBodyBuffer
 	DefaultReadBackoff   = homes.DefaultReadBackoff
@@ -132,6 +137,7 @@ func DefaultConfig() Config {
 		Listen:        DefaultListen,
 		MaxInflight:   DefaultMaxInflight,
 		HeaderTimeout: DefaultHeaderTimeout,
+		HTTP1Server:   DefaultHTTP1Server,
 		AnswerTimeout: DefaultAnswerTimeout,
 		BodyBuffer:    DefaultBodyBuffer,
 		ReadBackoff:   DefaultReadBackoff,

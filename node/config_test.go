@@ -73,6 +73,7 @@ func TestValidate(t *testing.T) {
 		{"max inflight huge", "max-inflight", "want 1 to", func(c *Config) { c.MaxInflight = MaxMaxInflight + 1 }},
 		{"header timeout zero", "header-timeout", "more than 0s", func(c *Config) { c.HeaderTimeout = 0 }},
 		{"header timeout huge", "header-timeout", "at most", func(c *Config) { c.HeaderTimeout = time.Hour }},
+		{"unknown http1 server", "http1-server", "want lean or std", func(c *Config) { c.HTTP1Server = "fast" }},
 
 		{"routers none", "routers", "required", func(c *Config) { c.Routers = nil }},
 		{"routers too many", "routers", "at most 64", func(c *Config) {

@@ -17,6 +17,7 @@ import (
 	"github.com/fenec/fenec-entry/certs"
 	"github.com/fenec/fenec-entry/clientinfo"
 	"github.com/fenec/fenec-entry/gossip"
+	"github.com/fenec/fenec-entry/h1"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/proxy"
 	"github.com/fenec/fenec-entry/status"
@@ -67,6 +68,7 @@ type Node struct {
 	pp     *clientinfo.ProxyProtocol // nil unless --client-ip proxy-protocol
 	geoip  *clientinfo.GeoIP         // nil without --geoip
 	client *http.Server
+	lean   *h1.Server // plain HTTP/1.x under --http1-server lean; nil otherwise
 	admin  *http.Server
 	reg    *prometheus.Registry
 	// cluster is the gossip part, set by Start when gossip is enabled; guarded by mu
@@ -242,19 +244,28 @@ func (n *Node) startLocked(ctx context.Context) error {
 	}
 	n.clientAddr, n.adminAddr = cl.Addr(), al.Addr()
 
-	n.serve("--listen", func() error {
-		if n.certs != nil {
-			return n.client.ServeTLS(cl, "", "")
-		}
-		return n.client.Serve(cl)
-	})
+	switch {
+	case n.certs != nil:
+		n.serve("--listen", func() error { return n.client.ServeTLS(cl, "", "") })
+	case n.cfg.HTTP1Server == "lean":
+		// h1 serves plain HTTP/1.x and hands net/http the rest (h2c, PROXY-protocol
+		// connections) through a listener of its own.
+		handoff := h1.NewHandoff(cl.Addr())
+		n.lean = &h1.Server{Handler: n.proxy, ReadHeaderTimeout: n.client.ReadHeaderTimeout,
+			IdleTimeout: n.client.IdleTimeout, MaxHeaderBytes: n.client.MaxHeaderBytes, Fallback: handoff.Give,
+			ErrorLog: func(msg string) { n.log.Error().Str("server", "client").Msg(msg) }}
+		n.serve("--listen", func() error { return n.lean.Serve(cl) })
+		n.serve("--listen", func() error { return n.client.Serve(handoff) })
+	default:
+		n.serve("--listen", func() error { return n.client.Serve(cl) })
+	}
 	n.serve("--admin-listen", func() error { return n.admin.Serve(al) })
 	if n.certs != nil {
 		n.wg.Go(func() { n.certs.Watch(n.bg, n.certsEvery) })
 	}
 	if n.cfg.gossipEnabled() {
 		if err := n.startCluster(ctx); err != nil {
-			n.client.Close()
+			n.closeClient()
 			n.admin.Close()
 			n.stopBackground()
 			return err
@@ -276,6 +287,28 @@ func (n *Node) startLocked(ctx context.Context) error {
 	n.startedAt.Store(&now)
 	n.logStart()
 	return nil
+}
+
+// shutdownClient shuts the client servers down (net/http's, and h1's when it serves), each
+// waiting for its open requests until ctx ends.
+func (n *Node) shutdownClient(ctx context.Context) error {
+	errs := make(chan error, 1)
+	go func() {
+		if n.lean == nil {
+			errs <- nil
+			return
+		}
+		errs <- n.lean.Shutdown(ctx)
+	}()
+	err := n.client.Shutdown(ctx)
+	return errors.Join(err, <-errs)
+}
+
+func (n *Node) closeClient() {
+	if n.lean != nil {
+		n.lean.Close()
+	}
+	n.client.Close()
 }
 
 // serve runs one listener's serve loop in a goroutine of n; a failure other than the server
@@ -379,6 +412,9 @@ func (n *Node) drain(ctx context.Context) error {
 	// Peers see this entry "left" at once and stop sending it anything.
 	n.leaveCluster()
 	n.client.SetKeepAlivesEnabled(false)
+	if n.lean != nil {
+		n.lean.StopKeepAlives()
+	}
 	n.log.Info().Stringer("drain", n.cfg.Drain).Int64("inflight", n.proxy.Inflight()).
 		Msg("draining: answers carry Connection: close")
 	t := time.NewTimer(n.cfg.Drain)
@@ -402,9 +438,9 @@ func (n *Node) drain(ctx context.Context) error {
 	}()
 	n.log.Info().Int64("inflight", n.proxy.Inflight()).Stringer("grace", n.grace).
 		Msg("stopped listening; waiting for open requests")
-	if err := n.client.Shutdown(sctx); err != nil {
+	if err := n.shutdownClient(sctx); err != nil {
 		n.log.Warn().Int64("inflight", n.proxy.Inflight()).Msg("open requests ended at the end of the grace")
-		n.client.Close()
+		n.closeClient()
 	}
 	n.proxy.Close()
 	actx, acancel := context.WithTimeout(context.Background(), adminGrace)
@@ -426,7 +462,7 @@ func (n *Node) Close() {
 		n.stopped = true
 		close(n.closed)
 		n.mu.Unlock()
-		n.client.Close()
+		n.closeClient()
 		n.admin.Close()
 		n.proxy.Close()
 		n.closeCluster()

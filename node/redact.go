@@ -117,6 +117,7 @@ func (c Config) summary() []keyVal {
 		{"tls_key", c.TLSKey},
 		{"max_inflight", fmt.Sprint(c.MaxInflight)},
 		{"header_timeout", c.HeaderTimeout.String()},
+		{"http1_server", c.HTTP1Server},
 		{"routers", strings.Join(regions, ";")},
 		{"router_ca", c.RouterCA},
 		{"answer_timeout", c.AnswerTimeout.String()},

@@ -56,6 +56,11 @@ func (c Config) validateListen() error {
 	if c.MaxInflight < 1 || c.MaxInflight > MaxMaxInflight {
 		return cfgErr("max-inflight", "%d is out of range (want 1 to %d)", c.MaxInflight, MaxMaxInflight)
 	}
+	switch c.HTTP1Server {
+	case "lean", "std":
+	default:
+		return cfgErr("http1-server", "%q is not a server (want lean or std)", c.HTTP1Server)
+	}
 	return checkDuration("header-timeout", c.HeaderTimeout, MaxHeaderTimeout)
 }
 

@@ -66,6 +66,10 @@ var flags = []*flagDef{
 	{name: "header-timeout", arg: "duration", group: groupClient, def: node.DefaultHeaderTimeout.String(),
 		usage: "a connection whose request head is incomplete after this is closed; heads over 1 MiB are refused",
 		apply: setDuration(func(c *node.Config) *time.Duration { return &c.HeaderTimeout })},
+	{name: "http1-server", arg: "kind", group: groupClient, def: node.DefaultHTTP1Server,
+		usage: "plain HTTP/1.x: lean (an idle connection holds no goroutine and no buffer) or std (Go's net/http server); " +
+			"TLS, h2c and proxy-protocol connections are net/http's either way",
+		apply: setString(func(c *node.Config) *string { return &c.HTTP1Server })},
 
 	{name: "routers", arg: "spec", group: groupRouters,
 		usage: "required: regions and their routers, in fallback order, eu=http://r1:7000,http://r2:7000;us=http://r3:7000",
