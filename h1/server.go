@@ -120,7 +120,9 @@ func (s *Server) accept(nc net.Conn) {
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 	c.state.Store(stateIdle)
-	c.idleSince()
+	// A new connection's first request must start within the header timeout (net/http's
+	// deadline for the first head runs from the accept); later ones within the idle timeout.
+	c.idleFor(s.ReadHeaderTimeout)
 	if err := s.poll.add(c, evRead); err != nil {
 		c.close()
 	}
@@ -282,19 +284,25 @@ type conn struct {
 	closeOnce sync.Once
 }
 
-func (c *conn) idleSince() {
-	if c.srv.IdleTimeout <= 0 {
+func (c *conn) idleSince() { c.idleFor(c.srv.IdleTimeout) }
+
+// idleFor closes c if it stays idle for d (0: never).
+func (c *conn) idleFor(d time.Duration) {
+	if d <= 0 {
+		if c.timer != nil {
+			c.timer.Stop()
+		}
 		return
 	}
 	if c.timer == nil {
-		c.timer = time.AfterFunc(c.srv.IdleTimeout, func() {
+		c.timer = time.AfterFunc(d, func() {
 			if c.state.CompareAndSwap(stateIdle, stateClosed) {
 				c.close()
 			}
 		})
 		return
 	}
-	c.timer.Reset(c.srv.IdleTimeout)
+	c.timer.Reset(d)
 }
 
 func (c *conn) cancelRequest() {

@@ -319,3 +319,18 @@ func TestPipelined(t *testing.T) {
 		}
 	}
 }
+
+// A connection that never sends a request is closed after the header timeout, as net/http
+// does, not kept for the idle timeout.
+func TestSilentConnectionClosedAfterHeaderTimeout(t *testing.T) {
+	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: time.Hour,
+		ReadHeaderTimeout: 200 * time.Millisecond})
+	_, br := dial(t, addr)
+	start := time.Now()
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("read a byte from a silent connection")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("closed after %v, want about 200ms", d)
+	}
+}
