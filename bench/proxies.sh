@@ -319,6 +319,50 @@ elif has_target fenec-entry; then
 fi
 ((${#TARGETS[@]})) || die "no target left to measure"
 
+# ---- the raw file and the facts of a run (both modes) --------------------------------------
+open_out() { # open_out: sets OUT (unless --out gave it) and OUT_MD, and empties OUT
+	if [[ -z $OUT ]]; then
+		mkdir -p "$ROOT/bench/out"
+		OUT=$ROOT/bench/out/proxies-$(date -u +%Y%m%dT%H%M%SZ).jsonl
+	fi
+	mkdir -p "$(dirname "$OUT")"
+	: >"$OUT"
+	OUT_MD=${OUT%.jsonl}.md
+}
+
+# facts: the machine and the versions, for the report and the meta line: sets ver_nginx,
+# ver_haproxy, ver_go, cpu_model, git_rev, ver_entry and started.
+# (awk reads to the end: no early close, no SIGPIPE under pipefail)
+facts() {
+	ver_nginx=-
+	ver_haproxy=-
+	if has_target nginx; then ver_nginx=$(nginx -v 2>&1 | awk 'NR == 1 { sub(/^nginx version: /, ""); print }'); fi
+	if has_target haproxy; then ver_haproxy=$(haproxy -v 2>/dev/null | awk 'NR == 1 { print $3 }'); fi
+	ver_go=$(go version | awk '{ print $3 }')
+	cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+	git_rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo -)
+	[[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]] && git_rev+="+dirty"
+	ver_entry=-
+	if has_target fenec-entry; then
+		# `fenec-entry version` prints version, commit and Go version (CONTRACT.md section 2).
+		ver_entry=$(timeout 5 "$TMP/bin/fenec-entry" version 2>/dev/null | awk 'NR == 1' || true)
+		if [[ -z $ver_entry ]]; then
+			ver_entry="built from the repo at $git_rev"
+			[[ -z $ENTRY_BIN ]] || ver_entry="$ENTRY_BIN (no version)"
+		fi
+	fi
+	if has_target fenec-entry-b; then
+		ver_b=$(timeout 5 "$TMP/bin/fenec-entry-b" version 2>/dev/null | awk 'NR == 1' || true)
+		ver_entry+="; fenec-entry-b: ${ver_b:-$AB_BIN (no version)}"
+	fi
+	started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+}
+json_str() { # json_str TEXT: TEXT as a JSON string (quotes, backslashes; control characters as spaces)
+	local s=${1//\\/\\\\}
+	s=${s//\"/\\\"}
+	printf '"%s"' "${s//[[:cntrl:]]/ }"
+}
+
 # ---- start -------------------------------------------------------------------------------
 port UP_PORT
 start upstream "$SERVER_CPUS" "$TMP/bin/upstream" -listen "127.0.0.1:$UP_PORT"
@@ -501,45 +545,10 @@ wrk_run() {
 	fi
 }
 
-if [[ -z $OUT ]]; then
-	mkdir -p "$ROOT/bench/out"
-	OUT=$ROOT/bench/out/proxies-$(date -u +%Y%m%dT%H%M%SZ).jsonl
-fi
-mkdir -p "$(dirname "$OUT")"
-: >"$OUT"
-OUT_MD=${OUT%.jsonl}.md
-
-# Facts about the machine and the run.
-# (awk reads to the end: no early close, no SIGPIPE under pipefail)
-ver_nginx=-
-ver_haproxy=-
-if has_target nginx; then ver_nginx=$(nginx -v 2>&1 | awk 'NR == 1 { sub(/^nginx version: /, ""); print }'); fi
-if has_target haproxy; then ver_haproxy=$(haproxy -v 2>/dev/null | awk 'NR == 1 { print $3 }'); fi
+open_out
+facts
 ver_wrk=$(wrk -v 2>&1 | awk 'NR == 1 { print $2 }' || true) # wrk -v exits 1
-ver_go=$(go version | awk '{ print $3 }')
-cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-git_rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo -)
-[[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]] && git_rev+="+dirty"
-ver_entry=-
-if has_target fenec-entry; then
-	# `fenec-entry version` prints version, commit and Go version (CONTRACT.md section 2).
-	ver_entry=$(timeout 5 "$TMP/bin/fenec-entry" version 2>/dev/null | awk 'NR == 1' || true)
-	if [[ -z $ver_entry ]]; then
-		ver_entry="built from the repo at $git_rev"
-		[[ -z $ENTRY_BIN ]] || ver_entry="$ENTRY_BIN (no version)"
-	fi
-fi
-if has_target fenec-entry-b; then
-	ver_b=$(timeout 5 "$TMP/bin/fenec-entry-b" version 2>/dev/null | awk 'NR == 1' || true)
-	ver_entry+="; fenec-entry-b: ${ver_b:-$AB_BIN (no version)}"
-fi
-started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN --workers $WORKERS --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}"
-json_str() { # json_str TEXT: TEXT as a JSON string (quotes, backslashes; control characters as spaces)
-	local s=${1//\\/\\\\}
-	s=${s//\"/\\\"}
-	printf '"%s"' "${s//[[:cntrl:]]/ }"
-}
 {
 	printf '{"kind":"meta","started":%s,"nproc":%d,"cpu":%s,"kernel":%s' \
 		"$(json_str "$started")" "$NCPU" "$(json_str "$cpu_model")" "$(json_str "$(uname -r)")"
