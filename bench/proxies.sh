@@ -751,7 +751,8 @@ conns_table() {
 		if (n == 0) return "-"
 		for (i = 1; i <= n; i++) a[i] = vals[key, i]
 		m = med(a, n)
-		return n == 1 ? sprintf(fmt, m) : sprintf(fmt " (" fmt "-" fmt ")", m, a[1], a[n])
+		if (sprintf(fmt, a[1]) == sprintf(fmt, a[n])) return sprintf(fmt, m) # no spread to show
+		return sprintf(fmt " (" fmt "-" fmt ")", m, a[1], a[n])
 	}
 	{ kb[$1, $2, $3] = $7; rounds[$1] = 1
 	  add("conns " $2 " " $3, $4); add("before " $2 " " $3, $5 / 1024); add("after " $2 " " $3, $6 / 1024)
@@ -849,7 +850,7 @@ conns_main() {
 		else
 			echo "- layout: nothing pinned; nginx 1 worker; $WORKERS haproxy thread(s), fenec-entry GOMAXPROCS"
 		fi
-		echo "- limits: ulimit -n $(ulimit -n); nginx worker_connections $NEED_FDS, worker_rlimit_nofile $NOFILE; haproxy maxconn $HAPROXY_MAXCONN; connhold from $SOURCES source address(es) (ip_local_port_range $PORT_RANGE)"
+		echo "- limits: ulimit -n $(ulimit -n); nginx worker_connections $NEED_FDS, worker_rlimit_nofile $NOFILE$(has_target haproxy && echo "; haproxy maxconn $HAPROXY_MAXCONN"); connhold from $SOURCES source address(es) (ip_local_port_range $PORT_RANGE)"
 		for t in "${SKIPPED[@]}"; do echo "- $t"; done
 		echo "- raw: $OUT"
 		echo "- reproduce: cd $ROOT && $REPRO"
