@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/proxies.sh: the added latency and the throughput of fenec-entry next to nginx and
 # haproxy, all proxying one request to the same upstream on loopback, measured in
-# interleaved rounds. See bench/README.md for what it measures and how to read it.
+# interleaved rounds; with --mode conns, the memory each of them spends per open client
+# connection, idle or streaming. See bench/README.md for what it measures and how to read it.
 #
 #   bash bench/proxies.sh [flags]     (flags: bash bench/proxies.sh --help)
 set -euo pipefail
@@ -10,7 +11,9 @@ usage() {
 	cat <<'EOF'
 usage: bash bench/proxies.sh [flags]
 
-  --rounds N       interleaved rounds (env BENCH_ROUNDS, default 5)
+  --mode MODE      requests: added latency and requests/s (the default);
+                   conns: memory (RSS) per held connection, idle and streaming (env BENCH_MODE)
+  --rounds N       interleaved rounds (env BENCH_ROUNDS, default 5; 3 in conns mode)
   --seconds S      seconds per measurement (env BENCH_SECONDS, default 5)
   --warmup S       seconds of warm-up load per target before the rounds (env BENCH_WARMUP, default 3)
   --conns N        connections of the throughput run (env BENCH_CONNS, default 32)
@@ -19,7 +22,8 @@ usage: bash bench/proxies.sh [flags]
                    none:  nothing pinned, every process on every CPU (env BENCH_PIN)
   --workers N      nginx worker_processes and haproxy nbthread (env BENCH_WORKERS, default:
                    the CPUs the servers may use); fenec-entry runs with GOMAXPROCS=N
-  --targets LIST   comma list from direct,nginx,haproxy,fenec-entry (env BENCH_TARGETS, default all)
+  --targets LIST   comma list from direct,nginx,haproxy,fenec-entry (env BENCH_TARGETS, default all;
+                   conns mode: nginx,haproxy,fenec-entry, direct has no proxy to measure)
   --base-port P    first port tried for the listeners (env BENCH_BASE_PORT, default 18000)
   --idle-wait S    before each round, wait up to S seconds for other processes to use less
                    than 15% of a CPU (env BENCH_IDLE_WAIT, default 30); runs they disturb anyway
@@ -34,6 +38,14 @@ usage: bash bench/proxies.sh [flags]
   --check          exit 1 when fenec-entry misses the floor (added p50 <= 1.5x nginx's,
                    requests/s >= 0.66x nginx's)
   --keep           keep the temp dir (configs, logs, raw wrk output) and print its path
+
+conns mode (--seconds, --warmup, --conns, --idle-wait and --check are for the requests mode):
+  --idle-conns N   idle keep-alive connections held, each after one answered GET
+                   (env BENCH_IDLE_CONNS, default 10000)
+  --streams N      server-sent event streams held open (env BENCH_STREAMS, default 2000)
+  --settle S       seconds from the last connection open to the second memory reading
+                   (env BENCH_SETTLE, default 5)
+  --scenarios LIST comma list from idle,streams (env BENCH_SCENARIOS, default both)
 EOF
 }
 
@@ -42,12 +54,14 @@ die() {
 	exit 1
 }
 
-ROUNDS=${BENCH_ROUNDS:-5}
+MODE=${BENCH_MODE:-requests}
+ROUNDS=${BENCH_ROUNDS:-} # default by mode, below
 MEASURE_S=${BENCH_SECONDS:-5}
 WARMUP_S=${BENCH_WARMUP:-3}
 CONNS=${BENCH_CONNS:-32}
 PIN=${BENCH_PIN:-split}
-TARGETS_ARG=${BENCH_TARGETS:-direct,nginx,haproxy,fenec-entry}
+TARGETS_ARG=${BENCH_TARGETS:-} # default by mode, below
+TARGETS_DEFAULT=0              # 1: --targets not given
 BASE_PORT=${BENCH_BASE_PORT:-18000}
 OUT=${BENCH_OUT:-}
 WORKERS=${BENCH_WORKERS:-}
@@ -55,11 +69,20 @@ ENTRY_BIN=${BENCH_ENTRY_BIN:-}
 AB_BIN=${BENCH_AB_BIN:-}
 IDLE_WAIT_S=${BENCH_IDLE_WAIT:-30}
 IDLE_MAX=15 # % of one CPU that other processes may use before a round counts as noisy
+IDLE_CONNS=${BENCH_IDLE_CONNS:-10000}
+STREAMS=${BENCH_STREAMS:-2000}
+SETTLE_S=${BENCH_SETTLE:-5}
+SCENARIOS_ARG=${BENCH_SCENARIOS:-idle,streams}
 CHECK=0
 KEEP=0
 
 while (($#)); do
 	case $1 in
+	--mode) MODE=${2:?--mode needs a value}; shift 2 ;;
+	--idle-conns) IDLE_CONNS=${2:?--idle-conns needs a value}; shift 2 ;;
+	--streams) STREAMS=${2:?--streams needs a value}; shift 2 ;;
+	--settle) SETTLE_S=${2:?--settle needs a value}; shift 2 ;;
+	--scenarios) SCENARIOS_ARG=${2:?--scenarios needs a value}; shift 2 ;;
 	--rounds) ROUNDS=${2:?--rounds needs a value}; shift 2 ;;
 	--seconds) MEASURE_S=${2:?--seconds needs a value}; shift 2 ;;
 	--warmup) WARMUP_S=${2:?--warmup needs a value}; shift 2 ;;
@@ -85,6 +108,21 @@ want_int() {
 		die "--$1: want an integer in $3..$4, got '$2'"
 	fi
 }
+case $MODE in
+requests)
+	ROUNDS=${ROUNDS:-5}
+	TARGETS_ARG=${TARGETS_ARG:-direct,nginx,haproxy,fenec-entry}
+	;;
+conns)
+	[[ -n $TARGETS_ARG ]] || TARGETS_DEFAULT=1
+	# A round here starts and stops every target twice and holds thousands of connections;
+	# three rounds give a median, and the figures move little between rounds.
+	ROUNDS=${ROUNDS:-3}
+	TARGETS_ARG=${TARGETS_ARG:-nginx,haproxy,fenec-entry}
+	((!CHECK)) || die "--check: no floor in --mode conns"
+	;;
+*) die "--mode: want requests or conns, got '$MODE'" ;;
+esac
 want_int rounds "$ROUNDS" 1 1000
 want_int seconds "$MEASURE_S" 1 3600
 want_int warmup "$WARMUP_S" 0 3600
@@ -92,12 +130,32 @@ want_int idle-wait "$IDLE_WAIT_S" 0 3600
 want_int conns "$CONNS" 2 10000
 want_int base-port "$BASE_PORT" 1024 64999
 case $PIN in split | none) ;; *) die "--pin: want split or none, got '$PIN'" ;; esac
+if [[ $MODE == conns ]]; then
+	want_int idle-conns "$IDLE_CONNS" 1 60000
+	want_int streams "$STREAMS" 1 30000
+	# fenec-entry closes a client connection idle for 120 s (node/node.go, idleTimeout, not a
+	# flag): the second reading must come well within that.
+	want_int settle "$SETTLE_S" 0 60
+	declare -a SCENARIOS=()
+	IFS=, read -r -a _scen <<<"$SCENARIOS_ARG"
+	for s in "${_scen[@]}"; do
+		case $s in
+		idle | streams) [[ " ${SCENARIOS[*]} " == *" $s "* ]] || SCENARIOS+=("$s") ;;
+		*) die "--scenarios: want a comma list from idle,streams, got '$s'" ;;
+		esac
+	done
+	((${#SCENARIOS[@]})) || die "--scenarios: empty"
+fi
 
 declare -a TARGETS=()
 IFS=, read -r -a _targets <<<"$TARGETS_ARG"
 for t in "${_targets[@]}"; do
 	case $t in
-	direct | nginx | haproxy | fenec-entry) TARGETS+=("$t") ;;
+	direct)
+		[[ $MODE == requests ]] || die "--targets: direct has no proxy process to measure in --mode conns"
+		TARGETS+=("$t")
+		;;
+	nginx | haproxy | fenec-entry) TARGETS+=("$t") ;;
 	*) die "--targets: want a comma list from direct,nginx,haproxy,fenec-entry, got '$t'" ;;
 	esac
 done
@@ -170,7 +228,9 @@ apt_install() { # apt_install pkg...: install, running apt-get update once and o
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2
 }
 command -v go >/dev/null || die "go is missing (the toolchain that builds the upstream and fenec-entry)"
-for tool in wrk curl taskset ss; do
+tools="curl taskset ss"
+[[ $MODE == conns ]] || tools="wrk $tools"
+for tool in $tools; do
 	command -v "$tool" >/dev/null && continue
 	case $tool in
 	taskset) apt_install util-linux ;;
@@ -302,8 +362,14 @@ verify() {
 
 # ---- build -------------------------------------------------------------------------------
 mkdir -p "$TMP/bin"
-echo "proxies.sh: building bench/upstream$([[ -n $ENTRY_BIN ]] || echo ' and cmd/fenec-entry')" >&2
+echo "proxies.sh: building bench/upstream$([[ $MODE == requests ]] || echo ', bench/connhold, cmd/fenec-standin')$([[ -n $ENTRY_BIN ]] || echo ' and cmd/fenec-entry')" >&2
 go build -trimpath -o "$TMP/bin/upstream" ./bench/upstream
+if [[ $MODE == conns ]]; then
+	go build -trimpath -o "$TMP/bin/connhold" ./bench/connhold
+	# The streams' upstream: the stream scenario cannot go without it.
+	go build -trimpath -o "$TMP/bin/fenec-standin" ./cmd/fenec-standin 2>"$TMP/fenec-standin.build.log" ||
+		{ sed -n 1,5p "$TMP/fenec-standin.build.log" >&2; die "--mode conns: ./cmd/fenec-standin does not build"; }
+fi
 if has_target fenec-entry && [[ -n $ENTRY_BIN ]]; then
 	[[ -x $ENTRY_BIN ]] || die "--entry-bin: $ENTRY_BIN is not an executable file"
 	cp "$ENTRY_BIN" "$TMP/bin/fenec-entry"
@@ -318,6 +384,486 @@ elif has_target fenec-entry; then
 	fi
 fi
 ((${#TARGETS[@]})) || die "no target left to measure"
+
+# ---- the raw file and the facts of a run (both modes) --------------------------------------
+open_out() { # open_out: sets OUT (unless --out gave it) and OUT_MD, and empties OUT
+	if [[ -z $OUT ]]; then
+		mkdir -p "$ROOT/bench/out"
+		OUT=$ROOT/bench/out/proxies-$(date -u +%Y%m%dT%H%M%SZ).jsonl
+	fi
+	mkdir -p "$(dirname "$OUT")"
+	: >"$OUT"
+	OUT_MD=${OUT%.jsonl}.md
+}
+
+# facts: the machine and the versions, for the report and the meta line: sets ver_nginx,
+# ver_haproxy, ver_go, cpu_model, git_rev, ver_entry and started.
+# (awk reads to the end: no early close, no SIGPIPE under pipefail)
+facts() {
+	ver_nginx=-
+	ver_haproxy=-
+	if has_target nginx; then ver_nginx=$(nginx -v 2>&1 | awk 'NR == 1 { sub(/^nginx version: /, ""); print }'); fi
+	if has_target haproxy; then ver_haproxy=$(haproxy -v 2>/dev/null | awk 'NR == 1 { print $3 }'); fi
+	ver_go=$(go version | awk '{ print $3 }')
+	cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+	git_rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo -)
+	[[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]] && git_rev+="+dirty"
+	ver_entry=-
+	if has_target fenec-entry; then
+		# `fenec-entry version` prints version, commit and Go version (CONTRACT.md section 2).
+		ver_entry=$(timeout 5 "$TMP/bin/fenec-entry" version 2>/dev/null | awk 'NR == 1' || true)
+		if [[ -z $ver_entry ]]; then
+			ver_entry="built from the repo at $git_rev"
+			[[ -z $ENTRY_BIN ]] || ver_entry="$ENTRY_BIN (no version)"
+		fi
+	fi
+	if has_target fenec-entry-b; then
+		ver_b=$(timeout 5 "$TMP/bin/fenec-entry-b" version 2>/dev/null | awk 'NR == 1' || true)
+		ver_entry+="; fenec-entry-b: ${ver_b:-$AB_BIN (no version)}"
+	fi
+	started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+}
+json_str() { # json_str TEXT: TEXT as a JSON string (quotes, backslashes; control characters as spaces)
+	local s=${1//\\/\\\\}
+	s=${s//\"/\\\"}
+	printf '"%s"' "${s//[[:cntrl:]]/ }"
+}
+
+# ---- conns mode: memory per held connection ----------------------------------------------
+# For each round, scenario (idle, streams) and target: a fresh proxy, a warm-up, its RSS (and
+# fenec-entry's goroutines), connhold opening and holding the connections, the same again
+# --settle seconds later, (after - before) / connections. README.md, "Cost per open
+# connection", says why and how to read it.
+EVENTS_PATH=/t/acme/events
+STANDIN_KEEPALIVE=20s # the stand-in's keep-alive comment on every stream
+HOLD_PARALLEL=64      # connections connhold opens at once; also the warm-up's connections
+declare -A ADMIN=()   # fenec-entry's admin port, by target
+SKIPPED=()            # targets left out, and why, for the report
+
+# conns_limits: the open-file limit (raised here, inherited by every process started), the
+# proxies' own limits, and connhold's source addresses. Sets NEED_FDS (the proxy's sockets
+# and some room), NOFILE, SOURCES and PORT_RANGE.
+conns_limits() {
+	local most cur hard want lo hi per_source idle=0 streams=0 held
+	# What a left-out scenario would hold counts for nothing here.
+	[[ " ${SCENARIOS[*]} " != *" idle "* ]] || idle=$IDLE_CONNS
+	[[ " ${SCENARIOS[*]} " != *" streams "* ]] || streams=$STREAMS
+	held=$((idle > streams ? idle : streams))
+	most=$((idle > 2 * streams ? idle : 2 * streams)) # a stream holds two sockets in the proxy
+	NEED_FDS=$((most + 1024))
+	want=$((2 * NEED_FDS > 65536 ? 2 * NEED_FDS : 65536))
+	cur=$(ulimit -Sn)
+	hard=$(ulimit -Hn)
+	if [[ $cur != unlimited ]] && ((cur < want)) && ! ulimit -n "$want" 2>/dev/null; then
+		# Raising the hard limit takes CAP_SYS_RESOURCE; up to it, anyone may.
+		[[ $hard == unlimited ]] || ((hard >= NEED_FDS)) ||
+			die "--mode conns: --idle-conns $IDLE_CONNS and --streams $STREAMS need an open-file limit of $NEED_FDS, and it cannot be raised (ulimit -n: soft $cur, hard $hard): raise the hard limit, or hold fewer connections"
+		[[ $cur == "$hard" ]] || ulimit -Sn "$hard"
+		echo "proxies.sh: could not raise the open-file limit to $want: using the hard limit, $hard (enough for $NEED_FDS)" >&2
+	fi
+	NOFILE=$(ulimit -Sn)
+	[[ $NOFILE != unlimited ]] || NOFILE=1048576
+	# haproxy wants two sockets for each connection it may take (maxconn), and refuses to start
+	# when the limit is lower; an idle connection needs only one, but that does not help.
+	HAPROXY_MAXCONN=$(((NOFILE - 100) / 2 < NEED_FDS ? (NOFILE - 100) / 2 : NEED_FDS))
+	if has_target haproxy && ((HAPROXY_MAXCONN < held + HOLD_PARALLEL)); then
+		local why="haproxy takes at most $HAPROXY_MAXCONN connections under an open-file limit of $NOFILE (maxconn: two sockets each), fewer than the $held held"
+		((TARGETS_DEFAULT)) || die "--targets haproxy: $why; raise the hard limit (ulimit -Hn) or hold fewer connections"
+		echo "proxies.sh: SKIPPING haproxy: $why" >&2
+		drop_target haproxy
+		SKIPPED+=("haproxy was not measured: $why")
+	fi
+	# Every client connection is one source port of 127.0.0.1 towards one proxy port. A
+	# quarter of the ephemeral range is left to everything else; beyond that connhold dials
+	# from 127.0.0.2, 127.0.0.3, ... too. The proxy's own connections to the stand-in (one per
+	# stream) have no such way out.
+	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range
+	PORT_RANGE="$lo-$hi"
+	per_source=$(((hi - lo + 1) * 3 / 4))
+	((per_source > 0)) || die "net.ipv4.ip_local_port_range $PORT_RANGE: no source ports"
+	SOURCES=$(((held + per_source - 1) / per_source))
+	((streams <= per_source)) ||
+		die "--streams $STREAMS: the proxy opens one connection to the stand-in per stream, from 127.0.0.1, and net.ipv4.ip_local_port_range ($PORT_RANGE) leaves about $per_source"
+}
+
+# conns_start NAME SCENARIO: starts target NAME afresh on new ports, in front of the upstream
+# of SCENARIO (idle: bench/upstream, streams: the stand-in), and waits until it answers.
+# Sets HOLD_ADDR, where connhold connects.
+conns_start() {
+	local name=$1 scen=$2 up ready p_listen p_admin p_gossip p_rpc
+	if [[ $scen == idle ]]; then
+		up=$UP_PORT ready=$REQ_PATH
+	else
+		up=$STANDIN_PORT ready=/t/acme/echo # the stand-in's 200 that is not a stream
+	fi
+	port p_listen
+	case $name in
+	nginx)
+		# The request mode's nginx, with one worker (its RSS is the reading), its
+		# connection limits raised, and no timeout that a held connection could reach:
+		# keepalive_timeout (75 s by default) would close an idle one, proxy_read_timeout
+		# (60 s) a stream quieter than that.
+		rm -rf "$TMP/nginx"
+		mkdir -p "$TMP/nginx"
+		cat >"$TMP/nginx/nginx.conf" <<EOF
+worker_processes 1;
+worker_rlimit_nofile $NOFILE;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+events { worker_connections $NEED_FDS; }
+http {
+    access_log off;
+    client_body_temp_path $TMP/nginx/body;
+    proxy_temp_path $TMP/nginx/proxy;
+    fastcgi_temp_path $TMP/nginx/fastcgi;
+    uwsgi_temp_path $TMP/nginx/uwsgi;
+    scgi_temp_path $TMP/nginx/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout 1h;
+    upstream fenec_router {
+        server 127.0.0.1:$up;
+        keepalive 64;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:$p_listen;
+        location / {
+            proxy_pass http://fenec_router;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Fenec-Home 1;
+            proxy_set_header X-Request-Id \$request_id;
+            proxy_hide_header Fenec-Home;
+            proxy_buffering off;
+            proxy_read_timeout 1h;
+            proxy_send_timeout 1h;
+        }
+    }
+}
+EOF
+		start nginx "$SERVER_CPUS" nginx -e "$TMP/nginx/error.log" -p "$TMP/nginx" \
+			-c "$TMP/nginx/nginx.conf" -g 'daemon off;'
+		;;
+	haproxy)
+		# The request mode's haproxy, maxconn (global and per frontend) as high as the
+		# open-file limit lets it, and the client, server and keep-alive timeouts at an hour.
+		cat >"$TMP/haproxy.cfg" <<EOF
+global
+    nbthread $WORKERS
+    maxconn $HAPROXY_MAXCONN
+defaults
+    mode http
+    maxconn $HAPROXY_MAXCONN
+    option http-keep-alive
+    http-reuse always
+    timeout connect 5s
+    timeout client 1h
+    timeout server 1h
+    timeout http-keep-alive 1h
+frontend entry
+    bind 127.0.0.1:$p_listen
+    unique-id-format %{+X}o\ %ci:%cp_%fi:%fp_%Ts_%rt:%pid
+    http-request set-header Fenec-Home 1
+    http-request set-header X-Request-Id %[unique-id]
+    default_backend fenec_router
+backend fenec_router
+    http-response del-header Fenec-Home
+    server r1 127.0.0.1:$up
+EOF
+		start haproxy "$SERVER_CPUS" haproxy -db -f "$TMP/haproxy.cfg"
+		;;
+	fenec-entry | fenec-entry-b)
+		# As the request mode starts it. Its timeouts cannot reach a held connection within
+		# a measurement: a client connection idle for 120 s is closed (node/node.go, not a
+		# flag; --settle is at most 60), and once a router's answer head is in, a stream
+		# has no deadline (--answer-timeout bounds the head only). A stream is a request in
+		# flight: --max-inflight is raised only when the streams would exceed its default.
+		port p_admin
+		port p_gossip
+		port p_rpc
+		local extra=()
+		((STREAMS + HOLD_PARALLEL <= 10000)) || extra=(--max-inflight "$((STREAMS + HOLD_PARALLEL))")
+		start "$name" "$SERVER_CPUS" env GOMAXPROCS="$WORKERS" "$TMP/bin/$name" serve \
+			--listen "127.0.0.1:$p_listen" --admin-listen "127.0.0.1:$p_admin" \
+			--routers "eu=http://127.0.0.1:$up" \
+			--gossip-bind "127.0.0.1:$p_gossip" --rpc-addr "127.0.0.1:$p_rpc" "${extra[@]}"
+		ADMIN[$name]=$p_admin
+		;;
+	esac
+	wait_ready "$name" "http://127.0.0.1:$p_listen$ready"
+	HOLD_ADDR=127.0.0.1:$p_listen
+}
+
+# pause S: sleeps S seconds such that a signal to this script cuts it short (its trap runs at
+# once in `wait`, but only after a foreground sleep has ended).
+pause() {
+	sleep "$1" &
+	PIDS[sleep]=$!
+	wait "${PIDS[sleep]}" || true
+	unset "PIDS[sleep]"
+}
+
+# stop_one NAME: stops one process started here as stop_all does, and forgets it.
+stop_one() {
+	local name=$1 pid=${PIDS[$1]} pass i
+	for pass in 10 40; do
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((i = 0; i < pass; i++)); do
+			kill -0 "$pid" 2>/dev/null || break 2
+			sleep 0.1
+		done
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "proxies.sh: $name (pid $pid) still running after two SIGTERMs: SIGKILL" >&2
+		pkill -KILL -P "$pid" 2>/dev/null || true
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+	unset "PIDS[$name]"
+}
+
+# rss NAME: sets R_KIB, the VmRSS of target NAME in KiB: for nginx, of its worker (the
+# master only starts and watches it), else of the process.
+rss() {
+	local pids=${PIDS[$1]} p v
+	if [[ $1 == nginx ]]; then
+		pids=$(ps -o pid= --ppid "${PIDS[$1]}" | tr '\n' ' ' || true)
+		[[ -n ${pids// /} ]] || die "nginx: no worker process under pid ${PIDS[$1]}"
+	fi
+	R_KIB=0
+	for p in $pids; do
+		v=$(awk '$1 == "VmRSS:" { print $2 }' "/proc/$p/status" 2>/dev/null || true)
+		[[ $v =~ ^[0-9]+$ ]] || die "$1: no VmRSS in /proc/$p/status"
+		R_KIB=$((R_KIB + v))
+	done
+}
+
+# goroutines NAME: sets R_GOR, go_goroutines of fenec-entry NAME's /metrics; "" for the others.
+goroutines() {
+	R_GOR=""
+	[[ -n ${ADMIN[$1]:-} ]] || return 0
+	R_GOR=$(curl -s --max-time 2 "http://127.0.0.1:${ADMIN[$1]}/metrics" | awk '$1 == "go_goroutines" { print $2 }' || true)
+	[[ $R_GOR =~ ^[0-9]+$ ]] || die "$1: no go_goroutines at http://127.0.0.1:${ADMIN[$1]}/metrics"
+}
+
+# connhold_args SCENARIO N: sets HOLD_ARGS, connhold's flags for N connections to HOLD_ADDR.
+# A failure or two in a thousand is let through (and reported); more stops the run.
+connhold_args() {
+	HOLD_ARGS=(-addr "$HOLD_ADDR" -n "$2" -parallel "$HOLD_PARALLEL" -timeout 10s
+		-sources "$SOURCES" -max-failed "$(($2 / 500))")
+	if [[ $1 == idle ]]; then HOLD_ARGS+=(-path "$REQ_PATH"); else HOLD_ARGS+=(-stream -path "$EVENTS_PATH"); fi
+}
+
+# hold NAME SCENARIO N: connhold opens N connections through target NAME and holds them, in
+# the background, its stdin a FIFO held open here; returns once it printed READY (within
+# 120 s: fenec-entry would start closing the first idle ones then). Sets R_CONNS, R_FAILED
+# and R_OPEN_MS.
+hold() {
+	local name=$1 t0 line deadline=$((SECONDS + 120))
+	connhold_args "$2" "$3"
+	rm -f "$TMP/hold.in"
+	mkfifo "$TMP/hold.in"
+	t0=${EPOCHREALTIME/./}
+	(pinned "$CLIENT_CPUS" "$TMP/bin/connhold" "${HOLD_ARGS[@]}") <"$TMP/hold.in" >"$TMP/hold.out" 2>"$TMP/hold.err" &
+	PIDS[connhold]=$!
+	# Read-write: opening does not wait for connhold's end; closing it is connhold's EOF.
+	exec {HOLD_FD}<>"$TMP/hold.in"
+	until line=$(grep -m1 '^READY ' "$TMP/hold.out" 2>/dev/null); do
+		if ! kill -0 "${PIDS[connhold]}" 2>/dev/null; then
+			show_log "$name"
+			die "connhold through $name ($2): $(tail -n 1 "$TMP/hold.err")"
+		fi
+		kill -0 "${PIDS[$name]}" 2>/dev/null || { show_log "$name"; die "$name exited while connections were opened"; }
+		((SECONDS < deadline)) || die "connhold through $name ($2): $3 connections not open within 120 s"
+		sleep 0.05
+	done
+	R_OPEN_MS=$(((${EPOCHREALTIME/./} - t0) / 1000))
+	R_CONNS=$(echo "$line" | awk '{ sub(/.*conns=/, ""); print $1 + 0 }')
+	R_FAILED=$(echo "$line" | awk '{ sub(/.*failed=/, ""); print $1 + 0 }')
+	((R_FAILED == 0)) || echo "proxies.sh: warning: $name ($2): $R_FAILED of $3 connections failed: $(tail -n 1 "$TMP/hold.err")" >&2
+}
+
+# release: closes connhold's stdin, and waits (10 s at most) for it to let go of every
+# connection. Sets R_CLOSED: the held connections the proxy had closed by then.
+release() {
+	local pid=${PIDS[connhold]} i
+	exec {HOLD_FD}>&-
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$pid" 2>/dev/null && { echo "proxies.sh: connhold did not exit when its stdin closed" >&2; kill -TERM "$pid"; }
+	wait "$pid" || die "connhold: $(tail -n 1 "$TMP/hold.err")"
+	unset "PIDS[connhold]"
+	R_CLOSED=$(awk '/^DONE / { sub(/.*closed=/, ""); print $1 + 0 }' "$TMP/hold.out")
+	[[ -n $R_CLOSED ]] || die "connhold printed no DONE line"
+}
+
+# conns_measure ROUND POSITION SCENARIO NAME: one measurement, a row in $OUT and in $ROWS.
+conns_measure() {
+	local r=$1 pos=$2 scen=$3 name=$4 n before after gbefore gafter kbpc gpc
+	n=$IDLE_CONNS
+	[[ $scen == idle ]] || n=$STREAMS
+	conns_start "$name" "$scen"
+	# Warm-up: the same kind of connection, HOLD_PARALLEL of them, opened and let go, so
+	# that what a first request sets up once (pools, lazily built state) is in the baseline.
+	connhold_args "$scen" "$HOLD_PARALLEL"
+	(pinned "$CLIENT_CPUS" "$TMP/bin/connhold" "${HOLD_ARGS[@]}") </dev/null >"$TMP/warmup.out" 2>&1 ||
+		{ cat "$TMP/warmup.out" >&2; die "warm-up through $name ($scen) failed"; }
+	sleep 1
+	rss "$name"
+	before=$R_KIB
+	goroutines "$name"
+	gbefore=$R_GOR
+	hold "$name" "$scen" "$n"
+	pause "$SETTLE_S"
+	rss "$name"
+	after=$R_KIB
+	goroutines "$name"
+	gafter=$R_GOR
+	release
+	check_alive
+	stop_one "$name"
+	((R_CLOSED == 0)) || echo "proxies.sh: warning: $name ($scen): $R_CLOSED of $R_CONNS held connections were closed by the proxy before they were let go" >&2
+	((R_CONNS > 0)) || die "$name ($scen): no connection held"
+	kbpc=$(awk -v a="$after" -v b="$before" -v n="$R_CONNS" 'BEGIN { printf "%.3f", (a - b) / n }')
+	gpc=null
+	[[ -z $gbefore ]] || gpc=$(awk -v a="$gafter" -v b="$gbefore" -v n="$R_CONNS" 'BEGIN { printf "%.3f", (a - b) / n }')
+	printf '{"kind":"conns","round":%d,"position":%d,"scenario":"%s","target":"%s","conns":%d,"failed":%d,"open_ms":%d,"settle_s":%d,"rss_before_kb":%d,"rss_after_kb":%d,"kb_per_conn":%s,"goroutines_before":%s,"goroutines_after":%s,"goroutines_per_conn":%s,"closed_during_hold":%d}\n' \
+		"$r" "$pos" "$scen" "$name" "$R_CONNS" "$R_FAILED" "$R_OPEN_MS" "$SETTLE_S" "$before" "$after" "$kbpc" \
+		"${gbefore:-null}" "${gafter:-null}" "$gpc" "$R_CLOSED" >>"$OUT"
+	printf '%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%d\n' "$r" "$scen" "$name" "$R_CONNS" "$before" "$after" "$kbpc" \
+		"${gpc/null/-}" "$R_CLOSED" "$R_OPEN_MS" >>"$ROWS"
+	echo "proxies.sh: round $r, $scen, $name: $R_CONNS conns in ${R_OPEN_MS} ms, RSS $before -> $after KiB: $kbpc KB/conn${gbefore:+, goroutines $gbefore -> $gafter}" >&2
+}
+
+# conns_table: the report's table from $ROWS: medians over rounds (min-max); the ratio is
+# paired within a round and scenario.
+conns_table() {
+	awk -F'\t' -v targets="$(IFS=,; echo "${TARGETS[*]}")" -v scenarios="$(IFS=,; echo "${SCENARIOS[*]}")" '
+	function med(a, n,   i, j, v) { # sorts a[1..n] in place
+		for (i = 2; i <= n; i++) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	function add(key, v) { vals[key, ++cnt[key]] = v }
+	function stat(key, fmt,   a, i, n, m) { # "median (min-max)" of the values under key
+		n = cnt[key]
+		if (n == 0) return "-"
+		for (i = 1; i <= n; i++) a[i] = vals[key, i]
+		m = med(a, n)
+		if (sprintf(fmt, a[1]) == sprintf(fmt, a[n])) return sprintf(fmt, m) # no spread to show
+		return sprintf(fmt " (" fmt "-" fmt ")", m, a[1], a[n])
+	}
+	{ kb[$1, $2, $3] = $7; rounds[$1] = 1
+	  add("conns " $2 " " $3, $4); add("before " $2 " " $3, $5 / 1024); add("after " $2 " " $3, $6 / 1024)
+	  add("kb " $2 " " $3, $7); if ($8 != "-") add("gor " $2 " " $3, $8) }
+	END {
+		nt = split(targets, T, ",")
+		ns = split(scenarios, S, ",")
+		for (r in rounds) for (s = 1; s <= ns; s++) for (k = 1; k <= nt; k++) {
+			sc = S[s]; t = T[k]
+			if (((r, sc, t) in kb) && ((r, sc, "nginx") in kb) && kb[r, sc, "nginx"] > 0)
+				add("ratio " sc " " t, kb[r, sc, t] / kb[r, sc, "nginx"])
+		}
+		print "| scenario | target | conns | RSS before MiB | RSS after MiB | KB per conn | goroutines per conn | ratio vs nginx |"
+		print "|---|---|---|---|---|---|---|---|"
+		for (s = 1; s <= ns; s++) for (k = 1; k <= nt; k++) {
+			sc = S[s]; t = T[k]; key = sc " " t
+			printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", sc, t, stat("conns " key, "%d"),
+				stat("before " key, "%.1f"), stat("after " key, "%.1f"), stat("kb " key, "%.2f"),
+				stat("gor " key, "%.2f"), stat("ratio " key, "%.2f")
+		}
+	}' "$ROWS"
+}
+
+conns_main() {
+	local r i t s n order
+	conns_limits
+	((${#TARGETS[@]})) || die "no target left to measure"
+	if has_target fenec-entry-b; then cp "$AB_BIN" "$TMP/bin/fenec-entry-b"; fi
+	port UP_PORT
+	start upstream "$SERVER_CPUS" "$TMP/bin/upstream" -listen "127.0.0.1:$UP_PORT"
+	wait_ready upstream "http://127.0.0.1:$UP_PORT$REQ_PATH"
+	if [[ " ${SCENARIOS[*]} " == *" streams "* ]]; then
+		port STANDIN_PORT
+		start standin "$SERVER_CPUS" "$TMP/bin/fenec-standin" --region "eu=127.0.0.1:$STANDIN_PORT" \
+			--tenants acme=eu --http-keepalive "$STANDIN_KEEPALIVE" --log-level warn
+		wait_ready standin "http://127.0.0.1:$STANDIN_PORT/t/acme/echo"
+	fi
+
+	open_out
+	facts
+	REPRO="bash bench/proxies.sh --mode conns --rounds $ROUNDS --idle-conns $IDLE_CONNS --streams $STREAMS --settle $SETTLE_S --scenarios $SCENARIOS_ARG --pin $PIN --workers $WORKERS --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}"
+	{
+		printf '{"kind":"meta","mode":"conns","started":%s,"nproc":%d,"cpu":%s,"kernel":%s' \
+			"$(json_str "$started")" "$NCPU" "$(json_str "$cpu_model")" "$(json_str "$(uname -r)")"
+		printf ',"pin":%s,"client_cpus":%s,"server_cpus":%s,"workers":%d,"rounds":%d,"scenarios":%s,"idle_conns":%d,"streams":%d,"settle_s":%d' \
+			"$(json_str "$PIN")" "$(json_str "$CLIENT_CPUS")" "$(json_str "$SERVER_CPUS")" "$WORKERS" \
+			"$ROUNDS" "$(json_str "$(IFS=,; echo "${SCENARIOS[*]}")")" "$IDLE_CONNS" "$STREAMS" "$SETTLE_S"
+		printf ',"nofile":%d,"nginx_worker_connections":%d,"sources":%d,"ip_local_port_range":%s' \
+			"$NOFILE" "$NEED_FDS" "$SOURCES" "$(json_str "$PORT_RANGE")"
+		printf ',"git":%s,"fenec_entry":%s,"nginx":%s,"haproxy":%s,"go":%s,"targets":%s,"reproduce":%s}\n' \
+			"$(json_str "$git_rev")" "$(json_str "$ver_entry")" "$(json_str "$ver_nginx")" \
+			"$(json_str "$ver_haproxy")" "$(json_str "$ver_go")" \
+			"$(json_str "$(IFS=,; echo "${TARGETS[*]}")")" "$(json_str "$REPRO")"
+	} >>"$OUT"
+
+	ROWS=$TMP/rows.tsv # round scenario target conns rss-before rss-after kb/conn goroutines/conn closed open-ms
+	: >"$ROWS"
+	n=${#TARGETS[@]}
+	echo "proxies.sh: --mode conns: targets ${TARGETS[*]}; $ROUNDS rounds x $n targets x ${#SCENARIOS[@]} scenarios (${SCENARIOS[*]}; idle $IDLE_CONNS, streams $STREAMS); about $((ROUNDS * n * ${#SCENARIOS[@]} * (SETTLE_S + 6)))s" >&2
+	# Rounds as in the requests mode: every target once per scenario, the order rotated by
+	# one each round.
+	for ((r = 1; r <= ROUNDS; r++)); do
+		order=()
+		for ((i = 0; i < n; i++)); do order+=("${TARGETS[$(((i + r - 1) % n))]}"); done
+		echo "proxies.sh: round $r/$ROUNDS: ${order[*]}" >&2
+		for s in "${SCENARIOS[@]}"; do
+			for ((i = 0; i < n; i++)); do
+				conns_measure "$r" "$((i + 1))" "$s" "${order[$i]}"
+			done
+		done
+	done
+
+	{
+		echo "## fenec-entry vs nginx vs haproxy: memory per held client connection, on loopback"
+		echo
+		conns_table
+		echo
+		echo "Median over $ROUNDS interleaved rounds (min-max); the ratio is paired per round. 1 KB = 1024 B."
+		for s in "${SCENARIOS[@]}"; do
+			if [[ $s == idle ]]; then
+				echo "idle: $IDLE_CONNS keep-alive connections, each after one GET $REQ_PATH answered 200 by bench/upstream, then idle."
+			else
+				echo "streams: $STREAMS GET $EVENTS_PATH held open, server-sent events from fenec-standin (event: open at once, a keep-alive comment every $STANDIN_KEEPALIVE)."
+			fi
+		done
+		echo "RSS: VmRSS of the proxy (nginx: its one worker), fresh for each measurement, read after a warm-up of $HOLD_PARALLEL connections and again ${SETTLE_S}s after the last connection was open;"
+		echo "KB per conn = (after - before) / conns. goroutines per conn: go_goroutines of fenec-entry's /metrics, the same way."
+		echo
+		awk -F'\t' '{ c += $9 } END { if (c) printf "- WARNING: %d held connections were closed by the proxy before they were let go (raw: closed_during_hold)\n", c
+			else print "- every held connection was still open when it was let go" }' "$ROWS"
+		echo "- machine: nproc $NCPU ($cpu_model), kernel $(uname -r), $started"
+		echo "- versions: nginx $ver_nginx, haproxy $ver_haproxy, go $ver_go; fenec-entry: $ver_entry; repo at $git_rev"
+		if [[ $PIN == split ]]; then
+			echo "- layout: connhold on CPU $CLIENT_CPUS; upstream, stand-in and proxy on CPU $SERVER_CPUS; nginx 1 worker; $WORKERS haproxy thread(s), fenec-entry GOMAXPROCS"
+		else
+			echo "- layout: nothing pinned; nginx 1 worker; $WORKERS haproxy thread(s), fenec-entry GOMAXPROCS"
+		fi
+		echo "- limits: ulimit -n $(ulimit -n); nginx worker_connections $NEED_FDS, worker_rlimit_nofile $NOFILE$(has_target haproxy && echo "; haproxy maxconn $HAPROXY_MAXCONN"); connhold from $SOURCES source address(es) (ip_local_port_range $PORT_RANGE)"
+		for t in "${SKIPPED[@]}"; do echo "- $t"; done
+		echo "- raw: $OUT"
+		echo "- reproduce: cd $ROOT && $REPRO"
+	} >"$OUT_MD"
+	echo
+	cat "$OUT_MD"
+	echo "(this report: $OUT_MD)"
+}
+
+if [[ $MODE == conns ]]; then
+	conns_main
+	exit 0
+fi
 
 # ---- start -------------------------------------------------------------------------------
 port UP_PORT
@@ -501,45 +1047,10 @@ wrk_run() {
 	fi
 }
 
-if [[ -z $OUT ]]; then
-	mkdir -p "$ROOT/bench/out"
-	OUT=$ROOT/bench/out/proxies-$(date -u +%Y%m%dT%H%M%SZ).jsonl
-fi
-mkdir -p "$(dirname "$OUT")"
-: >"$OUT"
-OUT_MD=${OUT%.jsonl}.md
-
-# Facts about the machine and the run.
-# (awk reads to the end: no early close, no SIGPIPE under pipefail)
-ver_nginx=-
-ver_haproxy=-
-if has_target nginx; then ver_nginx=$(nginx -v 2>&1 | awk 'NR == 1 { sub(/^nginx version: /, ""); print }'); fi
-if has_target haproxy; then ver_haproxy=$(haproxy -v 2>/dev/null | awk 'NR == 1 { print $3 }'); fi
+open_out
+facts
 ver_wrk=$(wrk -v 2>&1 | awk 'NR == 1 { print $2 }' || true) # wrk -v exits 1
-ver_go=$(go version | awk '{ print $3 }')
-cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-git_rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo -)
-[[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]] && git_rev+="+dirty"
-ver_entry=-
-if has_target fenec-entry; then
-	# `fenec-entry version` prints version, commit and Go version (CONTRACT.md section 2).
-	ver_entry=$(timeout 5 "$TMP/bin/fenec-entry" version 2>/dev/null | awk 'NR == 1' || true)
-	if [[ -z $ver_entry ]]; then
-		ver_entry="built from the repo at $git_rev"
-		[[ -z $ENTRY_BIN ]] || ver_entry="$ENTRY_BIN (no version)"
-	fi
-fi
-if has_target fenec-entry-b; then
-	ver_b=$(timeout 5 "$TMP/bin/fenec-entry-b" version 2>/dev/null | awk 'NR == 1' || true)
-	ver_entry+="; fenec-entry-b: ${ver_b:-$AB_BIN (no version)}"
-fi
-started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN --workers $WORKERS --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}"
-json_str() { # json_str TEXT: TEXT as a JSON string (quotes, backslashes; control characters as spaces)
-	local s=${1//\\/\\\\}
-	s=${s//\"/\\\"}
-	printf '"%s"' "${s//[[:cntrl:]]/ }"
-}
 {
 	printf '{"kind":"meta","started":%s,"nproc":%d,"cpu":%s,"kernel":%s' \
 		"$(json_str "$started")" "$NCPU" "$(json_str "$cpu_model")" "$(json_str "$(uname -r)")"
