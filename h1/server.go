@@ -288,21 +288,31 @@ func (c *conn) idleSince() { c.idleFor(c.srv.IdleTimeout) }
 
 // idleFor closes c if it stays idle for d (0: never).
 func (c *conn) idleFor(d time.Duration) {
-	if d <= 0 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case d <= 0:
 		if c.timer != nil {
 			c.timer.Stop()
 		}
-		return
-	}
-	if c.timer == nil {
+	case c.timer == nil:
 		c.timer = time.AfterFunc(d, func() {
 			if c.state.CompareAndSwap(stateIdle, stateClosed) {
 				c.close()
 			}
 		})
-		return
+	default:
+		c.timer.Reset(d)
 	}
-	c.timer.Reset(d)
+}
+
+// stopIdle stops the idle timer: c is busy.
+func (c *conn) stopIdle() {
+	c.mu.Lock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.mu.Unlock()
 }
 
 func (c *conn) cancelRequest() {
@@ -313,9 +323,7 @@ func (c *conn) cancelRequest() {
 
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
-		if c.timer != nil {
-			c.timer.Stop()
-		}
+		c.stopIdle()
 		c.srv.poll.remove(c)
 		c.nc.Close()
 		c.srv.forget(c)
@@ -342,9 +350,7 @@ func (c *conn) wantHangup() {
 // serve serves requests on c while they come without a pause, then parks c in epoll again.
 // It starts with c's registration disarmed (the event that woke it was one-shot).
 func (c *conn) serve() {
-	if c.timer != nil {
-		c.timer.Stop()
-	}
+	c.stopIdle()
 	lr := &limitReader{r: c.nc}
 	var br *bufio.Reader
 	var bw *bufio.Writer
@@ -388,9 +394,7 @@ func (c *conn) serve() {
 		}
 		// An event came while busy (its registration is spent or armed for hangup only):
 		// data waits, or the body's bytes came; arm for a request again and look once more.
-		if c.timer != nil {
-			c.timer.Stop()
-		}
+		c.stopIdle()
 		c.mu.Lock()
 		c.state.Store(stateBusy)
 		c.mu.Unlock()
@@ -406,9 +410,7 @@ func (c *conn) serve() {
 			return
 		}
 		// It fired at once: data is there.
-		if c.timer != nil {
-			c.timer.Stop()
-		}
+		c.stopIdle()
 		c.state.Store(stateBusy)
 		get()
 	}
