@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -32,11 +33,25 @@ type response struct {
 
 const bufferBeforeHead = 2048 // net/http's bufferBeforeChunkingSize
 
+// responses are reused: a response with its 2 KiB hold and its header map is most of what
+// serving a request allocates. A response goes back only once its handler has returned and
+// the answer is finished (never after a panic).
+var responses = sync.Pool{New: func() any { return &response{header: make(http.Header, 8)} }}
+
 func newResponse(srv *Server, bw *bufio.Writer, req *http.Request) *response {
-	w := &response{srv: srv, bw: bw, req: req, header: make(http.Header, 8), contentLen: -1}
+	w := responses.Get().(*response)
+	h := w.header
+	clear(h)
+	*w = response{srv: srv, bw: bw, req: req, header: h, contentLen: -1}
 	w.pending = w.pendingBuf[:0]
 	w.closeAfter = req.Close || req.ProtoMajor == 1 && req.ProtoMinor == 0 && !hasToken(req.Header["Connection"], "keep-alive")
 	return w
+}
+
+// release gives w back for another request; w must not be used after.
+func (w *response) release() {
+	w.req, w.bw, w.srv = nil, nil, nil
+	responses.Put(w)
 }
 
 func (w *response) Header() http.Header { return w.header }

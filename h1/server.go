@@ -588,6 +588,7 @@ func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, fir
 	}
 	w.finish()
 	keep = !w.closeAfter && !s.closing() && bodyDone(req)
+	w.release()
 	if err := bw.Flush(); err != nil {
 		keep = false
 	}
