@@ -398,15 +398,15 @@ func (c *conn) serve() {
 		c.mu.Lock()
 		c.state.Store(stateBusy)
 		c.mu.Unlock()
-		get()
 		if err := c.srv.poll.arm(c, evRead); err != nil {
-			release()
 			c.shut()
 			return
 		}
-		release()
 		c.idleSince()
 		if c.state.CompareAndSwap(stateBusy, stateIdle) {
+			if c.srv.closing() && c.state.CompareAndSwap(stateIdle, stateClosed) {
+				c.close()
+			}
 			return
 		}
 		// It fired at once: data is there.
