@@ -338,6 +338,20 @@ var (
 // h2Preface is how an HTTP/2 connection with prior knowledge starts.
 const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
+// park hands busy c to epoll (its registration armed) with its idle timer running, and
+// closes it if the server began shutting down meanwhile; false: an event came while it was
+// busy, and c stays busy.
+func (c *conn) park() bool {
+	c.idleSince()
+	if !c.state.CompareAndSwap(stateBusy, stateIdle) {
+		return false
+	}
+	if c.srv.closing() && c.state.CompareAndSwap(stateIdle, stateClosed) {
+		c.close()
+	}
+	return true
+}
+
 // wantHangup arms c for the client leaving only (its request is being served).
 func (c *conn) wantHangup() {
 	c.mu.Lock()
@@ -384,12 +398,7 @@ func (c *conn) serve() {
 			continue
 		}
 		release()
-		c.idleSince()
-		if c.state.CompareAndSwap(stateBusy, stateIdle) {
-			// Parked; the registration armed above wakes it.
-			if c.srv.closing() && c.state.CompareAndSwap(stateIdle, stateClosed) {
-				c.close()
-			}
+		if c.park() { // the registration armed in serveOne wakes it
 			return
 		}
 		// An event came while busy (its registration is spent or armed for hangup only):
@@ -402,11 +411,7 @@ func (c *conn) serve() {
 			c.shut()
 			return
 		}
-		c.idleSince()
-		if c.state.CompareAndSwap(stateBusy, stateIdle) {
-			if c.srv.closing() && c.state.CompareAndSwap(stateIdle, stateClosed) {
-				c.close()
-			}
+		if c.park() {
 			return
 		}
 		// It fired at once: data is there.
