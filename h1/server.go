@@ -157,6 +157,11 @@ func (s *Server) dispatch(c *conn, events uint32) {
 			}
 			c.wantHangup()
 			return
+		case stateBusyEvent: // armed for the hangup only, after data came
+			if events&evGoneSet != 0 {
+				c.cancelRequest()
+			}
+			return
 		default:
 			return
 		}
