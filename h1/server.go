@@ -184,17 +184,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			close(s.done)
 		}
 	}
-	var idle []*conn
-	for c := range s.conns {
-		idle = append(idle, c)
-	}
 	done := s.done
 	s.mu.Unlock()
-	for _, c := range idle {
-		if c.state.CompareAndSwap(stateIdle, stateClosed) {
-			c.close()
-		}
-	}
+	s.closeIdle()
 	select {
 	case <-done:
 		s.stopPoller()
@@ -208,17 +200,28 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // ones (net/http's SetKeepAlivesEnabled(false), the drain's first step).
 func (s *Server) StopKeepAlives() {
 	s.noKeep.Store(true)
-	s.mu.Lock()
-	var idle []*conn
-	for c := range s.conns {
-		idle = append(idle, c)
-	}
-	s.mu.Unlock()
-	for _, c := range idle {
+	s.closeIdle()
+}
+
+// closeIdle closes every connection parked idle now; a busy one closes after its answer
+// (closing reports true by then), one parking meanwhile sees closing in park.
+func (s *Server) closeIdle() {
+	for _, c := range s.snapshot() {
 		if c.state.CompareAndSwap(stateIdle, stateClosed) {
 			c.close()
 		}
 	}
+}
+
+// snapshot returns the connections open now.
+func (s *Server) snapshot() []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		all = append(all, c)
+	}
+	return all
 }
 
 // Close closes the listener and every connection at once.
@@ -229,12 +232,8 @@ func (s *Server) Close() error {
 	if s.ln != nil {
 		s.ln.Close()
 	}
-	var all []*conn
-	for c := range s.conns {
-		all = append(all, c)
-	}
 	s.mu.Unlock()
-	for _, c := range all {
+	for _, c := range s.snapshot() {
 		c.state.Store(stateClosed)
 		c.close()
 	}
