@@ -336,6 +336,10 @@ var removedEnv = map[string]string{
 	envPrefix + "SNAPSHOT_LISTEN": "--snapshot-listen is gone: the joiner's table and repair travel on --gossip-bind",
 }
 
+// buildEnv are variables a build reads that are not flags (the -tags pprof build's
+// FENEC_ENTRY_PPROF_ADDR): no warning for them.
+var buildEnv = map[string]bool{}
+
 // unknownEnv returns a warning for each FENEC_ENTRY_* variable in environ that names no flag:
 // a typo or a removed flag would otherwise be ignored without a word. Never the value.
 func unknownEnv(environ []string) []string {
@@ -346,7 +350,7 @@ func unknownEnv(environ []string) []string {
 			continue
 		}
 		flag := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))
-		if lookupFlag(flag) != nil {
+		if lookupFlag(flag) != nil || buildEnv[name] {
 			continue
 		}
 		if why, ok := removedEnv[name]; ok {

@@ -257,3 +257,17 @@ func TestUnknownEnvWarned(t *testing.T) {
 		}
 	}
 }
+
+// A variable a build reads (buildEnv, as the pprof build's FENEC_ENTRY_PPROF_ADDR) is not
+// warned about; without the entry it is.
+func TestBuildEnvNotWarned(t *testing.T) {
+	const name = "FENEC_ENTRY_TEST_BUILD_ONLY"
+	if got := unknownEnv([]string{name + "=x"}); len(got) != 1 {
+		t.Fatalf("before: warnings %q, want one", got)
+	}
+	buildEnv[name] = true
+	defer delete(buildEnv, name)
+	if got := unknownEnv([]string{name + "=x"}); len(got) != 0 {
+		t.Errorf("a build's variable warned about: %q", got)
+	}
+}

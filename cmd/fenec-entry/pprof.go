@@ -18,7 +18,8 @@ import (
 )
 
 func init() {
-	addr := os.Getenv("FENEC_ENTRY_PPROF_ADDR")
+	buildEnv[envPrefix+"PPROF_ADDR"] = true // read here, not a flag: no "set and ignored" warning
+	addr := os.Getenv(envPrefix + "PPROF_ADDR")
 	if addr == "" {
 		addr = "127.0.0.1:6060"
 	}
