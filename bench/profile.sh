@@ -85,14 +85,20 @@ wait_ok() { # wait_ok URL: until it answers 200, at most 10 s
 	done
 	die "$1 did not answer 200 within 10 s"
 }
-proc_ticks() { # proc_ticks PID...: utime+stime of the processes, in clock ticks
-	local sum=0 p f
+proc_ticks() { # proc_ticks PID...: "utime stime" of the processes, in clock ticks
+	local user=0 sys=0 p f
 	for p in "$@"; do
 		read -r -a f <"/proc/$p/stat"
 		# fields after the ")" of comm: utime is field 14, stime 15 (1-based, comm has no spaces here)
-		sum=$((sum + f[13] + f[14]))
+		user=$((user + f[13]))
+		sys=$((sys + f[14]))
 	done
-	echo "$sum"
+	echo "$user $sys"
+}
+ctx_switches() { # ctx_switches PID...: "voluntary involuntary" context switches of every thread
+	local p
+	for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^voluntary_ctxt_switches/ { v += $2 }
+		/^nonvoluntary_ctxt_switches/ { n += $2 } END { printf "%d %d\n", v, n }'
 }
 runtime_metric() { # runtime_metric FILE NAME
 	awk -v n="$2" '$1 == n { print $2 }' "$1"
@@ -125,7 +131,7 @@ REPORT=$OUT/report.md
 measure() {
 	local name=$1 url=$2
 	shift 2
-	local pids=("$@") ticks0 ticks1 hz rps reqs
+	local pids=("$@") hz rps reqs u0 s0 u1 s1 v0 n0 v1 n1
 	hz=$(getconf CLK_TCK)
 	taskset -c 0 wrk -t2 -c"$CONNS" -d3s "$url" >/dev/null # warm-up
 	taskset -c 0 wrk -t2 -c"$CONNS" -d"$((SECONDS_ + 2))s" "$url" >"$TMP/$name.wrk" 2>&1 &
@@ -138,12 +144,14 @@ measure() {
 			"http://127.0.0.1:$PPROF_PORT/debug/pprof/profile?seconds=$SECONDS_" &
 		local prof_pid=$!
 	fi
-	ticks0=$(proc_ticks "${pids[@]}")
+	read -r u0 s0 < <(proc_ticks "${pids[@]}")
+	read -r v0 n0 < <(ctx_switches "${pids[@]}")
 	perf stat -x, -e 'syscalls:sys_enter_*' -p "$(
 		IFS=,
 		echo "${pids[*]}"
 	)" -o "$TMP/$name.perf" -- sleep "$SECONDS_" 2>/dev/null
-	ticks1=$(proc_ticks "${pids[@]}")
+	read -r u1 s1 < <(proc_ticks "${pids[@]}")
+	read -r v1 n1 < <(ctx_switches "${pids[@]}")
 	if [[ $name == fenec-entry ]]; then
 		curl -s --max-time 5 "http://127.0.0.1:$PPROF_PORT/debug/runtime-metrics" >"$TMP/rm1"
 		curl -s --max-time 5 "http://127.0.0.1:$ADMIN_PORT/metrics" >"$TMP/m1"
@@ -163,8 +171,11 @@ measure() {
 	{
 		echo "### $name"
 		echo
-		awk -v r="$rps" -v n="$reqs" -v t="$((ticks1 - ticks0))" -v hz="$hz" 'BEGIN {
-			printf "- requests/s %.0f; requests in the %s window %d; proxy CPU %.1f µs per request\n", r, "measured", n, t / hz * 1e6 / n }'
+		awk -v r="$rps" -v n="$reqs" -v u="$((u1 - u0))" -v s="$((s1 - s0))" -v hz="$hz" 'BEGIN {
+			printf "- requests/s %.0f; requests in the %s window %d; proxy CPU %.1f µs per request (user %.1f, kernel %.1f)\n",
+				r, "measured", n, (u + s) / hz * 1e6 / n, u / hz * 1e6 / n, s / hz * 1e6 / n }'
+		awk -v n="$reqs" -v v="$((v1 - v0))" -v i="$((n1 - n0))" 'BEGIN {
+			printf "- context switches per request (all threads): %.2f voluntary, %.2f involuntary\n", v / n, i / n }'
 		awk -F, -v n="$reqs" '$3 ~ /^syscalls:sys_enter_/ && $1 + 0 > 0 {
 				name = $3; sub(/^syscalls:sys_enter_/, "", name); total += $1 / n
 				if ($1 / n >= 0.01) printf "%.2f %s\n", $1 / n, name }
