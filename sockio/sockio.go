@@ -1,0 +1,183 @@
+// Package sockio reads and writes a TCP connection's non-blocking socket with raw system calls,
+// waiting in Go's netpoller as net.Conn does when the socket is not ready.
+//
+// Why: net.Conn's Read and Write enter the kernel through syscall.Syscall, which marks the
+// goroutine as in a system call. A loopback write that wakes the reader on another CPU often
+// stays in the kernel longer than sysmon's 20 µs, so sysmon takes the P away and starts another
+// thread to run it, and the writing thread parks when it returns: two futex calls and two
+// context switches for a system call that could never block. A read or write on a
+// non-blocking socket returns as soon as it copied what fits, so the raw call keeps the P and
+// the thread (nginx's worker does the same, having only the one). The profile and the numbers
+// are in docs/BENCHMARKS.md, issue 10.
+//
+// Deadlines, Close and everything else are the net.TCPConn's (ReadFrom and WriteTo too:
+// io.Copy through them is correct, by net's system calls); errors are shaped as
+// net.Conn's (a *net.OpError "read"/"write", wrapping os.ErrDeadlineExceeded, net.ErrClosed or
+// the errno as an *os.SyscallError); a read of 0 bytes at the end of the stream is io.EOF.
+//
+// A Conn may be read by one goroutine and written by another at the same time, as a
+// net.Conn, but not read (or written) by two at once.
+package sockio
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// Conn is a *net.TCPConn whose Read and Write are raw system calls.
+type Conn struct {
+	*net.TCPConn
+	rc syscall.RawConn
+
+	// The system call's arguments and results, in the struct so that the functions given to
+	// the RawConn are made once (a closure per call would allocate).
+	rp        []byte
+	rn        int
+	rerr      syscall.Errno
+	readFn    func(uintptr) bool
+	again     bool // ReadNow's read met EAGAIN
+	readNowFn func(uintptr) bool
+	wp        []byte
+	wn        int
+	werr      syscall.Errno
+	writeFn   func(uintptr) bool
+}
+
+// New wraps tc. It fails only if tc has no file descriptor (closed).
+func New(tc *net.TCPConn) (*Conn, error) {
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{TCPConn: tc, rc: rc}
+	c.readFn = c.read
+	c.readNowFn = c.readNow
+	c.writeFn = c.write
+	return c, nil
+}
+
+// Read reads into p as net.Conn's Read does.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rp, c.rn, c.rerr = p, 0, 0
+	err := c.rc.Read(c.readFn)
+	n, errno := c.rn, c.rerr
+	c.rp = nil
+	switch {
+	case err != nil:
+		return 0, c.opError("read", unwrapOp(err))
+	case errno != 0:
+		return 0, c.opError("read", os.NewSyscallError("read", errno))
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// ErrWouldBlock is ReadNow's when the socket has nothing to read yet.
+var ErrWouldBlock = errors.New("sockio: nothing to read yet")
+
+// ReadNow is Read without the wait: ErrWouldBlock when nothing can be read at once.
+func (c *Conn) ReadNow(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rp, c.rn, c.rerr, c.again = p, 0, 0, false
+	err := c.rc.Read(c.readNowFn)
+	n, errno, again := c.rn, c.rerr, c.again
+	c.rp = nil
+	switch {
+	case err != nil:
+		return 0, c.opError("read", unwrapOp(err))
+	case again:
+		return 0, ErrWouldBlock
+	case errno != 0:
+		return 0, c.opError("read", os.NewSyscallError("read", errno))
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *Conn) readNow(fd uintptr) bool {
+	if !c.read(fd) {
+		c.again = true
+	}
+	return true
+}
+
+// read is the RawConn's: false waits for the socket to be readable.
+func (c *Conn) read(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rp[0])), uintptr(len(c.rp)))
+		switch e {
+		case 0:
+			c.rn = int(n)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		c.rerr = e
+		return true
+	}
+}
+
+// Write writes all of p as net.Conn's Write does, waiting for room when the socket is full.
+func (c *Conn) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.wp, c.wn, c.werr = p, 0, 0
+	err := c.rc.Write(c.writeFn)
+	n, errno := c.wn, c.werr
+	c.wp = nil
+	switch {
+	case err != nil:
+		return n, c.opError("write", unwrapOp(err))
+	case errno != 0:
+		return n, c.opError("write", os.NewSyscallError("write", errno))
+	}
+	return n, nil
+}
+
+// write is the RawConn's: it writes until p is all written (true) or the socket is full
+// (false: wait for room, then it is called again for the rest).
+func (c *Conn) write(fd uintptr) bool {
+	for c.wn < len(c.wp) {
+		rest := c.wp[c.wn:]
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+		switch e {
+		case 0:
+			c.wn += int(n)
+			continue
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		c.werr = e
+		return true
+	}
+	return true
+}
+
+func (c *Conn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
+
+// unwrapOp takes the RawConn's *net.OpError ("raw-read") apart, to be wrapped as net.Conn's.
+func unwrapOp(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err
+	}
+	return err
+}

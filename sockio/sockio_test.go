@@ -1,0 +1,169 @@
+package sockio
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pair is a loopback TCP connection: the wrapped side and the plain peer.
+func pair(t *testing.T) (*Conn, *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		acc <- c
+	}()
+	d, err := net.DialTimeout("tcp", ln.Addr().String(), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peer net.Conn
+	select {
+	case peer = <-acc:
+	case <-time.After(2 * time.Second):
+		t.Fatal("no accept")
+	}
+	if peer == nil {
+		t.Fatal("accept failed")
+	}
+	c, err := New(d.(*net.TCPConn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); peer.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	peer.SetDeadline(time.Now().Add(10 * time.Second))
+	return c, peer.(*net.TCPConn)
+}
+
+func TestReadWrite(t *testing.T) {
+	c, peer := pair(t)
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(peer, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("peer read %q, %v", buf, err)
+	}
+	peer.Write([]byte("pong"))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "pong" {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	if n, err := c.Read(nil); n != 0 || err != nil {
+		t.Fatalf("empty read = %d, %v", n, err)
+	}
+	peer.Close()
+	if n, err := c.Read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("read after the peer closed = %d, %v; want 0, io.EOF", n, err)
+	}
+}
+
+// A write larger than the socket buffers waits for room and writes everything.
+func TestWriteWaitsForRoom(t *testing.T) {
+	c, peer := pair(t)
+	want := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB
+	done := make(chan error, 1)
+	go func() {
+		n, err := c.Write(want)
+		if err == nil && n != len(want) {
+			err = errors.New("short write")
+		}
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the buffers fill first
+	got, err := io.ReadAll(io.LimitReader(peer, int64(len(want))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the bytes read differ from the bytes written")
+	}
+}
+
+func TestReadNow(t *testing.T) {
+	c, peer := pair(t)
+	buf := make([]byte, 8)
+	if _, err := c.ReadNow(buf); err != ErrWouldBlock {
+		t.Fatalf("ReadNow on an empty socket: %v, want ErrWouldBlock", err)
+	}
+	peer.Write([]byte("hi"))
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		n, err := c.ReadNow(buf)
+		if err == ErrWouldBlock && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if err != nil || string(buf[:n]) != "hi" {
+			t.Fatalf("ReadNow = %q, %v", buf[:n], err)
+		}
+		break
+	}
+	peer.Close()
+	for {
+		_, err := c.ReadNow(buf)
+		if err == ErrWouldBlock && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if err != io.EOF {
+			t.Fatalf("ReadNow after the peer closed: %v, want io.EOF", err)
+		}
+		break
+	}
+}
+
+// Errors are shaped as net.Conn's, so that callers' errors.Is and net.Error checks hold.
+func TestErrorsAsNetConn(t *testing.T) {
+	t.Run("deadline", func(t *testing.T) {
+		c, _ := pair(t)
+		c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read past the deadline: %v, want a net.Error timeout", err)
+		}
+		var oe *net.OpError
+		if !errors.As(err, &oe) || oe.Op != "read" {
+			t.Fatalf("read past the deadline: %#v, want *net.OpError read", err)
+		}
+		c.SetWriteDeadline(time.Now().Add(-time.Second))
+		if _, err := c.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("write past the deadline: %v", err)
+		}
+	})
+	t.Run("closed", func(t *testing.T) {
+		c, _ := pair(t)
+		c.Close()
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("read after Close: %v, want net.ErrClosed", err)
+		}
+		if _, err := c.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("write after Close: %v, want net.ErrClosed", err)
+		}
+	})
+	t.Run("reset", func(t *testing.T) {
+		c, peer := pair(t)
+		peer.SetLinger(0)
+		peer.Close() // no linger: a reset, not a FIN
+		_, err := c.Read(make([]byte, 1))
+		var oe *net.OpError
+		if !errors.Is(err, syscall.ECONNRESET) || !errors.As(err, &oe) || oe.Op != "read" {
+			t.Fatalf("read after the peer's reset: %v, want a *net.OpError read ECONNRESET", err)
+		}
+	})
+}
