@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -49,6 +50,26 @@ func newPoller() (*poller, error) {
 
 var errClosed = errors.New("h1: connection closed")
 
+// epollCtl and epollWait are unix.EpollCtl and unix.EpollWait (timeout 0) by raw system
+// calls: neither can block, and a syscall.Syscall would wake sysmon after every idle moment
+// and have it tick every 20 µs for the next millisecond (see package sockio, which does the
+// same for the sockets' reads and writes).
+func epollCtl(epfd, op, fd int, ev *unix.EpollEvent) error {
+	_, _, e := syscall.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(epfd), uintptr(op), uintptr(fd), uintptr(unsafe.Pointer(ev)), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func epollWait(epfd int, events []unix.EpollEvent) (int, error) {
+	n, _, e := syscall.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
 const (
 	evRead    = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT // idle: a request, or the client leaving
 	evHangup  = unix.EPOLLRDHUP | unix.EPOLLONESHOT                // busy: only the client leaving
@@ -71,7 +92,7 @@ func (p *poller) add(c *conn, events uint32) error {
 	gen := c.gen
 	p.mu.Unlock()
 	ev := unix.EpollEvent{Events: events, Fd: slot, Pad: gen}
-	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+	if err := epollCtl(p.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
 		p.release(c)
 		return err
 	}
@@ -86,12 +107,12 @@ func (p *poller) arm(c *conn, events uint32) error {
 	if ev.Fd < 0 {
 		return errClosed
 	}
-	return unix.EpollCtl(p.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev)
+	return epollCtl(p.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev)
 }
 
 // remove takes c out of epoll and frees its slot; before c's socket is closed or handed on.
 func (p *poller) remove(c *conn) {
-	unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+	epollCtl(p.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
 	p.release(c)
 }
 
@@ -112,7 +133,7 @@ func (p *poller) run(dispatch func(c *conn, events uint32)) error {
 		var n int
 		var werr error
 		err := p.raw.Read(func(fd uintptr) bool {
-			n, werr = unix.EpollWait(int(fd), events, 0)
+			n, werr = epollWait(int(fd), events)
 			if werr == unix.EINTR {
 				n, werr = 0, nil
 				return true

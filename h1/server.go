@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/fenec/fenec-entry/sockio"
 )
 
 // Server serves HTTP/1.x on plain TCP connections with an http.Handler. A connection waiting
@@ -42,7 +44,12 @@ type Server struct {
 	down   atomic.Bool    // shutdown, readable without mu on every answer
 	noKeep atomic.Bool    // StopKeepAlives was called
 	wg     sync.WaitGroup // the poller's goroutine
+	work   workers        // the goroutines that serve woken connections
 }
+
+// IdleWorkers is how many goroutines wait to serve the next woken connection (at most
+// MaxIdleWorkers).
+func (s *Server) IdleWorkers() int { return s.work.idleCount() }
 
 // ErrServerClosed is what Serve returns after Shutdown or Close.
 var ErrServerClosed = http.ErrServerClosed
@@ -102,8 +109,10 @@ func (s *Server) accept(nc net.Conn) {
 		return
 	}
 	c := &conn{srv: s, nc: tc, fd: -1, slot: -1}
-	raw, err := tc.SyscallConn()
+	sc, err := sockio.New(tc)
 	if err == nil {
+		c.io = sc
+		raw, _ := tc.SyscallConn()
 		err = raw.Control(func(fd uintptr) { c.fd = int(fd) })
 	}
 	if err != nil {
@@ -144,7 +153,7 @@ func (s *Server) dispatch(c *conn, events uint32) {
 		switch c.state.Load() {
 		case stateIdle:
 			if c.state.CompareAndSwap(stateIdle, stateBusy) {
-				go c.serve()
+				s.work.serve(c)
 				return
 			}
 		case stateBusy:
@@ -249,6 +258,7 @@ func (s *Server) stopPoller() {
 		p.close()
 		s.wg.Wait()
 	}
+	s.work.close()
 }
 
 func (s *Server) forget(c *conn) {
@@ -275,15 +285,17 @@ const (
 type conn struct {
 	srv      *Server
 	nc       *net.TCPConn
+	io       *sockio.Conn // nc, read and written by raw system calls
 	fd       int
 	remote   string
 	slot     int32      // the poller's; -1: not registered
 	gen      int32      // the poller's registration generation
 	lastPost bool       // the last request was a POST (only the serving goroutine touches it)
+	served   bool       // a request was read (the next is not the first; as lastPost)
 	mu       sync.Mutex // serialises re-arming between the poller and the serving goroutine
 	state    atomic.Int32
-	timer    *time.Timer // the idle timeout
-	cancel   atomic.Pointer[context.CancelFunc]
+	timer    *time.Timer            // the idle timeout
+	cancel   atomic.Pointer[reqCtx] // the request being served
 
 	closeOnce sync.Once
 }
@@ -320,8 +332,8 @@ func (c *conn) stopIdle() {
 }
 
 func (c *conn) cancelRequest() {
-	if f := c.cancel.Load(); f != nil {
-		(*f)()
+	if ctx := c.cancel.Load(); ctx != nil {
+		ctx.cancel()
 	}
 }
 
@@ -334,10 +346,34 @@ func (c *conn) close() {
 	})
 }
 
-var (
-	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
-	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
-)
+// session is what a connection holds while it is served, kept in a pool between wakes: an
+// idle connection holds none of it.
+type session struct {
+	br *bufio.Reader
+	bw *bufio.Writer
+	lr limitReader
+}
+
+var sessionPool = sync.Pool{New: func() any {
+	ss := &session{br: bufio.NewReaderSize(nil, 4096), bw: bufio.NewWriterSize(nil, 4096)}
+	ss.lr.head.host = make([]byte, 0, 64)
+	return ss
+}}
+
+func getSession(rw *sockio.Conn) *session {
+	ss := sessionPool.Get().(*session)
+	ss.lr.r = rw
+	ss.br.Reset(&ss.lr)
+	ss.bw.Reset(rw)
+	return ss
+}
+
+func putSession(ss *session) {
+	ss.br.Reset(nil)
+	ss.bw.Reset(nil)
+	ss.lr.r = nil
+	sessionPool.Put(ss)
+}
 
 // h2Preface is how an HTTP/2 connection with prior knowledge starts.
 const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -369,26 +405,19 @@ func (c *conn) wantHangup() {
 // It starts with c's registration disarmed (the event that woke it was one-shot).
 func (c *conn) serve() {
 	c.stopIdle()
-	lr := &limitReader{r: c.nc}
+	var ss *session
 	var br *bufio.Reader
 	var bw *bufio.Writer
+	var lr *limitReader
 	get := func() {
-		br = readerPool.Get().(*bufio.Reader)
-		br.Reset(lr)
-		bw = writerPool.Get().(*bufio.Writer)
-		bw.Reset(c.nc)
+		ss = getSession(c.io)
+		br, bw, lr = ss.br, ss.bw, &ss.lr
 	}
-	release := func() {
-		br.Reset(nil)
-		readerPool.Put(br)
-		bw.Reset(nil)
-		writerPool.Put(bw)
-	}
+	release := func() { putSession(ss) }
 	get()
-	first := true
 	for {
-		keep, handedOff := c.serveOne(br, bw, lr, first)
-		first = false
+		keep, handedOff := c.serveOne(br, bw, lr, !c.served)
+		c.served = true
 		if handedOff {
 			release()
 			return
@@ -435,10 +464,15 @@ func (c *conn) shut() {
 // head is read it also counts the head's Host lines (hostLines), which http.ReadRequest
 // folds into one: net/http's server refuses a request with two.
 type limitReader struct {
-	r      io.Reader
+	r      *sockio.Conn
 	remain int64 // <0: no limit, and the head is not watched
 	hit    bool
 	head   headScan
+	// headTimeout, while a head is read: the read deadline set at the head's first read that
+	// has to wait for the client (armed); a head that is there whole when the connection
+	// wakes, as nearly every one is, costs no deadline (two timer changes a request).
+	headTimeout time.Duration
+	armed       bool
 }
 
 func (l *limitReader) Read(p []byte) (int, error) {
@@ -449,7 +483,18 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	if l.remain > 0 && int64(len(p)) > l.remain {
 		p = p[:l.remain]
 	}
-	n, err := l.r.Read(p)
+	var n int
+	var err error
+	if l.headTimeout > 0 && !l.armed {
+		n, err = l.r.ReadNow(p)
+		if err == sockio.ErrWouldBlock {
+			l.r.SetReadDeadline(time.Now().Add(l.headTimeout))
+			l.armed = true
+			n, err = l.r.Read(p)
+		}
+	} else {
+		n, err = l.r.Read(p)
+	}
 	if l.remain > 0 {
 		l.remain -= int64(n)
 		l.head.scan(p[:n])
@@ -515,19 +560,12 @@ func (h *headScan) scan(p []byte) {
 // request; handedOff: c was given to Fallback.
 func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, first bool) (keep, handedOff bool) {
 	s := c.srv
-	if s.ReadHeaderTimeout > 0 {
-		c.nc.SetReadDeadline(time.Now().Add(s.ReadHeaderTimeout))
-	}
+	lr.headTimeout, lr.armed = s.ReadHeaderTimeout, false
 	maxHead := s.MaxHeaderBytes
 	if maxHead <= 0 {
 		maxHead = http.DefaultMaxHeaderBytes
 	}
 	lr.remain, lr.hit = int64(maxHead)+4096, false // as net/http: for what is read from now on
-	lr.head.reset()
-	if br.Buffered() > 0 {
-		b, _ := br.Peek(br.Buffered())
-		lr.head.scan(b)
-	}
 	if !first {
 		// As net/http: a next request is read only once 4 bytes of it are there; less and
 		// the end of the stream closes the connection without an answer.
@@ -553,10 +591,19 @@ func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, fir
 			}
 		}
 	}
+	// The head's Host lines are counted from what is buffered now (after any CRLF dropped
+	// above) and then as the parser reads more.
+	lr.head.reset()
+	if br.Buffered() > 0 {
+		b, _ := br.Peek(br.Buffered())
+		lr.head.scan(b)
+	}
 	req, err := http.ReadRequest(br)
 	c.lastPost = err == nil && req.Method == http.MethodPost
 	hostLines := lr.head.hostLines
 	lr.remain = -1
+	armed := lr.armed
+	lr.headTimeout, lr.armed = 0, false
 	if err != nil {
 		switch {
 		case lr.hit:
@@ -569,7 +616,7 @@ func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, fir
 		}
 		return false, false
 	}
-	if s.ReadHeaderTimeout > 0 {
+	if armed {
 		c.nc.SetReadDeadline(time.Time{})
 	}
 	if status, msg := checkRequest(req, hostLines, lr.head.host); status != "" {
@@ -582,9 +629,9 @@ func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, fir
 	if err := s.poll.arm(c, evRead); err != nil {
 		return false, false
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c.cancel.Store(&cancel)
+	ctx := &reqCtx{}
+	defer ctx.cancel()
+	c.cancel.Store(ctx)
 	defer c.cancel.Store(nil)
 	req = req.WithContext(ctx)
 	req.RemoteAddr = c.remote

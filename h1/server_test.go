@@ -211,6 +211,57 @@ func TestTimeouts(t *testing.T) {
 			t.Errorf("closed after %v, want about 200ms", d)
 		}
 	})
+	// The deadline is set only once a head's read has to wait (a head there whole costs
+	// none): a next request's half head, one sent in drips, and one behind the CRLF allowed
+	// after a POST body must each still meet it.
+	for _, tc := range []struct{ name, first, half string }{
+		{"header on a kept-alive connection", "GET / HTTP/1.1\r\nHost: e\r\n\r\n", "GET / HTTP/1.1\r\nHost:"},
+		{"header after a POST's CRLF", "POST / HTTP/1.1\r\nHost: e\r\nContent-Length: 0\r\n\r\n", "\r\n\r\nGET / HTTP/1.1\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, br := dial(t, addr)
+			io.WriteString(c, tc.first)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			io.WriteString(c, tc.half)
+			start := time.Now()
+			if _, err := br.ReadByte(); err == nil {
+				rest, _ := br.Peek(br.Buffered())
+				t.Fatalf("an answer to half a head: %q", rest)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("closed after %v, want about 200ms", d)
+			}
+		})
+	}
+	t.Run("header in drips", func(t *testing.T) {
+		c, br := dial(t, addr)
+		io.WriteString(c, "GET / HTTP/1.1\r\n")
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+					if _, err := io.WriteString(c, "X-A: b\r\n"); err != nil {
+						return
+					}
+				}
+			}
+		}()
+		start := time.Now()
+		if _, err := br.ReadByte(); err == nil {
+			t.Fatal("an answer to a head that never ends")
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("closed after %v, want about 200ms", d)
+		}
+	})
 }
 
 // Shutdown closes idle connections at once, lets a busy one finish with Connection: close,
@@ -336,5 +387,28 @@ func TestSilentConnectionClosedAfterHeaderTimeout(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("closed after %v, want about 200ms", d)
+	}
+}
+
+// net/http's tolerance of a CRLF an old client sends after a POST body holds when the next
+// request comes after the connection parked, not only when it is pipelined: "first request"
+// is the connection's, not the wake's.
+func TestCRLFAfterPostAcrossPark(t *testing.T) {
+	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 2 * time.Second})
+	c, br := dial(t, addr)
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: e\r\nContent-Length: 0\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	time.Sleep(20 * time.Millisecond) // parked
+	io.WriteString(c, "\r\nGET / HTTP/1.1\r\nHost: e\r\n\r\n")
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET after a POST's CRLF, parked between: %d, want 200", resp.StatusCode)
 	}
 }

@@ -254,6 +254,11 @@ func (n *Node) startLocked(ctx context.Context) error {
 		n.lean = &h1.Server{Handler: n.proxy, ReadHeaderTimeout: n.client.ReadHeaderTimeout,
 			IdleTimeout: n.client.IdleTimeout, MaxHeaderBytes: n.client.MaxHeaderBytes, Fallback: handoff.Give,
 			ErrorLog: func(msg string) { n.log.Error().Str("server", "client").Msg(msg) }}
+		lean := n.lean
+		n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_entry_http1_idle_workers",
+			Help: "Goroutines kept to serve the next woken plain HTTP/1.x connection (at most h1.MaxIdleWorkers; past it one exits after its connection parks).",
+		}, func() float64 { return float64(lean.IdleWorkers()) }))
 		n.serve("--listen", func() error { return n.lean.Serve(cl) })
 		n.serve("--listen", func() error { return n.client.Serve(handoff) })
 	default:

@@ -84,6 +84,7 @@ func TestNodeServes(t *testing.T) {
 		`fenec_entry_homes{source="local"} 1`,
 		`fenec_entry_region_marked{region="eu"} 0`,
 		`fenec_entry_ready 1`,
+		"fenec_entry_http1_idle_workers ",
 		`fenec_entry_build_info{continent="EU",goversion=`,
 		"go_goroutines", "process_",
 	} {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fenec/fenec-entry/sockio"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -83,6 +85,9 @@ type conn struct {
 	read   int64     // bytes read since reset
 	idleAt time.Time // when it was pooled, by the router's clock
 	rt     *router
+	// closeFn closes nc: made once, so that hooking it to each request's context allocates
+	// nothing.
+	closeFn func()
 }
 
 func (c *conn) Read(p []byte) (int, error) {
@@ -139,6 +144,11 @@ func (rt *router) dial(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, &dialError{err}
 	}
+	if tcp, ok := nc.(*net.TCPConn); ok {
+		if sc, err := sockio.New(tcp); err == nil {
+			nc = sc
+		}
+	}
 	if rt.tlsConf != nil {
 		tc := tls.Client(nc, rt.tlsConf)
 		hctx, cancel := context.WithTimeout(ctx, rt.dialer.Timeout)
@@ -150,10 +160,15 @@ func (rt *router) dial(ctx context.Context) (*conn, error) {
 		}
 		nc = tc
 	}
+	return newConn(nc, rt), nil
+}
+
+func newConn(nc net.Conn, rt *router) *conn {
 	c := &conn{nc: nc, rt: rt}
+	c.closeFn = func() { c.nc.Close() }
 	c.br = bufio.NewReaderSize(c, 8<<10)
 	c.bw = bufio.NewWriterSize(nc, 8<<10)
-	return c, nil
+	return c
 }
 
 // put returns a connection whose last answer was read to its end.

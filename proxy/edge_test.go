@@ -243,7 +243,7 @@ func TestIdlePoolBound(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		a, b := net.Pipe()
 		defer b.Close()
-		rt.put(&conn{nc: a, rt: rt})
+		rt.put(newConn(a, rt))
 	}
 	if n := rt.idleCount(); n != 2 {
 		t.Errorf("idle = %d, want 2", n)

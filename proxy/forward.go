@@ -118,7 +118,7 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	c.read = 0
 	// The client going away closes the router connection at once, before or
 	// after the answer head, so the router sees it.
-	stop := context.AfterFunc(ctx, func() { c.nc.Close() })
+	stop := afterFunc(ctx, c.closeFn)
 	// The system's clock, not Config.Clock: the kernel enforces the deadline, and the
 	// upstream histogram measures from the same reading.
 	sent := time.Now()
@@ -150,6 +150,20 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	}
 	at.out = classifyAnswer(resp.StatusCode, at.shard, at.home != "")
 	return at
+}
+
+// afterFuncer is a context that schedules its own AfterFunc calls (h1's request context does,
+// without the cancelCtx and closure context.AfterFunc adds around it).
+type afterFuncer interface {
+	AfterFunc(func()) func() bool
+}
+
+// afterFunc is context.AfterFunc, calling ctx's own AfterFunc directly when it has one.
+func afterFunc(ctx context.Context, f func()) (stop func() bool) {
+	if a, ok := ctx.(afterFuncer); ok {
+		return a.AfterFunc(f)
+	}
+	return context.AfterFunc(ctx, f)
 }
 
 // readAnswerHead reads the answer head, skipping interim 1xx answers.
