@@ -100,6 +100,9 @@ ctx_switches() { # ctx_switches PID...: "voluntary involuntary" context switches
 	for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^voluntary_ctxt_switches/ { v += $2 }
 		/^nonvoluntary_ctxt_switches/ { n += $2 } END { printf "%d %d\n", v, n }'
 }
+steal_ticks() { # steal_ticks: "steal total" over the CPUs (the hypervisor running other guests)
+	awk '/^cpu[0-9]/ { t = 0; for (i = 2; i <= 9; i++) t += $i; s += $9; tt += t } END { print s, tt }' /proc/stat
+}
 runtime_metric() { # runtime_metric FILE NAME
 	awk -v n="$2" '$1 == n { print $2 }' "$1"
 }
@@ -131,7 +134,7 @@ REPORT=$OUT/report.md
 measure() {
 	local name=$1 url=$2
 	shift 2
-	local pids=("$@") hz rps reqs u0 s0 u1 s1 v0 n0 v1 n1
+	local pids=("$@") hz rps reqs u0 s0 u1 s1 v0 n0 v1 n1 st0 tt0 st1 tt1
 	hz=$(getconf CLK_TCK)
 	taskset -c 0 wrk -t2 -c"$CONNS" -d3s "$url" >/dev/null # warm-up
 	taskset -c 0 wrk -t2 -c"$CONNS" -d"$((SECONDS_ + 2))s" "$url" >"$TMP/$name.wrk" 2>&1 &
@@ -146,12 +149,14 @@ measure() {
 	fi
 	read -r u0 s0 < <(proc_ticks "${pids[@]}")
 	read -r v0 n0 < <(ctx_switches "${pids[@]}")
+	read -r st0 tt0 < <(steal_ticks)
 	perf stat -x, -e 'syscalls:sys_enter_*' -p "$(
 		IFS=,
 		echo "${pids[*]}"
 	)" -o "$TMP/$name.perf" -- sleep "$SECONDS_" 2>/dev/null
 	read -r u1 s1 < <(proc_ticks "${pids[@]}")
 	read -r v1 n1 < <(ctx_switches "${pids[@]}")
+	read -r st1 tt1 < <(steal_ticks)
 	if [[ $name == fenec-entry ]]; then
 		curl -s --max-time 5 "http://127.0.0.1:$PPROF_PORT/debug/runtime-metrics" >"$TMP/rm1"
 		curl -s --max-time 5 "http://127.0.0.1:$ADMIN_PORT/metrics" >"$TMP/m1"
@@ -176,6 +181,9 @@ measure() {
 				r, "measured", n, (u + s) / hz * 1e6 / n, u / hz * 1e6 / n, s / hz * 1e6 / n }'
 		awk -v n="$reqs" -v v="$((v1 - v0))" -v i="$((n1 - n0))" 'BEGIN {
 			printf "- context switches per request (all threads): %.2f voluntary, %.2f involuntary\n", v / n, i / n }'
+		awk -v s="$((st1 - st0))" -v t="$((tt1 - tt0))" 'BEGIN { if (t > 0) {
+			p = 100 * s / t
+			printf "- steal (the hypervisor running other guests): %.0f%% of the CPU time%s\n", p, (p > 10) ? ": this run is slowed by the host" : "" } }'
 		awk -F, -v n="$reqs" '$3 ~ /^syscalls:sys_enter_/ && $1 + 0 > 0 {
 				name = $3; sub(/^syscalls:sys_enter_/, "", name); total += $1 / n
 				if ($1 / n >= 0.01) printf "%.2f %s\n", $1 / n, name }

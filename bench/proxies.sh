@@ -995,6 +995,14 @@ cpu_busy() { # cpu_busy BEFORE: each CPU's busy % since the cpu_ticks BEFORE, co
 	paste -d' ' <(echo "$1") <(cpu_ticks) |
 		awk '{ d = $5 - $2; pct = (d > 0) ? 100 * ($4 - $1) / d : 0; printf "%s%.0f", (NR > 1) ? "," : "", pct }'
 }
+# steal_ticks: "steal total" summed over the CPUs: the time the hypervisor ran other guests
+# while this one wanted to run. Steal makes a run slower without any process here to blame.
+steal_ticks() {
+	awk '/^cpu[0-9]/ { t = 0; for (i = 2; i <= 9; i++) t += $i; s += $9; tt += t } END { print s, tt }' /proc/stat
+}
+steal_pct() { # steal_pct BEFORE: the steal share in % since the steal_ticks BEFORE
+	echo "$1 $(steal_ticks)" | awk '{ d = $4 - $2; printf "%.0f", (d > 0) ? 100 * ($3 - $1) / d : 0 }'
+}
 # our_ticks: CPU ticks used so far by what this script runs: the servers and their children
 # (nginx's workers), and every finished child of this shell (wrk runs: cutime + cstime).
 our_ticks() {
@@ -1027,11 +1035,13 @@ pick_busy() {
 
 # wrk_run NAME THREADS CONNS SECONDS URL: runs wrk on the client CPUs and sets the globals
 # R_P50_US R_P99_US R_RPS R_REQUESTS R_DURATION_US R_SOCKET_ERRORS R_NON_2XX from its BENCH
-# line, R_BUSY, each CPU's busy % during the run (comma list), and R_OTHER (other_load).
+# line, R_BUSY, each CPU's busy % during the run (comma list), R_OTHER (other_load) and
+# R_STEAL (steal_pct).
 wrk_run() {
-	local name=$1 threads=$2 conns=$3 secs=$4 url=$5 before ours line
+	local name=$1 threads=$2 conns=$3 secs=$4 url=$5 before ours line steal0
 	ours=$(our_ticks)
 	before=$(cpu_ticks)
+	steal0=$(steal_ticks)
 	(pinned "$CLIENT_CPUS" wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 2s --latency \
 		-s "$TMP/report.lua" "$url") >"$TMP/wrk.$name.out" 2>&1 &
 	WRK_PID=$!
@@ -1039,6 +1049,7 @@ wrk_run() {
 	WRK_PID=""
 	R_BUSY=$(cpu_busy "$before")
 	R_OTHER=$(other_load "$before" "$ours")
+	R_STEAL=$(steal_pct "$steal0")
 	line=$(grep '^BENCH ' "$TMP/wrk.$name.out") || { cat "$TMP/wrk.$name.out" >&2; die "wrk printed no BENCH line"; }
 	eval "$(echo "$line" | awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); printf "R_%s=%s\n", toupper(kv[1]), kv[2] } }')"
 	check_alive
@@ -1075,6 +1086,9 @@ done
 # they took anyway (other_load), for the report.
 ROWS=$TMP/rows.tsv # round target p50 p99 rps server-busy% client-busy% other-load%
 : >"$ROWS"
+STEALS=$TMP/steals.tsv # round target steal% (the larger of the two runs)
+: >"$STEALS"
+STEAL_MAX=10
 wait_idle() { # wait_idle ROUND
 	local waited=0 other before ours
 	while :; do
@@ -1095,15 +1109,18 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	for ((i = 0; i < n; i++)); do
 		t=${order[$i]}
 		wrk_run "$t" 1 1 "$MEASURE_S" "${URL[$t]}"
-		p50=$R_P50_US p99=$R_P99_US lreq=$R_REQUESTS lerr=$((R_SOCKET_ERRORS + R_NON_2XX)) lother=$R_OTHER
+		p50=$R_P50_US p99=$R_P99_US lreq=$R_REQUESTS lerr=$((R_SOCKET_ERRORS + R_NON_2XX)) lother=$R_OTHER lsteal=$R_STEAL
 		wrk_run "$t" 2 "$CONNS" "$MEASURE_S" "${URL[$t]}"
-		printf '{"kind":"round","round":%d,"position":%d,"target":"%s","p50_us":%d,"p99_us":%d,"latency_requests":%d,"latency_errors":%d,"latency_other_load_pct":%d,"rps":%s,"load_p50_us":%d,"load_p99_us":%d,"load_requests":%d,"load_errors":%d,"load_cpu_busy_pct":[%s],"load_other_load_pct":%d}\n' \
+		printf '{"kind":"round","round":%d,"position":%d,"target":"%s","p50_us":%d,"p99_us":%d,"latency_requests":%d,"latency_errors":%d,"latency_other_load_pct":%d,"rps":%s,"load_p50_us":%d,"load_p99_us":%d,"load_requests":%d,"load_errors":%d,"load_cpu_busy_pct":[%s],"load_other_load_pct":%d,"latency_steal_pct":%d,"load_steal_pct":%d}\n' \
 			"$r" "$((i + 1))" "$t" "$p50" "$p99" "$lreq" "$lerr" "$lother" "$R_RPS" "$R_P50_US" "$R_P99_US" \
-			"$R_REQUESTS" "$((R_SOCKET_ERRORS + R_NON_2XX))" "$R_BUSY" "$R_OTHER" >>"$OUT"
+			"$R_REQUESTS" "$((R_SOCKET_ERRORS + R_NON_2XX))" "$R_BUSY" "$R_OTHER" "$lsteal" "$R_STEAL" >>"$OUT"
+		printf '%d\t%s\t%d\n' "$r" "$t" "$((lsteal > R_STEAL ? lsteal : R_STEAL))" >>"$STEALS"
 		printf '%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n' "$r" "$t" "$p50" "$p99" "$R_RPS" \
 			"$(pick_busy "$R_BUSY" server)" "$(pick_busy "$R_BUSY" client)" "$((lother > R_OTHER ? lother : R_OTHER))" >>"$ROWS"
 		((lother <= IDLE_MAX && R_OTHER <= IDLE_MAX)) ||
 			echo "proxies.sh: warning: round $r, $t: other processes took ${lother}% / ${R_OTHER}% of a CPU (latency / load run)" >&2
+		((lsteal <= STEAL_MAX && R_STEAL <= STEAL_MAX)) ||
+			echo "proxies.sh: warning: round $r, $t: the hypervisor took ${lsteal}% / ${R_STEAL}% of the CPU time (steal; latency / load run): other guests on this host" >&2
 	done
 done
 
@@ -1192,6 +1209,12 @@ set +e
 	echo "p50/p99: wrk -t1 -c1 --latency, ${MEASURE_S}s; rps: wrk -t2 -c$CONNS, ${MEASURE_S}s."
 	echo
 	echo "- machine: nproc $NCPU ($cpu_model), kernel $(uname -r), $started"
+	awk -F'\t' -v max="$STEAL_MAX" '{ n++; v[n] = $3; if ($3 > worst) { worst = $3; at = "round " $1 ", " $2 } }
+		END { if (!n) exit
+			for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+			m = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+			printf "- steal (the hypervisor running other guests): median %.0f%% of the CPU time, worst %d%% (%s)%s\n", m, worst, at,
+				(worst > max) ? "; runs above " max "% are slowed by the host, not by the targets" : "" }' "$STEALS"
 	echo "- versions: nginx $ver_nginx, haproxy $ver_haproxy, wrk $ver_wrk, go $ver_go; fenec-entry: $ver_entry; repo at $git_rev"
 	if [[ $PIN == split ]]; then
 		echo "- layout: wrk on CPU $CLIENT_CPUS; upstream and proxy on CPU $SERVER_CPUS; $WORKERS nginx worker(s), haproxy thread(s), fenec-entry GOMAXPROCS"
