@@ -43,8 +43,11 @@ type Server struct {
 
 	down   atomic.Bool    // shutdown, readable without mu on every answer
 	noKeep atomic.Bool    // StopKeepAlives was called
-	wg     sync.WaitGroup // the poller's goroutine
-	work   workers        // the goroutines that serve woken connections
+	wg     sync.WaitGroup // the poller's and the sweeper's goroutines
+	// stopSweep, closed, stops the sweeper; expired is its list, kept between sweeps.
+	stopSweep chan struct{}
+	expired   []*conn
+	work      workers // the goroutines that serve woken connections
 }
 
 // IdleWorkers is how many goroutines wait to serve the next woken connection (at most
@@ -70,10 +73,15 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		s.poll = p
 		s.conns = map[*conn]struct{}{}
-		s.wg.Add(1)
+		s.stopSweep = make(chan struct{})
+		s.wg.Add(2)
 		go func() {
 			defer s.wg.Done()
 			p.run(s.dispatch)
+		}()
+		go func() {
+			defer s.wg.Done()
+			s.sweeper()
 		}()
 	}
 	s.ln = ln
@@ -256,9 +264,66 @@ func (s *Server) stopPoller() {
 	s.mu.Unlock()
 	if p != nil {
 		p.close()
+		s.mu.Lock()
+		if s.stopSweep != nil {
+			close(s.stopSweep)
+			s.stopSweep = nil
+		}
+		s.mu.Unlock()
 		s.wg.Wait()
 	}
 	s.work.close()
+}
+
+// sweepPeriod is how often the sweeper looks for connections idle past their time: a
+// quarter of the shorter timeout, within 10 ms and 1 s, so a connection is closed at most
+// that late.
+func (s *Server) sweepPeriod() time.Duration {
+	d := time.Second
+	for _, t := range []time.Duration{s.IdleTimeout, s.ReadHeaderTimeout} {
+		if t > 0 && t/4 < d {
+			d = t / 4
+		}
+	}
+	return max(d, 10*time.Millisecond)
+}
+
+// sweeper closes the idle connections past their idleUntil, until stopSweep is closed.
+func (s *Server) sweeper() {
+	s.mu.Lock()
+	stop := s.stopSweep
+	s.mu.Unlock()
+	t := time.NewTicker(s.sweepPeriod())
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			s.sweep(now.UnixNano())
+		}
+	}
+}
+
+func (s *Server) sweep(now int64) {
+	s.mu.Lock()
+	expired := s.expired[:0]
+	for c := range s.conns {
+		if u := c.idleUntil.Load(); u != 0 && u <= now && c.state.Load() == stateIdle {
+			expired = append(expired, c)
+		}
+	}
+	s.mu.Unlock()
+	for i, c := range expired {
+		if c.state.CompareAndSwap(stateIdle, stateClosed) {
+			c.close()
+		}
+		expired[i] = nil
+	}
+	if cap(expired) > 1024 { // a burst's list is not kept
+		expired = nil
+	}
+	s.expired = expired
 }
 
 func (s *Server) forget(c *conn) {
@@ -294,42 +359,28 @@ type conn struct {
 	served   bool       // a request was read (the next is not the first; as lastPost)
 	mu       sync.Mutex // serialises re-arming between the poller and the serving goroutine
 	state    atomic.Int32
-	timer    *time.Timer            // the idle timeout
-	cancel   atomic.Pointer[reqCtx] // the request being served
+	// idleUntil is when c, idle, is closed (Unix ns; 0: never, or busy). One sweeper
+	// closes the connections past it, where a timer each would cost a runtime timer per
+	// connection and two timer changes per request.
+	idleUntil atomic.Int64
+	cancel    atomic.Pointer[reqCtx] // the request being served
 
 	closeOnce sync.Once
 }
 
 func (c *conn) idleSince() { c.idleFor(c.srv.IdleTimeout) }
 
-// idleFor closes c if it stays idle for d (0: never).
+// idleFor closes c if it stays idle for d (0: never): the sweeper closes it.
 func (c *conn) idleFor(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case d <= 0:
-		if c.timer != nil {
-			c.timer.Stop()
-		}
-	case c.timer == nil:
-		c.timer = time.AfterFunc(d, func() {
-			if c.state.CompareAndSwap(stateIdle, stateClosed) {
-				c.close()
-			}
-		})
-	default:
-		c.timer.Reset(d)
+	if d <= 0 {
+		c.idleUntil.Store(0)
+		return
 	}
+	c.idleUntil.Store(time.Now().Add(d).UnixNano())
 }
 
-// stopIdle stops the idle timer: c is busy.
-func (c *conn) stopIdle() {
-	c.mu.Lock()
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	c.mu.Unlock()
-}
+// stopIdle stops the idle clock: c is busy.
+func (c *conn) stopIdle() { c.idleUntil.Store(0) }
 
 func (c *conn) cancelRequest() {
 	if ctx := c.cancel.Load(); ctx != nil {

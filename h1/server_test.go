@@ -412,3 +412,21 @@ func TestCRLFAfterPostAcrossPark(t *testing.T) {
 		t.Fatalf("GET after a POST's CRLF, parked between: %d, want 200", resp.StatusCode)
 	}
 }
+
+// The sweeper looks a quarter of the shorter timeout apart, within 10 ms and 1 s.
+func TestSweepPeriod(t *testing.T) {
+	for _, tc := range []struct {
+		idle, header, want time.Duration
+	}{
+		{0, 0, time.Second},
+		{2 * time.Minute, 10 * time.Second, time.Second},
+		{2 * time.Second, 0, 500 * time.Millisecond},
+		{time.Minute, 200 * time.Millisecond, 50 * time.Millisecond},
+		{time.Millisecond, 0, 10 * time.Millisecond},
+	} {
+		s := &Server{IdleTimeout: tc.idle, ReadHeaderTimeout: tc.header}
+		if got := s.sweepPeriod(); got != tc.want {
+			t.Errorf("idle %v, header %v: period %v, want %v", tc.idle, tc.header, got, tc.want)
+		}
+	}
+}
