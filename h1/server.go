@@ -117,9 +117,8 @@ func (s *Server) accept(nc net.Conn) {
 		return
 	}
 	c := &conn{srv: s, nc: tc, fd: -1, slot: -1}
-	sc, err := sockio.New(tc)
+	err := c.io.Init(tc)
 	if err == nil {
-		c.io = sc
 		raw, _ := tc.SyscallConn()
 		err = raw.Control(func(fd uintptr) { c.fd = int(fd) })
 	}
@@ -350,7 +349,7 @@ const (
 type conn struct {
 	srv      *Server
 	nc       *net.TCPConn
-	io       *sockio.Conn // nc, read and written by raw system calls
+	io       sockio.Conn // nc, read and written by raw system calls
 	fd       int
 	remote   string
 	slot     int32      // the poller's; -1: not registered
@@ -461,7 +460,7 @@ func (c *conn) serve() {
 	var bw *bufio.Writer
 	var lr *limitReader
 	get := func() {
-		ss = getSession(c.io)
+		ss = getSession(&c.io)
 		br, bw, lr = ss.br, ss.bw, &ss.lr
 	}
 	release := func() { putSession(ss) }

@@ -35,29 +35,38 @@ type Conn struct {
 
 	// The system call's arguments and results, in the struct so that the functions given to
 	// the RawConn are made once (a closure per call would allocate).
-	rp        []byte
-	rn        int
-	rerr      syscall.Errno
-	readFn    func(uintptr) bool
-	again     bool // ReadNow's read met EAGAIN
-	readNowFn func(uintptr) bool
-	wp        []byte
-	wn        int
-	werr      syscall.Errno
-	writeFn   func(uintptr) bool
+	rp      []byte
+	rn      int
+	rerr    syscall.Errno
+	nowait  bool // ReadNow's: do not wait for the socket
+	again   bool // ReadNow's read met EAGAIN
+	readFn  func(uintptr) bool
+	wp      []byte
+	wn      int
+	werr    syscall.Errno
+	writeFn func(uintptr) bool
 }
 
 // New wraps tc. It fails only if tc has no file descriptor (closed).
 func New(tc *net.TCPConn) (*Conn, error) {
-	rc, err := tc.SyscallConn()
-	if err != nil {
+	c := new(Conn)
+	if err := c.Init(tc); err != nil {
 		return nil, err
 	}
-	c := &Conn{TCPConn: tc, rc: rc}
-	c.readFn = c.read
-	c.readNowFn = c.readNow
-	c.writeFn = c.write
 	return c, nil
+}
+
+// Init makes c wrap tc, for a Conn held inside another struct (one allocation less per
+// connection). c must not be copied afterwards.
+func (c *Conn) Init(tc *net.TCPConn) error {
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	*c = Conn{TCPConn: tc, rc: rc}
+	c.readFn = c.read
+	c.writeFn = c.write
+	return nil
 }
 
 // Read reads into p as net.Conn's Read does.
@@ -88,10 +97,10 @@ func (c *Conn) ReadNow(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	c.rp, c.rn, c.rerr, c.again = p, 0, 0, false
-	err := c.rc.Read(c.readNowFn)
+	c.rp, c.rn, c.rerr, c.nowait, c.again = p, 0, 0, true, false
+	err := c.rc.Read(c.readFn)
 	n, errno, again := c.rn, c.rerr, c.again
-	c.rp = nil
+	c.rp, c.nowait = nil, false
 	switch {
 	case err != nil:
 		return 0, c.opError("read", unwrapOp(err))
@@ -105,14 +114,8 @@ func (c *Conn) ReadNow(p []byte) (int, error) {
 	return n, nil
 }
 
-func (c *Conn) readNow(fd uintptr) bool {
-	if !c.read(fd) {
-		c.again = true
-	}
-	return true
-}
-
-// read is the RawConn's: false waits for the socket to be readable.
+// read is the RawConn's: false waits for the socket to be readable (for ReadNow: true, and
+// again says it was not).
 func (c *Conn) read(fd uintptr) bool {
 	for {
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rp[0])), uintptr(len(c.rp)))
@@ -123,7 +126,8 @@ func (c *Conn) read(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
-			return false
+			c.again = c.nowait
+			return c.nowait
 		}
 		c.rerr = e
 		return true
