@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/url"
 	"sync"
@@ -79,8 +80,7 @@ func newRouter(region, index int, u *url.URL, cfg *Config, dropped prometheus.Co
 // last request so a failure can tell "nothing came back" from a broken answer.
 type conn struct {
 	nc     net.Conn
-	br     *bufio.Reader
-	bw     *bufio.Writer
+	br     *bufio.Reader // 4 KiB, as nginx's proxy_buffer_size: heads are small
 	reused bool
 	read   int64     // bytes read since reset
 	idleAt time.Time // when it was pooled, by the router's clock
@@ -166,9 +166,24 @@ func (rt *router) dial(ctx context.Context) (*conn, error) {
 func newConn(nc net.Conn, rt *router) *conn {
 	c := &conn{nc: nc, rt: rt}
 	c.closeFn = func() { c.nc.Close() }
-	c.br = bufio.NewReaderSize(c, 8<<10)
-	c.bw = bufio.NewWriterSize(nc, 8<<10)
+	c.br = bufio.NewReaderSize(c, 4<<10)
 	return c
+}
+
+// A connection's writer is taken from a pool for the request's head and body, and given back
+// once they are flushed: a connection waiting for its answer, streaming one for hours (an
+// event stream), or pooled idle holds no write buffer.
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 8<<10) }}
+
+func getWriter(w io.Writer) *bufio.Writer {
+	bw := writerPool.Get().(*bufio.Writer)
+	bw.Reset(w)
+	return bw
+}
+
+func putWriter(bw *bufio.Writer) {
+	bw.Reset(nil)
+	writerPool.Put(bw)
 }
 
 // put returns a connection whose last answer was read to its end.

@@ -124,11 +124,13 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	sent := time.Now()
 	c.nc.SetDeadline(sent.Add(h.cfg.AnswerTimeout))
 
-	writeHead(c.bw, &x.head, r.Header)
-	err = x.body.writeTo(c.bw)
+	bw := getWriter(c.nc)
+	writeHead(bw, &x.head, r.Header)
+	err = x.body.writeTo(bw)
 	if err == nil {
-		err = c.bw.Flush()
+		err = bw.Flush()
 	}
+	putWriter(bw)
 	var resp *http.Response
 	if err == nil {
 		resp, err = readAnswerHead(c.br, r)
@@ -203,7 +205,13 @@ func (at *attemptResult) discard() {
 	}
 }
 
-var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+// An answer's body is copied through a 4 KiB buffer first, and through a 32 KiB one from the
+// first read that fills the small one: a short answer or an event stream (whose events are
+// small, and which holds its buffer for its whole life) touches 4 KiB, not 32.
+var (
+	smallBufPool = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
+	copyBufPool  = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+)
 
 // deliver hands an answer to the client: learns the home it names, copies
 // the headers less hygiene, and streams the body, flushing each read, so an
@@ -237,8 +245,8 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, x *exchange, a
 		at.finishConn(!resp.Close)
 		return
 	}
-	bp := copyBufPool.Get().(*[]byte)
-	defer copyBufPool.Put(bp)
+	bp, pool := smallBufPool.Get().(*[]byte), &smallBufPool
+	defer func() { pool.Put(bp) }()
 	buf := *bp
 	flusher, _ := w.(http.Flusher)
 	for {
@@ -252,6 +260,11 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, x *exchange, a
 			}
 			if flusher != nil {
 				flusher.Flush()
+			}
+			if n == len(buf) && pool == &smallBufPool { // a bulk answer
+				smallBufPool.Put(bp)
+				bp, pool = copyBufPool.Get().(*[]byte), &copyBufPool
+				buf = *bp
 			}
 		}
 		if rerr == io.EOF {

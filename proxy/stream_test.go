@@ -185,3 +185,33 @@ func (e *testEnv) waitClientGone(t *testing.T, path string, gone time.Time) {
 		return false
 	})
 }
+
+// Answers shorter, about as long as, and longer than the 4 KiB first copy buffer arrive
+// whole, byte for byte (the echo answer carries the request's X-Pad header back).
+func TestAnswerBodiesAroundTheCopyBuffer(t *testing.T) {
+	e := newEnv(t)
+	e.learn("acme")
+	for _, pad := range []int{100, 3900, 4096, 4300, 40000} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		want := strings.Repeat("0123456789abcdefghijklmnopqrstuvwxyz"[:pad%31+5], pad/(pad%31+5)+1)[:pad]
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/t/acme/echo", nil)
+		req.Header.Set("X-Pad", want)
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		var ans struct {
+			Headers http.Header `json:"headers"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&ans)
+		resp.Body.Close()
+		cancel()
+		if err != nil {
+			t.Fatalf("pad %d: the answer does not decode: %v", pad, err)
+		}
+		if got := ans.Headers.Get("X-Pad"); got != want {
+			t.Fatalf("pad %d: the header came back %d bytes long, want %d, or changed", pad, len(got), len(want))
+		}
+	}
+}
