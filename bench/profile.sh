@@ -215,20 +215,27 @@ measure() {
 			awk '
 				BEGIN {
 					want["internal/runtime/syscall/linux.Syscall6"] = "syscalls (all)"
-					want["syscall.write"] = "  write"
-					want["syscall.read"] = "  read"
+					want["syscall.write"] = "  write (net.Conn)"
+					want["github.com/fenec/fenec-entry/sockio.(*Conn).write"] = "  write (sockio, raw)"
+					want["syscall.read"] = "  read (net.Conn)"
+					want["github.com/fenec/fenec-entry/sockio.(*Conn).read"] = "  read (sockio, raw)"
+					want["github.com/fenec/fenec-entry/h1.epollCtl"] = "  epoll_ctl (the h1 poller)"
 					want["internal/runtime/syscall/linux.EpollWait"] = "  epoll_wait (netpoll)"
 					want["runtime.futex"] = "  futex (thread wake and sleep)"
-					want["net/http.(*conn).serve"] = "net/http server, per connection"
+					want["net/http.(*conn).serve"] = "net/http server, per connection (--http1-server std)"
 					want["net/http.(*conn).readRequest"] = "  reading and parsing the request"
 					want["net/http.(*connReader).backgroundRead"] = "  its background read (notices a client leaving)"
 					want["net/http.(*response).finishRequest"] = "  finishing the answer (flush)"
+					want["github.com/fenec/fenec-entry/h1.(*conn).serve"] = "h1 server, per woken connection (--http1-server lean)"
+					want["net/http.ReadRequest"] = "  parsing the request (http.ReadRequest)"
 					want["github.com/fenec/fenec-entry/proxy.(*Handler).ServeHTTP"] = "proxy.Handler.ServeHTTP"
 					want["github.com/fenec/fenec-entry/proxy.(*Handler).forward"] = "  forward: to the router and back"
+					want["net/http.ReadResponse"] = "  the answer head from the router (http.ReadResponse)"
 					want["runtime.schedule"] = "Go scheduler"
+					want["runtime.newstack"] = "goroutine stack growth (runtime.newstack)"
 					want["runtime.gcBgMarkWorker"] = "GC background marking"
 					want["runtime.mallocgc"] = "allocation (mallocgc)"
-					order = "internal/runtime/syscall/linux.Syscall6 syscall.write syscall.read internal/runtime/syscall/linux.EpollWait runtime.futex net/http.(*conn).serve net/http.(*conn).readRequest net/http.(*connReader).backgroundRead net/http.(*response).finishRequest github.com/fenec/fenec-entry/proxy.(*Handler).ServeHTTP github.com/fenec/fenec-entry/proxy.(*Handler).forward runtime.schedule runtime.gcBgMarkWorker runtime.mallocgc"
+					order = "internal/runtime/syscall/linux.Syscall6 syscall.write github.com/fenec/fenec-entry/sockio.(*Conn).write syscall.read github.com/fenec/fenec-entry/sockio.(*Conn).read github.com/fenec/fenec-entry/h1.epollCtl internal/runtime/syscall/linux.EpollWait runtime.futex net/http.(*conn).serve net/http.(*conn).readRequest net/http.(*connReader).backgroundRead net/http.(*response).finishRequest github.com/fenec/fenec-entry/h1.(*conn).serve net/http.ReadRequest github.com/fenec/fenec-entry/proxy.(*Handler).ServeHTTP github.com/fenec/fenec-entry/proxy.(*Handler).forward net/http.ReadResponse runtime.schedule runtime.newstack runtime.gcBgMarkWorker runtime.mallocgc"
 				}
 				$NF in want { cum[$NF] = $5 }
 				END { n = split(order, o, " "); for (i = 1; i <= n; i++) printf "| %s | %s |\n", want[o[i]], (o[i] in cum) ? cum[o[i]] : "0%" }
