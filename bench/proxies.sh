@@ -1198,12 +1198,44 @@ table() {
 	}' "$ROWS"
 }
 
+# clean_ratios: the ratios against nginx (and fenec-entry against fenec-entry-b), paired per
+# round, over only the rounds in which neither run of the pair had more than STEAL_MAX% steal:
+# on a shared host, the rounds the host did not disturb.
+clean_ratios() {
+	paste "$ROWS" "$STEALS" | awk -F'\t' -v max="$STEAL_MAX" '
+	function med(a, n,   i, j, v) {
+		for (i = 2; i <= n; i++) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	{ p50[$1, $2] = $3; p99[$1, $2] = $4; rps[$1, $2] = $5; st[$1, $2] = $11; if ($1 > rounds) rounds = $1
+	  if (!($2 in have)) { have[$2] = 1; order[++nt] = $2 } }
+	function pair(a, b,   r, n, x, y, z, i) {
+		n = 0
+		for (r = 1; r <= rounds; r++) {
+			if (!((r, a) in rps) || !((r, b) in rps) || st[r, a] > max || st[r, b] > max || rps[r, b] <= 0 || p50[r, b] <= 0 || p99[r, b] <= 0) continue
+			n++; x[n] = rps[r, a] / rps[r, b]; y[n] = p50[r, a] / p50[r, b]; z[n] = p99[r, a] / p99[r, b]
+		}
+		if (n == 0) { printf "| %s / %s | 0 of %d | - | - | - |\n", a, b, rounds; return }
+		printf "| %s / %s | %d of %d | %.2f | %.2f | %.2f |\n", a, b, n, rounds, med(x, n), med(y, n), med(z, n)
+	}
+	END {
+		print ""
+		print "Paired per round over the rounds with at most " max "% steal in both runs (ratios of requests/s at c=32, p50 and p99 at c=1):"
+		print ""
+		print "| pair | rounds | requests/s | p50 | p99 |"
+		print "|---|---|---|---|---|"
+		for (i = 1; i <= nt; i++) if (order[i] != "nginx" && order[i] != "direct" && ("nginx" in have)) pair(order[i], "nginx")
+		if (("fenec-entry" in have) && ("fenec-entry-b" in have)) pair("fenec-entry", "fenec-entry-b")
+	}'
+}
+
 set +e
 (
 	echo "## fenec-entry vs nginx vs haproxy: GET $REQ_PATH on loopback"
 	echo
 	table
 	table_rc=$?
+	clean_ratios
 	echo
 	echo "Median over $ROUNDS interleaved rounds (min-max); added p50 and the ratios are paired per round."
 	echo "p50/p99: wrk -t1 -c1 --latency, ${MEASURE_S}s; rps: wrk -t2 -c$CONNS, ${MEASURE_S}s."
