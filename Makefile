@@ -30,7 +30,7 @@ fuzz:
 
 # Hot-path micro-benchmarks.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./proxy ./homes
+	$(GO) test -run '^$$' -bench . -benchmem ./proxy ./homes ./h1
 
 # fenec-entry against direct, nginx and haproxy (installs them; see bench/README.md).
 bench-proxies:
