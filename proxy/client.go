@@ -83,6 +83,7 @@ type conn struct {
 	br     *bufio.Reader // 4 KiB, as nginx's proxy_buffer_size: heads are small
 	reused bool
 	read   int64     // bytes read since reset
+	rerr   error     // the first read error (see Read)
 	idleAt time.Time // when it was pooled, by the router's clock
 	rt     *router
 	// closeFn closes nc: made once, so that hooking it to each request's context allocates
@@ -90,9 +91,18 @@ type conn struct {
 	closeFn func()
 }
 
+// Read reads nc. Its first error stays: a later read returns it again, not what the socket
+// says next (EOF after a reset), so that readAnswer's fallback to http.ReadResponse reports
+// the failure that happened. A connection that failed a read is never pooled.
 func (c *conn) Read(p []byte) (int, error) {
+	if c.rerr != nil {
+		return 0, c.rerr
+	}
 	n, err := c.nc.Read(p)
 	c.read += int64(n)
+	if err != nil {
+		c.rerr = err
+	}
 	return n, err
 }
 

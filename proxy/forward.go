@@ -171,7 +171,7 @@ func afterFunc(ctx context.Context, f func()) (stop func() bool) {
 // readAnswerHead reads the answer head, skipping interim 1xx answers.
 func readAnswerHead(br *bufio.Reader, r *http.Request) (*http.Response, error) {
 	for {
-		resp, err := http.ReadResponse(br, r)
+		resp, err := readAnswer(br, r)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,340 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/textproto"
+	"strconv"
+)
+
+// readAnswer is http.ReadResponse for a router's answer head, with a fast path for the plain
+// answers routers send: an HTTP/1.1 status line, canonical header names, a Content-Length or
+// "Transfer-Encoding: chunked", no Connection or Trailer header, a status with a body. Such
+// a head, when it is in the read buffer whole, is parsed here from one string (the header's
+// names and values are its substrings): 6 allocations where http.ReadResponse makes 14
+// (docs/BENCHMARKS.md, issue 10). Anything else (or any doubt) is read by http.ReadResponse
+// from the same unread bytes, so what is accepted, refused and how a body is framed is
+// net/http's; FuzzAnswerDifferential holds the fast path to that.
+func readAnswer(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodHead {
+		for {
+			b, _ := br.Peek(br.Buffered())
+			if end := headEnd(b); end > 0 {
+				if resp := parseAnswer(br, b[:end], req); resp != nil {
+					return resp, nil
+				}
+				break
+			}
+			if br.Buffered() == br.Size() {
+				break // a head longer than the buffer: net/http's way
+			}
+			if _, err := br.Peek(br.Buffered() + 1); err != nil {
+				break // net/http meets the error and words it
+			}
+		}
+	}
+	return http.ReadResponse(br, req)
+}
+
+// headEnd is the length of the head in b up to and including its blank line ("\r\n\r\n"),
+// or 0 while b holds no such line. A bare-LF head is never found: net/http reads it.
+func headEnd(b []byte) int {
+	i := bytes.Index(b, []byte("\r\n\r\n"))
+	if i < 0 {
+		return 0
+	}
+	return i + 4
+}
+
+// parseAnswer parses head (the status line through the blank line) if it is of the plain
+// kind, and consumes it from br; nil: not plain, nothing consumed.
+func parseAnswer(br *bufio.Reader, head []byte, req *http.Request) *http.Response {
+	// Status line: "HTTP/1.1 NNN reason".
+	nl := bytes.IndexByte(head, '\n')
+	line := head[:nl]
+	if len(line) < 13 || line[len(line)-1] != '\r' || string(line[:9]) != "HTTP/1.1 " {
+		return nil
+	}
+	line = line[:len(line)-1]
+	code, ok := statusCode(line[9:12])
+	if !ok || (len(line) > 12 && line[12] != ' ') || code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
+		return nil
+	}
+	for _, c := range line[12:] {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return nil
+		}
+	}
+	// One string for the whole head: the header's names and values are its substrings.
+	s := string(head)
+	lines := bytes.Count(head, []byte("\n")) - 2 // the header's, without the status and blank lines
+	h := make(http.Header, lines)
+	strs := make([]string, lines) // one backing array for the values, as textproto does
+	length, chunked := int64(-1), false
+	pos := nl + 1
+	for {
+		eol := pos + bytes.IndexByte(head[pos:], '\n')
+		if eol < pos || eol == pos || head[eol-1] != '\r' {
+			return nil // a bare LF
+		}
+		if eol == pos+1 {
+			break // the blank line
+		}
+		colon := bytes.IndexByte(head[pos:eol], ':')
+		if colon <= 0 {
+			return nil
+		}
+		name := s[pos : pos+colon]
+		if !plainName(name) {
+			return nil
+		}
+		value, ok := fieldValue(s[pos+colon+1 : eol-1])
+		if !ok {
+			return nil
+		}
+		switch name {
+		case "Content-Length":
+			if length >= 0 {
+				return nil
+			}
+		case "Transfer-Encoding":
+			if chunked {
+				return nil
+			}
+		}
+		switch name {
+		case "Connection", "Trailer", "Pragma": // net/http acts on these: its way
+			return nil
+		case "Content-Length":
+			n, ok := plainLength(value)
+			if !ok {
+				return nil
+			}
+			length = n
+		case "Transfer-Encoding":
+			if value != "chunked" {
+				return nil
+			}
+			chunked = true
+			pos = eol + 1
+			continue // net/http takes it out of the header into TransferEncoding
+		}
+		if vv := h[name]; vv == nil && len(strs) > 0 {
+			h[name], strs = strs[:1:1], strs[1:]
+			h[name][0] = value
+		} else {
+			h[name] = append(vv, value)
+		}
+		pos = eol + 1
+	}
+	if chunked == (length >= 0) {
+		return nil // neither (the body ends with the connection) or both: net/http's
+	}
+	br.Discard(len(head))
+	resp := &http.Response{
+		Status:     s[9:len(line)],
+		StatusCode: code,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     h,
+		Request:    req,
+	}
+	switch {
+	case chunked:
+		h.Del("Content-Length")
+		resp.ContentLength = -1
+		resp.TransferEncoding = []string{"chunked"}
+		resp.Body = &chunkedBody{br: br, cr: httputil.NewChunkedReader(br)}
+	case length == 0:
+		resp.Body = http.NoBody
+	default:
+		resp.ContentLength = length
+		resp.Body = &lengthBody{br: br, n: length}
+	}
+	return resp
+}
+
+func statusCode(b []byte) (int, bool) {
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// plainName: a header name of token characters already in canonical form (as
+// textproto.CanonicalMIMEHeaderKey would leave it), so no copy is needed.
+func plainName(name string) bool {
+	if name == "" {
+		return false
+	}
+	upper := true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !isTokenByte(c) {
+			return false
+		}
+		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
+			return false
+		}
+		upper = c == '-'
+	}
+	return textproto.CanonicalMIMEHeaderKey(name) == name
+}
+
+func isTokenByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+// fieldValue trims a value as textproto does and refuses control bytes other than HTAB.
+func fieldValue(v string) (string, bool) {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return "", false
+		}
+	}
+	i, j := 0, len(v)
+	for i < j && (v[i] == ' ' || v[i] == '\t') {
+		i++
+	}
+	for j > i && (v[j-1] == ' ' || v[j-1] == '\t') {
+		j--
+	}
+	return v[i:j], true
+}
+
+// plainLength: a Content-Length of 1 to 18 decimal digits.
+func plainLength(v string) (int64, bool) {
+	if v == "" || len(v) > 18 {
+		return 0, false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
+}
+
+// lengthBody is an answer body of n bytes; the stream ending before them is
+// io.ErrUnexpectedEOF, as net/http's body says.
+type lengthBody struct {
+	br     *bufio.Reader
+	n      int64
+	closed bool
+}
+
+func (b *lengthBody) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	if b.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
+	}
+	n, err := b.br.Read(p)
+	b.n -= int64(n)
+	if err == io.EOF && b.n > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	if err == nil && b.n == 0 {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// Close stops reading; the proxy closes a body only once read to its end or with its
+// connection closed, so nothing is drained.
+func (b *lengthBody) Close() error { b.closed = true; return nil }
+
+// chunkedBody is a chunked answer body; after the last chunk its trailer section is read
+// (and dropped, as the proxy does not forward trailers), so the connection is at the next
+// answer.
+type chunkedBody struct {
+	br     *bufio.Reader
+	cr     io.Reader
+	done   bool
+	closed bool
+}
+
+func (b *chunkedBody) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.cr.Read(p)
+	if err == io.EOF {
+		if terr := b.readTrailer(); terr != nil {
+			return n, terr
+		}
+		b.done = true
+	}
+	return n, err
+}
+
+// readTrailer is net/http's body.readTrailer, the trailer dropped.
+func (b *chunkedBody) readTrailer() error {
+	buf, err := b.br.Peek(2)
+	if string(buf) == "\r\n" {
+		b.br.Discard(2)
+		return nil
+	}
+	if len(buf) < 2 {
+		return errTrailerEOF
+	}
+	if err != nil {
+		return err
+	}
+	if !upcomingDoubleCRLF(b.br) { // an unbounded trailer is not read
+		return errLongTrailer
+	}
+	if _, err := textproto.NewReader(b.br).ReadMIMEHeader(); err != nil {
+		if err == io.EOF {
+			return errTrailerEOF
+		}
+		return err
+	}
+	return nil
+}
+
+var (
+	errTrailerEOF  = errors.New("http: unexpected EOF reading trailer")
+	errLongTrailer = errors.New("http: suspiciously long trailer after chunked body")
+)
+
+// upcomingDoubleCRLF is net/http's seeUpcomingDoubleCRLF: the trailer's end is within
+// the read buffer.
+func upcomingDoubleCRLF(r *bufio.Reader) bool {
+	for size := 4; ; size++ {
+		buf, err := r.Peek(size)
+		if bytes.HasSuffix(buf, []byte("\r\n\r\n")) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+func (b *chunkedBody) Close() error { b.closed = true; return nil }
