@@ -22,13 +22,16 @@ type response struct {
 	wroteHeader bool // WriteHeader was called (final status chosen)
 	wroteHead   bool // the head is on the wire (in bw)
 	closeAfter  bool // the connection closes after this answer
-	chunked     bool
-	bodyAllowed bool
-	contentLen  int64 // from the header; -1: none
-	written     int64
-	pending     []byte // body held before the head is written
-	pendingBuf  [bufferBeforeHead]byte
-	failed      bool // a write to the client failed: the connection is done
+	// wants10KeepAlive and wantsClose are net/http's readings of the request's Connection
+	// header, made before the handler runs.
+	wants10KeepAlive, wantsClose bool
+	chunked                      bool
+	bodyAllowed                  bool
+	contentLen                   int64 // from the header; -1: none
+	written                      int64
+	pending                      []byte // body held before the head is written
+	pendingBuf                   [bufferBeforeHead]byte
+	failed                       bool // a write to the client failed: the connection is done
 }
 
 const bufferBeforeHead = 2048 // net/http's bufferBeforeChunkingSize
@@ -44,7 +47,11 @@ func newResponse(srv *Server, bw *bufio.Writer, req *http.Request) *response {
 	clear(h)
 	*w = response{srv: srv, bw: bw, req: req, header: h, contentLen: -1}
 	w.pending = w.pendingBuf[:0]
-	w.closeAfter = req.Close || req.ProtoMajor == 1 && req.ProtoMinor == 0 && !hasToken(req.Header["Connection"], "keep-alive")
+	// As net/http: the keep-alive an HTTP/1.0 client asks for is looked for with its looser
+	// token match (looseToken), whatever req.Close says; the decision is made with the head.
+	conn := req.Header.Get("Connection")
+	w.wants10KeepAlive = req.ProtoMajor == 1 && req.ProtoMinor == 0 && looseToken(conn, "keep-alive")
+	w.wantsClose = req.Close || looseToken(conn, "close")
 	return w
 }
 
@@ -170,8 +177,13 @@ func (w *response) writeHead(final bool) {
 	case w.req.ProtoAtLeast(1, 1):
 		w.chunked = true
 		h.Del("Content-Length")
-	default:
-		w.closeAfter = true // HTTP/1.0 without a length: the end of the body is the close
+	}
+	// net/http's rule: an HTTP/1.0 client's keep-alive is kept when the answer's end is
+	// known (a length, HEAD, or no body); otherwise HTTP/1.0, or a request asking to close,
+	// closes (HTTP/1.0 without a length: the end of the body is the close).
+	keep10 := w.wants10KeepAlive && (w.req.Method == http.MethodHead || w.contentLen >= 0 || !w.bodyAllowed)
+	if !keep10 && (!w.req.ProtoAtLeast(1, 1) || w.wantsClose) {
+		w.closeAfter = true
 	}
 	if hasToken(h["Connection"], "close") || w.srv.closing() {
 		w.closeAfter = true // asked for, or the server shuts down
@@ -194,8 +206,10 @@ func (w *response) writeHead(final bool) {
 	}
 	if w.closeAfter && !hasToken(h["Connection"], "close") {
 		bw.WriteString("Connection: close\r\n")
-	} else if !w.closeAfter && w.req.ProtoMajor == 1 && w.req.ProtoMinor == 0 {
-		bw.WriteString("Connection: keep-alive\r\n") // an HTTP/1.0 client that asked for it
+	} else if keep10 && !w.closeAfter {
+		if _, set := h["Connection"]; !set {
+			bw.WriteString("Connection: keep-alive\r\n") // an HTTP/1.0 client that asked for it
+		}
 	}
 	bw.WriteString("\r\n")
 	if len(w.pending) > 0 && w.bodyAllowed {

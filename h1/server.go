@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -590,8 +591,8 @@ func (h *headScan) scan(p []byte) {
 			h.blank = false
 		}
 		switch {
-		case h.col == 0 && h.inHost: // a continuation of the Host line
-			h.host = append(h.host, ' ')
+		case h.col == 0 && h.inHost: // a continuation of the Host line: '\n' marks it
+			h.host = append(h.host, '\n')
 		case h.inHost && b != '\r':
 			h.host = append(h.host, b)
 		case h.match && h.col < len(want):
@@ -718,6 +719,25 @@ func (s *Server) runHandler(w *response, req *http.Request) (ok bool) {
 // checkRequest is what net/http's server checks beyond http.ReadRequest, with its answers:
 // the protocol version, one valid Host header (hostLines: how many the head had), valid
 // header names and values, and an Expect it knows.
+// hostHeaderValue is the Host value as textproto reads it from the raw bytes of its line and
+// continuations ('\n' between them, as headScan keeps them): each part trimmed of SP and
+// HTAB, joined by a space, the start trimmed. An empty continuation leaves a trailing space,
+// which net/http's Host check then refuses. Without a continuation (every real request) it
+// is raw trimmed, in place.
+func hostHeaderValue(raw []byte) []byte {
+	if bytes.IndexByte(raw, '\n') < 0 {
+		return bytes.Trim(raw, " \t")
+	}
+	var b []byte
+	for i, part := range bytes.Split(raw, []byte{'\n'}) {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, bytes.Trim(part, " \t")...)
+	}
+	return bytes.TrimLeft(b, " \t")
+}
+
 func checkRequest(req *http.Request, hostLines int, hostValue []byte) (status, msg string) {
 	if req.ProtoMajor != 1 {
 		return "505 HTTP Version Not Supported", "unsupported protocol version"
@@ -728,7 +748,7 @@ func checkRequest(req *http.Request, hostLines int, hostValue []byte) (status, m
 	if hostLines > 1 {
 		return "400 Bad Request", "too many Host headers"
 	}
-	if hostLines == 1 && !validHost(strings.Trim(string(hostValue), " \t")) {
+	if hostLines == 1 && !validHost(hostHeaderValue(hostValue)) {
 		return "400 Bad Request", "malformed Host header"
 	}
 	for k, vv := range req.Header {

@@ -36,6 +36,33 @@ func hasToken(values []string, token string) bool {
 	return false
 }
 
+// looseToken is net/http's hasToken: whether token (ASCII, lower case) is in v, case-
+// insensitively, between SP, HTAB, comma or the ends (so "0 keep-alive" has it).
+func looseToken(v, token string) bool {
+	if len(token) > len(v) || token == "" {
+		return false
+	}
+	if v == token {
+		return true
+	}
+	boundary := func(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
+	for sp := 0; sp <= len(v)-len(token); sp++ {
+		if b := v[sp]; b != token[0] && b|0x20 != token[0] {
+			continue
+		}
+		if sp > 0 && !boundary(v[sp-1]) {
+			continue
+		}
+		if end := sp + len(token); end != len(v) && !boundary(v[end]) {
+			continue
+		}
+		if strings.EqualFold(v[sp:sp+len(token)], token) {
+			return true
+		}
+	}
+	return false
+}
+
 // validFieldValue reports whether v may be a header field value: no control byte but HTAB
 // (net/http's rule, httpguts.ValidHeaderFieldValue).
 func validFieldValue(v string) bool {
@@ -48,7 +75,7 @@ func validFieldValue(v string) bool {
 }
 
 // validHost reports whether h holds only bytes a Host header may (httpguts.ValidHostHeader).
-func validHost(h string) bool {
+func validHost[T string | []byte](h T) bool {
 	for i := 0; i < len(h); i++ {
 		b := h[i]
 		switch {
