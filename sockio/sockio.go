@@ -70,34 +70,19 @@ func (c *Conn) Init(tc *net.TCPConn) error {
 }
 
 // Read reads into p as net.Conn's Read does.
-func (c *Conn) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	c.rp, c.rn, c.rerr = p, 0, 0
-	err := c.rc.Read(c.readFn)
-	n, errno := c.rn, c.rerr
-	c.rp = nil
-	switch {
-	case err != nil:
-		return 0, c.opError("read", unwrapOp(err))
-	case errno != 0:
-		return 0, c.opError("read", os.NewSyscallError("read", errno))
-	case n == 0:
-		return 0, io.EOF
-	}
-	return n, nil
-}
+func (c *Conn) Read(p []byte) (int, error) { return c.readRaw(p, false) }
 
 // ErrWouldBlock is ReadNow's when the socket has nothing to read yet.
 var ErrWouldBlock = errors.New("sockio: nothing to read yet")
 
 // ReadNow is Read without the wait: ErrWouldBlock when nothing can be read at once.
-func (c *Conn) ReadNow(p []byte) (int, error) {
+func (c *Conn) ReadNow(p []byte) (int, error) { return c.readRaw(p, true) }
+
+func (c *Conn) readRaw(p []byte, nowait bool) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	c.rp, c.rn, c.rerr, c.nowait, c.again = p, 0, 0, true, false
+	c.rp, c.rn, c.rerr, c.nowait, c.again = p, 0, 0, nowait, false
 	err := c.rc.Read(c.readFn)
 	n, errno, again := c.rn, c.rerr, c.again
 	c.rp, c.nowait = nil, false
