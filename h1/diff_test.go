@@ -159,6 +159,7 @@ var diffCases = []struct{ name, raw string }{
 	{"host with an empty continuation", "GET / HTTP/1.1\r\nHost: e\r\n \r\n\r\n"},
 	{"host with a continuation", "GET / HTTP/1.1\r\nHost: e\r\n f\r\n\r\n"},
 	{"host empty, then a continuation", "GET / HTTP/1.1\r\nHost:\r\n e\r\n\r\n"},
+	{"a bad byte before the limit, the limit read ahead", "GET / HTTP/1.1\r\nHost: e\r\nX-Big: " + strings.Repeat("a", 5900) + "\x01\r\n" + strings.Repeat("X-C: d\r\n", 100) + "\r\n"},
 	{"empty lines first", "\r\n\r\nGET / HTTP/1.1\r\nHost: e\r\n\r\n"},
 	{"CONNECT without host", "CONNECT a:443 HTTP/1.1\r\n\r\n"},
 	{"lower-case method", "get / HTTP/1.1\r\nHost: e\r\n\r\n"},

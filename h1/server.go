@@ -652,12 +652,15 @@ func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, fir
 	req, err := http.ReadRequest(br)
 	c.lastPost = err == nil && req.Method == http.MethodPost
 	hostLines := lr.head.hostLines
+	// As net/http's hitReadLimit: the limit was reached, by a read that met it or one that
+	// took the last byte allowed (bufio reads ahead of the parser), whatever the parser said.
+	hitLimit := lr.hit || lr.remain == 0
 	lr.remain = -1
 	armed := lr.armed
 	lr.headTimeout, lr.armed = 0, false
 	if err != nil {
 		switch {
-		case lr.hit:
+		case hitLimit:
 			writeRaw(c.nc, "431 Request Header Fields Too Large", "")
 		case isCommonNetReadError(err): // the client left or was too slow: no answer
 		case fmt.Sprintf("%T", err) == "*http.unsupportedTEError": // net/http answers it 501
