@@ -170,8 +170,9 @@ func statusCode(b []byte) (int, bool) {
 	return n, true
 }
 
-// plainName: a header name of token characters already in canonical form (as
-// textproto.CanonicalMIMEHeaderKey would leave it), so no copy is needed.
+// plainName: a header name of token characters already in canonical form (upper case first
+// and after each '-', lower case elsewhere: as textproto.CanonicalMIMEHeaderKey would leave
+// it), so no copy is needed.
 func plainName(name string) bool {
 	if name == "" {
 		return false
@@ -187,7 +188,7 @@ func plainName(name string) bool {
 		}
 		upper = c == '-'
 	}
-	return textproto.CanonicalMIMEHeaderKey(name) == name
+	return true
 }
 
 func isTokenByte(c byte) bool {
