@@ -202,8 +202,9 @@ type Config struct {
 	// it. Required.
 	Table *homes.Table
 
-	// Regions are the configured regions; homes and marks naming others are refused.
-	// Required.
+	// Regions are the regions configured at start. Required. Homes and marks a peer sends
+	// are checked against Table's regions at each moment (homes.Table.SetRegions), so a region
+	// added by a reload is taken and a removed one refused from then on.
 	Regions []string
 
 	// Logger receives serf's and memberlist's logs at debug, member changes at info.

@@ -115,7 +115,7 @@ func New(cfg Config) (*Gossip, error) {
 		dedup:          newDirectDedup(),
 		cfg:            cfg,
 		log:            cfg.Logger.With().Str("component", "gossip").Logger(),
-		v:              NewValidator(cfg.Regions, cfg.Clock.Now),
+		v:              NewTableValidator(cfg.Table, cfg.Clock.Now),
 		recvq:          make(chan inbound, cfg.RecvQueue),
 		membersChanged: make(chan struct{}, 1),
 		syncLn:         newConnListener(pipeAddr("gossip sync streams"), syncBacklog),

@@ -23,20 +23,30 @@ var errInvalid = errors.New("invalid")
 // repair) before they reach the table. The zero value is not usable; build
 // it with NewValidator. Safe for concurrent use (read-only after New).
 type Validator struct {
-	regions map[string]bool
-	now     func() time.Time
+	known func(region string) bool
+	now   func() time.Time
 }
 
-// NewValidator knows the configured regions; now is the clock (nil: time.Now).
+// NewValidator knows a fixed set of configured regions; now is the clock (nil: time.Now).
 func NewValidator(regions []string, now func() time.Time) *Validator {
-	v := &Validator{regions: make(map[string]bool, len(regions)), now: now}
+	set := make(map[string]bool, len(regions))
 	for _, r := range regions {
-		v.regions[r] = true
+		set[r] = true
 	}
-	if v.now == nil {
-		v.now = time.Now
+	return newValidator(func(r string) bool { return set[r] }, now)
+}
+
+// NewTableValidator knows the regions t configures at each moment, so that a region a reload
+// adds or removes is taken or refused from then on.
+func NewTableValidator(t *homes.Table, now func() time.Time) *Validator {
+	return newValidator(func(r string) bool { _, ok := t.RegionID(r); return ok }, now)
+}
+
+func newValidator(known func(string) bool, now func() time.Time) *Validator {
+	if now == nil {
+		now = time.Now
 	}
-	return v
+	return &Validator{known: known, now: now}
 }
 
 // Home returns nil if h may be applied: a sane tenant name, a configured
@@ -45,7 +55,7 @@ func (v *Validator) Home(h homes.Home) error {
 	if err := validTenant(h.Tenant); err != nil {
 		return err
 	}
-	if !v.regions[h.Region] {
+	if !v.known(h.Region) {
 		return fmt.Errorf("%w: home of %q in unknown region %q", errInvalid, h.Tenant, h.Region)
 	}
 	return v.version(h.Version)
@@ -54,7 +64,7 @@ func (v *Validator) Home(h homes.Home) error {
 // Mark returns nil if m may be applied: a configured region, an observer, a time, a version
 // not absurdly in the future.
 func (v *Validator) Mark(m homes.Mark) error {
-	if !v.regions[m.Region] {
+	if !v.known(m.Region) {
 		return fmt.Errorf("%w: mark of unknown region %q", errInvalid, m.Region)
 	}
 	if m.Observer == "" || len(m.Observer) > maxNodeName {

@@ -71,3 +71,34 @@ func TestDefaultConfig(t *testing.T) {
 		t.Errorf("DefaultBindAddr %q, DefaultBindPort %d, DefaultConfig().BindAddr %q", DefaultBindAddr, DefaultBindPort, d.BindAddr)
 	}
 }
+
+// A table validator follows the table's regions: a region a reload adds is taken, a removed
+// one refused, for homes and marks alike.
+func TestTableValidatorFollowsReload(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	tbl, err := homes.New(homes.Config{Regions: []string{"eu", "us"}, Origin: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := NewTableValidator(tbl, func() time.Time { return now })
+	ver := homes.Version{HLC: uint64(now.UnixMilli()) << 16, Origin: "b"}
+	home := func(r string) error { return v.Home(homes.Home{Tenant: "acme", Region: r, Version: ver}) }
+	mark := func(r string) error {
+		return v.Mark(homes.Mark{Region: r, Observer: "b", At: now, Version: ver})
+	}
+	if home("us") != nil || mark("us") != nil || home("ap") == nil || mark("ap") == nil {
+		t.Fatal("before the reload: us must pass, ap must not")
+	}
+	if _, err := tbl.SetRegions([]string{"eu", "ap"}); err != nil {
+		t.Fatal(err)
+	}
+	if home("us") == nil || mark("us") == nil {
+		t.Error("a removed region still passes")
+	}
+	if err := home("ap"); err != nil {
+		t.Errorf("an added region refused: %v", err)
+	}
+	if err := mark("ap"); err != nil {
+		t.Errorf("an added region's mark refused: %v", err)
+	}
+}

@@ -56,8 +56,8 @@ func TestNewDefaults(t *testing.T) {
 	if tbl.capacity != DefaultCapacity || tbl.ring.capacity != DefaultCapacity {
 		t.Errorf("capacity %d, ring %d, want %d", tbl.capacity, tbl.ring.capacity, DefaultCapacity)
 	}
-	if time.Duration(tbl.backoff) != DefaultReadBackoff {
-		t.Errorf("read backoff %v, want %v", time.Duration(tbl.backoff), DefaultReadBackoff)
+	if time.Duration(tbl.backoff.Load()) != DefaultReadBackoff {
+		t.Errorf("read backoff %v, want %v", time.Duration(tbl.backoff.Load()), DefaultReadBackoff)
 	}
 	if cap(tbl.feed) != DefaultFeedSize {
 		t.Errorf("feed size %d, want %d", cap(tbl.feed), DefaultFeedSize)

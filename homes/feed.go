@@ -57,6 +57,7 @@ type Stats struct {
 	Evicted       uint64 // homes forgotten to make room, since New
 	FeedDropped   uint64 // changes dropped because the feed was full, since New
 	UnknownRegion uint64 // Learn, LearnName, Apply, ApplyMark naming no configured region, since New
+	RegionRemoved uint64 // homes forgotten because SetRegions removed their region, since New
 
 	Marked int // regions failing now (asked last by plain writes)
 }
@@ -70,6 +71,7 @@ func (t *Table) Stats() Stats {
 		Evicted:       t.evicted.Load(),
 		FeedDropped:   t.dropped.Load(),
 		UnknownRegion: t.unknown.Load(),
+		RegionRemoved: t.regionRemoved.Load(),
 	}
 	st.Marked = bits.OnesCount64(t.Failing())
 	return st

@@ -103,7 +103,7 @@ func (r *regionMarks) updateLocked() {
 // lock-free, no allocation; one atomic load when the region is not failing, plus a clock
 // reading for a Lenient request while it is.
 func (t *Table) Marked(region int, req Planned) bool {
-	if uint(region) >= uint(len(t.marks)) {
+	if uint(region) >= MaxRegions {
 		return false
 	}
 	w := t.marks[region].word.Load()
@@ -113,7 +113,7 @@ func (t *Table) Marked(region int, req Planned) bool {
 	case req == Strict:
 		return true
 	}
-	return t.clock.Now().UnixNano() < int64(w&^failingBit)+t.backoff
+	return t.clock.Now().UnixNano() < int64(w&^failingBit)+t.backoff.Load()
 }
 
 // MarkedSet returns the regions a req planned now asks last, as a bit set: bit i is
@@ -122,7 +122,7 @@ func (t *Table) Marked(region int, req Planned) bool {
 func (t *Table) MarkedSet(req Planned) uint64 {
 	var set uint64
 	var now int64 // read when first needed
-	for i := range t.marks {
+	for i := range t.NumRegions() {
 		w := t.marks[i].word.Load()
 		switch {
 		case w == 0:
@@ -134,7 +134,7 @@ func (t *Table) MarkedSet(req Planned) uint64 {
 		if now == 0 {
 			now = t.clock.Now().UnixNano()
 		}
-		if now < int64(w&^failingBit)+t.backoff {
+		if now < int64(w&^failingBit)+t.backoff.Load() {
 			set |= 1 << i
 		}
 	}
@@ -151,7 +151,7 @@ func (t *Table) Failing() uint64 { return t.MarkedSet(Strict) }
 // failing request is rare next to the requests that answer. Out of range: ignored. It reports
 // whether the region was not failing before (the caller logs state changes).
 func (t *Table) Mark(region int) bool {
-	if uint(region) >= uint(len(t.marks)) {
+	if !t.regionSet().configured(region) {
 		return false
 	}
 	r := &t.marks[region]
@@ -166,7 +166,7 @@ func (t *Table) Mark(region int) bool {
 	if send {
 		r.sharedAt = now
 	}
-	m := r.failure.mark(t.regions[region], false)
+	m := r.failure.mark(t.name(uint8(region)), false)
 	r.mu.Unlock()
 	if send {
 		t.emit(Change{Kind: ChangeMark, Mark: m})
@@ -179,7 +179,7 @@ func (t *Table) Mark(region int) bool {
 // entry. Otherwise it records a clear newer than the failure and sends it on the feed.
 // Out of range: ignored. It reports whether the region was failing.
 func (t *Table) Clear(region int) bool {
-	if uint(region) >= uint(len(t.marks)) || t.marks[region].word.Load() == 0 {
+	if uint(region) >= MaxRegions || t.marks[region].word.Load() == 0 {
 		return false
 	}
 	r := &t.marks[region]
@@ -191,7 +191,7 @@ func (t *Table) Clear(region int) bool {
 	r.clear = markReg{observer: t.origin, at: t.clock.Now().UnixNano(), version: t.newVersion()}
 	r.sharedAt = 0
 	r.updateLocked()
-	m := r.clear.mark(t.regions[region], true)
+	m := r.clear.mark(t.name(uint8(region)), true)
 	r.mu.Unlock()
 	t.emit(Change{Kind: ChangeMark, Mark: m})
 	return true
@@ -202,7 +202,7 @@ func (t *Table) Clear(region int) bool {
 // Stats.UnknownRegion). A failure's time is counted no later than now (a peer's clock may be
 // ahead). Like Apply it advances the clock past m.Version, and it sends nothing on the feed.
 func (t *Table) ApplyMark(m Mark) bool {
-	id, ok := t.regionID[m.Region]
+	id, ok := t.regionSet().ids[m.Region]
 	if !ok {
 		t.unknown.Add(1)
 		return false
@@ -242,17 +242,21 @@ func (t *Table) ApplyMark(m Mark) bool {
 // table's state: what a snapshot and repair carry. Nil if none. It takes each region's lock.
 func (t *Table) Marks() []Mark {
 	var out []Mark
-	for i := range t.marks {
+	rs := t.regionSet()
+	for i := range rs.names {
+		if !rs.configured(i) {
+			continue
+		}
 		r := &t.marks[i]
 		r.mu.Lock()
 		f, c := r.failure, r.clear
 		r.mu.Unlock()
 		var ms []Mark
 		if f.version.HLC != 0 {
-			ms = append(ms, f.mark(t.regions[i], false))
+			ms = append(ms, f.mark(rs.names[i], false))
 		}
 		if c.version.HLC != 0 {
-			ms = append(ms, c.mark(t.regions[i], true))
+			ms = append(ms, c.mark(rs.names[i], true))
 		}
 		if len(ms) == 2 && ms[1].Version.Less(ms[0].Version) {
 			ms[0], ms[1] = ms[1], ms[0]
@@ -271,15 +275,19 @@ type MarkState struct {
 // FailingMarks returns the latest failure of every failing region, by region ID. Nil if none.
 func (t *Table) FailingMarks() []MarkState {
 	var out []MarkState
-	for i := range t.marks {
+	rs := t.regionSet()
+	for i := range rs.names {
+		if !rs.configured(i) {
+			continue
+		}
 		r := &t.marks[i]
 		if r.word.Load() == 0 {
 			continue
 		}
 		r.mu.Lock()
 		if r.word.Load() != 0 {
-			m := r.failure.mark(t.regions[i], false)
-			out = append(out, MarkState{Mark: m, ReadsUntil: time.Unix(0, r.failedAt+t.backoff)})
+			m := r.failure.mark(rs.names[i], false)
+			out = append(out, MarkState{Mark: m, ReadsUntil: time.Unix(0, r.failedAt+t.backoff.Load())})
 		}
 		r.mu.Unlock()
 	}

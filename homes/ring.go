@@ -41,3 +41,28 @@ func (r *ring) read(from, end uint64, dst []string) (n int, next uint64) {
 	}
 	return n, from
 }
+
+// filter keeps, in order, only the keys keep reports true for. The kept keys take new
+// sequence numbers after the old tail, so a reader holding an old seq finds the head past it
+// and stops: it may miss keys, never see one twice. It copies the kept keys once.
+func (r *ring) filter(keep func(string) bool) {
+	kept := make([]string, 0, r.len())
+	for s := r.head; s < r.tail; s++ {
+		if k := r.buf[s%r.capacity]; keep(k) {
+			kept = append(kept, k)
+		}
+	}
+	for s := r.head; s < r.tail; s++ {
+		r.buf[s%r.capacity] = ""
+	}
+	r.head = r.tail
+	for _, k := range kept {
+		i := r.tail % r.capacity
+		if i < uint64(len(r.buf)) {
+			r.buf[i] = k
+		} else {
+			r.buf = append(r.buf, k)
+		}
+		r.tail++
+	}
+}

@@ -66,11 +66,11 @@ type paddedShard struct {
 // and forgets the first inserted first. Lock order: ringMu, then one shard at a time; a
 // region's marks lock is never held with either.
 type Table struct {
-	regions  []string       // by region ID
-	regionID map[string]int // name -> ID
+	regs     atomic.Pointer[regionSet] // the configured regions; replaced whole by SetRegions
+	regsMu   sync.Mutex                // serialises SetRegions
 	origin   string
 	clock    Clock
-	backoff  int64 // ReadBackoff, ns
+	backoff  atomic.Int64 // ReadBackoff, ns
 	capacity int
 
 	seed   maphash.Seed
@@ -83,10 +83,10 @@ type Table struct {
 	bySource [3]atomic.Int64 // homes held by Source; briefly inconsistent with count
 
 	hlc   hlc
-	marks []regionMarks // by region ID
+	marks [MaxRegions]regionMarks // by region ID
 	feed  chan Change
 
-	evicted, dropped, unknown atomic.Uint64
+	evicted, dropped, unknown, regionRemoved atomic.Uint64
 }
 
 // New returns an empty Table for cfg, or an error from cfg.Validate.
@@ -96,20 +96,15 @@ func New(cfg Config) (*Table, error) {
 	}
 	cfg = cfg.withDefaults()
 	t := &Table{
-		regions:  append([]string(nil), cfg.Regions...),
-		regionID: make(map[string]int, len(cfg.Regions)),
 		origin:   cfg.Origin,
 		clock:    cfg.Clock,
-		backoff:  int64(cfg.ReadBackoff),
 		capacity: cfg.Capacity,
 		seed:     maphash.MakeSeed(),
 		ring:     ring{capacity: uint64(cfg.Capacity)},
-		marks:    make([]regionMarks, len(cfg.Regions)),
 		feed:     make(chan Change, cfg.FeedSize),
 	}
-	for i, r := range t.regions {
-		t.regionID[r] = i
-	}
+	t.regs.Store(newRegionSet(cfg.Regions))
+	t.backoff.Store(int64(cfg.ReadBackoff))
 	t.hlc.clock = t.clock
 	for i := range t.shards {
 		t.shards[i].m = make(map[string]entry) // grown as homes come: New stays cheap
@@ -117,22 +112,41 @@ func New(cfg Config) (*Table, error) {
 	return t, nil
 }
 
-// RegionID returns the ID of the region named name. It counts nothing; LearnName does.
+// RegionID returns the ID of the configured region named name. It counts nothing; LearnName
+// does.
 func (t *Table) RegionID(name string) (int, bool) {
-	id, ok := t.regionID[name]
+	id, ok := t.regionSet().ids[name]
 	return id, ok
 }
 
-// RegionName returns the name of region id, or "" and false if id is out of range.
+// RegionName returns the name of region id, or "" and false if id is not a configured region.
 func (t *Table) RegionName(id int) (string, bool) {
-	if uint(id) >= uint(len(t.regions)) {
+	s := t.regionSet()
+	if !s.configured(id) {
 		return "", false
 	}
-	return t.regions[id], true
+	return s.names[id], true
 }
 
-// NumRegions is the number of configured regions; IDs run from 0 to NumRegions-1.
-func (t *Table) NumRegions() int { return len(t.regions) }
+// NumRegions is the number of region IDs the table has handed out: IDs run from 0 to
+// NumRegions-1, and those of removed regions are not configured (RegionName says which are).
+// Without SetRegions it is the number of configured regions.
+func (t *Table) NumRegions() int { return len(t.regionSet().names) }
+
+// Regions returns the configured region names by ID ("" for a removed one's ID).
+func (t *Table) Regions() []string {
+	s := t.regionSet()
+	out := make([]string, len(s.names))
+	for i, n := range s.names {
+		if s.configured(i) {
+			out[i] = n
+		}
+	}
+	return out
+}
+
+// name is the name of region ID id, configured or removed (IDs are never reused).
+func (t *Table) name(id uint8) string { return t.regionSet().names[id] }
 
 func (t *Table) shardFor(tenant string) *shard {
 	return &t.shards[maphash.String(t.seed, tenant)%numShards].shard
@@ -159,7 +173,7 @@ func (t *Table) Lookup(tenant string) (region int, ok bool) {
 // A region out of range is ignored and counted (Stats.UnknownRegion). The tenant name is not
 // validated; a new one is copied, so the caller's string is not retained.
 func (t *Table) Learn(tenant string, region int) bool {
-	if uint(region) >= uint(len(t.regions)) {
+	if !t.regionSet().configured(region) {
 		t.unknown.Add(1)
 		return false
 	}
@@ -180,7 +194,7 @@ func (t *Table) Learn(tenant string, region int) bool {
 // LearnName is Learn for a region given by name, as a router's Fenec-Home names it. An unknown
 // name is ignored and counted (Stats.UnknownRegion). It does not allocate when nothing changes.
 func (t *Table) LearnName(tenant, region string) bool {
-	id, ok := t.regionID[region]
+	id, ok := t.regionSet().ids[region]
 	if !ok {
 		t.unknown.Add(1)
 		return false
@@ -200,7 +214,7 @@ func (t *Table) LearnName(tenant, region string) bool {
 // the caller's job. A new tenant at full capacity evicts the oldest, so once the table is full
 // which homes remain depends on arrival order.
 func (t *Table) Apply(h Home) bool {
-	id, ok := t.regionID[h.Region]
+	id, ok := t.regionSet().ids[h.Region]
 	if !ok {
 		t.unknown.Add(1)
 		return false
@@ -247,7 +261,7 @@ func (t *Table) put(s *shard, tenant string, region uint8, src Source, v Version
 	t.ring.push(key)
 	t.count.Add(1)
 	t.bySource[src].Add(1)
-	return Home{Tenant: key, Region: t.regions[region], Version: v}, true
+	return Home{Tenant: key, Region: t.name(region), Version: v}, true
 }
 
 // updateLocked replaces e, held in s, if the observation is news: for SourceLocal a different
@@ -258,7 +272,7 @@ func (t *Table) updateLocked(s *shard, e entry, region uint8, src Source, v Vers
 			return Home{}, false
 		}
 		v = t.newVersion()
-	} else if !newer(v, t.regions[region], e.ver, t.regions[e.region]) {
+	} else if !newer(v, t.name(region), e.ver, t.name(e.region)) {
 		return Home{}, false
 	}
 	if e.src != src {
@@ -266,7 +280,7 @@ func (t *Table) updateLocked(s *shard, e entry, region uint8, src Source, v Vers
 		t.bySource[src].Add(1)
 	}
 	s.m[e.key] = entry{key: e.key, ver: v, region: region, src: src}
-	return Home{Tenant: e.key, Region: t.regions[region], Version: v}, true
+	return Home{Tenant: e.key, Region: t.name(region), Version: v}, true
 }
 
 // newer reports whether an observation (v, region) replaces a held one (hv, hregion). Equal
@@ -305,7 +319,7 @@ func (t *Table) Get(tenant string) (Home, Source, bool) {
 	if !ok {
 		return Home{}, 0, false
 	}
-	return Home{Tenant: e.key, Region: t.regions[e.region], Version: e.ver}, e.src, true
+	return Home{Tenant: e.key, Region: t.name(e.region), Version: e.ver}, e.src, true
 }
 
 // Range calls fn for each home, oldest first (insertion order, so that a peer applying them in

@@ -1,0 +1,141 @@
+package homes
+
+import (
+	"fmt"
+	"time"
+)
+
+// regionSet is the configured regions at one moment. A region's ID is stable for the Table's
+// life: a region added later takes the next unused ID, one removed keeps its ID (and its name,
+// so that an ID read just before the removal still names the same region), and the same name
+// added back takes its old ID again. So an ID a request read under one configuration never
+// means another region under the next, and at most MaxRegions names are ever held.
+type regionSet struct {
+	names  []string       // by ID: every region the Table has held
+	ids    map[string]int // configured name -> ID (removed names are absent)
+	active uint64         // bit i: region i is configured
+}
+
+func newRegionSet(names []string) *regionSet {
+	s := &regionSet{names: append([]string(nil), names...), ids: make(map[string]int, len(names))}
+	for i, r := range names {
+		s.ids[r] = i
+		s.active |= 1 << i
+	}
+	return s
+}
+
+// configured reports whether id is a configured region.
+func (s *regionSet) configured(id int) bool { return uint(id) < MaxRegions && s.active>>uint(id)&1 == 1 }
+
+func (t *Table) regionSet() *regionSet { return t.regs.Load() }
+
+// RegionChange is what SetRegions did.
+type RegionChange struct {
+	Added, Removed []string // region names
+	Forgotten      int      // homes forgotten because their region was removed
+}
+
+// SetRegions makes names the configured regions, in any order (a region's ID does not depend
+// on it). Regions no longer named are removed: their homes are forgotten (counted in
+// Stats.RegionRemoved), their marks cleared, and from then on Learn, Apply and ApplyMark for
+// them are ignored and counted as unknown. New names take new IDs. It fails, changing
+// nothing, when names breaks Config's rules for Regions or when the Table would hold more
+// than MaxRegions names over its life (a restart starts afresh).
+//
+// It takes ringMu and each shard's lock in turn, and costs a pass over the homes only when a
+// region is removed. Safe for concurrent use with every other method; a home learned by a
+// request that read the old set while the removal ran may stay at the removed region, and is
+// never looked up by a plan that does not configure it.
+func (t *Table) SetRegions(names []string) (RegionChange, error) {
+	if err := (Config{Regions: names, Origin: "x"}).Validate(); err != nil {
+		return RegionChange{}, err
+	}
+	t.regsMu.Lock()
+	defer t.regsMu.Unlock()
+	old := t.regs.Load()
+	next := &regionSet{names: append([]string(nil), old.names...), ids: make(map[string]int, len(names))}
+	var ch RegionChange
+	for _, name := range names {
+		id := -1
+		for i, n := range old.names {
+			if n == name {
+				id = i
+				break
+			}
+		}
+		if id < 0 {
+			if len(next.names) == MaxRegions {
+				return RegionChange{}, fmt.Errorf("%w: Regions: region %q would be the %dth region this entry has held; at most %d over its life (restart to start afresh)",
+					ErrConfig, name, MaxRegions+1, MaxRegions)
+			}
+			id = len(next.names)
+			next.names = append(next.names, name)
+		}
+		next.ids[name] = id
+		next.active |= 1 << id
+		if !old.configured(id) {
+			ch.Added = append(ch.Added, name)
+		}
+	}
+	var gone uint64
+	for i, n := range old.names {
+		if old.configured(i) && next.active>>i&1 == 0 {
+			ch.Removed = append(ch.Removed, n)
+			gone |= 1 << i
+		}
+	}
+	t.regs.Store(next)
+	if gone != 0 {
+		ch.Forgotten = t.forgetRegions(gone)
+		for i := range MaxRegions {
+			if gone>>i&1 == 1 {
+				r := &t.marks[i]
+				r.mu.Lock()
+				r.failure, r.clear, r.failedAt, r.sharedAt = markReg{}, markReg{}, 0, 0
+				r.updateLocked()
+				r.mu.Unlock()
+			}
+		}
+	}
+	return ch, nil
+}
+
+// forgetRegions removes every home whose region is in the set gone, and returns how many.
+func (t *Table) forgetRegions(gone uint64) int {
+	t.ringMu.Lock()
+	defer t.ringMu.Unlock()
+	var n int
+	for i := range t.shards {
+		s := &t.shards[i].shard
+		s.mu.Lock()
+		for k, e := range s.m {
+			if gone>>e.region&1 == 1 {
+				delete(s.m, k)
+				t.count.Add(-1)
+				t.bySource[e.src].Add(-1)
+				n++
+			}
+		}
+		s.mu.Unlock()
+	}
+	// The ring keeps their names; evicting a name no longer held is a no-op, and the ring
+	// counts only what it holds (ring.len), so drop them from it too.
+	if n > 0 {
+		t.ring.filter(func(key string) bool {
+			_, _, ok := t.Get(key)
+			return ok
+		})
+	}
+	t.regionRemoved.Add(uint64(n))
+	return n
+}
+
+// SetReadBackoff changes how long a read mark counts (Config.ReadBackoff), from the next plan
+// on. d <= 0 means DefaultReadBackoff.
+func (t *Table) SetReadBackoff(d time.Duration) {
+	if d <= 0 {
+		d = DefaultReadBackoff
+	}
+	t.backoff.Store(int64(d))
+}
