@@ -26,7 +26,9 @@ func newRegionSet(names []string) *regionSet {
 }
 
 // configured reports whether id is a configured region.
-func (s *regionSet) configured(id int) bool { return uint(id) < MaxRegions && s.active>>uint(id)&1 == 1 }
+func (s *regionSet) configured(id int) bool {
+	return uint(id) < MaxRegions && s.active>>uint(id)&1 == 1
+}
 
 func (t *Table) regionSet() *regionSet { return t.regs.Load() }
 
