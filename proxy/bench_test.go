@@ -41,7 +41,7 @@ func benchHandler(b testing.TB, routers ...string) *Handler {
 func BenchmarkPlan(b *testing.B) {
 	h := benchHandler(b)
 	r := httptest.NewRequest("GET", "/t/acme/items/1", nil)
-	x := &exchange{tenant: "acme"}
+	x := &exchange{rt: h.rt.Load(), tenant: "acme"}
 	var buf [maxRegions]uint8
 	b.ReportAllocs()
 	for b.Loop() {

@@ -21,8 +21,8 @@ import (
 // connections. The pool is bounded (maxIdle); connections in use are bounded
 // by the handler's in-flight limit. Safe for concurrent use.
 type router struct {
-	region  int
-	index   int
+	reg     *regionState
+	key     string // routerKey: the same router across routings
 	name    string // scheme://host:port, for logs and status
 	addr    string // host:port to dial
 	tlsConf *tls.Config
@@ -40,11 +40,11 @@ type router struct {
 	closed bool
 }
 
-func newRouter(region, index int, u *url.URL, cfg *Config, dropped prometheus.Counter) *router {
+func newRouter(reg *regionState, key string, u *url.URL, serverName string, cfg *Config, dropped prometheus.Counter) *router {
 	rt := &router{
 		dropped:     dropped,
-		region:      region,
-		index:       index,
+		reg:         reg,
+		key:         key,
 		name:        u.Scheme + "://" + u.Host,
 		addr:        u.Host,
 		dialer:      net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
@@ -69,6 +69,9 @@ func newRouter(region, index int, u *url.URL, cfg *Config, dropped prometheus.Co
 		}
 		if tc.ServerName == "" {
 			tc.ServerName = u.Hostname()
+		}
+		if serverName != "" {
+			tc.ServerName = serverName
 		}
 		tc.NextProtos = []string{"http/1.1"}
 		rt.tlsConf = tc

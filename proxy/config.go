@@ -17,6 +17,18 @@ import (
 type Region struct {
 	Name    string
 	Routers []*url.URL // http:// or https://, host:port; path must be empty
+	// Discovered are the routers found for the region's DNS names (dns+http://, srv+http://),
+	// asked after Routers.
+	Discovered []Router
+	// Discovery says the region has DNS names: it may then have no router at all (its names
+	// resolved to nothing yet), and is asked after every other region.
+	Discovery bool
+}
+
+// Router is a router found by discovery.
+type Router struct {
+	URL        *url.URL // http:// or https:// with the address found, host:port: where to connect, what logs show
+	ServerName string   // for https, the name the router's certificate must hold (the DNS name); "": URL's host
 }
 
 // Clock is the time source, homes.Clock itself, so that one fake clock drives the home
@@ -31,8 +43,9 @@ func (systemClock) Now() time.Time { return time.Now() }
 // Config configures a Handler. The zero value of every optional field is
 // documented on it; Regions and Homes are required.
 type Config struct {
-	// Regions in fallback order. Their order must match the Regions the
-	// Homes table was built with: a region's ID is its index in both.
+	// Regions in fallback order. New makes them the Homes table's regions
+	// (homes.Table.SetRegions), whose IDs the handler uses; SetRouting replaces them while
+	// serving.
 	Regions []Region
 
 	// Homes is the home table and region marks. Required.
@@ -142,6 +155,12 @@ const (
 	maxRegions   = homes.MaxRegions // a plan orders at most this many (a mark set is 64 bits)
 )
 
+// routing returns the fields of c a Routing holds.
+func (c *Config) routing() Routing {
+	return Routing{Regions: c.Regions, Continents: c.Continents, DefaultRegion: c.DefaultRegion,
+		EntryToken: c.EntryToken, CORS: c.CORS}
+}
+
 func (c *Config) withDefaults() Config {
 	d := *c
 	if d.MaxInflight == 0 {
@@ -176,40 +195,12 @@ func (c *Config) withDefaults() Config {
 }
 
 func (c *Config) validate() error {
-	if len(c.Regions) == 0 {
-		return errors.New("proxy: no regions")
-	}
-	if len(c.Regions) > maxRegions {
-		return fmt.Errorf("proxy: %d regions, at most %d", len(c.Regions), maxRegions)
-	}
 	if c.Homes == nil {
 		return errors.New("proxy: Homes is required")
 	}
-	seen := map[string]bool{}
-	for _, r := range c.Regions {
-		if r.Name == "" || seen[r.Name] {
-			return fmt.Errorf("proxy: region name %q empty or repeated", r.Name)
-		}
-		seen[r.Name] = true
-		if len(r.Routers) == 0 {
-			return fmt.Errorf("proxy: region %q has no routers", r.Name)
-		}
-		for _, u := range r.Routers {
-			if u.Scheme != "http" && u.Scheme != "https" {
-				return fmt.Errorf("proxy: router %q of region %q: scheme must be http or https", u, r.Name)
-			}
-			if u.Host == "" || (u.Path != "" && u.Path != "/") {
-				return fmt.Errorf("proxy: router %q of region %q: want scheme://host:port", u, r.Name)
-			}
-		}
-	}
-	if c.DefaultRegion != "" && !seen[c.DefaultRegion] {
-		return fmt.Errorf("proxy: default region %q is not configured", c.DefaultRegion)
-	}
-	for cont, reg := range c.Continents {
-		if !seen[reg] {
-			return fmt.Errorf("proxy: continent %s maps to unknown region %q", cont, reg)
-		}
+	rt := c.routing()
+	if err := rt.validate(); err != nil {
+		return err
 	}
 	for _, name := range c.StripHeaders {
 		if !validFieldName(name) {

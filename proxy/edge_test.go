@@ -55,7 +55,7 @@ func entryWith(t *testing.T, edit func(*Config), routers ...string) (*httptest.S
 // (the client can have the answer a moment before the entry pools it).
 func waitIdle(t *testing.T, h *Handler) {
 	testutil.Eventually(t, 2*time.Second, "connection back in the pool", func() bool {
-		return h.regions[0].routers[0].idleCount() == 1
+		return h.rt.Load().byID[0].routers[0].idleCount() == 1
 	})
 }
 
@@ -215,7 +215,7 @@ func TestClosedIdleConnectionNotUsedForWrites(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("the router did not close its connection after answering")
 			}
-			rt := h.regions[0].routers[0]
+			rt := h.rt.Load().byID[0].routers[0]
 			testutil.Eventually(t, 2*time.Second, "the router's FIN reaches the pooled connection", func() bool {
 				rt.mu.Lock()
 				defer rt.mu.Unlock()
@@ -239,7 +239,7 @@ func TestClosedIdleConnectionNotUsedForWrites(t *testing.T) {
 func TestIdlePoolBound(t *testing.T) {
 	u, _ := url.Parse("http://127.0.0.1:1")
 	m := NewMetrics(nil)
-	rt := newRouter(0, 0, u, &Config{MaxIdlePerRouter: 2, IdleTimeout: time.Minute}, m.IdleConnsDropped)
+	rt := newRouter(&regionState{name: "eu"}, "k", u, "", &Config{MaxIdlePerRouter: 2, IdleTimeout: time.Minute}, m.IdleConnsDropped)
 	for i := 0; i < 3; i++ {
 		a, b := net.Pipe()
 		defer b.Close()

@@ -71,7 +71,7 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, x *exchange
 	if reqID != "" {
 		hdr.Set("X-Request-Id", reqID)
 	}
-	h.cors.decorate(hdr, r)
+	x.rt.cors.decorate(hdr, r)
 	b, _ := json.Marshal(errorBody{Error: row.code, Message: row.msg, RequestID: reqID})
 	b = append(b, '\n')
 	w.WriteHeader(row.status)

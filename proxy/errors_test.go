@@ -53,7 +53,7 @@ func TestEntryErrors(t *testing.T) {
 			r.Header.Set("Origin", "https://app.example")
 			r.Header.Set("X-Request-Id", "req-7")
 			w := httptest.NewRecorder()
-			x := exchange{region: -1}
+			x := exchange{rt: h.rt.Load(), region: -1}
 			h.writeError(w, r, &x, tt.e)
 
 			if w.Code != tt.status || x.status != tt.status || x.result != tt.code {
@@ -102,7 +102,7 @@ func TestEntryErrorHeaders(t *testing.T) {
 		r := httptest.NewRequest("GET", "/t//x", nil)
 		r.Header.Set("Origin", "https://evil.example")
 		w := httptest.NewRecorder()
-		x := exchange{region: -1}
+		x := exchange{rt: h.rt.Load(), region: -1}
 		x.head.requestID = "made-1"
 		h.writeError(w, r, &x, entryBadPath)
 		if v := w.Header().Values("Access-Control-Allow-Origin"); len(v) != 0 {

@@ -21,13 +21,17 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 	var held *heldAnswer // a router's 5xx kept while other regions are asked
 
 	for _, reg := range order {
-		rs := &h.regions[reg]
-		n := len(rs.routers)
-		start := int(rs.lastGood.Load()) % n
+		rr := x.rt.byID[reg]
+		n := len(rr.routers)
+		if n == 0 {
+			continue // its DNS names resolved to nothing: no attempt, no mark
+		}
+		rs := rr.st
+		start := rr.start()
 		x.region = int(reg)
 		nextRegion := false
 		for i := 0; i < n && !nextRegion; i++ {
-			rt := rs.routers[(start+i)%n]
+			rt := rr.routers[(start+i)%n]
 			x.router = rt
 			staleRetried := false
 			for {
@@ -52,8 +56,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 					// This region's next request starts at its next router;
 					// the region is asked last by plain writes until one of
 					// its routers answers.
-					rs.lastGood.Store(uint32((rt.index + 1) % n))
-					h.markRegion(int(reg), x.requestID(r))
+					rs.lastGood.Store(rr.routers[(start+i+1)%n])
+					h.markRegion(rs, x.requestID(r))
 					h.writeError(w, r, x, entryMayHaveRun)
 					return
 				case actStop:
@@ -65,7 +69,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		}
 		if !nextRegion {
 			// No router of the region answered this request.
-			h.markRegion(int(reg), x.requestID(r))
+			h.markRegion(rs, x.requestID(r))
 		}
 	}
 	if held != nil {
@@ -89,10 +93,10 @@ func (h *Handler) answered(rs *regionState, rt *router, shard bool) {
 	if !shard {
 		return // not a Fenec router's answer (a proxy in front of it)
 	}
-	if int(rs.lastGood.Load()) != rt.index {
-		rs.lastGood.Store(uint32(rt.index))
+	if rs.lastGood.Load() != rt {
+		rs.lastGood.Store(rt)
 	}
-	h.clearRegion(rt.region)
+	h.clearRegion(rs)
 }
 
 // attemptResult is one attempt's outcome and, when an answer head came back,
@@ -140,7 +144,7 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 		c.nc.Close()
 		return attemptResult{out: classifyFailure(err, ctx.Err() != nil, c.reused && c.read == 0), err: err}
 	}
-	h.met.upstream[rt.region].Observe(time.Since(sent).Seconds())
+	rt.reg.upstream.Observe(time.Since(sent).Seconds())
 	// Once the head has arrived there is no time limit (streams, held writes).
 	c.nc.SetDeadline(time.Time{})
 	at := attemptResult{resp: resp, c: c, stop: stop}
@@ -221,7 +225,7 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, x *exchange, a
 	x.status = resp.StatusCode
 	x.result = resAnswer
 	if at.home != "" && x.tenant != "" {
-		if reg, ok := h.byName[at.home]; ok {
+		if reg, ok := x.rt.byName[at.home]; ok {
 			h.homes.Learn(x.tenant, reg)
 			if reg != x.region {
 				h.met.m.Relays.Inc()
@@ -229,7 +233,7 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, x *exchange, a
 				// another region's router), which clears its marks too. A
 				// router's own 5xx naming the home says the opposite.
 				if resp.StatusCode < 500 {
-					h.clearRegion(reg)
+					h.clearRegion(x.rt.byID[reg].st)
 				}
 			}
 		} else {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,30 +19,21 @@ import (
 // Handler is the entry's client-facing http.Handler. Create it with New; it
 // is safe for concurrent use. Close releases its idle router connections.
 type Handler struct {
-	cfg     Config
-	regions []regionState
-	byName  map[string]int // region name -> ID
-	homes   *homes.Table
-	marker  *clientMarker // nil without an entry token
-	strip   []string      // Config.StripHeaders, canonical, without those dropToRouter drops
-	cors    *corsPolicy   // nil without --cors
-	log     *zerolog.Logger
-	met     *boundMetrics
+	cfg   Config
+	homes *homes.Table
+	strip []string // Config.StripHeaders, canonical, without those dropToRouter drops
+	log   *zerolog.Logger
+	met   *boundMetrics
 
-	defaultRegion   int
-	continentRegion map[string]int
+	rt     atomic.Pointer[routing] // what each request reads once, at its start
+	rtMu   sync.Mutex              // serialises SetRouting and Close; guards states, closed
+	states [maxRegions]*regionState
+	closed bool
 
 	inflight atomic.Int64
 	budget   bodyBudget // request body bytes held in memory, across requests
 	idPrefix string
 	idSeq    atomic.Uint64
-}
-
-// regionState is one region's routers and which of them to ask first.
-type regionState struct {
-	name     string
-	routers  []*router
-	lastGood atomic.Uint32 // index of the router to start from
 }
 
 // New builds a Handler from cfg. It does no I/O.
@@ -51,33 +43,15 @@ func New(cfg Config) (*Handler, error) {
 	}
 	c := cfg.withDefaults()
 	h := &Handler{
-		cfg:             c,
-		byName:          map[string]int{},
-		homes:           c.Homes,
-		cors:            newCORS(c.CORS),
-		log:             c.Logger,
-		met:             bindMetrics(c.Metrics, c.Regions),
-		continentRegion: map[string]int{},
+		cfg:   c,
+		homes: c.Homes,
+		log:   c.Logger,
+		met:   bindMetrics(c.Metrics),
 	}
 	h.budget.max = c.MaxBufferedBytes
 	h.met.m.gauges(h)
-	h.regions = make([]regionState, len(c.Regions))
-	for i, reg := range c.Regions {
-		rs := &h.regions[i]
-		rs.name = reg.Name
-		for j, u := range reg.Routers {
-			rs.routers = append(rs.routers, newRouter(i, j, u, &c, h.met.m.IdleConnsDropped))
-		}
-		h.byName[reg.Name] = i
-	}
-	if c.DefaultRegion != "" {
-		h.defaultRegion = h.byName[c.DefaultRegion]
-	}
-	for cont, reg := range c.Continents {
-		h.continentRegion[cont] = h.byName[reg]
-	}
-	if c.EntryToken != "" {
-		h.marker = newClientMarker(c.EntryToken)
+	if err := h.SetRouting(c.routing()); err != nil {
+		return nil, err
 	}
 	h.strip = stripList(c.StripHeaders)
 	var b [6]byte
@@ -86,12 +60,17 @@ func New(cfg Config) (*Handler, error) {
 	return h, nil
 }
 
-// Close closes idle router connections and keeps none from then on.
-// Requests still in flight finish. Safe to call more than once.
+// Close closes idle router connections and keeps none from then on; SetRouting is refused
+// from then on. Requests still in flight finish. Safe to call more than once.
 func (h *Handler) Close() {
-	for i := range h.regions {
-		for _, rt := range h.regions[i].routers {
-			rt.closeIdle(true)
+	h.rtMu.Lock()
+	h.closed = true
+	h.rtMu.Unlock()
+	for _, rr := range h.rt.Load().byID {
+		if rr != nil {
+			for _, rt := range rr.routers {
+				rt.closeIdle(true)
+			}
 		}
 	}
 }
@@ -101,6 +80,7 @@ func (h *Handler) Inflight() int64 { return h.inflight.Load() }
 
 // exchange is one client request's state across its attempts.
 type exchange struct {
+	rt        *routing // the routing in force when the request started
 	start     time.Time
 	tenant    string
 	retryable bool
@@ -140,13 +120,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.met.requests[resHealth].Inc()
 		return
 	}
-	if h.cors != nil && isPreflight(r) {
-		h.cors.preflight(w, r)
+	rt := h.rt.Load()
+	if rt.cors != nil && isPreflight(r) {
+		rt.cors.preflight(w, r)
 		h.met.requests[resPreflight].Inc()
 		return
 	}
 
-	x := exchange{start: time.Now(), region: -1} // the system's clock: the log line's duration decides nothing
+	x := exchange{rt: rt, start: time.Now(), region: -1} // the system's clock: the log line's duration decides nothing
 	reqID := r.Header.Get("X-Request-Id")
 	if reqID == "" {
 		reqID = h.newRequestID()
@@ -199,8 +180,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.head.host = r.Host
 	x.head.contentLength = body.length
 	x.head.strip = h.strip
-	if h.marker != nil {
-		x.head.clientMark = h.marker.mark(x.addr, h.cfg.Clock.Now().Unix())
+	if rt.marker != nil {
+		x.head.clientMark = rt.marker.mark(x.addr, h.cfg.Clock.Now().Unix())
 	}
 
 	h.forward(w, r, &x)
@@ -253,7 +234,7 @@ func (h *Handler) finish(x *exchange, r *http.Request, reqID, result string, sta
 	}
 	e = e.Str("method", r.Method).Str("path", r.URL.Path).Str("tenant", x.tenant)
 	if x.region >= 0 {
-		e = e.Str("region", h.regions[x.region].name)
+		e = e.Str("region", x.rt.byID[x.region].st.name)
 	}
 	if x.router != nil {
 		e = e.Str("router", x.router.name)

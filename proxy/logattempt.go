@@ -6,7 +6,7 @@ import "net/http"
 // writes one warn line per failed attempt (what failed, where, and what the entry did
 // about it); answers are logged once per request by finish.
 func (h *Handler) logAttempt(r *http.Request, x *exchange, rt *router, at attemptResult, act action) {
-	h.met.attempts[rt.region][at.out].Inc()
+	rt.reg.attempts[at.out].Inc()
 	status := 0
 	if at.resp != nil {
 		status = at.resp.StatusCode
@@ -20,7 +20,7 @@ func (h *Handler) logAttempt(r *http.Request, x *exchange, rt *router, at attemp
 	if e == nil {
 		return
 	}
-	e = e.Str("region", h.regions[rt.region].name).Str("router", rt.name).Str("class", at.out.String()).
+	e = e.Str("region", rt.reg.name).Str("router", rt.name).Str("class", at.out.String()).
 		Str("next", act.String()).Str("method", r.Method).Str("tenant", x.tenant).Str("request_id", x.requestID(r))
 	if at.err != nil {
 		e = e.Err(at.err)

@@ -5,9 +5,9 @@ import (
 )
 
 // Metrics are the request path's Prometheus metrics. No metric has a
-// per-tenant label. Build with NewMetrics and pass in Config.Metrics; the
-// per-region children are resolved once, at New, so a request does no label
-// lookups.
+// per-tenant label. Build with NewMetrics and pass in Config.Metrics; a
+// region's children are resolved once, by the first routing that configures
+// it, so a request does no label lookups.
 type Metrics struct {
 	Requests         *prometheus.CounterVec   // by outcome
 	HomeLookups      *prometheus.CounterVec   // by result: local, gossip, miss
@@ -96,16 +96,15 @@ const (
 var resultNames = []string{resAnswer, resMayHaveRun, resNoRegionReachable, resBadPath, resLengthRequired,
 	resOverloaded, resPreflight, resHealth, resCanceled, resAborted}
 
-// boundMetrics holds the children resolved once for the configured regions.
+// boundMetrics holds the children resolved once, so that a request does no label lookup;
+// the per-region ones live in each regionState.
 type boundMetrics struct {
 	requests map[string]prometheus.Counter
-	attempts [][]prometheus.Counter // [region][outcome]
-	upstream []prometheus.Observer  // [region]
-	lookup   [3]prometheus.Counter  // local, gossip, miss
+	lookup   [3]prometheus.Counter // local, gossip, miss
 	m        *Metrics
 }
 
-func bindMetrics(m *Metrics, regions []Region) *boundMetrics {
+func bindMetrics(m *Metrics) *boundMetrics {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
@@ -113,16 +112,17 @@ func bindMetrics(m *Metrics, regions []Region) *boundMetrics {
 	for _, r := range resultNames {
 		b.requests[r] = m.Requests.WithLabelValues(r)
 	}
-	for _, reg := range regions {
-		row := make([]prometheus.Counter, len(outcomeNames))
-		for o, name := range outcomeNames {
-			row[o] = m.Attempts.WithLabelValues(reg.Name, name)
-		}
-		b.attempts = append(b.attempts, row)
-		b.upstream = append(b.upstream, m.UpstreamSeconds.WithLabelValues(reg.Name))
-	}
 	for i, name := range []string{"local", "gossip", "miss"} {
 		b.lookup[i] = m.HomeLookups.WithLabelValues(name)
 	}
 	return b
+}
+
+// attemptsFor returns region's attempt counters, by outcome.
+func (b *boundMetrics) attemptsFor(region string) []prometheus.Counter {
+	row := make([]prometheus.Counter, len(outcomeNames))
+	for o, name := range outcomeNames {
+		row[o] = b.m.Attempts.WithLabelValues(region, name)
+	}
+	return row
 }

@@ -21,9 +21,10 @@ const (
 // --read-backoff) move to the end, keeping their relative order: a mark only
 // reorders, it never removes a region.
 func (h *Handler) plan(x *exchange, r *http.Request, buf []uint8) []uint8 {
+	rt := x.rt
 	first := -1
 	if x.tenant != "" {
-		if reg, src, ok := h.homes.LookupSource(x.tenant); ok {
+		if reg, src, ok := h.homes.LookupSource(x.tenant); ok && reg < len(rt.byID) && rt.byID[reg] != nil {
 			first = reg
 			if src == homesSourceLocal {
 				h.met.lookup[lookupLocal].Inc()
@@ -35,30 +36,29 @@ func (h *Handler) plan(x *exchange, r *http.Request, buf []uint8) []uint8 {
 		}
 	}
 	if first < 0 {
-		first = h.defaultRegion
+		first = rt.defaultRegion
 		if h.cfg.ClientContinent != nil {
-			if reg, ok := h.continentRegion[h.cfg.ClientContinent(r, x.addr)]; ok {
+			if reg, ok := rt.continentRegion[h.cfg.ClientContinent(r, x.addr)]; ok {
 				first = reg
 			}
 		}
 	}
-	n := len(h.regions)
 	// Read once: a mark changing meanwhile must not drop or repeat a region.
 	req := homes.Strict
 	if x.retryable {
 		req = homes.Lenient
 	}
-	marked := h.homes.MarkedSet(req)
+	last := h.homes.MarkedSet(req) | rt.empty // a region with no router (yet) is asked last, like a marked one
 	order := buf[:0]
-	// Unmarked regions first, in order (the first choice leading), then the
-	// marked ones in the same order.
+	// The others first, in order (the first choice leading), then the marked ones and those
+	// with no router in the same order.
 	for pass := uint64(0); pass < 2; pass++ {
-		if marked>>first&1 == pass {
+		if last>>first&1 == pass {
 			order = append(order, uint8(first))
 		}
-		for i := 0; i < n; i++ {
-			if i != first && marked>>i&1 == pass {
-				order = append(order, uint8(i))
+		for _, id := range rt.order {
+			if int(id) != first && last>>id&1 == pass {
+				order = append(order, id)
 			}
 		}
 	}

@@ -25,15 +25,16 @@ type RouterState struct {
 // Failing reports whether the router's last recorded attempt failed.
 func (s RouterState) Failing() bool { return s.Failures > 0 }
 
-// RouterStatus returns the state of every router, regions in Config.Regions order and each
-// region's routers in order. Safe for concurrent use; each field is read atomically, and a
+// RouterStatus returns the state of every router of the routing in force, regions in their
+// order and each region's routers in order (Routers, then Discovered). Safe for concurrent use; each field is read atomically, and a
 // state read while attempts end may mix fields of two of them.
 func (h *Handler) RouterStatus() []RouterState {
 	var out []RouterState
-	for i := range h.regions {
-		rs := &h.regions[i]
-		for _, rt := range rs.routers {
-			out = append(out, rt.state.load(rs.name, rt.name))
+	rt := h.rt.Load()
+	for _, id := range rt.order {
+		rr := rt.byID[id]
+		for _, r := range rr.routers {
+			out = append(out, r.state.load(rr.st.name, r.name))
 		}
 	}
 	return out

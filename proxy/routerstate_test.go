@@ -115,8 +115,8 @@ func TestRouterStateStamp(t *testing.T) {
 func TestLogAttemptAllocs(t *testing.T) {
 	h := benchHandler(t)
 	r := httptest.NewRequest("GET", "/t/acme/items/1", nil)
-	x := &exchange{tenant: "acme"}
-	rt := h.regions[0].routers[0]
+	x := &exchange{rt: h.rt.Load(), tenant: "acme"}
+	rt := h.rt.Load().byID[0].routers[0]
 	at := attemptResult{out: outAnswer}
 	if n := testing.AllocsPerRun(1000, func() { h.logAttempt(r, x, rt, at, actDeliver) }); n != 0 {
 		t.Errorf("logAttempt of an answer: %v allocations, want 0", n)
