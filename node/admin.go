@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,8 @@ import (
 //	              up: requests are served from the entry's own table, so it stays in service.
 //	/status       status.Status as an HTML page (package status)
 //	/status.json  status.Status as JSON
+//	POST /reload  re-read --config and apply it (Reload): 200 and what changed, 400 and the
+//	              error naming the setting (nothing applied), 409 without --config
 func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
@@ -51,6 +54,27 @@ func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
 		if err := status.WritePage(w, n.Status()); err != nil {
 			n.log.Error().Err(err).Msg("admin: rendering /status")
 		}
+	})
+	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
+		res, err := n.Reload(r.Context())
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		switch {
+		case err == nil:
+			json.NewEncoder(w).Encode(struct {
+				Status string `json:"status"`
+				ReloadResult
+			}{"reloaded", res})
+			return
+		case n.cfg.Reloader == nil:
+			w.WriteHeader(http.StatusConflict)
+		default:
+			w.WriteHeader(http.StatusBadRequest)
+		}
+		json.NewEncoder(w).Encode(struct {
+			Error   string `json:"error"`
+			Message string `json:"message"`
+		}{"reload_refused", err.Error()})
 	})
 	return mux
 }
@@ -95,17 +119,21 @@ func (n *Node) Status() status.Status {
 		s.Members = append(s.Members, status.MemberStatus{Name: m.Name, Addr: m.Addr, State: m.State,
 			Pop: m.Tags["pop"], Continent: m.Tags["continent"], Version: m.Tags["version"]})
 	}
-	states := n.proxy.RouterStatus() // regions and routers in n.cfg.Routers order
-	for i, r := range n.cfg.Routers {
-		rs := status.RegionStatus{Name: r.Name, Marked: n.homes.Marked(i, homes.Strict),
-			MarkedForReads: n.homes.Marked(i, homes.Lenient)}
-		for _, u := range r.Routers {
-			rs.Routers = append(rs.Routers, u.Redacted())
-			var st proxy.RouterState
-			if len(states) > 0 {
-				st, states = states[0], states[1:]
-			}
-			rs.RouterStates = append(rs.RouterStates, routerStatus(u.Redacted(), st))
+	states := n.proxy.RouterStatus() // the routing in force: its regions and routers in order
+	n.reloadMu.Lock()
+	_, names := splitRouters(n.cur.Routers)
+	n.reloadMu.Unlock()
+	for _, r := range n.proxy.Routing().Regions {
+		id, _ := n.homes.RegionID(r.Name)
+		rs := status.RegionStatus{Name: r.Name, Marked: n.homes.Marked(id, homes.Strict),
+			MarkedForReads: n.homes.Marked(id, homes.Lenient), Routers: []string{}, RouterStates: []status.RouterStatus{}}
+		for _, src := range names[r.Name] {
+			rs.Names = append(rs.Names, src.String())
+		}
+		for len(states) > 0 && states[0].Region == r.Name {
+			rs.Routers = append(rs.Routers, states[0].Router)
+			rs.RouterStates = append(rs.RouterStates, routerStatus(states[0].Router, states[0]))
+			states = states[1:]
 		}
 		s.Regions = append(s.Regions, rs)
 	}

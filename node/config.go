@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/fenec/fenec-entry/discover"
 	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/proxy"
@@ -35,13 +36,18 @@ type Config struct {
 	// Routers.
 
 	// Routers are the regions in fallback order with their routers (--routers). Each router
-	// is scheme://host:port with scheme http or https and no path, query or user.
-	Routers       []proxy.Region
-	RouterCA      string        // --router-ca: PEM file of extra CAs for https:// routers; "" for none
-	AnswerTimeout time.Duration // --answer-timeout: a router with no answer head within it has failed
-	BodyBuffer    int64         // --body-buffer: request bodies up to this many bytes are kept for a retry
-	ReadBackoff   time.Duration // --read-backoff: how long a failed region is asked last by reads
-	Homes         int           // --homes: homes kept, 1..MaxHomes
+	// is scheme://host:port with scheme http or https and no path, query or user, or a DNS
+	// name of routers: dns+http(s)://NAME:PORT (every address NAME resolves to) or
+	// srv+http(s)://NAME (every SRV target and port), resolved at start and every
+	// ResolveInterval (package discover).
+	Routers         []proxy.Region
+	ResolveInterval time.Duration // --resolve-interval: how often the routers' DNS names are resolved again
+	DNSServer       string        // --dns-server: host:port of the DNS server for those names; "" for the system's
+	RouterCA        string        // --router-ca: PEM file of extra CAs for https:// routers; "" for none
+	AnswerTimeout   time.Duration // --answer-timeout: a router with no answer head within it has failed
+	BodyBuffer      int64         // --body-buffer: request bodies up to this many bytes are kept for a retry
+	ReadBackoff     time.Duration // --read-backoff: how long a failed region is asked last by reads
+	Homes           int           // --homes: homes kept, 1..MaxHomes
 
 	// Where a tenant heard nowhere goes first.
 
@@ -85,6 +91,19 @@ type Config struct {
 	// cmd from the build, not a flag; "" shows as "dev".
 	Version string
 
+	// ConfigFile (--config) is the file of settings a reload re-reads, "" for none. cmd reads
+	// it; node shows it and reloads through Reloader.
+	ConfigFile string
+	// Reloader re-reads the configuration for Reload (SIGHUP, POST /reload); nil without
+	// --config. Not a flag.
+	Reloader Reloader `json:"-"`
+	// ReloadOn delivers a value for each reload asked by signal (SIGHUP); nil for none. Not a
+	// flag. Without a Reloader each one is logged and changes nothing.
+	ReloadOn <-chan struct{} `json:"-"`
+	// SetLogLevel, when not nil, is called with the new level when a reload changes
+	// --log-level (the process owns its loggers). Not a flag.
+	SetLogLevel func(level string) `json:"-"`
+
 	// Clock is the one time source of the entry's time-based behaviour: the home table (read
 	// backoff, versions), the proxy (idle router connections, Fenec-Client stamps), gossip's
 	// stamps and checks, and the status (its time, the start, the gossip rates). Not a flag;
@@ -95,21 +114,22 @@ type Config struct {
 // Defaults of DefaultConfig, as CONTRACT.md section 3 gives them. Each setting a package owns
 // takes that package's default; the flag help shows these.
 const (
-	DefaultListen        = ":8080"
-	DefaultMaxInflight   = proxy.DefaultMaxInflight
-	DefaultHeaderTimeout = 10 * time.Second
-	DefaultHTTP1Server   = "lean"
-	DefaultAnswerTimeout = proxy.DefaultAnswerTimeout
-	DefaultBodyBuffer    = proxy.DefaultBodyBuffer
-	DefaultReadBackoff   = homes.DefaultReadBackoff
-	DefaultHomes         = homes.DefaultCapacity
-	DefaultClientIP      = "peer"
-	DefaultGossipBind    = gossip.DefaultBindAddr
-	DefaultRPCAddr       = "127.0.0.1:7373"
-	DefaultAdminListen   = "127.0.0.1:9091"
-	DefaultDrain         = 10 * time.Second
-	DefaultLogLevel      = "info"
-	DefaultLogFormat     = "json"
+	DefaultListen          = ":8080"
+	DefaultMaxInflight     = proxy.DefaultMaxInflight
+	DefaultHeaderTimeout   = 10 * time.Second
+	DefaultHTTP1Server     = "lean"
+	DefaultAnswerTimeout   = proxy.DefaultAnswerTimeout
+	DefaultBodyBuffer      = proxy.DefaultBodyBuffer
+	DefaultReadBackoff     = homes.DefaultReadBackoff
+	DefaultResolveInterval = discover.DefaultInterval
+	DefaultHomes           = homes.DefaultCapacity
+	DefaultClientIP        = "peer"
+	DefaultGossipBind      = gossip.DefaultBindAddr
+	DefaultRPCAddr         = "127.0.0.1:7373"
+	DefaultAdminListen     = "127.0.0.1:9091"
+	DefaultDrain           = 10 * time.Second
+	DefaultLogLevel        = "info"
+	DefaultLogFormat       = "json"
 )
 
 // Bounds Validate enforces. They catch typos (a unit too many) rather than encode a limit of
@@ -123,6 +143,8 @@ const (
 	MaxHeaderTimeout    = 10 * time.Minute       // --header-timeout
 	MaxAnswerTimeout    = time.Hour              // --answer-timeout
 	MaxReadBackoff      = time.Hour              // --read-backoff
+	MinResolveInterval  = time.Second            // --resolve-interval: DNS servers are not to be hammered
+	MaxResolveInterval  = time.Hour              // --resolve-interval
 	MaxDrain            = 10 * time.Minute       // --drain
 	MaxNameLen          = 128                    // --node and --pop, in bytes
 	MaxRegionNameLen    = homes.MaxRegionNameLen // a region name, in bytes
@@ -134,21 +156,22 @@ const (
 // means DefaultContinents of whatever regions Routers names.
 func DefaultConfig() Config {
 	return Config{
-		Listen:        DefaultListen,
-		MaxInflight:   DefaultMaxInflight,
-		HeaderTimeout: DefaultHeaderTimeout,
-		HTTP1Server:   DefaultHTTP1Server,
-		AnswerTimeout: DefaultAnswerTimeout,
-		BodyBuffer:    DefaultBodyBuffer,
-		ReadBackoff:   DefaultReadBackoff,
-		Homes:         DefaultHomes,
-		ClientIP:      DefaultClientIP,
-		GossipBind:    DefaultGossipBind,
-		RPCAddr:       DefaultRPCAddr,
-		AdminListen:   DefaultAdminListen,
-		Drain:         DefaultDrain,
-		LogLevel:      DefaultLogLevel,
-		LogFormat:     DefaultLogFormat,
+		Listen:          DefaultListen,
+		MaxInflight:     DefaultMaxInflight,
+		HeaderTimeout:   DefaultHeaderTimeout,
+		HTTP1Server:     DefaultHTTP1Server,
+		AnswerTimeout:   DefaultAnswerTimeout,
+		BodyBuffer:      DefaultBodyBuffer,
+		ReadBackoff:     DefaultReadBackoff,
+		ResolveInterval: DefaultResolveInterval,
+		Homes:           DefaultHomes,
+		ClientIP:        DefaultClientIP,
+		GossipBind:      DefaultGossipBind,
+		RPCAddr:         DefaultRPCAddr,
+		AdminListen:     DefaultAdminListen,
+		Drain:           DefaultDrain,
+		LogLevel:        DefaultLogLevel,
+		LogFormat:       DefaultLogFormat,
 	}
 }
 

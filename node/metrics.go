@@ -18,7 +18,7 @@ func (n *Node) newRegistry() (*prometheus.Registry, *proxy.Metrics) {
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&homesCollector{t: n.homes, regions: n.cfg.RegionNames(), capacity: n.cfg.Homes},
+		&homesCollector{t: n.homes, capacity: n.cfg.Homes},
 	)
 	pm := proxy.NewMetrics(reg)
 
@@ -58,7 +58,6 @@ func b2f(b bool) float64 {
 // mark. Safe for concurrent scrapes (Table.Stats and Table.Marked are).
 type homesCollector struct {
 	t        *homes.Table
-	regions  []string
 	capacity int
 }
 
@@ -73,6 +72,8 @@ var (
 		"Home and mark changes not gossiped because the change feed was full.", nil, nil)
 	descUnknownRegion = prometheus.NewDesc("fenec_entry_homes_unknown_region_total",
 		"Homes or marks, heard or told, naming a region that is not configured (ignored).", nil, nil)
+	descRegionRemoved = prometheus.NewDesc("fenec_entry_homes_region_removed_total",
+		"Homes forgotten because a reload removed their region.", nil, nil)
 	descMarkedRegions = prometheus.NewDesc("fenec_entry_marked_regions",
 		"Regions failing: their latest failure is newer than their latest clear.", nil, nil)
 	descRegionMarked = prometheus.NewDesc("fenec_entry_region_marked",
@@ -83,7 +84,7 @@ var (
 
 func (c *homesCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHomes, descHomesCapacity, descEvicted, descFeedDropped,
-		descUnknownRegion, descMarkedRegions, descRegionMarked, descRegionMarkedReads} {
+		descUnknownRegion, descRegionRemoved, descMarkedRegions, descRegionMarked, descRegionMarkedReads} {
 		ch <- d
 	}
 }
@@ -96,8 +97,12 @@ func (c *homesCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(st.Evicted))
 	ch <- prometheus.MustNewConstMetric(descFeedDropped, prometheus.CounterValue, float64(st.FeedDropped))
 	ch <- prometheus.MustNewConstMetric(descUnknownRegion, prometheus.CounterValue, float64(st.UnknownRegion))
+	ch <- prometheus.MustNewConstMetric(descRegionRemoved, prometheus.CounterValue, float64(st.RegionRemoved))
 	ch <- prometheus.MustNewConstMetric(descMarkedRegions, prometheus.GaugeValue, float64(st.Marked))
-	for i, name := range c.regions {
+	for i, name := range c.t.Regions() {
+		if name == "" {
+			continue // removed by a reload
+		}
 		ch <- prometheus.MustNewConstMetric(descRegionMarked, prometheus.GaugeValue, b2f(c.t.Marked(i, homes.Strict)), name)
 		ch <- prometheus.MustNewConstMetric(descRegionMarkedReads, prometheus.GaugeValue, b2f(c.t.Marked(i, homes.Lenient)), name)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fenec/fenec-entry/certs"
 	"github.com/fenec/fenec-entry/clientinfo"
+	"github.com/fenec/fenec-entry/discover"
 	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/h1"
 	"github.com/fenec/fenec-entry/homes"
@@ -69,6 +70,7 @@ type Node struct {
 	geoip  *clientinfo.GeoIP         // nil without --geoip
 	client *http.Server
 	lean   *h1.Server // plain HTTP/1.x under --http1-server lean; nil otherwise
+	disc   *discover.Discoverer
 	admin  *http.Server
 	reg    *prometheus.Registry
 	// cluster is the gossip part, set by Start when gossip is enabled; guarded by mu
@@ -96,6 +98,11 @@ type Node struct {
 	clientAddr  net.Addr
 	adminAddr   net.Addr
 
+	// reloadMu serialises reloads and the application of what DNS found; it guards cur, the
+	// configuration in force (cfg is the one the entry started with).
+	reloadMu sync.Mutex
+	cur      Config
+
 	drainOnce sync.Once
 	closeOnce sync.Once
 }
@@ -122,6 +129,7 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 	}
 	n := &Node{
 		cfg:        cfg,
+		cur:        cfg,
 		log:        logger,
 		homes:      table,
 		failed:     make(chan error, 2),
@@ -159,8 +167,10 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 	if cfg.ClientIP == ClientIPProxyProtocol {
 		n.pp = clientinfo.NewProxyProtocol(cfg.TrustedProxies, cfg.HeaderTimeout, logger, reg)
 	}
+	n.disc = n.newDiscoverer()
+	regions, _ := splitRouters(cfg.Routers)
 	n.proxy, err = proxy.New(proxy.Config{
-		Regions:         cfg.Routers,
+		Regions:         regions,
 		Homes:           table,
 		Continents:      cfg.ContinentMap(),
 		DefaultRegion:   cfg.DefaultRegion,
@@ -229,6 +239,10 @@ func (n *Node) Start(ctx context.Context) error {
 }
 
 func (n *Node) startLocked(ctx context.Context) error {
+	// The routers' DNS names first: the entry serves with what they resolve to (a name that
+	// fails leaves its region to the others until a later round finds it).
+	n.resolveRouters(ctx, n.cfg)
+	n.rediscovered()
 	var lc net.ListenConfig
 	cl, err := lc.Listen(ctx, "tcp", n.cfg.Listen)
 	if err != nil {
@@ -265,6 +279,10 @@ func (n *Node) startLocked(ctx context.Context) error {
 		n.serve("--listen", func() error { return n.client.Serve(cl) })
 	}
 	n.serve("--admin-listen", func() error { return n.admin.Serve(al) })
+	n.wg.Go(func() { n.disc.Run(n.bg) })
+	if n.cfg.ReloadOn != nil {
+		n.wg.Go(n.watchReloads)
+	}
 	if n.certs != nil {
 		n.wg.Go(func() { n.certs.Watch(n.bg, n.certsEvery) })
 	}

@@ -119,6 +119,8 @@ func (c Config) summary() []keyVal {
 		{"header_timeout", c.HeaderTimeout.String()},
 		{"http1_server", c.HTTP1Server},
 		{"routers", strings.Join(regions, ";")},
+		{"resolve_interval", c.ResolveInterval.String()},
+		{"dns_server", c.DNSServer},
 		{"router_ca", c.RouterCA},
 		{"answer_timeout", c.AnswerTimeout.String()},
 		{"body_buffer", fmt.Sprint(c.BodyBuffer)},
@@ -147,6 +149,7 @@ func (c Config) summary() []keyVal {
 		{"drain", c.Drain.String()},
 		{"log_level", c.LogLevel},
 		{"log_format", c.LogFormat},
+		{"config", c.ConfigFile},
 		{"version", c.Version},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fenec/fenec-entry/clientinfo"
+	"github.com/fenec/fenec-entry/discover"
 )
 
 // ConfigError is a configuration error: the value of one flag is wrong, or wrong together with
@@ -33,7 +34,7 @@ func cfgErr(flag, format string, args ...any) error {
 // (files are read by New, names resolved by whoever dials them).
 func (c Config) Validate() error {
 	for _, check := range []func() error{
-		c.validateListen, c.validateRouters, c.validatePlacement, c.validateClientIP,
+		c.validateListen, c.validateRouters, c.validateDiscovery, c.validatePlacement, c.validateClientIP,
 		c.validateProtocol, c.validateLimits, c.validateGossip, c.validateOps,
 	} {
 		if err := check(); err != nil {
@@ -91,6 +92,17 @@ func (c Config) validateRouters() error {
 			if u == nil {
 				return cfgErr("routers", "region %q has a nil router", r.Name)
 			}
+			if discover.IsSource(u) {
+				src, err := discover.ParseSource(u)
+				if err != nil {
+					return cfgErr("routers", "router %q of region %q: %v", u.Redacted(), r.Name, err)
+				}
+				if prev, dup := routers[src.String()]; dup {
+					return cfgErr("routers", "router %q is listed twice (in regions %q and %q)", src.String(), prev, r.Name)
+				}
+				routers[src.String()] = r.Name
+				continue
+			}
 			if err := checkRouterURL(u); err != nil {
 				return cfgErr("routers", "router %q of region %q: %v", u.Redacted(), r.Name, err)
 			}
@@ -99,6 +111,22 @@ func (c Config) validateRouters() error {
 				return cfgErr("routers", "router %q is listed twice (in regions %q and %q)", key, prev, r.Name)
 			}
 			routers[key] = r.Name
+		}
+	}
+	return nil
+}
+
+// validateDiscovery checks the settings of the routers' DNS names.
+func (c Config) validateDiscovery() error {
+	if c.ResolveInterval < MinResolveInterval || c.ResolveInterval > MaxResolveInterval {
+		return cfgErr("resolve-interval", "%v is out of range (want %v to %v)", c.ResolveInterval, MinResolveInterval, MaxResolveInterval)
+	}
+	if c.DNSServer != "" {
+		if err := checkHostPort(c.DNSServer, true); err != nil {
+			return cfgErr("dns-server", "%v", err)
+		}
+		if host, _, _ := net.SplitHostPort(c.DNSServer); net.ParseIP(host) == nil {
+			return cfgErr("dns-server", "%q: want an IP address and port (a name would need a DNS server to find it)", c.DNSServer)
 		}
 	}
 	return nil

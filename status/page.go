@@ -92,8 +92,9 @@ type memberView struct {
 type regionView struct {
 	Name    string
 	Badge   badge
-	Note    string // what the mark means for its requests
-	Summary string // "1 up · 1 failing"
+	Note    string   // what the mark means for its requests
+	Summary string   // "1 up · 1 failing"
+	Names   []string // DNS names of its routers
 	Routers []routerView
 }
 
@@ -161,7 +162,7 @@ func newStatusView(s Status) statusView {
 	}
 	var all routerCounts
 	for _, r := range s.Regions {
-		rv := regionView{Name: r.Name, Badge: badge{"ok", "ok"}}
+		rv := regionView{Name: r.Name, Badge: badge{"ok", "ok"}, Names: r.Names}
 		var rc routerCounts
 		for _, rs := range r.RouterStates {
 			rv.Routers = append(rv.Routers, routerView{RouterStatus: rs,

@@ -52,6 +52,9 @@ type MemberStatus struct {
 type RegionStatus struct {
 	Name    string   `json:"name"`
 	Routers []string `json:"routers"`
+	// Names are the region's DNS names of routers (dns+http://NAME:PORT, srv+http://NAME), as
+	// --routers gives them; Routers then lists what they resolve to now.
+	Names []string `json:"names,omitempty"`
 	// Marked: the region's latest failure is newer than its latest clear, so plain writes ask
 	// it last until one of its routers answers; MarkedForReads: that failure is also younger
 	// than --read-backoff, so reads and keyed writes ask it last too (CONTRACT.md section 4).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ type flagDef struct {
 	later  string // what the flag waits for to take effect, if anything
 	secret bool   // its value is never shown, not even in an error
 	isBool bool
+	reload bool                                 // applied by a reload of --config (node.Reloadable)
 	apply  func(c *node.Config, v string) error // v is the flag's text; errors say what is wrong, without the flag
 }
 
@@ -72,8 +74,16 @@ var flags = []*flagDef{
 		apply: setString(func(c *node.Config) *string { return &c.HTTP1Server })},
 
 	{name: "routers", arg: "spec", group: groupRouters,
-		usage: "required: regions and their routers, in fallback order, eu=http://r1:7000,http://r2:7000;us=http://r3:7000",
-		apply: func(c *node.Config, v string) (err error) { c.Routers, err = node.ParseRouters(v); return err }},
+		usage: "required: regions and their routers, in fallback order, eu=http://r1:7000,http://r2:7000;us=http://r3:7000; " +
+			"a router may be dns+http://NAME:PORT (every address NAME resolves to) or srv+http://NAME (every SRV target and port), https too",
+		reload: true,
+		apply:  func(c *node.Config, v string) (err error) { c.Routers, err = node.ParseRouters(v); return err }},
+	{name: "resolve-interval", arg: "duration", group: groupRouters, def: node.DefaultResolveInterval.String(),
+		usage: "how often the routers' DNS names are resolved again (a name that fails keeps its last answer)",
+		apply: setDuration(func(c *node.Config) *time.Duration { return &c.ResolveInterval })},
+	{name: "dns-server", arg: "ip:port", group: groupRouters,
+		usage: "the DNS server asked for the routers' names (Consul's DNS: 127.0.0.1:8600) instead of the system's",
+		apply: setString(func(c *node.Config) *string { return &c.DNSServer })},
 	{name: "router-ca", arg: "file", group: groupRouters,
 		usage: "extra CA certificates (PEM) for routers reached over https://",
 		apply: setString(func(c *node.Config) *string { return &c.RouterCA })},
@@ -84,18 +94,21 @@ var flags = []*flagDef{
 		usage: "request bodies up to this are kept for a retry (1MiB, 512KiB, 1048576; at most 1GiB)",
 		apply: func(c *node.Config, v string) (err error) { c.BodyBuffer, err = node.ParseSize(v); return err }},
 	{name: "read-backoff", arg: "duration", group: groupRouters, def: node.DefaultReadBackoff.String(),
-		usage: "how long a failed region is asked last by reads and keyed writes",
-		apply: setDuration(func(c *node.Config) *time.Duration { return &c.ReadBackoff })},
+		usage:  "how long a failed region is asked last by reads and keyed writes",
+		reload: true,
+		apply:  setDuration(func(c *node.Config) *time.Duration { return &c.ReadBackoff })},
 	{name: "homes", arg: "n", group: groupRouters, def: strconv.Itoa(node.DefaultHomes),
 		usage: "homes kept by this entry, the first heard forgotten first",
 		apply: setInt(func(c *node.Config) *int { return &c.Homes })},
 
 	{name: "continents", arg: "map", group: groupPlacement, def: "EU=eu,AF=eu,NA=us,SA=us,AS=ap,OC=ap,AN=ap (configured regions only)",
-		usage: "client continent to region, for tenants heard nowhere; empty for no mapping",
-		apply: func(c *node.Config, v string) (err error) { c.Continents, err = node.ParseContinents(v); return err }},
+		usage:  "client continent to region, for tenants heard nowhere; empty for no mapping",
+		reload: true,
+		apply:  func(c *node.Config, v string) (err error) { c.Continents, err = node.ParseContinents(v); return err }},
 	{name: "default-region", arg: "region", group: groupPlacement, def: "the first region of --routers",
-		usage: "asked first for a continent with no mapping",
-		apply: setString(func(c *node.Config) *string { return &c.DefaultRegion })},
+		usage:  "asked first for a continent with no mapping",
+		reload: true,
+		apply:  setString(func(c *node.Config) *string { return &c.DefaultRegion })},
 	{name: "pop", arg: "name", group: groupPlacement, def: "$FLY_REGION, else the hostname",
 		usage: "this entry's PoP name",
 		apply: setString(func(c *node.Config) *string { return &c.Pop })},
@@ -117,11 +130,13 @@ var flags = []*flagDef{
 		apply: func(c *node.Config, v string) (err error) { c.TrustedProxies, err = node.ParseCIDRs(v); return err }},
 
 	{name: "entry-token", arg: "secret", group: groupProtocol, secret: true,
-		usage: "shared with the routers' --entry-token; enables Fenec-Client",
-		apply: func(c *node.Config, v string) error { c.EntryToken = node.Secret(v); return nil }},
+		usage:  "shared with the routers' --entry-token; enables Fenec-Client",
+		reload: true,
+		apply:  func(c *node.Config, v string) error { c.EntryToken = node.Secret(v); return nil }},
 	{name: "cors", arg: "origins", group: groupProtocol,
-		usage: "the routers' --http-cors: * or a comma list of origins; the entry answers preflights",
-		apply: setString(func(c *node.Config) *string { return &c.CORS })},
+		usage:  "the routers' --http-cors: * or a comma list of origins; the entry answers preflights",
+		reload: true,
+		apply:  setString(func(c *node.Config) *string { return &c.CORS })},
 
 	{name: "node", arg: "name", group: groupGossip, def: "$FLY_MACHINE_ID, else the hostname (-<port> added when --gossip-bind is not on 7946)",
 		usage: "this entry's serf node name (also stamps its home observations)",
@@ -158,8 +173,13 @@ var flags = []*flagDef{
 		usage: "after SIGTERM, keep serving this long with Connection: close, then stop (open requests get 10s more)",
 		apply: setDuration(func(c *node.Config) *time.Duration { return &c.Drain })},
 	{name: "log-level", arg: "level", group: groupOps, def: node.DefaultLogLevel,
-		usage: "debug (a line per request), info, warn or error",
-		apply: func(c *node.Config, v string) error { c.LogLevel = strings.ToLower(strings.TrimSpace(v)); return nil }},
+		usage:  "debug (a line per request), info, warn or error",
+		reload: true,
+		apply:  func(c *node.Config, v string) error { c.LogLevel = strings.ToLower(strings.TrimSpace(v)); return nil }},
+	{name: "config", arg: "file", group: groupOps,
+		usage: "a file of FENEC_ENTRY_NAME=value lines (systemd's EnvironmentFile format), read at start after the environment; " +
+			"SIGHUP or POST /reload re-read it and apply the settings marked [reload], all at once or none",
+		apply: setString(func(c *node.Config) *string { return &c.ConfigFile })},
 	{name: "log-format", arg: "format", group: groupOps, def: node.DefaultLogFormat,
 		usage: "json (one object per line) or console (for people)",
 		apply: func(c *node.Config, v string) error { c.LogFormat = strings.ToLower(strings.TrimSpace(v)); return nil }},
@@ -189,20 +209,115 @@ func parseWith(args []string, env func(string) string, hostname func() (string, 
 	if err != nil {
 		return node.Config{}, err
 	}
-	host, _ := hostname()
+	in := input{cmdline: cmdline, env: env, hostname: hostname}
+	if p, ok := cmdline["config"]; ok {
+		in.path = strings.TrimSpace(p)
+	} else {
+		in.path = strings.TrimSpace(env(lookupFlag("config").envName()))
+	}
+	file, err := in.readFile()
+	if err != nil {
+		return node.Config{}, err
+	}
+	in.shadow = map[string]bool{}
+	for name := range file {
+		in.shadow[name] = true
+	}
+	cfg, texts, err := in.build(file)
+	if err != nil {
+		return node.Config{}, err
+	}
+	if in.path != "" {
+		cfg.Reloader = in.reloader(texts)
+	}
+	return cfg, nil
+}
+
+// input is where serve's settings come from: the command line, then --config's file, then
+// the environment, then the defaults.
+type input struct {
+	cmdline  map[string]string
+	env      func(string) string
+	hostname func() (string, error)
+	path     string          // --config; "" for none
+	shadow   map[string]bool // flags the file held at start: their variable is not read
+}
+
+// readFile reads the --config file's settings by flag name (nil without --config). Its
+// errors are *node.ConfigError: a file that cannot be read or parsed names --config, a line
+// for a flag also on the command line names that flag.
+func (in input) readFile() (map[string]envVar, error) {
+	if in.path == "" {
+		return nil, nil
+	}
+	vars, err := readEnvFile(in.path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, &node.ConfigError{Flag: "config", Msg: fmt.Sprintf("%s: %v", in.path, err)}
+	}
+	names := make([]string, 0, len(vars))
+	for name := range vars {
+		names = append(names, name)
+	}
+	slices.SortFunc(names, func(a, b string) int { return vars[a].line - vars[b].line })
+	out := map[string]envVar{}
+	for _, name := range names {
+		if !strings.HasPrefix(name, envPrefix) || buildEnv[name] {
+			continue // GOMAXPROCS and the like: the unit's, not the entry's
+		}
+		v := vars[name]
+		bad := func(msg string) error {
+			return &node.ConfigError{Flag: "config", Msg: fmt.Sprintf("%s line %d: %s", in.path, v.line, msg)}
+		}
+		flag := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))
+		if why, ok := removedEnv[name]; ok {
+			return nil, bad(why)
+		}
+		d := lookupFlag(flag)
+		switch {
+		case d == nil:
+			return nil, bad(name + " names no flag (see fenec-entry serve --help)")
+		case flag == "config":
+			return nil, bad(name + " cannot name another file from within one")
+		}
+		if _, dup := in.cmdline[flag]; dup {
+			return nil, &node.ConfigError{Flag: flag, Msg: fmt.Sprintf("given on the command line and in --config %s (line %d): give it in one place", in.path, v.line)}
+		}
+		out[flag] = v
+	}
+	return out, nil
+}
+
+// build makes the Config of in with file's settings, and returns the text each flag took.
+func (in input) build(file map[string]envVar) (node.Config, map[string]string, error) {
+	host, _ := in.hostname()
+	env := in.env
 	cfg := node.DefaultConfig()
 	cfg.Pop = node.DefaultPop(env("FLY_REGION"), host)
 	cfg.Continent = node.DefaultContinent(env("FLY_REGION"))
 	cfg.Node = "" // derived below from --gossip-bind unless given
+	texts := map[string]string{}
 	for _, d := range flags {
-		v, ok := cmdline[d.name]
+		v, ok := in.cmdline[d.name]
 		from := ""
 		if !ok {
-			if v = env(d.envName()); v == "" {
+			fv, inFile := file[d.name]
+			switch {
+			case inFile:
+				v, from = fv.value, fmt.Sprintf("in %s line %d: ", in.path, fv.line)
+			case in.shadow[d.name]:
+				continue // in the file at start, gone from it now: the default, not a stale variable
+			default:
+				v, from = env(d.envName()), d.envName()+": "
+			}
+			if v == "" {
 				continue
 			}
-			from = d.envName() + ": "
 		}
+		texts[d.name] = v
 		if err := d.apply(&cfg, v); err != nil {
 			msg := err.Error()
 			if d.secret {
@@ -212,16 +327,38 @@ func parseWith(args []string, env func(string) string, hostname func() (string, 
 					msg = string(se)
 				}
 			}
-			return node.Config{}, &node.ConfigError{Flag: d.name, Msg: from + msg}
+			return node.Config{}, nil, &node.ConfigError{Flag: d.name, Msg: from + msg}
 		}
 	}
 	if cfg.Node == "" {
 		cfg.Node = node.DefaultNode(env("FLY_MACHINE_ID"), host, cfg.GossipBind)
 	}
 	if err := cfg.Validate(); err != nil {
-		return node.Config{}, err
+		return node.Config{}, nil, err
 	}
-	return cfg, nil
+	return cfg, texts, nil
+}
+
+// reloader re-reads the file for a reload: the whole new Config, and the flags a reload does
+// not apply whose text differs from start's.
+func (in input) reloader(start map[string]string) node.Reloader {
+	return func() (node.Config, []string, error) {
+		file, err := in.readFile()
+		if err != nil {
+			return node.Config{}, nil, err
+		}
+		cfg, texts, err := in.build(file)
+		if err != nil {
+			return node.Config{}, nil, err
+		}
+		var restart []string
+		for _, d := range flags {
+			if !d.reload && texts[d.name] != start[d.name] {
+				restart = append(restart, d.name)
+			}
+		}
+		return cfg, restart, nil
+	}
 }
 
 // scanArgs reads flags the way Go's flag package does (-name, --name, -name=value,

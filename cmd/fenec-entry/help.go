@@ -28,8 +28,12 @@ func printServeUsage(w io.Writer) {
 
 Runs one entry. Flags take the form --name value or --name=value (one dash works too).
 Every flag also reads the environment variable shown; the command line wins, and an
-empty variable counts as unset. Secrets (--entry-token, --gossip-key, --rpc-auth) are
-never printed or logged; prefer their variables to the command line.
+empty variable counts as unset. With --config FILE, the file's FENEC_ENTRY_NAME=value
+lines come between the two: a setting given on the command line must not be in the file,
+and a variable the file held at start is taken from the file only. SIGHUP and POST /reload
+on --admin-listen re-read the file and apply the settings marked [reload]; the others wait
+for a restart. Secrets (--entry-token, --gossip-key, --rpc-auth) are never printed or
+logged; prefer their variables or the file to the command line.
 `)
 	for _, g := range groups {
 		fmt.Fprintf(w, "\n%s:\n", g)
@@ -49,6 +53,9 @@ never printed or logged; prefer their variables to the command line.
 			}
 			if d.later != "" {
 				more = append(more, d.later)
+			}
+			if d.reload {
+				more = append(more, "[reload]")
 			}
 			fmt.Fprintf(w, "%-32s (%s)\n", "", strings.Join(more, "; "))
 		}

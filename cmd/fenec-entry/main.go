@@ -74,7 +74,26 @@ func serve(args []string, stdout, stderr io.Writer, env func(string) string) int
 		return 2
 	}
 	cfg.Version = readBuildInfo().short()
-	logger := node.NewLogger(cfg, stderr)
+	// The process's one logger passes every level; zerolog's global level filters, so that a
+	// reload can change --log-level for every part at once (one atomic, no rebuilt loggers).
+	all := cfg
+	all.LogLevel = zerolog.TraceLevel.String()
+	logger := node.NewLogger(all, stderr)
+	zerolog.SetGlobalLevel(logLevel(cfg.LogLevel))
+	cfg.SetLogLevel = func(l string) { zerolog.SetGlobalLevel(logLevel(l)) }
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP) // a reload (systemctl reload), never the default: exit
+	defer func() { signal.Stop(hup); close(hup) }()
+	reloads := make(chan struct{}, 1)
+	go func() {
+		for range hup {
+			select {
+			case reloads <- struct{}{}:
+			default: // one already waiting covers this one
+			}
+		}
+	}()
+	cfg.ReloadOn = reloads
 	for _, w := range unknownEnv(os.Environ()) {
 		logger.Warn().Msg(w)
 	}
@@ -93,6 +112,15 @@ func serve(args []string, stdout, stderr io.Writer, env func(string) string) int
 	}
 	logger.Info().Msg("entry stopped")
 	return 0
+}
+
+// logLevel is a --log-level as zerolog's level (validated already; info if not).
+func logLevel(s string) zerolog.Level {
+	l, err := zerolog.ParseLevel(s)
+	if err != nil || s == "" {
+		return zerolog.InfoLevel
+	}
+	return l
 }
 
 // openRequestsGrace is how long open requests get after the drain, for the notice.
