@@ -300,6 +300,7 @@ func (in input) build(file map[string]envVar) (node.Config, map[string]string, e
 	cfg.Continent = node.DefaultContinent(env("FLY_REGION"))
 	cfg.Node = "" // derived below from --gossip-bind unless given
 	texts := map[string]string{}
+	froms := map[string]string{} // where each flag's text came from, for errors
 	for _, d := range flags {
 		v, ok := in.cmdline[d.name]
 		from := ""
@@ -318,6 +319,7 @@ func (in input) build(file map[string]envVar) (node.Config, map[string]string, e
 			}
 		}
 		texts[d.name] = v
+		froms[d.name] = from
 		if err := d.apply(&cfg, v); err != nil {
 			msg := err.Error()
 			if d.secret {
@@ -334,6 +336,11 @@ func (in input) build(file map[string]envVar) (node.Config, map[string]string, e
 		cfg.Node = node.DefaultNode(env("FLY_MACHINE_ID"), host, cfg.GossipBind)
 	}
 	if err := cfg.Validate(); err != nil {
+		// Say where the setting came from, as apply's errors do.
+		var ce *node.ConfigError
+		if errors.As(err, &ce) && froms[ce.Flag] != "" {
+			return node.Config{}, nil, &node.ConfigError{Flag: ce.Flag, Msg: froms[ce.Flag] + ce.Msg}
+		}
 		return node.Config{}, nil, err
 	}
 	return cfg, texts, nil

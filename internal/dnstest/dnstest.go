@@ -36,14 +36,21 @@ type Server struct {
 // Start starts a server, stopped at the end of the test.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
+	// UDP and TCP on one port: the kernel picks a free UDP port, whose TCP twin may be taken.
+	var pc net.PacketConn
+	var ln net.Listener
+	for try := 0; ; try++ {
+		var err error
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			tb.Fatal(err)
+		}
+		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
 		pc.Close()
-		tb.Fatal(err)
+		if try == 20 {
+			tb.Fatal(err)
+		}
 	}
 	s := &Server{Addr: pc.LocalAddr().String(), addrs: map[string][]netip.Addr{}, srvs: map[string][]SRV{},
 		fail: map[string]bool{}, silent: map[string]bool{}}
