@@ -2,6 +2,7 @@ package homes
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -50,35 +51,12 @@ type RegionChange struct {
 // request that read the old set while the removal ran may stay at the removed region, and is
 // never looked up by a plan that does not configure it.
 func (t *Table) SetRegions(names []string) (RegionChange, error) {
-	if err := (Config{Regions: names, Origin: "x"}).Validate(); err != nil {
-		return RegionChange{}, err
-	}
 	t.regsMu.Lock()
 	defer t.regsMu.Unlock()
 	old := t.regs.Load()
-	next := &regionSet{names: append([]string(nil), old.names...), ids: make(map[string]int, len(names))}
-	var ch RegionChange
-	for _, name := range names {
-		id := -1
-		for i, n := range old.names {
-			if n == name {
-				id = i
-				break
-			}
-		}
-		if id < 0 {
-			if len(next.names) == MaxRegions {
-				return RegionChange{}, fmt.Errorf("%w: Regions: region %q would be the %dth region this entry has held; at most %d over its life (restart to start afresh)",
-					ErrConfig, name, MaxRegions+1, MaxRegions)
-			}
-			id = len(next.names)
-			next.names = append(next.names, name)
-		}
-		next.ids[name] = id
-		next.active |= 1 << id
-		if !old.configured(id) {
-			ch.Added = append(ch.Added, name)
-		}
+	next, ch, err := old.with(names)
+	if err != nil {
+		return RegionChange{}, err
 	}
 	var gone uint64
 	for i, n := range old.names {
@@ -101,6 +79,40 @@ func (t *Table) SetRegions(names []string) (RegionChange, error) {
 		}
 	}
 	return ch, nil
+}
+
+// CheckRegions reports the error SetRegions(names) would return now, changing nothing.
+func (t *Table) CheckRegions(names []string) error {
+	t.regsMu.Lock()
+	defer t.regsMu.Unlock()
+	_, _, err := t.regs.Load().with(names)
+	return err
+}
+
+// with returns the set configuring names, keeping s's IDs, and what is added.
+func (s *regionSet) with(names []string) (*regionSet, RegionChange, error) {
+	if err := (Config{Regions: names, Origin: "x"}).Validate(); err != nil {
+		return nil, RegionChange{}, err
+	}
+	next := &regionSet{names: append([]string(nil), s.names...), ids: make(map[string]int, len(names))}
+	var ch RegionChange
+	for _, name := range names {
+		id := slices.Index(next.names, name)
+		if id < 0 {
+			if len(next.names) == MaxRegions {
+				return nil, RegionChange{}, fmt.Errorf("%w: Regions: region %q would be the %dth region this entry has held; at most %d over its life (restart to start afresh)",
+					ErrConfig, name, MaxRegions+1, MaxRegions)
+			}
+			id = len(next.names)
+			next.names = append(next.names, name)
+		}
+		next.ids[name] = id
+		next.active |= 1 << id
+		if !s.configured(id) {
+			ch.Added = append(ch.Added, name)
+		}
+	}
+	return next, ch, nil
 }
 
 // forgetRegions removes every home whose region is in the set gone, and returns how many.

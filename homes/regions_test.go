@@ -214,3 +214,20 @@ func countRange(tbl *Table) int {
 	tbl.Range(func(Home, Source) bool { n++; return true })
 	return n
 }
+
+func TestCheckRegionsChangesNothing(t *testing.T) {
+	tbl, _ := newTestTable(t, nil)
+	tbl.Learn("acme", us)
+	if err := tbl.CheckRegions([]string{"eu", "sa"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.CheckRegions([]string{"eu", "eu"}); !errors.Is(err, ErrConfig) {
+		t.Errorf("a repeated name: %v", err)
+	}
+	if got := tbl.Regions(); !slices.Equal(got, testRegions) {
+		t.Errorf("regions %v after checks, want %v", got, testRegions)
+	}
+	if _, ok := tbl.Lookup("acme"); !ok {
+		t.Error("a check forgot a home")
+	}
+}
