@@ -84,7 +84,9 @@ func parseEnvFile(data []byte) (map[string]envVar, error) {
 		}
 		name := strings.TrimRight(s[:eq], " \t\r")
 		if !validEnvName(name) {
-			return nil, fmt.Errorf("line %d: %q is not a variable name (letters, digits and _, not starting with a digit)", start, name)
+			// Not quoted: in a line like `KEY value==` (a missing "=", base64 padding),
+			// the text before "=" is the value.
+			return nil, fmt.Errorf("line %d: the text before \"=\" is not a variable name (letters, digits and _, not starting with a digit)", start)
 		}
 		var val string
 		var err error
