@@ -115,10 +115,23 @@ func (n *Node) Status() status.Status {
 	if g := n.getCluster(); g != nil {
 		s.GossipUp, s.GossipState = g.Up(), g.State()
 	}
-	for _, m := range n.Members() {
-		s.Members = append(s.Members, status.MemberStatus{Name: m.Name, Addr: m.Addr, State: m.State,
-			Pop: m.Tags["pop"], Continent: m.Tags["continent"], Version: m.Tags["version"]})
+	lat := n.proxy.Latencies()
+	own := map[string]float64{}
+	for _, l := range lat {
+		if l.Measured {
+			own[l.Region] = msOf(l.Estimate)
+		}
 	}
+	for _, m := range n.Members() {
+		ms := status.MemberStatus{Name: m.Name, Addr: m.Addr, State: m.State,
+			Pop: m.Tags["pop"], Continent: m.Tags["continent"], Version: m.Tags["version"],
+			LatencyMS: parseLatency(m.Tags[latencyTagKey])}
+		if m.Name == n.cfg.Node && len(own) > 0 {
+			ms.LatencyMS = own
+		}
+		s.Members = append(s.Members, ms)
+	}
+	s.Closest = n.proxy.Closest()
 	states := n.proxy.RouterStatus() // the routing in force: its regions and routers in order
 	n.reloadMu.Lock()
 	_, names := splitRouters(n.cur.Routers)
@@ -127,6 +140,11 @@ func (n *Node) Status() status.Status {
 		id, _ := n.homes.RegionID(r.Name)
 		rs := status.RegionStatus{Name: r.Name, Marked: n.homes.Marked(id, homes.Strict),
 			MarkedForReads: n.homes.Marked(id, homes.Lenient), Routers: []string{}, RouterStates: []status.RouterStatus{}}
+		for _, l := range lat {
+			if l.Region == r.Name && l.Measured {
+				rs.LatencyMS, rs.Measured = msOf(l.Estimate), true
+			}
+		}
 		for _, src := range names[r.Name] {
 			rs.Names = append(rs.Names, src.String())
 		}

@@ -183,6 +183,7 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 		BodyBuffer:      cfg.BodyBuffer,
 		AnswerTimeout:   cfg.AnswerTimeout,
 		RouterTLS:       routerTLS,
+		LatencyChoice:   true,
 		Logger:          &n.log,
 		Metrics:         metrics,
 		ConnClose:       n.draining.Load,
@@ -306,6 +307,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 		})
 	}
 
+	n.wg.Go(n.runLatency) // after the cluster: its first round gossips the latency tag
 	now := n.cfg.Clock.Now()
 	n.startedAt.Store(&now)
 	n.logStart()

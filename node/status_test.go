@@ -175,11 +175,19 @@ func TestStatusPageChromium(t *testing.T) {
 	get(t, client, base+"/t/umbrella/items/1")
 	testutil.Eventually(t, 5*time.Second, "homes gossiped to entry-iad", func() bool { return iad.Status().Homes.Gossip >= 4 })
 	clock.advance(1100 * time.Millisecond) // the gossip rates need a window of a second
+	testutil.Eventually(t, 15*time.Second, "entry-iad's latency row at entry-fra", func() bool {
+		for _, m := range fra.Status().Members {
+			if m.Name == "entry-iad" && len(m.LatencyMS) > 0 {
+				return true
+			}
+		}
+		return false
+	})
 
 	url := "http://" + fra.AdminAddr().String() + "/status"
 	dom := string(runChromium(t, chromium, "--dump-dom", url))
 	for _, want := range []string{"entry-fra", "entry-iad", "entry-sin", "entry-syd", `id="region-eu"`,
-		`id="region-us"`, `id="region-ap"`, ">left<", ">failing<", ">marked<", "never_made"} {
+		`id="region-us"`, `id="region-ap"`, ">left<", ">failing<", ">marked<", "never_made", `id="latency"`, "td class=\"num mono best\""} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the DOM Chromium built lacks %q", want)
 		}

@@ -153,9 +153,13 @@ func (rt *router) popIdle() *conn {
 }
 
 func (rt *router) dial(ctx context.Context) (*conn, error) {
+	t0 := time.Now()
 	nc, err := rt.dialer.DialContext(ctx, "tcp", rt.addr)
 	if err != nil {
 		return nil, &dialError{err}
+	}
+	if took := time.Since(t0); rt.reg != nil {
+		rt.reg.lat.observe(took, t0.UnixNano()+int64(took)) // a connect is one round trip
 	}
 	if tcp, ok := nc.(*net.TCPConn); ok {
 		if sc, err := sockio.New(tcp); err == nil {

@@ -59,6 +59,11 @@ type Config struct {
 	// continent has no mapping. Empty: the first region.
 	DefaultRegion string
 
+	// LatencyChoice sends a tenant heard nowhere whose client continent Continents does not
+	// map to the region with the lowest measured latency from this entry, instead of
+	// DefaultRegion, when that region is clearly closer (latency.go). False: DefaultRegion.
+	LatencyChoice bool
+
 	// ClientAddr returns the client's address for Fenec-Client and the log
 	// line. Nil: the TCP peer's address (http.Request.RemoteAddr, no port).
 	ClientAddr func(*http.Request) string

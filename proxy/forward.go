@@ -144,7 +144,9 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 		c.nc.Close()
 		return attemptResult{out: classifyFailure(err, ctx.Err() != nil, c.reused && c.read == 0), err: err}
 	}
-	rt.reg.upstream.Observe(time.Since(sent).Seconds())
+	took := time.Since(sent)
+	rt.reg.upstream.Observe(took.Seconds())
+	rt.reg.lat.observe(took, sent.UnixNano()+int64(took))
 	// Once the head has arrived there is no time limit (streams, held writes).
 	c.nc.SetDeadline(time.Time{})
 	at := attemptResult{resp: resp, c: c, stop: stop}

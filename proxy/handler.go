@@ -30,6 +30,10 @@ type Handler struct {
 	states [maxRegions]*regionState
 	closed bool
 
+	// closest is the region a tenant heard nowhere, whose continent has no mapping, is sent to
+	// first instead of the default region (Config.LatencyChoice, latency.go); -1: the default.
+	closest atomic.Int32
+
 	inflight atomic.Int64
 	budget   bodyBudget // request body bytes held in memory, across requests
 	idPrefix string
@@ -49,6 +53,7 @@ func New(cfg Config) (*Handler, error) {
 		met:   bindMetrics(c.Metrics),
 	}
 	h.budget.max = c.MaxBufferedBytes
+	h.closest.Store(-1)
 	h.met.m.gauges(h)
 	if err := h.SetRouting(c.routing()); err != nil {
 		return nil, err

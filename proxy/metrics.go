@@ -19,6 +19,7 @@ type Metrics struct {
 	BodiesSqueezed   prometheus.Counter       // bodies short enough to keep, streamed because MaxBufferedBytes was spent
 	reg              prometheus.Registerer
 	IdleConnsDropped prometheus.Counter // connections closed because the idle pool of their router was full
+	Probes           prometheus.Counter // TCP connects to regions no request asked lately (latency)
 }
 
 // NewMetrics creates the metrics and registers them with reg (if non-nil).
@@ -54,10 +55,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		IdleConnsDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_idle_conns_dropped_total", Help: "Router connections closed because their idle pool was full.",
 		}),
+		Probes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_latency_probes_total",
+			Help: "TCP connects to a router of a region no request reached within 30 s, to measure its latency (failed ones too).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Requests, m.HomeLookups, m.Relays, m.Attempts, m.UpstreamSeconds,
-			m.UnknownHome, m.BodiesStreamed, m.BodiesSqueezed, m.IdleConnsDropped)
+			m.UnknownHome, m.BodiesStreamed, m.BodiesSqueezed, m.IdleConnsDropped, m.Probes)
 	}
 	m.reg = reg
 	return m

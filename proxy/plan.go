@@ -37,10 +37,14 @@ func (h *Handler) plan(x *exchange, r *http.Request, buf []uint8) []uint8 {
 	}
 	if first < 0 {
 		first = rt.defaultRegion
+		mapped := false
 		if h.cfg.ClientContinent != nil {
 			if reg, ok := rt.continentRegion[h.cfg.ClientContinent(r, x.addr)]; ok {
-				first = reg
+				first, mapped = reg, true
 			}
+		}
+		if c := int(h.closest.Load()); !mapped && c >= 0 && c < len(rt.byID) && rt.byID[c] != nil {
+			first = c // clearly closer than the default region, by measurement
 		}
 	}
 	// Read once: a mark changing meanwhile must not drop or repeat a region.

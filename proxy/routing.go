@@ -52,6 +52,7 @@ type regionState struct {
 	lastGood atomic.Pointer[router] // the router to start from; nil: the first
 	attempts []prometheus.Counter   // by outcome
 	upstream prometheus.Observer
+	lat      latency // from this entry to the region (latency.go)
 }
 
 // start returns the index in routers of the router the region's next request starts from.
@@ -93,6 +94,7 @@ func (h *Handler) SetRouting(r Routing) error {
 	old := h.rt.Load()
 	next := h.build(r, old)
 	h.rt.Store(next)
+	h.choose(next)
 	if old != nil {
 		keep := map[*router]bool{}
 		for _, rr := range next.byID {

@@ -78,6 +78,21 @@ type statusView struct {
 	HomesPct      float64 // held / capacity, in percent
 	LocalPct      float64
 	Traffic       *trafficView
+	LatRegions    []string // the matrix's columns: the configured regions
+	LatRows       []latRow // one row a member (this entry alone when gossip is off)
+}
+
+// latRow is one PoP's row of the latency matrix.
+type latRow struct {
+	Pop, Name string
+	Self      bool
+	Cells     []latCell
+}
+
+type latCell struct {
+	MS    string
+	Known bool
+	Best  bool // the row's lowest
 }
 
 type badge struct{ Class, Text string }
@@ -154,6 +169,8 @@ func newStatusView(s Status) statusView {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
+
+	v.latency(s)
 
 	marks := map[string][]MarkStatus{}
 	for _, m := range s.Marks {
@@ -328,4 +345,42 @@ func formatRate(f float64) string {
 		return strconv.FormatFloat(f, 'f', 1, 64)
 	}
 	return strconv.FormatFloat(f, 'f', 0, 64)
+}
+
+// latency fills the matrix: this entry's row first, then every other alive member's, by name.
+func (v *statusView) latency(s Status) {
+	for _, r := range s.Regions {
+		v.LatRegions = append(v.LatRegions, r.Name)
+	}
+	row := func(pop, name string, self bool, ms map[string]float64) latRow {
+		lr := latRow{Pop: pop, Name: name, Self: self}
+		best := -1
+		for i, r := range v.LatRegions {
+			c := latCell{}
+			if x, ok := ms[r]; ok {
+				c.MS, c.Known = strconv.FormatFloat(x, 'f', -1, 64), true
+				if best < 0 || x < ms[v.LatRegions[best]] {
+					best = i
+				}
+			}
+			lr.Cells = append(lr.Cells, c)
+		}
+		if best >= 0 {
+			lr.Cells[best].Best = true
+		}
+		return lr
+	}
+	own := map[string]float64{}
+	for _, r := range s.Regions {
+		if r.Measured {
+			own[r.Name] = r.LatencyMS
+		}
+	}
+	v.LatRows = append(v.LatRows, row(s.Pop, s.Node, true, own))
+	for _, m := range v.Members {
+		if m.Self || m.State != "alive" {
+			continue
+		}
+		v.LatRows = append(v.LatRows, row(m.Pop, m.Name, false, m.LatencyMS))
+	}
 }

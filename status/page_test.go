@@ -20,13 +20,15 @@ func fakeStatus() Status {
 		GossipUp: true, GossipState: "alive",
 		Members: []MemberStatus{
 			{Name: "entry-sin", Addr: "10.0.3.1:7946", State: "failed", Pop: "sin", Continent: "AS", Version: "v1.4.0"},
-			{Name: "entry-fra", Addr: "10.0.1.1:7946", State: "alive", Pop: "fra", Continent: "EU", Version: "v1.4.0"},
-			{Name: "entry-iad", Addr: "10.0.2.1:7946", State: "alive", Pop: "iad", Continent: "NA", Version: "v1.3.9"},
+			{Name: "entry-fra", Addr: "10.0.1.1:7946", State: "alive", Pop: "fra", Continent: "EU", Version: "v1.4.0",
+				LatencyMS: map[string]float64{"eu": 9.5, "us": 88}},
+			{Name: "entry-iad", Addr: "10.0.2.1:7946", State: "alive", Pop: "iad", Continent: "NA", Version: "v1.3.9",
+				LatencyMS: map[string]float64{"eu": 81, "us": 4.2}},
 			{Name: "entry-syd", Addr: "10.0.4.1:7946", State: "left", Pop: "syd", Continent: "OC", Version: "v1.4.0"},
 			{Name: "<script>alert(1)</script>", Addr: "10.0.5.1:7946", State: "leaving", Pop: "gru", Continent: "SA", Version: "v1.4.0"},
 		},
 		Regions: []RegionStatus{
-			{Name: "eu", Routers: []string{"https://eu-1.example:8443", "https://eu-2.example:8443"},
+			{Name: "eu", Routers: []string{"https://eu-1.example:8443", "https://eu-2.example:8443"}, LatencyMS: 9.5, Measured: true,
 				RouterStates: []RouterStatus{
 					{URL: "https://eu-1.example:8443", State: "up", LastOutcome: "answer", LastStatus: 200, LastAt: at.Add(-2 * time.Second)},
 					{URL: "https://eu-2.example:8443", State: "unknown"},
@@ -37,6 +39,7 @@ func fakeStatus() Status {
 					{URL: "https://us-2.example:8443", State: "failing", LastOutcome: "shard_5xx", LastStatus: 503, LastAt: at.Add(-3 * time.Second), Failures: 2},
 				}},
 		},
+		Closest: "eu",
 		Marks: []MarkStatus{{Region: "us", Observer: "entry-iad", FailedAt: at.Add(-5 * time.Second), ReadsUntil: at.Add(5 * time.Second)}},
 		Homes: HomesStatus{Held: 1500, Local: 1000, Gossip: 500, Capacity: 100000, Evicted: 3},
 		Traffic: &GossipTraffic{WindowSeconds: 60, SentPerSec: 0.4, ReceivedPerSec: 1.25, DuplicatesPerSec: 2.5, DroppedPerSec: 0,
@@ -92,6 +95,31 @@ func TestStatusPageRender(t *testing.T) {
 	}
 	if i, j := strings.Index(page, "entry-fra</span><span class=\"self\">"), strings.Index(page, `<span class="mono">entry-iad</span>`); i < 0 || j < i {
 		t.Error("this entry is not listed first")
+	}
+
+	// Latency: this entry's row from its own regions, the others' from their tags, each row's
+	// lowest marked; failed and left members have no row.
+	lat := page[strings.Index(page, `<section id="latency">`):]
+	lat = lat[:strings.Index(lat, "</section>")]
+	for _, want := range []string{
+		`closest from here: <span class="mono">eu</span>, first for a tenant heard nowhere`,
+		`<th class="num">eu</th><th class="num">us</th>`,
+	} {
+		if !strings.Contains(lat, want) {
+			t.Errorf("latency section lacks %q:\n%s", want, lat)
+		}
+	}
+	fraRow := testutil.TableRow(t, lat, `<span class="muted mono">entry-fra</span>`)
+	if !strings.Contains(fraRow, `<td class="num mono best">9.5</td>`) || !strings.Contains(fraRow, `<span class="muted">—</span>`) ||
+		!strings.Contains(fraRow, "this entry") {
+		t.Errorf("this entry's latency row:\n%s", fraRow)
+	}
+	iadRow := testutil.TableRow(t, lat, `<span class="muted mono">entry-iad</span>`)
+	if !strings.Contains(iadRow, `<td class="num mono">81</td>`) || !strings.Contains(iadRow, `<td class="num mono best">4.2</td>`) {
+		t.Errorf("entry-iad's latency row:\n%s", iadRow)
+	}
+	if strings.Contains(lat, "entry-sin") || strings.Contains(lat, "entry-syd") {
+		t.Error("a failed or left member has a latency row")
 	}
 
 	// Routers: up, failing with their last answer, never asked.

@@ -33,6 +33,9 @@ type Status struct {
 	GossipUp    bool           `json:"gossip_up"`
 	GossipState string         `json:"gossip_state"`
 	Members     []MemberStatus `json:"members"` // every gossip member this entry knows, itself included; none while serf is shut down
+	// Closest is the region a tenant heard nowhere, whose client continent --continents does
+	// not map, goes to first: the default region unless a measured one is clearly closer.
+	Closest string `json:"closest_region"`
 
 	At      time.Time      `json:"at"`                       // when this status was taken
 	Traffic *GossipTraffic `json:"gossip_traffic,omitempty"` // nil when gossip is off
@@ -46,6 +49,10 @@ type MemberStatus struct {
 	Pop       string `json:"pop"`
 	Continent string `json:"continent"`
 	Version   string `json:"version"`
+	// LatencyMS is the member's measured round trip to each region, in milliseconds, as it
+	// shares it in its serf tags ("lat"); nil when it shares none (yet). This entry's row is
+	// its own, current measurement.
+	LatencyMS map[string]float64 `json:"latency_ms,omitempty"`
 }
 
 // RegionStatus is one configured region, in --routers order.
@@ -55,6 +62,10 @@ type RegionStatus struct {
 	// Names are the region's DNS names of routers (dns+http://NAME:PORT, srv+http://NAME), as
 	// --routers gives them; Routers then lists what they resolve to now.
 	Names []string `json:"names,omitempty"`
+	// LatencyMS is this entry's round trip to the region (a windowed minimum of answer-head,
+	// connect and probe times, milliseconds); 0 with Measured false when there is none yet.
+	LatencyMS float64 `json:"latency_ms"`
+	Measured  bool    `json:"latency_measured"`
 	// Marked: the region's latest failure is newer than its latest clear, so plain writes ask
 	// it last until one of its routers answers; MarkedForReads: that failure is also younger
 	// than --read-backoff, so reads and keyed writes ask it last too (CONTRACT.md section 4).

@@ -1,0 +1,121 @@
+package node
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fenec/fenec-entry/proxy"
+)
+
+// The latency matrix (issue 11 item 4): each entry measures its round trip to every region
+// (proxy/latency.go), probes the regions no request reached lately, and shares what it
+// measured in its serf tag "lat" ("eu:12,us:85,ap:210", milliseconds), so that any entry's
+// /status shows the fleet's PoP x region matrix.
+const (
+	latencyTick     = 5 * time.Second  // how often idle regions are considered for a probe
+	latencyTagEvery = 30 * time.Second // the tag is gossiped again at most this often
+	latencyTagKey   = "lat"
+	maxLatencyTag   = 200 // bytes of the tag: regions past it are left out (memberlist's meta is 512 bytes in all)
+)
+
+// runLatency probes idle regions every latencyTick and keeps the "lat" tag current, until the
+// entry stops.
+func (n *Node) runLatency() {
+	t := time.NewTicker(latencyTick)
+	defer t.Stop()
+	var last string
+	var lastAt time.Time
+	for {
+		ctx, cancel := context.WithTimeout(n.bg, latencyTick)
+		n.proxy.Probe(ctx, proxy.DefaultProbeIdle)
+		cancel()
+		if g := n.getCluster(); g != nil {
+			tag := encodeLatency(n.proxy.Latencies())
+			if tag != last && (last == "" || time.Since(lastAt) >= latencyTagEvery) && significant(last, tag) {
+				if err := g.SetTag(latencyTagKey, tag); err != nil {
+					n.log.Warn().Err(err).Msg("latency tag not gossiped")
+				} else {
+					last, lastAt = tag, time.Now()
+				}
+			}
+		}
+		select {
+		case <-n.bg.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// encodeLatency writes the measured regions as "name:ms,...", in order, within maxLatencyTag.
+func encodeLatency(ls []proxy.RegionLatency) string {
+	var b strings.Builder
+	for _, l := range ls {
+		if !l.Measured {
+			continue
+		}
+		item := l.Region + ":" + formatMS(l.Estimate)
+		if b.Len()+len(item)+1 > maxLatencyTag {
+			break
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(item)
+	}
+	return b.String()
+}
+
+// formatMS is d in milliseconds: one decimal under 10 ms, whole above.
+func formatMS(d time.Duration) string {
+	ms := float64(d) / float64(time.Millisecond)
+	if ms < 10 {
+		return strconv.FormatFloat(math.Round(ms*10)/10, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(math.Round(ms), 'f', -1, 64)
+}
+
+// parseLatency reads a peer's "lat" tag; entries that do not parse are left out. At most
+// MaxRegions entries.
+func parseLatency(tag string) map[string]float64 {
+	if tag == "" {
+		return nil
+	}
+	out := map[string]float64{}
+	for item := range strings.SplitSeq(tag, ",") {
+		name, v, ok := strings.Cut(item, ":")
+		ms, err := strconv.ParseFloat(v, 64)
+		if !ok || err != nil || name == "" || ms < 0 || math.IsInf(ms, 0) || math.IsNaN(ms) {
+			continue
+		}
+		out[name] = ms
+		if len(out) == MaxRegions {
+			break
+		}
+	}
+	return out
+}
+
+// significant reports whether tag differs from last enough to gossip: a region appeared or
+// went, or one moved by at least 10% and 1 ms.
+func significant(last, tag string) bool {
+	a, b := parseLatency(last), parseLatency(tag)
+	if len(a) != len(b) {
+		return true
+	}
+	for k, v := range b {
+		w, ok := a[k]
+		if !ok || (math.Abs(v-w) >= 1 && math.Abs(v-w) >= 0.1*math.Max(v, w)) {
+			return true
+		}
+	}
+	return false
+}
+
+func msOf(d time.Duration) float64 {
+	v, _ := strconv.ParseFloat(formatMS(d), 64)
+	return v
+}
