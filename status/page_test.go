@@ -40,8 +40,8 @@ func fakeStatus() Status {
 				}},
 		},
 		Closest: "eu",
-		Marks: []MarkStatus{{Region: "us", Observer: "entry-iad", FailedAt: at.Add(-5 * time.Second), ReadsUntil: at.Add(5 * time.Second)}},
-		Homes: HomesStatus{Held: 1500, Local: 1000, Gossip: 500, Capacity: 100000, Evicted: 3},
+		Marks:   []MarkStatus{{Region: "us", Observer: "entry-iad", FailedAt: at.Add(-5 * time.Second), ReadsUntil: at.Add(5 * time.Second)}},
+		Homes:   HomesStatus{Held: 1500, Local: 1000, Gossip: 500, Capacity: 100000, Evicted: 3},
 		Traffic: &GossipTraffic{WindowSeconds: 60, SentPerSec: 0.4, ReceivedPerSec: 1.25, DuplicatesPerSec: 2.5, DroppedPerSec: 0,
 			Sent: 24, Received: 75, Duplicates: 150},
 	}

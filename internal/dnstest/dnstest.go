@@ -137,7 +137,9 @@ func (s *Server) serve(w dns.ResponseWriter, req *dns.Msg) {
 	case !hasAddrs && !hasSRV:
 		m.Rcode = dns.RcodeNameError
 	}
-	hdr := func(t uint16) dns.RR_Header { return dns.RR_Header{Name: q.Name, Rrtype: t, Class: dns.ClassINET, Ttl: 1} }
+	hdr := func(t uint16) dns.RR_Header {
+		return dns.RR_Header{Name: q.Name, Rrtype: t, Class: dns.ClassINET, Ttl: 1}
+	}
 	if m.Rcode == dns.RcodeSuccess {
 		switch q.Qtype {
 		case dns.TypeA:
