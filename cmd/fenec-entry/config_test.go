@@ -172,6 +172,7 @@ func TestConfigFileKeys(t *testing.T) {
 		{"the first bad line by line number", "FENEC_ENTRY_NOPE_B=1\nFENEC_ENTRY_NOPE_A=1\n" + good, 1,
 			"FENEC_ENTRY_NOPE_B names no flag"},
 		{"a syntax error", good + "FENEC_ENTRY_LISTEN '" + configSecret + "'\n", 2, `no "="`},
+		{"a flag's name not in upper case", good + "FENEC_ENTRY_log_level=debug\n", 2, "FENEC_ENTRY_log_level names no flag"},
 		{"keys without the prefix ignored", "GOMAXPROCS=2\nPATH=/usr/bin\nlower_case=x\nFENEC_ENTRYX=1\n" + good, 0, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -24,7 +24,8 @@ type envVar struct {
 //
 //   - one NAME=value a line; empty lines and lines starting with # or ; are comments;
 //   - leading and trailing blanks around the value are dropped, interior ones kept;
-//   - an unquoted value takes \x as x, and a \ at the end of a line continues it;
+//   - an unquoted value takes \x as x (an escaped blank at its end is kept), and a \ at the
+//     end of a line continues it, before LF or CRLF (systemd: LF only);
 //   - '...' is taken verbatim and may span lines;
 //   - "..." takes \" \\ \` \$ as the character, \ and a newline as a continuation, and any
 //     other \x verbatim; it may span lines.
@@ -155,13 +156,22 @@ func envValue(s string, line int) (string, string, int, error) {
 		}
 		s = s[i+1:]
 	default:
+		kept := 0 // the value up to its last escaped character: trailing blanks after it go
 		for len(s) > 0 && s[0] != '\n' {
 			c := s[0]
-			if c == '\\' && len(s) > 1 {
+			switch {
+			case c == '\\' && strings.HasPrefix(s, "\\\r\n"):
+				// A continuation in a file saved with CRLF: systemd would end the value
+				// here and read the next line as a new (likely unknown, ignored) name.
+				line++
+				s = s[3:]
+				continue
+			case c == '\\' && len(s) > 1:
 				if s[1] == '\n' {
 					line++
 				} else {
 					b.WriteByte(s[1])
+					kept = b.Len()
 				}
 				s = s[2:]
 				continue
@@ -171,7 +181,8 @@ func envValue(s string, line int) (string, string, int, error) {
 			}
 			s = s[1:]
 		}
-		val := strings.TrimRight(b.String(), " \t\r")
+		val := b.String()
+		val = val[:kept] + strings.TrimRight(val[kept:], " \t\r")
 		if len(s) > 0 {
 			s, line = s[1:], line+1
 		}

@@ -277,6 +277,9 @@ func (in input) readFile() (map[string]envVar, error) {
 			return nil, bad(why)
 		}
 		d := lookupFlag(flag)
+		if d != nil && d.envName() != name {
+			d = nil // as in the environment, names are upper case: FENEC_ENTRY_log_level is a typo
+		}
 		switch {
 		case d == nil:
 			return nil, bad(name + " names no flag (see fenec-entry serve --help)")
