@@ -185,6 +185,19 @@ func (d *Discoverer) Found() map[string][]Target {
 	return out
 }
 
+// Names returns the names of each region that has some, as --routers writes them.
+func (d *Discoverer) Names() map[string][]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string][]string, len(d.regions))
+	for _, r := range d.regions {
+		for _, s := range r.sources {
+			out[r.name] = append(out[r.name], s.String())
+		}
+	}
+	return out
+}
+
 // Run resolves every name every Interval until ctx ends, calling OnChange after a round that
 // changed Found.
 func (d *Discoverer) Run(ctx context.Context) {

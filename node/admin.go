@@ -133,9 +133,7 @@ func (n *Node) Status() status.Status {
 	}
 	s.Closest = n.proxy.Closest()
 	states := n.proxy.RouterStatus() // the routing in force: its regions and routers in order
-	n.reloadMu.Lock()
-	_, names := splitRouters(n.cur.Routers)
-	n.reloadMu.Unlock()
+	names := n.disc.Names() // not reloadMu: a reload resolving names must not hold up /status
 	for _, r := range n.proxy.Routing().Regions {
 		id, _ := n.homes.RegionID(r.Name)
 		rs := status.RegionStatus{Name: r.Name, Marked: n.homes.Marked(id, homes.Strict),
@@ -145,9 +143,7 @@ func (n *Node) Status() status.Status {
 				rs.LatencyMS, rs.Measured = msOf(l.Estimate), true
 			}
 		}
-		for _, src := range names[r.Name] {
-			rs.Names = append(rs.Names, src.String())
-		}
+		rs.Names = names[r.Name]
 		for len(states) > 0 && states[0].Region == r.Name {
 			rs.Routers = append(rs.Routers, states[0].Router)
 			rs.RouterStates = append(rs.RouterStates, routerStatus(states[0].Router, states[0]))
