@@ -20,6 +20,7 @@ const (
 	DefaultInterval   = 5 * time.Second // --resolve-interval
 	DefaultTimeout    = 2 * time.Second // one name's lookups in one round
 	DefaultMaxTargets = 64              // routers kept per name; the rest are dropped and counted
+	maxParallel       = 8               // names SetSources resolves at once
 )
 
 // Resolver looks names up; *net.Resolver is one.
@@ -126,7 +127,8 @@ func New(cfg Config) *Discoverer {
 // SetSources makes these the names to resolve, by region in order (a region with no name
 // may be left out). A name still listed keeps its last answer; a new one is resolved now,
 // within ctx and the Timeout, before SetSources returns, so that a reload applies routers it
-// has looked up. A new name that fails gives its region nothing until a round resolves it.
+// has looked up (up to 8 names at once, so about one Timeout in all). A new name that fails
+// gives its region nothing until a round resolves it.
 func (d *Discoverer) SetSources(ctx context.Context, regions []string, sources map[string][]Source) {
 	d.mu.Lock()
 	next := make([]regionSources, 0, len(regions))
@@ -159,9 +161,18 @@ func (d *Discoverer) SetSources(ctx context.Context, regions []string, sources m
 			d.met.routers.DeleteLabelValues(r.name)
 		}
 	}
+	// New names in parallel (a few at a time), so that a start or reload with many names
+	// waits about one Timeout, not one a name.
+	sem := make(chan struct{}, maxParallel)
+	var wg sync.WaitGroup
 	for _, s := range fresh {
-		d.resolve(ctx, s)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			d.resolve(ctx, s)
+		})
 	}
+	wg.Wait()
 	d.updateGauges()
 }
 
