@@ -147,6 +147,7 @@ func (c Config) summary() []keyVal {
 		{"drain", c.Drain.String()},
 		{"log_level", c.LogLevel},
 		{"log_format", c.LogFormat},
+		{"state_dir", c.StateDir},
 		{"version", c.Version},
 	}
 }

@@ -206,6 +206,7 @@ func TestEveryFlagHasAField(t *testing.T) {
 		"gossip-bind": ":3", "gossip-advertise": "10.0.0.1:3", "join": "h:3", "join-dns": "a.internal",
 		"gossip-key": "AAAAAAAAAAAAAAAAAAAAAA==", "insecure-gossip": "true", "rpc-addr": "127.0.0.1:3",
 		"rpc-auth": "r", "admin-listen": "127.0.0.1:2", "drain": "3s", "log-level": "debug", "log-format": "console",
+		"state-dir": "/var/lib/fenec-entry",
 	}
 	def := node.DefaultConfig().String()
 	for _, d := range flags {
