@@ -378,3 +378,31 @@ func TestFlushAfterRestoreWritesOnlyChanges(t *testing.T) {
 }
 
 func counterValue(c prometheus.Counter) float64 { return promtest.ToFloat64(c) }
+
+// TestSlowWritesSpacedOut: a write that takes long delays the next by writeShare times as
+// long, so a large table costs at most 1 % of a core however often it changes.
+func TestSlowWritesSpacedOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tbl := newTable(t, "e1", 0)
+		s := open(t, t.TempDir(), "e1", tbl, nil)
+		s.Restore()
+		const took = time.Second
+		s.create = func(dir, pattern string) (tempFile, error) {
+			time.Sleep(took) // a table so large its write takes a second
+			return os.CreateTemp(dir, pattern)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { defer close(done); s.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		start := time.Now()
+		for i := 0; time.Since(start) < 5*time.Minute; i++ {
+			tbl.LearnName(fmt.Sprintf("t%d", i), "eu")
+			time.Sleep(100 * time.Millisecond)
+		}
+		synctest.Wait()
+		if n, max := writesOK(s), float64(5*time.Minute/(writeShare*took))+1; n < 2 || n > max {
+			t.Errorf("%v writes of 1 s each in 5 minutes of change, want 2 to %v", n, max)
+		}
+	})
+}
