@@ -187,6 +187,10 @@ func (s *Store) Restore() Restored {
 }
 
 func (s *Store) restore() Restored {
+	// Stat first: opening a named pipe would wait for a writer.
+	if fi, err := os.Stat(s.path); err == nil && !fi.Mode().IsRegular() {
+		return s.reject(nil, Restored{Result: "foreign"}, fmt.Errorf("%w (not a regular file)", ErrForeign))
+	}
 	f, err := os.Open(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		s.log.Info().Str("file", s.path).Msg("state: no home table on disk yet: starting empty")
@@ -197,9 +201,6 @@ func (s *Store) restore() Restored {
 		return Restored{Result: "unreadable"}
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
-		return s.reject(f, Restored{Result: "foreign"}, fmt.Errorf("%w (not a regular file)", ErrForeign))
-	}
 	h, n, err := decode(f, nil)
 	if err != nil {
 		r := Restored{Result: "damaged"}
@@ -253,9 +254,11 @@ func (s *Store) restore() Restored {
 	return r
 }
 
-// reject logs a damaged or foreign file and moves it aside.
+// reject logs a damaged or foreign file and moves it aside (f, if open, is closed first).
 func (s *Store) reject(f *os.File, r Restored, why error) Restored {
-	f.Close()
+	if f != nil {
+		f.Close()
+	}
 	bad := s.path + BadSuffix
 	ev := s.log.Warn().Str("file", s.path).Str("reason", why.Error())
 	if err := os.Rename(s.path, bad); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -203,6 +204,25 @@ func TestDamagedOrForeignIgnored(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a directory or a pipe", func(t *testing.T) {
+		for _, mk := range []func(string) error{
+			func(p string) error { return os.Mkdir(p, 0o700) },
+			func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		} {
+			dir := t.TempDir()
+			path := filepath.Join(dir, HomesFile)
+			if err := mk(path); err != nil {
+				t.Fatal(err)
+			}
+			tbl := newTable(t, "e1", 0)
+			if r := open(t, dir, "e1", tbl, nil).Restore(); r.Result != "foreign" {
+				t.Errorf("Restore of a %v = %+v, want foreign", path, r)
+			}
+			if _, err := os.Lstat(path + BadSuffix); err != nil {
+				t.Errorf("not moved aside: %v", err)
+			}
+		}
+	})
 	t.Run("every truncation", func(t *testing.T) {
 		for n := range len(good) {
 			if _, _, err := decode(bytes.NewReader(good[:n]), nil); err == nil {
