@@ -205,7 +205,8 @@ type Config struct {
 	// SnapshotPath is serf's member snapshot file (--state-dir's serf.snapshot); "" means
 	// none. With it, serf appends member changes and its clocks there (compacted once past
 	// 128 KiB or 256 B a member, whichever is more), and a start rejoins the members the file
-	// lists as alive, even after a graceful leave (RejoinAfterLeave): a restarted entry finds
+	// lists as alive, even after a graceful leave (RejoinAfterLeave), and the joiner keeps
+	// trying them with Join and JoinDNS until a first peer answers: a restarted entry finds
 	// its cluster when Join and JoinDNS do not answer. A file serf cannot open is moved
 	// aside (SnapshotPath+".bad") and serf runs without one; see startSerfLocked.
 	SnapshotPath string

@@ -77,6 +77,7 @@ type Gossip struct {
 	leaveDone chan struct{}      // closed when the leave ended; nil before Leave
 	leaveErr  error
 	pub       *publisher
+	known     []string // members the snapshot listed at Start, for the joiner; read-only after
 
 	wg sync.WaitGroup
 }
@@ -388,6 +389,9 @@ func (g *Gossip) Start(ctx context.Context) error {
 			return fmt.Errorf("gossip: start: --rpc-addr: %w", err)
 		}
 		g.rpcLn = ln
+	}
+	if g.cfg.SnapshotPath != "" {
+		g.known = snapshotMembers(g.cfg.SnapshotPath, g.cfg.NodeName)
 	}
 	if err := g.startIncarnationLocked(); err != nil {
 		if g.rpcLn != nil {

@@ -1,9 +1,12 @@
 package gossip
 
 import (
+	"bufio"
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
+	"strings"
 )
 
 // maxSnapshotSize bounds serf's member snapshot at start. serf compacts the file once it
@@ -55,4 +58,44 @@ func (g *Gossip) moveSnapshotAside(path string) string {
 	}
 	g.log.Warn().Str("file", path).Str("moved_to", bad).Msg("gossip: serf's member snapshot moved aside: no rejoin of known members this time")
 	return path
+}
+
+// maxKnown bounds the members taken from the snapshot for the joiner.
+const maxKnown = 1024
+
+// snapshotMembers returns the addresses (ip:port) of the members serf's snapshot at path
+// lists as alive, other than self, replaying its "alive:" and "not-alive:" lines as serf does
+// and ignoring a "leave" as RejoinAfterLeave makes serf do; at most maxKnown, sorted. serf
+// rejoins them itself at start, but once each: the joiner keeps trying them (joinTargets)
+// until a first peer answers. A file it cannot read gives none.
+func snapshotMembers(path, self string) []string {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxSnapshotSize {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	alive := map[string]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 4096), 64<<10)
+	for sc.Scan() {
+		line := sc.Text()
+		if info, ok := strings.CutPrefix(line, "alive: "); ok {
+			if i := strings.LastIndexByte(info, ' '); i > 0 && info[:i] != self {
+				if _, had := alive[info[:i]]; had || len(alive) < maxKnown {
+					alive[info[:i]] = info[i+1:]
+				}
+			}
+		} else if name, ok := strings.CutPrefix(line, "not-alive: "); ok {
+			delete(alive, name)
+		}
+	}
+	out := make([]string, 0, len(alive))
+	for _, a := range alive {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
