@@ -8,9 +8,9 @@
 #     bare-metal/env.example is a flag of `fenec-entry serve --help`, and env.example
 #     lists every flag;
 #  3. the entry starts with fly.toml's [env] (as on a Fly Machine) and with env.example, and
-#     drains on SIGTERM to exit 0; only the listen addresses, TLS files and the gossip key
-#     are replaced for the run; with env.example as --config, SIGHUP (the unit's
-#     ExecReload) reloads it;
+#     drains on SIGTERM to exit 0; only the listen addresses, TLS files, the gossip key and
+#     the state directory (a fresh one, which serf's snapshot must then be in) are replaced
+#     for the run; with env.example as --config, SIGHUP (the unit's ExecReload) reloads it;
 #  4. bare-metal/fenec-entry.service: structure, then `systemd-analyze verify` and an offline
 #     `systemd-analyze security` score when systemd-analyze exists;
 #  5. the Dockerfile: structure, then hadolint or dockerfile-utils when installed;
@@ -154,6 +154,18 @@ if rpc[0] not in ("127.0.0.1", "::1", "localhost"):
     err("fly.toml: keep --rpc-addr on loopback")
 if env.get("FENEC_ENTRY_CLIENT_IP") != "fly":
     err("fly.toml: --client-ip should be fly (Fly-Client-IP)")
+# Warm restart: the state directory is the Machine's volume, or nothing survives a restart.
+sd = env.get("FENEC_ENTRY_STATE_DIR")
+mounts = fly.get("mounts", {})
+if isinstance(mounts, list):
+    mounts = mounts[0] if len(mounts) == 1 else {}
+if sd is not None:
+    if mounts.get("destination") != sd:
+        err(f"fly.toml: FENEC_ENTRY_STATE_DIR {sd} must be the [mounts] destination (a volume), have {mounts.get('destination')}")
+    if not mounts.get("source"):
+        err("fly.toml: [mounts] needs a source (the volume's name)")
+elif mounts:
+    err("fly.toml: [mounts] without FENEC_ENTRY_STATE_DIR: the volume is unused")
 
 # Environment of a run as on a Fly Machine: fly-local-6pn does not resolve here, and the
 # addresses are replaced on the command line anyway.
@@ -192,6 +204,7 @@ for k in sorted(flags - mentioned):
 bm_drain = duration(active.get("FENEC_ENTRY_DRAIN", "10s"))
 bm_listen = hostport(active.get("FENEC_ENTRY_LISTEN", ":8080"))
 bm_mi = int(active.get("FENEC_ENTRY_MAX_INFLIGHT", "10000"))
+bm_state = active.get("FENEC_ENTRY_STATE_DIR")
 with open(os.path.join(tmp, "bare.env"), "w") as f:
     for k, v in active.items():
         f.write(f"{k}={v}\n")
@@ -240,6 +253,12 @@ elif caps_amb or caps_bnd:
     err("fenec-entry.service: no capability is needed for a port >= 1024: empty both")
 if "Install" not in unit:
     err("fenec-entry.service: no [Install] section")
+# Warm restart: ProtectSystem=strict leaves only StateDirectory= writable, at /var/lib/<name>.
+sdir = one("StateDirectory")
+if bm_state is not None and (not sdir or bm_state != "/var/lib/" + sdir):
+    err(f"env.example: FENEC_ENTRY_STATE_DIR {bm_state} must be the unit's StateDirectory (/var/lib/{sdir}): nothing else is writable")
+if sdir and sdir != "fenec-entry":
+    err(f"fenec-entry.service: StateDirectory={sdir}, want fenec-entry")
 
 if errors:
     for e in errors:
@@ -254,13 +273,14 @@ PY
 # and no drain; waits for /readyz; checks /status.json; SIGTERM; wants exit 0.
 run_entry() {
 	local name="$1" envfile="$2" expect="$3"
-	local log="$TMP/$name.log" key admin="" pid rc
+	local log="$TMP/$name.log" key admin="" pid rc state="$TMP/$name.state"
 	key="$(head -c 32 /dev/urandom | base64)"
+	mkdir -p "$state"
 	local -a envs=()
 	mapfile -t envs <"$envfile"
 	env -i PATH="$PATH" "${envs[@]}" "$TMP/fenec-entry" serve \
 		--listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --gossip-bind 127.0.0.1:0 --gossip-advertise "" \
-		--rpc-addr 127.0.0.1:0 --tls-cert "" --tls-key "" \
+		--rpc-addr 127.0.0.1:0 --tls-cert "" --tls-key "" --state-dir "$state" \
 		--gossip-key "$key" --drain 0s 2>"$log" &
 	pid=$!
 	PIDS+=("$pid")
@@ -286,6 +306,9 @@ run_entry() {
 	wait "$pid" || rc=$?
 	[ "$rc" -eq 0 ] || { cat "$log" >&2; fail "$name: exit status $rc after SIGTERM, want 0"; }
 	grep -q '"message":"drained"' "$log" || fail "$name: no drain in the log"
+	if grep -q '^FENEC_ENTRY_STATE_DIR=' "$envfile"; then
+		[ -f "$state/serf.snapshot" ] || fail "$name: --state-dir set but no serf snapshot in it after the run"
+	fi
 	say "$name: started, ready, drained on SIGTERM, exit 0"
 }
 run_entry fly "$TMP/fly.env" \
@@ -297,12 +320,13 @@ run_entry bare-metal "$TMP/bare.env" \
 # env.example as the unit's --config (the settings run_entry moves stay on the command line,
 # so they leave the file: a setting may not be in both), then a changed log level, SIGHUP.
 conf="$TMP/reload.env"
-grep -vE '^FENEC_ENTRY_(LISTEN|ADMIN_LISTEN|GOSSIP_BIND|GOSSIP_ADVERTISE|RPC_ADDR|TLS_CERT|TLS_KEY|GOSSIP_KEY|DRAIN)=' \
+mkdir -p "$TMP/reload.state"
+grep -vE '^FENEC_ENTRY_(LISTEN|ADMIN_LISTEN|GOSSIP_BIND|GOSSIP_ADVERTISE|RPC_ADDR|TLS_CERT|TLS_KEY|GOSSIP_KEY|DRAIN|STATE_DIR)=' \
 	"$TMP/bare.env" >"$conf"
 log="$TMP/reload.log"
 env -i PATH="$PATH" "$TMP/fenec-entry" serve --config "$conf" \
 	--listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --gossip-bind 127.0.0.1:0 --gossip-advertise "" \
-	--rpc-addr 127.0.0.1:0 --tls-cert "" --tls-key "" \
+	--rpc-addr 127.0.0.1:0 --tls-cert "" --tls-key "" --state-dir "$TMP/reload.state" \
 	--gossip-key "$(head -c 32 /dev/urandom | base64)" --drain 0s 2>"$log" &
 pid=$!
 PIDS+=("$pid")

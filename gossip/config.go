@@ -202,6 +202,15 @@ type Config struct {
 	// it. Required.
 	Table *homes.Table
 
+	// SnapshotPath is serf's member snapshot file (--state-dir's serf.snapshot); "" means
+	// none. With it, serf appends member changes and its clocks there (compacted once past
+	// 128 KiB or 256 B a member, whichever is more), and a start rejoins the members the file
+	// lists as alive, even after a graceful leave (RejoinAfterLeave), and the joiner keeps
+	// trying them with Join and JoinDNS until a first peer answers: a restarted entry finds
+	// its cluster when Join and JoinDNS do not answer. A file serf cannot open is moved
+	// aside (SnapshotPath+".bad") and serf runs without one; see startSerfLocked.
+	SnapshotPath string
+
 	// Regions are the regions configured at start. Required. Homes and marks a peer sends
 	// are checked against Table's regions at each moment (homes.Table.SetRegions), so a region
 	// added by a reload is taken and a removed one refused from then on.

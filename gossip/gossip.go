@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,7 @@ type Gossip struct {
 	leaveDone chan struct{}      // closed when the leave ended; nil before Leave
 	leaveErr  error
 	pub       *publisher
+	known     []string // members the snapshot listed at Start, for the joiner; read-only after
 
 	wg sync.WaitGroup
 }
@@ -344,14 +346,19 @@ func (g *Gossip) directPeers() []memberlist.Address {
 	return out
 }
 
-func (g *Gossip) serfConfig(mc *memberlist.Config) *serf.Config {
+// serfConfig is serf's configuration on mc, with its member snapshot at snapshot ("" for
+// none).
+func (g *Gossip) serfConfig(mc *memberlist.Config, snapshot string) *serf.Config {
 	sc := serf.DefaultConfig()
 	sc.NodeName = g.cfg.NodeName
 	sc.Tags = maps.Clone(g.cfg.Tags)
 	sc.MemberlistConfig = mc
 	sc.UserEventSizeLimit = g.cfg.EventSizeLimit
 	sc.MaxQueueDepth = g.cfg.MaxQueueDepth
-	sc.SnapshotPath = "" // no disk: a restarted entry rejoins through Join/JoinDNS
+	// With a snapshot, a restart rejoins the members it knew, also after the drain's
+	// graceful leave; without, it rejoins through Join/JoinDNS only.
+	sc.SnapshotPath = snapshot
+	sc.RejoinAfterLeave = snapshot != ""
 	if g.cfg.LeavePropagateDelay > 0 {
 		sc.LeavePropagateDelay = g.cfg.LeavePropagateDelay
 	}
@@ -382,6 +389,9 @@ func (g *Gossip) Start(ctx context.Context) error {
 			return fmt.Errorf("gossip: start: --rpc-addr: %w", err)
 		}
 		g.rpcLn = ln
+	}
+	if g.cfg.SnapshotPath != "" {
+		g.known = snapshotMembers(g.cfg.SnapshotPath, g.cfg.NodeName)
 	}
 	if err := g.startIncarnationLocked(); err != nil {
 		if g.rpcLn != nil {
@@ -415,15 +425,51 @@ func (g *Gossip) Start(ctx context.Context) error {
 	return nil
 }
 
-// startIncarnationLocked builds and starts one serf: transport, agent, RPC server.
+// startIncarnationLocked builds and starts one serf: transport, agent, RPC server. Every
+// incarnation uses the same member snapshot (the one before it has closed it: serf's
+// Shutdown waits for its snapshotter). If serf cannot start with the snapshot, the file is
+// moved aside and serf is started once more without one: a bad file never keeps gossip down.
 func (g *Gossip) startIncarnationLocked() error {
-	mc, err := g.memberlistConfigLocked()
+	snap := g.checkSnapshot()
+	a, tr, err := g.startSerfLocked(snap)
+	for retry := 0; err != nil && snap != "" && !errors.Is(err, errTransport); retry++ {
+		// A fresh file in its place first, then none at all.
+		g.log.Error().Err(err).Str("file", snap).Msg("gossip: serf cannot start with its member snapshot")
+		if _, serr := os.Lstat(snap); serr == nil && retry == 0 {
+			snap = g.moveSnapshotAside(snap)
+		} else {
+			snap = ""
+		}
+		a, tr, err = g.startSerfLocked(snap)
+	}
 	if err != nil {
 		return err
 	}
+	inc := &incarnation{agent: a, tr: tr}
+	if g.rpcLn != nil {
+		lw := logWriter{log: g.log, node: g.cfg.NodeName, addr: &g.selfAddr}
+		inc.ipcLn = newConnListener(g.rpcLn.Addr(), 16)
+		inc.ipc = agent.NewAgentIPC(a, g.cfg.RPCAuth, inc.ipcLn, lw, agent.NewLogWriter(256), false)
+	}
+	g.inc = inc
+	addr := g.addrLocked()
+	g.selfAddr.Store(&addr)
+	return nil
+}
+
+// errTransport marks a failure to build the transport (a bind error): not the snapshot's.
+var errTransport = errors.New("gossip: transport")
+
+// startSerfLocked builds the memberlist transport and starts serf's agent on it, with its
+// member snapshot at snapshot ("" for none).
+func (g *Gossip) startSerfLocked(snapshot string) (*agent.Agent, *directTransport, error) {
+	mc, err := g.memberlistConfigLocked()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errTransport, err)
+	}
 	tr, err := g.transportLocked(mc)
 	if err != nil {
-		return err
+		return nil, nil, fmt.Errorf("%w: %w", errTransport, err)
 	}
 	mc.Transport = tr
 	lw := logWriter{log: g.log, node: g.cfg.NodeName, addr: &g.selfAddr}
@@ -431,26 +477,18 @@ func (g *Gossip) startIncarnationLocked() error {
 	ac.NodeName = g.cfg.NodeName
 	ac.Tags = maps.Clone(g.cfg.Tags)
 	ac.EnableCompression = false
-	a, err := agent.Create(ac, g.serfConfig(mc), lw)
+	a, err := agent.Create(ac, g.serfConfig(mc, snapshot), lw)
 	if err != nil {
 		_ = tr.Shutdown()
-		return err
+		return nil, nil, err
 	}
 	a.RegisterEventHandler(eventHandler{g})
 	if err := a.Start(); err != nil {
 		_ = tr.Shutdown() // memberlist may not have taken it over
-		return err
+		return nil, nil, err
 	}
-	inc := &incarnation{agent: a, tr: tr}
-	if g.rpcLn != nil {
-		inc.ipcLn = newConnListener(g.rpcLn.Addr(), 16)
-		inc.ipc = agent.NewAgentIPC(a, g.cfg.RPCAuth, inc.ipcLn, lw, agent.NewLogWriter(256), false)
-	}
-	g.inc = inc
 	g.port = mc.BindPort // the one picked for port 0 (newNetTransport writes it back)
-	addr := g.addrLocked()
-	g.selfAddr.Store(&addr)
-	return nil
+	return a, tr, nil
 }
 
 // acceptRPC hands each RPC connection to the current serf's IPC server; while serf is being

@@ -42,7 +42,9 @@ func (g *Gossip) joiner(ctx context.Context) {
 }
 
 // joinTargets returns the resolved Join and JoinDNS addresses, ip:port, that are not alive
-// or leaving members (this entry among them).
+// or leaving members (this entry among them); until a first peer has been seen alive, the
+// members serf's snapshot listed too (a restarted entry whose Join and JoinDNS do not answer
+// keeps trying the members it knew, where serf tries each once).
 func (g *Gossip) joinTargets(ctx context.Context, s *serf.Serf) []string {
 	members := make(map[string]bool)
 	for _, m := range s.Members() {
@@ -80,6 +82,14 @@ func (g *Gossip) joinTargets(ctx context.Context, s *serf.Serf) []string {
 		port := g.bindPort()
 		for _, ip := range resolve(g.cfg.JoinDNS) {
 			add(ip, port)
+		}
+	}
+	if !g.Joined() {
+		for _, a := range g.known {
+			if !members[a] {
+				members[a] = true
+				out = append(out, a)
+			}
 		}
 	}
 	return out

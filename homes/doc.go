@@ -9,7 +9,9 @@
 // global lock (homes are spread over 64 shards, marks are atomics) and, when nothing changes,
 // allocate nothing. What this entry observes itself (a new or moved home, a new mark, a clear)
 // goes out on the change feed (Changes); what peers observed comes back through Apply and
-// ApplyMark, and Range and Marks give the whole state to a joining peer.
+// ApplyMark, and Range and Marks give the whole state to a joining peer. Restore puts back
+// what a state file kept of an earlier run, and Generation tells its writer whether anything
+// changed since.
 //
 // homes knows nothing of HTTP, routers or gossip: it parses no header, validates no tenant
 // name, decodes no event and talks to no peer. The proxy and gossip packages do that, and meet

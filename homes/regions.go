@@ -142,6 +142,9 @@ func (t *Table) forgetRegions(gone uint64) int {
 		})
 	}
 	t.regionRemoved.Add(uint64(n))
+	if n > 0 {
+		t.gen.Add(1) // the homes held changed: a state writer writes again
+	}
 	return n
 }
 

@@ -87,6 +87,7 @@ type Table struct {
 	feed  chan Change
 
 	evicted, dropped, unknown, regionRemoved atomic.Uint64
+	gen                                      atomic.Uint64 // changes to the homes held (Generation)
 }
 
 // New returns an empty Table for cfg, or an error from cfg.Validate.
@@ -184,7 +185,7 @@ func (t *Table) Learn(tenant string, region int) bool {
 	if ok && int(e.region) == region {
 		return false
 	}
-	h, changed := t.put(s, tenant, uint8(region), SourceLocal, Version{})
+	h, changed := t.put(s, tenant, uint8(region), SourceLocal, Version{}, true)
 	if changed {
 		t.emit(Change{Kind: ChangeHome, Home: h})
 	}
@@ -220,18 +221,44 @@ func (t *Table) Apply(h Home) bool {
 		return false
 	}
 	t.hlc.observe(h.Version.HLC)
-	_, changed := t.put(t.shardFor(h.Tenant), h.Tenant, uint8(id), SourceGossip, h.Version)
+	_, changed := t.put(t.shardFor(h.Tenant), h.Tenant, uint8(id), SourceGossip, h.Version, false)
 	return changed
 }
 
-// put stores an observation of tenant (which hashes to s) at region. For SourceLocal the
+// Restore stores a home read back from this entry's own earlier run (a state file) with the
+// Version and the Source it had then: what the entry heard itself stays SourceLocal. It is
+// Apply otherwise: the same rule (stored only if the table holds no home for h.Tenant or an
+// older one), the clock advanced past h.Version so that homes learned later are newer, nothing
+// sent on the feed, an unknown region ignored, counted (Stats.UnknownRegion) and false. Restoring
+// homes oldest first keeps their eviction order. A src other than SourceLocal and SourceGossip
+// is stored as SourceGossip.
+func (t *Table) Restore(h Home, src Source) bool {
+	id, ok := t.regionSet().ids[h.Region]
+	if !ok {
+		t.unknown.Add(1)
+		return false
+	}
+	if src != SourceLocal {
+		src = SourceGossip
+	}
+	t.hlc.observe(h.Version.HLC)
+	_, changed := t.put(t.shardFor(h.Tenant), h.Tenant, uint8(id), src, h.Version, false)
+	return changed
+}
+
+// Generation counts the changes to the homes held since New: it moves on every insertion
+// (an eviction comes with one) and every update in place, and never otherwise. Two equal
+// readings mean the homes held did not change in between. Lock-free; what a state writer polls.
+func (t *Table) Generation() uint64 { return t.gen.Load() }
+
+// put stores an observation of tenant (which hashes to s) at region. With fresh (Learn) the
 // Version is made here, under the shard lock, so that it orders after whatever it replaces;
-// for SourceGossip v is used, if newer. It returns the home as stored and whether anything
-// changed.
-func (t *Table) put(s *shard, tenant string, region uint8, src Source, v Version) (Home, bool) {
+// otherwise (Apply, Restore) v is used, if newer. It returns the home as stored and whether
+// anything changed.
+func (t *Table) put(s *shard, tenant string, region uint8, src Source, v Version, fresh bool) (Home, bool) {
 	s.mu.Lock()
 	if e, ok := s.m[tenant]; ok {
-		h, changed := t.updateLocked(s, e, region, src, v)
+		h, changed := t.updateLocked(s, e, region, src, v, fresh)
 		s.mu.Unlock()
 		return h, changed
 	}
@@ -243,7 +270,7 @@ func (t *Table) put(s *shard, tenant string, region uint8, src Source, v Version
 	defer t.ringMu.Unlock()
 	s.mu.Lock()
 	if e, ok := s.m[tenant]; ok { // another goroutine inserted it first
-		h, changed := t.updateLocked(s, e, region, src, v)
+		h, changed := t.updateLocked(s, e, region, src, v, fresh)
 		s.mu.Unlock()
 		return h, changed
 	}
@@ -253,7 +280,7 @@ func (t *Table) put(s *shard, tenant string, region uint8, src Source, v Version
 	}
 	key := strings.Clone(tenant)
 	s.mu.Lock()
-	if src == SourceLocal {
+	if fresh {
 		v = t.newVersion()
 	}
 	s.m[key] = entry{key: key, ver: v, region: region, src: src}
@@ -261,13 +288,14 @@ func (t *Table) put(s *shard, tenant string, region uint8, src Source, v Version
 	t.ring.push(key)
 	t.count.Add(1)
 	t.bySource[src].Add(1)
+	t.gen.Add(1)
 	return Home{Tenant: key, Region: t.name(region), Version: v}, true
 }
 
-// updateLocked replaces e, held in s, if the observation is news: for SourceLocal a different
-// region, for SourceGossip a newer version. s.mu is held.
-func (t *Table) updateLocked(s *shard, e entry, region uint8, src Source, v Version) (Home, bool) {
-	if src == SourceLocal {
+// updateLocked replaces e, held in s, if the observation is news: with fresh (Learn) a
+// different region, otherwise a newer version. s.mu is held.
+func (t *Table) updateLocked(s *shard, e entry, region uint8, src Source, v Version, fresh bool) (Home, bool) {
+	if fresh {
 		if e.region == region {
 			return Home{}, false
 		}
@@ -280,6 +308,7 @@ func (t *Table) updateLocked(s *shard, e entry, region uint8, src Source, v Vers
 		t.bySource[src].Add(1)
 	}
 	s.m[e.key] = entry{key: e.key, ver: v, region: region, src: src}
+	t.gen.Add(1)
 	return Home{Tenant: e.key, Region: t.name(region), Version: v}, true
 }
 

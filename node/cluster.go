@@ -36,6 +36,9 @@ func (n *Node) startCluster(ctx context.Context) error {
 	gc.RPCAddr, gc.RPCAuth = c.RPCAddr, string(c.RPCAuth)
 	gc.Table, gc.Regions, gc.Capacity = n.homes, c.RegionNames(), c.Homes
 	gc.Logger, gc.Registerer, gc.Clock = n.log, n.reg, c.Clock
+	if n.state != nil {
+		gc.SnapshotPath = n.state.SerfSnapshotPath()
+	}
 	g, err := gossip.New(gc)
 	if err != nil {
 		return err
@@ -44,7 +47,13 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return err
 	}
 	n.cluster = g
-	if c.hasPeersToJoin() {
+	switch {
+	case c.hasPeersToJoin() && n.warm:
+		// CONTRACT.md §6 with warm state: the restored table is what a peer's would bring
+		// (versions decide between them), so ready now; the peer's table still comes.
+		n.log.Info().Int("homes", n.homes.Len()).
+			Msg("warm start: ready with the restored home table; fetching a peer's in the background")
+	case c.hasPeersToJoin():
 		n.ready.Store(false)
 	}
 	n.wg.Go(func() { n.bootstrap(c.hasPeersToJoin()) })

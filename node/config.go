@@ -86,6 +86,9 @@ type Config struct {
 	Drain       time.Duration // --drain: after SIGTERM, keep serving this long with Connection: close
 	LogLevel    string        // --log-level: debug, info, warn or error
 	LogFormat   string        // --log-format: json or console
+	// StateDir (--state-dir) keeps the home table and serf's member snapshot on disk, for a
+	// warm restart (package state); "" keeps nothing. An existing directory New can write.
+	StateDir string
 
 	// Version is this build's version, shown in /status.json and the start line. Set by
 	// cmd from the build, not a flag; "" shows as "dev".

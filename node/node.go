@@ -21,6 +21,7 @@ import (
 	"github.com/fenec/fenec-entry/h1"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/proxy"
+	"github.com/fenec/fenec-entry/state"
 	"github.com/fenec/fenec-entry/status"
 )
 
@@ -76,6 +77,8 @@ type Node struct {
 	// cluster is the gossip part, set by Start when gossip is enabled; guarded by mu
 	// until Start returns, read-only after.
 	cluster *gossip.Gossip
+	state   *state.Store // --state-dir; nil without
+	warm    bool         // New restored homes from --state-dir: ready at once (state.go)
 
 	grace      time.Duration // open requests' time after the drain: ShutdownGrace (tests shorten it)
 	certsEvery time.Duration // how often the certificate files are checked: certs.CheckEvery
@@ -152,6 +155,9 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 	}
 	reg, metrics := n.newRegistry()
 	n.reg = reg
+	if err := n.openState(); err != nil {
+		return nil, err
+	}
 	if cfg.GeoIP != "" {
 		if n.geoip, err = clientinfo.OpenGeoIP(cfg.GeoIP); err != nil {
 			return nil, cfgErr("geoip", "%v", err)
@@ -287,6 +293,9 @@ func (n *Node) startLocked(ctx context.Context) error {
 	if n.certs != nil {
 		n.wg.Go(func() { n.certs.Watch(n.bg, n.certsEvery) })
 	}
+	if n.state != nil {
+		n.wg.Go(func() { n.state.Run(n.bg) })
+	}
 	if n.cfg.gossipEnabled() {
 		if err := n.startCluster(ctx); err != nil {
 			n.closeClient()
@@ -412,7 +421,8 @@ func (n *Node) version() string {
 // Drain stops the entry gracefully, as after SIGTERM (CONTRACT.md §10): every answer carries
 // Connection: close and /readyz answers 503 for --drain; then the listeners close, open
 // requests get up to 10 s (streams included) and are ended; then the proxy's idle router
-// connections close and the background goroutines stop. It returns when all that is done.
+// connections close and the background goroutines stop; then, with --state-dir, the home
+// table is written a last time. It returns when all that is done.
 //
 // If ctx ends (or Close is called) first, the waits are cut short and open requests are
 // ended at once; Drain then returns ctx's error. Drain before Start amounts to Close. See Node
@@ -475,6 +485,7 @@ func (n *Node) drain(ctx context.Context) error {
 	acancel()
 	n.closeCluster()
 	n.stopBackground()
+	n.flushState()
 	n.log.Info().Msg("drained")
 	return ctx.Err()
 }

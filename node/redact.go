@@ -150,6 +150,7 @@ func (c Config) summary() []keyVal {
 		{"log_level", c.LogLevel},
 		{"log_format", c.LogFormat},
 		{"config", c.ConfigFile},
+		{"state_dir", c.StateDir},
 		{"version", c.Version},
 	}
 }

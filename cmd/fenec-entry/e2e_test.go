@@ -255,6 +255,10 @@ func TestServeBadConfiguration(t *testing.T) {
 		{"bad gossip key", []string{"--routers", "eu=http://127.0.0.1:1", "--gossip-key", secret}, nil, "--gossip-key"},
 		{"missing router ca", []string{"--routers", "eu=http://127.0.0.1:1", "--router-ca", "/nonexistent.pem",
 			"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, nil, "--router-ca"},
+		{"state dir missing", []string{"--routers", "eu=http://127.0.0.1:1", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"},
+			[]string{"FENEC_ENTRY_STATE_DIR=/nonexistent/fenec-entry"}, "--state-dir"},
+		{"state dir a file", []string{"--routers", "eu=http://127.0.0.1:1", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+			"--state-dir", "/dev/null"}, nil, "--state-dir"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

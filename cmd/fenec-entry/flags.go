@@ -183,6 +183,10 @@ var flags = []*flagDef{
 	{name: "log-format", arg: "format", group: groupOps, def: node.DefaultLogFormat,
 		usage: "json (one object per line) or console (for people)",
 		apply: func(c *node.Config, v string) error { c.LogFormat = strings.ToLower(strings.TrimSpace(v)); return nil }},
+	{name: "state-dir", arg: "dir", group: groupOps,
+		usage: "keep the home table and serf's member snapshot in this existing, writable directory (written every 5s at most, and at the drain), " +
+			"so that a restart is ready at once with what the entry knew and rejoins the members it knew",
+		apply: setString(func(c *node.Config) *string { return &c.StateDir })},
 }
 
 func lookupFlag(name string) *flagDef {

@@ -207,6 +207,7 @@ func TestEveryFlagHasAField(t *testing.T) {
 		"gossip-key": "AAAAAAAAAAAAAAAAAAAAAA==", "insecure-gossip": "true", "rpc-addr": "127.0.0.1:3",
 		"rpc-auth": "r", "admin-listen": "127.0.0.1:2", "drain": "3s", "log-level": "debug", "log-format": "console",
 		"resolve-interval": "7s", "dns-server": "127.0.0.1:53", "config": "/etc/fenec-entry/env",
+		"state-dir": "/var/lib/fenec-entry",
 	}
 	def := node.DefaultConfig().String()
 	for _, d := range flags {

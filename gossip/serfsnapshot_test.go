@@ -1,0 +1,108 @@
+package gossip
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
+)
+
+func memberState(n *testNode, name string) string {
+	for _, m := range n.g.Members() {
+		if m.Name == name {
+			return m.State
+		}
+	}
+	return ""
+}
+
+// TestSnapshotRejoinsAfterLeave: an entry with a member snapshot that left gracefully (the
+// drain) and starts again with nothing to join finds its cluster through the snapshot.
+func TestSnapshotRejoinsAfterLeave(t *testing.T) {
+	snap := filepath.Join(t.TempDir(), "serf.snapshot")
+	a := startNode(t, "a", nil)
+	b1 := startNode(t, "b", func(c *Config) { c.Join = []string{a.g.Addr()}; c.SnapshotPath = snap })
+	testutil.Eventually(t, 5*time.Second, "b alive at a", func() bool { return memberState(a, "b") == "alive" })
+	_, port, _ := net.SplitHostPort(b1.g.Addr())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := b1.g.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Closed once a knows, as the drain closes only after serving --drain. Under load a may
+	// have marked b failed before the leave reached it (and then keeps it so); a reconnects
+	// to a failed member by itself only every 30 s (serf's ReconnectInterval), well after
+	// this test's bounds, so either way only b's snapshot can bring b back in time.
+	testutil.Eventually(t, 10*time.Second, "b left (or failed) at a", func() bool {
+		st := memberState(a, "b")
+		return st == "left" || st == "failed"
+	})
+	b1.g.Close()
+
+	b2 := startNode(t, "b", func(c *Config) { c.BindAddr = "127.0.0.1:" + port; c.SnapshotPath = snap })
+	testutil.Eventually(t, 10*time.Second, "b alive at a again, through its snapshot", func() bool {
+		return memberState(a, "b") == "alive" && memberState(b2, "a") == "alive"
+	})
+}
+
+// TestBadSnapshotStartsWithout: a snapshot serf cannot open is logged, moved aside, and
+// gossip starts with a fresh one.
+func TestBadSnapshotStartsWithout(t *testing.T) {
+	dir := t.TempDir()
+	snap := filepath.Join(dir, "serf.snapshot")
+	if err := os.Mkdir(snap, 0o700); err != nil { // not a file at all
+		t.Fatal(err)
+	}
+	var log testutil.LogBuffer
+	n := startNode(t, "a", func(c *Config) { c.SnapshotPath = snap; c.Logger = zerolog.New(&log) })
+	if !n.g.Up() {
+		t.Fatal("gossip is not up")
+	}
+	if fi, err := os.Stat(snap); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("no fresh snapshot file at %s: %v", snap, err)
+	}
+	if fi, err := os.Stat(snap + ".bad"); err != nil || !fi.IsDir() {
+		t.Errorf("the bad snapshot was not moved to %s.bad: %v", snap, err)
+	}
+	if out := log.String(); !strings.Contains(out, "member snapshot") || !strings.Contains(out, snap) {
+		t.Errorf("no log line names the bad snapshot:\n%s", out)
+	}
+}
+
+// TestGarbageSnapshotStarts: serf reads its snapshot by lines and skips what it does not
+// understand; random bytes there do not keep gossip down.
+func TestGarbageSnapshotStarts(t *testing.T) {
+	snap := filepath.Join(t.TempDir(), "serf.snapshot")
+	garbage := []byte("alive: \x00\xff\nclock: x\n\x01\x02\x03 no newline at the end")
+	if err := os.WriteFile(snap, garbage, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, "a", func(c *Config) { c.SnapshotPath = snap })
+	if !n.g.Up() {
+		t.Fatal("gossip is not up")
+	}
+}
+
+// TestSnapshotMembers replays serf's snapshot lines as serf does, for the joiner.
+func TestSnapshotMembers(t *testing.T) {
+	snap := filepath.Join(t.TempDir(), "serf.snapshot")
+	text := "alive: a 10.0.0.1:7946\nalive: b 10.0.0.2:7946\nalive: self 10.0.0.9:7946\n" +
+		"clock: 7\nnot-alive: b\nalive: c [fd00::3]:7946\nleave\nalive: a 10.0.0.4:7946\ngarbage\x00\nalive: broken"
+	if err := os.WriteFile(snap, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := snapshotMembers(snap, "self")
+	if want := []string{"10.0.0.4:7946", "[fd00::3]:7946"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("snapshotMembers = %v, want %v", got, want)
+	}
+	if got := snapshotMembers(filepath.Join(t.TempDir(), "none"), "self"); len(got) != 0 {
+		t.Errorf("no file: %v", got)
+	}
+}

@@ -1,0 +1,396 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/homes"
+)
+
+// Files in the state directory.
+const (
+	HomesFile    = "homes.state"   // the home table, written by Store
+	SerfSnapshot = "serf.snapshot" // serf's member snapshot, written by serf (SerfSnapshotPath)
+	BadSuffix    = ".bad"          // a damaged or foreign file is moved to its name plus this
+	tempPattern  = HomesFile + ".tmp-*"
+)
+
+// WriteInterval is the least time between two writes of the home table: the write-behind
+// checks the table this often and writes only when it changed. A write streams the whole
+// table (about 27 bytes and 0.5 µs a home: 1.4 MB and some 25 ms for 50,000 homes, see
+// docs/BENCHMARKS.md), so one every 5 s costs about 0.5 % of a core; a restart loses at most
+// the last 5 s of learning, which peers and the routers give back.
+const WriteInterval = 5 * time.Second
+
+// writeShare bounds the write-behind's cost for large tables: after a write that took d, the
+// next waits at least writeShare×d (so at most 1/writeShare of a core, 1 %). At 1,000,000
+// homes a write takes about 0.65 s, so the table is written about once a minute.
+const writeShare = 100
+
+// Config configures a Store.
+type Config struct {
+	// Dir is the state directory (--state-dir): an existing directory this process can
+	// write. Required.
+	Dir string
+
+	// Table is the home table written and restored. Required.
+	Table *homes.Table
+
+	// Node is this entry's node name (--node). A file written under this name gives back
+	// its local homes as local; a file written under another name (a volume moved to
+	// another machine) gives them back as gossip: this entry did not hear them itself.
+	Node string
+
+	// MaxHomes bounds the records written (--homes); 0 means no bound beyond the table's.
+	MaxHomes int
+
+	// Interval is the least time between writes; 0 means WriteInterval.
+	Interval time.Duration
+
+	// Validate, if not nil, checks each restored home as a peer's would be checked (tenant
+	// name, version not far in the future); a home it refuses is skipped and counted.
+	Validate func(homes.Home) error
+
+	// Now is the clock for the header's write time and the age logged; nil means time.Now.
+	Now func() time.Time
+
+	Logger  zerolog.Logger
+	Metrics *Metrics // nil: no metrics
+}
+
+// Store writes the home table behind into Dir and restores it at start. Make one with Open;
+// Restore once, then Run; Flush at the drain. All methods are safe for concurrent use (writes
+// are serialised).
+type Store struct {
+	cfg  Config
+	path string
+	log  zerolog.Logger
+	m    *Metrics
+
+	create func(dir, pattern string) (tempFile, error) // os.CreateTemp; tests inject failures
+
+	mu      sync.Mutex // serialises writes; guards written
+	written uint64     // Table.Generation of the last file written or restored
+	wrote   bool       // a file was written or restored: written is meaningful
+}
+
+// tempFile is what a write needs of an *os.File.
+type tempFile interface {
+	io.Writer
+	Sync() error
+	Close() error
+	Name() string
+}
+
+// DirError says why Dir cannot hold the state; its text names no flag.
+type DirError struct{ Msg string }
+
+func (e *DirError) Error() string { return e.Msg }
+
+// Open checks that cfg.Dir is a directory this process can write (by creating and removing
+// a file in it), removes temporary files a crash left behind, and returns a Store. A
+// directory that does not exist, is not a directory or is not writable is a *DirError.
+func Open(cfg Config) (*Store, error) {
+	if cfg.Table == nil {
+		return nil, errors.New("state: open: no table")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = WriteInterval
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	fi, err := os.Stat(cfg.Dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, &DirError{fmt.Sprintf("%q does not exist (create it, or use systemd's StateDirectory= or a Fly volume)", cfg.Dir)}
+	case err != nil:
+		return nil, &DirError{fmt.Sprintf("%q: %v", cfg.Dir, errors.Unwrap(err))}
+	case !fi.IsDir():
+		return nil, &DirError{fmt.Sprintf("%q is not a directory", cfg.Dir)}
+	}
+	probe, err := os.CreateTemp(cfg.Dir, tempPattern)
+	if err != nil {
+		return nil, &DirError{fmt.Sprintf("%q is not writable by this process: %v", cfg.Dir, errors.Unwrap(err))}
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	if stale, _ := filepath.Glob(filepath.Join(cfg.Dir, tempPattern)); len(stale) > 0 {
+		for _, f := range stale {
+			os.Remove(f)
+		}
+		cfg.Logger.Info().Int("files", len(stale)).Str("dir", cfg.Dir).
+			Msg("state: removed the temporary files of an interrupted write")
+	}
+	m := cfg.Metrics
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	return &Store{
+		cfg:    cfg,
+		path:   filepath.Join(cfg.Dir, HomesFile),
+		log:    cfg.Logger.With().Str("component", "state").Logger(),
+		m:      m,
+		create: func(dir, pattern string) (tempFile, error) { return os.CreateTemp(dir, pattern) },
+	}, nil
+}
+
+// Path is the home table's file.
+func (s *Store) Path() string { return s.path }
+
+// SerfSnapshotPath is where serf keeps its member snapshot (serf.Config.SnapshotPath).
+func (s *Store) SerfSnapshotPath() string { return filepath.Join(s.cfg.Dir, SerfSnapshot) }
+
+// Restored is what Restore found.
+type Restored struct {
+	Result  string // none (no file), restored, damaged, foreign or unreadable
+	Homes   int    // homes put back (Local + Gossip)
+	Local   int    // of which heard by this entry itself
+	Gossip  int    // of which told by peers (or heard under another node name)
+	Skipped [numSkip]int
+	Written time.Time // when the file was written; zero unless restored
+	Node    string    // the node that wrote it
+}
+
+// Why a record of a good file was not put back.
+const (
+	SkipUnknownRegion = iota // its region is no longer configured
+	SkipInvalid              // Config.Validate refused it
+	SkipNotNewer             // the table held the tenant at a version as new (a duplicate)
+	numSkip
+)
+
+var skipReasons = [numSkip]string{"unknown_region", "invalid", "not_newer"}
+
+// Restore reads the home table's file into the table: a first pass checks the whole file
+// (structure, record count, checksum) without keeping anything, a second puts each home back
+// with Table.Restore, oldest first. It never fails: no file is an empty start; a damaged or
+// foreign file is logged (warn), moved aside to HomesFile+BadSuffix (keeping the evidence from
+// the next write) and the table stays empty; an unreadable one is logged (error) and left. Call
+// it once, before the table is used.
+func (s *Store) Restore() Restored {
+	r := s.restore()
+	s.m.restored(r)
+	s.mu.Lock()
+	s.written, s.wrote = s.cfg.Table.Generation(), r.Result == "restored"
+	s.mu.Unlock()
+	return r
+}
+
+func (s *Store) restore() Restored {
+	// Stat first: opening a named pipe would wait for a writer.
+	if fi, err := os.Stat(s.path); err == nil && !fi.Mode().IsRegular() {
+		return s.reject(nil, Restored{Result: "foreign"}, fmt.Errorf("%w (not a regular file)", ErrForeign))
+	}
+	f, err := os.Open(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		s.log.Info().Str("file", s.path).Msg("state: no home table on disk yet: starting empty")
+		return Restored{Result: "none"}
+	}
+	if err != nil {
+		s.log.Error().Err(err).Str("file", s.path).Msg("state: cannot read the home table's file: starting empty")
+		return Restored{Result: "unreadable"}
+	}
+	defer f.Close()
+	h, n, err := decode(f, nil)
+	if err != nil {
+		r := Restored{Result: "damaged"}
+		if errors.Is(err, ErrForeign) {
+			r.Result = "foreign"
+		} else if !errors.Is(err, ErrDamaged) {
+			s.log.Error().Err(err).Str("file", s.path).Msg("state: cannot read the home table's file: starting empty")
+			return Restored{Result: "unreadable"}
+		}
+		return s.reject(f, r, err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		s.log.Error().Err(err).Str("file", s.path).Msg("state: cannot read the home table's file: starting empty")
+		return Restored{Result: "unreadable"}
+	}
+	r := Restored{Result: "restored", Written: h.Written, Node: h.Node}
+	own := h.Node == s.cfg.Node
+	t := s.cfg.Table
+	_, _, err = decode(f, func(rec *record) error {
+		if _, ok := t.RegionID(rec.Home.Region); !ok {
+			r.Skipped[SkipUnknownRegion]++
+			return nil
+		}
+		if s.cfg.Validate != nil && s.cfg.Validate(rec.Home) != nil {
+			r.Skipped[SkipInvalid]++
+			return nil
+		}
+		src := rec.Source
+		if !own {
+			src = homes.SourceGossip
+		}
+		if !t.Restore(rec.Home, src) {
+			r.Skipped[SkipNotNewer]++
+		}
+		return nil
+	})
+	if err != nil { // the file changed between the passes: keep what came, say so
+		s.log.Error().Err(err).Str("file", s.path).Msg("state: the home table's file changed while read")
+	}
+	st := t.Stats()
+	r.Homes, r.Local, r.Gossip = st.Homes, st.Local, st.Gossip
+	ev := s.log.Info().Str("file", s.path).Uint64("records", n).Int("homes", r.Homes).Int("local", r.Local).
+		Int("gossip", r.Gossip).Str("written_by", h.Node).Time("written", h.Written).
+		Stringer("age", s.cfg.Now().Sub(h.Written).Round(time.Millisecond))
+	for i, k := range r.Skipped {
+		if k > 0 {
+			ev = ev.Int("skipped_"+skipReasons[i], k)
+		}
+	}
+	ev.Msg("state: home table restored")
+	return r
+}
+
+// reject logs a damaged or foreign file and moves it aside (f, if open, is closed first).
+func (s *Store) reject(f *os.File, r Restored, why error) Restored {
+	if f != nil {
+		f.Close()
+	}
+	bad := s.path + BadSuffix
+	ev := s.log.Warn().Str("file", s.path).Str("reason", why.Error())
+	if err := os.Rename(s.path, bad); err != nil {
+		ev = ev.AnErr("move_aside", err)
+	} else {
+		ev = ev.Str("moved_to", bad)
+	}
+	ev.Msg("state: home table's file ignored (" + r.Result + "): starting empty")
+	return r
+}
+
+// Run writes the table behind until ctx ends: every Interval, if it changed since the last
+// write (or restore). A failed write is logged and counted, and tried again at the next tick.
+//
+// A write that took d delays the next by writeShare×d at least, so that the write-behind never
+// takes more than 1 % of a core, whatever --homes is.
+func (s *Store) Run(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	var next time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Now().Before(next) {
+			continue
+		}
+		start := time.Now()
+		if err := s.Flush(); err != nil {
+			s.log.Warn().Err(err).Str("file", s.path).Msg("state: writing the home table failed; trying again later")
+		}
+		next = start.Add(writeShare * time.Since(start))
+	}
+}
+
+// Flush writes the table now if it changed since the last write or restore (the drain calls
+// it once requests have ended). It returns the write's error, which is counted too.
+func (s *Store) Flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gen := s.cfg.Table.Generation()
+	if s.wrote && gen == s.written {
+		return nil
+	}
+	if !s.wrote && s.cfg.Table.Len() == 0 {
+		return nil // nothing known and nothing on disk to replace
+	}
+	start := time.Now()
+	n, size, err := s.writeLocked()
+	took := time.Since(start)
+	s.m.wrote(err, took, n, size, s.cfg.Now())
+	if err != nil {
+		return err
+	}
+	s.written, s.wrote = gen, true
+	s.log.Debug().Str("file", s.path).Int("homes", n).Int64("bytes", size).Dur("took", took).Msg("state: home table written")
+	return nil
+}
+
+// countingWriter counts what passes through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// writeLocked streams the table into a temporary file in Dir, syncs it, renames it over the
+// file and syncs the directory. On any failure the temporary file is removed and the old
+// file stays as it was. s.mu is held.
+func (s *Store) writeLocked() (homesWritten int, size int64, err error) {
+	f, err := s.create(s.cfg.Dir, tempPattern)
+	if err != nil {
+		return 0, 0, fmt.Errorf("state: write: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	cw := &countingWriter{w: f}
+	t := s.cfg.Table
+	regions := make([]string, t.NumRegions())
+	for i := range regions {
+		regions[i], _ = t.RegionName(i)
+	}
+	enc, err := newEncoder(cw, header{Node: s.cfg.Node, Written: s.cfg.Now(), Regions: regions})
+	if err != nil {
+		return 0, 0, fmt.Errorf("state: write: %w", err)
+	}
+	var werr error
+	t.Range(func(h homes.Home, src homes.Source) bool {
+		ok, err := enc.home(h, src)
+		if err != nil {
+			werr = err
+			return false
+		}
+		if ok {
+			homesWritten++
+		}
+		return s.cfg.MaxHomes <= 0 || homesWritten < s.cfg.MaxHomes
+	})
+	if werr != nil {
+		return 0, 0, fmt.Errorf("state: write: %w", werr)
+	}
+	if err = enc.close(); err != nil {
+		return 0, 0, fmt.Errorf("state: write: %w", err)
+	}
+	if err = f.Sync(); err != nil {
+		return 0, 0, fmt.Errorf("state: write: sync: %w", err)
+	}
+	if err = f.Close(); err != nil {
+		return 0, 0, fmt.Errorf("state: write: close: %w", err)
+	}
+	if err = os.Rename(tmp, s.path); err != nil {
+		return 0, 0, fmt.Errorf("state: write: %w", err)
+	}
+	syncDir(s.cfg.Dir) // the rename is durable once the directory is: best effort
+	return homesWritten, cw.n, nil
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
