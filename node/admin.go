@@ -133,7 +133,7 @@ func (n *Node) Status() status.Status {
 	}
 	s.Closest = n.proxy.Closest()
 	states := n.proxy.RouterStatus() // the routing in force: its regions and routers in order
-	names := n.disc.Names() // not reloadMu: a reload resolving names must not hold up /status
+	names := n.disc.Names()          // not reloadMu: a reload resolving names must not hold up /status
 	for _, r := range n.proxy.Routing().Regions {
 		id, _ := n.homes.RegionID(r.Name)
 		rs := status.RegionStatus{Name: r.Name, Marked: n.homes.Marked(id, homes.Strict),
