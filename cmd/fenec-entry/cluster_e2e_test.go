@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -92,14 +93,23 @@ func (s statusDoc) memberState(name string) string {
 	return ""
 }
 
+// freeAddr returns a loopback address with a free port for a process the test starts. The
+// port is below Linux's ephemeral range (32768-60999): a port the kernel picks for ":0" is
+// in that range, and any test's outgoing connection may take it again between the pick and
+// the entry's bind (TestGossipCluster failed so: "--rpc-addr: address already in use").
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port below the ephemeral range")
+	return ""
 }
 
 // serfCLI runs the stock serf CLI (go tool serf: a tool of go.mod) with args, and returns
