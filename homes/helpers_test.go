@@ -67,8 +67,8 @@ func snapshot(t *Table) map[string]held {
 	return out
 }
 
-// checkInvariants stops every insertion and checks that the ring, the shards and the
-// counters agree and hold at most capacity homes.
+// checkInvariants stops every insertion and checks that the ring, the shards' indexes and
+// the counters agree and hold at most capacity homes.
 func checkInvariants(tb testing.TB, t *Table) {
 	tb.Helper()
 	t.ringMu.Lock()
@@ -77,32 +77,50 @@ func checkInvariants(tb testing.TB, t *Table) {
 	for i := range t.shards {
 		s := &t.shards[i].shard
 		s.mu.RLock()
-		for k, e := range s.m {
+		inUse := 0
+		for _, e := range s.x.words {
+			if e == 0 {
+				continue
+			}
+			inUse++
+			sl := t.ring.at(uint32(e) - 1)
+			if !sl.live {
+				tb.Errorf("index word %x names a free slot", e)
+				continue
+			}
 			n++
-			bySrc[e.src]++
-			if e.key != k {
-				tb.Errorf("entry key %q under map key %q", e.key, k)
+			bySrc[sl.src]++
+			if got, tag := t.locate(sl.key); got != s || tag != uint32(e>>32) {
+				tb.Errorf("tenant %q in the wrong shard or under the wrong tag", sl.key)
 			}
-			if t.shardFor(k) != s {
-				tb.Errorf("tenant %q in the wrong shard", k)
-			}
+		}
+		if inUse != s.x.n {
+			tb.Errorf("shard %d: %d words in use, counted %d", i, inUse, s.x.n)
 		}
 		s.mu.RUnlock()
 	}
 	if n > t.capacity {
 		tb.Errorf("%d homes held, capacity %d", n, t.capacity)
 	}
-	if rl := t.ring.len(); rl != n {
-		tb.Errorf("ring holds %d tenants, shards %d", rl, n)
+	live := 0
+	for seq := t.ring.head; seq < t.ring.tail; seq++ {
+		sl := t.ring.at(t.ring.index(seq))
+		if !sl.live {
+			continue
+		}
+		live++
+		if _, _, ok := t.Get(sl.key); !ok {
+			tb.Errorf("ring tenant %q not held", sl.key)
+		}
+	}
+	if live != n {
+		tb.Errorf("ring holds %d tenants, shards %d", live, n)
+	}
+	if t.ring.len() > t.capacity {
+		tb.Errorf("ring spans %d slots, capacity %d", t.ring.len(), t.capacity)
 	}
 	if c := t.Len(); c != n {
 		tb.Errorf("Len %d, shards hold %d", c, n)
-	}
-	for seq := t.ring.head; seq < t.ring.tail; seq++ {
-		k := t.ring.buf[seq%t.ring.capacity]
-		if _, _, ok := t.Get(k); !ok {
-			tb.Errorf("ring tenant %q not held", k)
-		}
 	}
 	for _, src := range []Source{SourceLocal, SourceGossip} {
 		if got := int(t.bySource[src].Load()); got != bySrc[src] {

@@ -115,37 +115,55 @@ func (s *regionSet) with(names []string) (*regionSet, RegionChange, error) {
 	return next, ch, nil
 }
 
-// forgetRegions removes every home whose region is in the set gone, and returns how many.
+// forgetRegions removes every home whose region is in the set gone, and returns how many,
+// then compacts the ring over their slots. Each home's region is read under its shard's lock,
+// where an update in place would move it.
 func (t *Table) forgetRegions(gone uint64) int {
 	t.ringMu.Lock()
 	defer t.ringMu.Unlock()
 	var n int
-	for i := range t.shards {
-		s := &t.shards[i].shard
-		s.mu.Lock()
-		for k, e := range s.m {
-			if gone>>e.region&1 == 1 {
-				delete(s.m, k)
-				t.count.Add(-1)
-				t.bySource[e.src].Add(-1)
-				n++
-			}
+	for seq := t.ring.head; seq < t.ring.tail; seq++ {
+		idx := t.ring.index(seq)
+		sl := t.ring.at(idx)
+		if !sl.live {
+			continue
 		}
-		s.mu.Unlock()
+		if t.removeLocked(idx, sl, func(sl *slot) bool { return gone>>sl.region&1 == 1 }) {
+			n++
+		}
 	}
-	// The ring keeps their names; evicting a name no longer held is a no-op, and the ring
-	// counts only what it holds (ring.len), so drop them from it too.
 	if n > 0 {
-		t.ring.filter(func(key string) bool {
-			_, _, ok := t.Get(key)
-			return ok
-		})
-	}
-	t.regionRemoved.Add(uint64(n))
-	if n > 0 {
+		t.compactLocked()
 		t.gen.Add(1) // the homes held changed: a state writer writes again
 	}
+	t.regionRemoved.Add(uint64(n))
 	return n
+}
+
+// compactLocked slides the live slots of [head, tail) down over the free ones, in order, so
+// that the ring spans only homes held and the table again has room for Capacity of them. A
+// home's sequence number only decreases, so a Range under way may miss a home, never see one
+// twice. ringMu is held; each home moved is moved under its shard's lock.
+func (t *Table) compactLocked() {
+	w := t.ring.head
+	for r := t.ring.head; r < t.ring.tail; r++ {
+		from := t.ring.index(r)
+		src := t.ring.at(from)
+		if !src.live {
+			continue
+		}
+		if r != w {
+			to := t.ring.index(w)
+			s, tag := t.locate(src.key)
+			s.mu.Lock()
+			*t.ring.at(to) = *src
+			*src = slot{}
+			s.x.move(tag, from, to)
+			s.mu.Unlock()
+		}
+		w++
+	}
+	t.ring.tail = w
 }
 
 // SetReadBackoff changes how long a read mark counts (Config.ReadBackoff), from the next plan

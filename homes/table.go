@@ -3,9 +3,11 @@ package homes
 import (
 	"fmt"
 	"hash/maphash"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unique"
 	"unsafe"
 )
 
@@ -40,16 +42,9 @@ const (
 	rangeStep = 256 // tenants Range copies per hold of ringMu
 )
 
-type entry struct {
-	key    string // the map key: updates store it again, never the caller's string
-	ver    Version
-	region uint8
-	src    Source
-}
-
 type shard struct {
-	mu sync.RWMutex // guards m
-	m  map[string]entry
+	mu sync.RWMutex // guards x, and the slab slots of the homes x indexes (see slot)
+	x  index
 }
 
 type paddedShard struct {
@@ -60,11 +55,12 @@ type paddedShard struct {
 // Table is the home table and the region marks. Make one with New; the zero Table is not
 // usable. All methods are safe for concurrent use.
 //
-// Homes live in 64 shards, each a map under its own RWMutex, chosen by a seeded hash of the
-// tenant. A separate mutex, ringMu, orders the insertion and eviction of tenants (never
-// updates in place, never lookups), so the table holds at most Capacity homes at every instant
-// and forgets the first inserted first. Lock order: ringMu, then one shard at a time; a
-// region's marks lock is never held with either.
+// Homes live in a slab of Capacity slots in insertion order (ring.go), indexed by 64 shards,
+// each an open-addressing index under its own RWMutex, chosen by a seeded hash of the tenant.
+// A separate mutex, ringMu, orders the insertion and eviction of tenants (never updates in
+// place, never lookups), so the table holds at most Capacity homes at every instant and
+// forgets the first inserted first. Lock order: ringMu, then one shard at a time; a region's
+// marks lock is never held with either.
 type Table struct {
 	regs     atomic.Pointer[regionSet] // the configured regions; replaced whole by SetRegions
 	regsMu   sync.Mutex                // serialises SetRegions
@@ -78,6 +74,7 @@ type Table struct {
 
 	ringMu sync.Mutex // guards ring; held across every insertion and eviction of a tenant
 	ring   ring
+	self   unique.Handle[string] // Origin, for the versions made here
 
 	count    atomic.Int64    // homes held; moves only with ringMu held, so never above capacity
 	bySource [3]atomic.Int64 // homes held by Source; briefly inconsistent with count
@@ -101,14 +98,19 @@ func New(cfg Config) (*Table, error) {
 		clock:    cfg.Clock,
 		capacity: cfg.Capacity,
 		seed:     maphash.MakeSeed(),
-		ring:     ring{capacity: uint64(cfg.Capacity)},
+		ring:     newRing(cfg.Capacity),
+		self:     unique.Make(cfg.Origin),
 		feed:     make(chan Change, cfg.FeedSize),
 	}
 	t.regs.Store(newRegionSet(cfg.Regions))
 	t.backoff.Store(int64(cfg.ReadBackoff))
 	t.hlc.clock = t.clock
+	// Each index is sized for its share of Capacity and a margin (four standard deviations
+	// of a fair hash's spread), so that a full table's indexes stay near a load of 0.7 and
+	// never grow on the request path.
+	share := float64(cfg.Capacity) / numShards
 	for i := range t.shards {
-		t.shards[i].m = make(map[string]entry) // grown as homes come: New stays cheap
+		t.shards[i].x = newIndex(int(share + 4*math.Sqrt(share)))
 	}
 	return t, nil
 }
@@ -149,21 +151,27 @@ func (t *Table) Regions() []string {
 // name is the name of region ID id, configured or removed (IDs are never reused).
 func (t *Table) name(id uint8) string { return t.regionSet().names[id] }
 
-func (t *Table) shardFor(tenant string) *shard {
-	return &t.shards[maphash.String(t.seed, tenant)%numShards].shard
+// locate returns tenant's shard and its hash tag (the hash's high half; the shard is chosen by
+// its low bits).
+func (t *Table) locate(tenant string) (*shard, uint32) {
+	h := maphash.String(t.seed, tenant)
+	return &t.shards[h%numShards].shard, uint32(h >> 32)
 }
 
 // Lookup returns the home region ID of tenant, or -1 and false if it holds none.
 // Hot path: O(1), no allocation, one shard read lock.
 func (t *Table) Lookup(tenant string) (region int, ok bool) {
-	s := t.shardFor(tenant)
+	s, tag := t.locate(tenant)
 	s.mu.RLock()
-	e, ok := s.m[tenant]
+	idx, ok := s.x.find(&t.ring, tag, tenant)
+	if ok {
+		region = int(t.ring.at(idx).region)
+	}
 	s.mu.RUnlock()
 	if !ok {
 		return -1, false
 	}
-	return int(e.region), true
+	return region, true
 }
 
 // Learn records that a router said region is tenant's home. If the table already holds tenant
@@ -178,14 +186,15 @@ func (t *Table) Learn(tenant string, region int) bool {
 		t.unknown.Add(1)
 		return false
 	}
-	s := t.shardFor(tenant)
+	s, tag := t.locate(tenant)
 	s.mu.RLock()
-	e, ok := s.m[tenant]
+	idx, ok := s.x.find(&t.ring, tag, tenant)
+	same := ok && int(t.ring.at(idx).region) == region
 	s.mu.RUnlock()
-	if ok && int(e.region) == region {
+	if same {
 		return false
 	}
-	h, changed := t.put(s, tenant, uint8(region), SourceLocal, Version{}, true)
+	h, changed := t.put(s, tag, tenant, uint8(region), SourceLocal, Version{}, true)
 	if changed {
 		t.emit(Change{Kind: ChangeHome, Home: h})
 	}
@@ -221,7 +230,8 @@ func (t *Table) Apply(h Home) bool {
 		return false
 	}
 	t.hlc.observe(h.Version.HLC)
-	_, changed := t.put(t.shardFor(h.Tenant), h.Tenant, uint8(id), SourceGossip, h.Version, false)
+	s, tag := t.locate(h.Tenant)
+	_, changed := t.put(s, tag, h.Tenant, uint8(id), SourceGossip, h.Version, false)
 	return changed
 }
 
@@ -242,7 +252,8 @@ func (t *Table) Restore(h Home, src Source) bool {
 		src = SourceGossip
 	}
 	t.hlc.observe(h.Version.HLC)
-	_, changed := t.put(t.shardFor(h.Tenant), h.Tenant, uint8(id), src, h.Version, false)
+	s, tag := t.locate(h.Tenant)
+	_, changed := t.put(s, tag, h.Tenant, uint8(id), src, h.Version, false)
 	return changed
 }
 
@@ -251,14 +262,18 @@ func (t *Table) Restore(h Home, src Source) bool {
 // readings mean the homes held did not change in between. Lock-free; what a state writer polls.
 func (t *Table) Generation() uint64 { return t.gen.Load() }
 
-// put stores an observation of tenant (which hashes to s) at region. With fresh (Learn) the
+// put stores an observation of tenant (in shard s, under tag) at region. With fresh (Learn) the
 // Version is made here, under the shard lock, so that it orders after whatever it replaces;
 // otherwise (Apply, Restore) v is used, if newer. It returns the home as stored and whether
 // anything changed.
-func (t *Table) put(s *shard, tenant string, region uint8, src Source, v Version, fresh bool) (Home, bool) {
+func (t *Table) put(s *shard, tag uint32, tenant string, region uint8, src Source, v Version, fresh bool) (Home, bool) {
+	origin := t.self
+	if !fresh && v.Origin != t.origin {
+		origin = unique.Make(v.Origin) // before the locks: a lookup in the runtime's own map
+	}
 	s.mu.Lock()
-	if e, ok := s.m[tenant]; ok {
-		h, changed := t.updateLocked(s, e, region, src, v, fresh)
+	if idx, ok := s.x.find(&t.ring, tag, tenant); ok {
+		h, changed := t.updateLocked(t.ring.at(idx), region, src, v, origin, fresh)
 		s.mu.Unlock()
 		return h, changed
 	}
@@ -269,8 +284,8 @@ func (t *Table) put(s *shard, tenant string, region uint8, src Source, v Version
 	t.ringMu.Lock()
 	defer t.ringMu.Unlock()
 	s.mu.Lock()
-	if e, ok := s.m[tenant]; ok { // another goroutine inserted it first
-		h, changed := t.updateLocked(s, e, region, src, v, fresh)
+	if idx, ok := s.x.find(&t.ring, tag, tenant); ok { // another goroutine inserted it first
+		h, changed := t.updateLocked(t.ring.at(idx), region, src, v, origin, fresh)
 		s.mu.Unlock()
 		return h, changed
 	}
@@ -279,37 +294,40 @@ func (t *Table) put(s *shard, tenant string, region uint8, src Source, v Version
 		t.evictOldestLocked() // before inserting: never above capacity, even for a moment
 	}
 	key := strings.Clone(tenant)
+	idx := t.ring.push()
+	sl := t.ring.at(idx)
 	s.mu.Lock()
 	if fresh {
 		v = t.newVersion()
 	}
-	s.m[key] = entry{key: key, ver: v, region: region, src: src}
+	*sl = slot{key: key, hlc: v.HLC, origin: origin, region: region, src: src, live: true}
+	s.x.insert(tag, idx)
 	s.mu.Unlock()
-	t.ring.push(key)
 	t.count.Add(1)
 	t.bySource[src].Add(1)
 	t.gen.Add(1)
 	return Home{Tenant: key, Region: t.name(region), Version: v}, true
 }
 
-// updateLocked replaces e, held in s, if the observation is news: with fresh (Learn) a
-// different region, otherwise a newer version. s.mu is held.
-func (t *Table) updateLocked(s *shard, e entry, region uint8, src Source, v Version, fresh bool) (Home, bool) {
+// updateLocked replaces the home in sl if the observation is news: with fresh (Learn) a
+// different region, otherwise a newer version (origin is v.Origin's handle, or this table's
+// for fresh). Its shard's lock is held.
+func (t *Table) updateLocked(sl *slot, region uint8, src Source, v Version, origin unique.Handle[string], fresh bool) (Home, bool) {
 	if fresh {
-		if e.region == region {
+		if sl.region == region {
 			return Home{}, false
 		}
 		v = t.newVersion()
-	} else if !newer(v, t.name(region), e.ver, t.name(e.region)) {
+	} else if !newer(v, t.name(region), sl.version(), t.name(sl.region)) {
 		return Home{}, false
 	}
-	if e.src != src {
-		t.bySource[e.src].Add(-1)
+	if sl.src != src {
+		t.bySource[sl.src].Add(-1)
 		t.bySource[src].Add(1)
 	}
-	s.m[e.key] = entry{key: e.key, ver: v, region: region, src: src}
+	sl.hlc, sl.origin, sl.region, sl.src = v.HLC, origin, region, src
 	t.gen.Add(1)
-	return Home{Tenant: e.key, Region: t.name(region), Version: v}, true
+	return Home{Tenant: sl.key, Region: t.name(region), Version: v}, true
 }
 
 // newer reports whether an observation (v, region) replaces a held one (hv, hregion). Equal
@@ -322,33 +340,52 @@ func newer(v Version, region string, hv Version, hregion string) bool {
 	return region > hregion
 }
 
-// evictOldestLocked forgets the oldest tenant. ringMu is held; no shard lock is.
+// evictOldestLocked frees the oldest slot of the ring, forgetting its home if it holds one.
+// ringMu is held; no shard lock is.
 func (t *Table) evictOldestLocked() {
-	key := t.ring.pop()
-	s := t.shardFor(key)
-	s.mu.Lock()
-	e, ok := s.m[key]
-	delete(s.m, key)
-	s.mu.Unlock()
-	if ok {
-		t.count.Add(-1)
-		t.bySource[e.src].Add(-1)
+	idx := t.ring.index(t.ring.head)
+	t.ring.head++
+	sl := t.ring.at(idx)
+	if !sl.live {
+		return // forgotten already (SetRegions)
 	}
+	t.removeLocked(idx, sl, nil)
 	t.evicted.Add(1)
+}
+
+// removeLocked forgets the home at slab index idx if drop (called with its shard's lock
+// held) says so, and reports whether it did. ringMu is held; no shard lock is.
+func (t *Table) removeLocked(idx uint32, sl *slot, drop func(*slot) bool) bool {
+	s, tag := t.locate(sl.key)
+	s.mu.Lock()
+	if drop != nil && !drop(sl) {
+		s.mu.Unlock()
+		return false
+	}
+	src := sl.src
+	s.x.remove(tag, idx)
+	*sl = slot{}
+	s.mu.Unlock()
+	t.count.Add(-1)
+	t.bySource[src].Add(-1)
+	return true
 }
 
 func (t *Table) newVersion() Version { return Version{HLC: t.hlc.now(), Origin: t.origin} }
 
 // Get returns tenant's home and where it was heard, or false if the table holds none.
 func (t *Table) Get(tenant string) (Home, Source, bool) {
-	s := t.shardFor(tenant)
+	s, tag := t.locate(tenant)
 	s.mu.RLock()
-	e, ok := s.m[tenant]
-	s.mu.RUnlock()
+	idx, ok := s.x.find(&t.ring, tag, tenant)
 	if !ok {
+		s.mu.RUnlock()
 		return Home{}, 0, false
 	}
-	return Home{Tenant: e.key, Region: t.name(e.region), Version: e.ver}, e.src, true
+	sl := t.ring.at(idx)
+	h, src := Home{Tenant: sl.key, Region: t.name(sl.region), Version: sl.version()}, sl.src
+	s.mu.RUnlock()
+	return h, src, true
 }
 
 // Range calls fn for each home, oldest first (insertion order, so that a peer applying them in
@@ -359,8 +396,8 @@ func (t *Table) Get(tenant string) (Home, Source, bool) {
 // fn runs with no lock held and may call any Table method. Cost: ringMu, which only the
 // insertion of a new tenant waits for, is held while up to 256 names are copied; each home is
 // then read under its shard's read lock, so Lookup and updates in place never wait. Each home
-// is a map probe in insertion order, a cache miss: about 70 ns a home on a quiet 2-core VM
-// (3.5 ms for 50,000), up to 4 times that on a busy one. It allocates nothing but what fn does.
+// is an index probe in insertion order, a cache miss or two. It allocates nothing but what
+// fn does.
 func (t *Table) Range(fn func(Home, Source) bool) {
 	var keys [rangeStep]string
 	t.ringMu.Lock()
