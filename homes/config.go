@@ -31,8 +31,9 @@ type Config struct {
 
 	// Capacity is how many homes the table keeps (--homes); 0 means DefaultCapacity.
 	// The first heard is forgotten first: FIFO by first insertion, not LRU, and an update in
-	// place does not move a home. Each home takes about 80 bytes plus its name (5 MB at the
-	// default with short names).
+	// place does not move a home. Each home takes about 57 bytes plus its name, the index
+	// for Capacity homes taken at New and the slab as homes come (4 MB at the default with
+	// 19-byte names; ring.go).
 	Capacity int
 
 	// ReadBackoff is how long a read mark lasts (--read-backoff); 0 means DefaultReadBackoff.

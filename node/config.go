@@ -140,7 +140,7 @@ const (
 const (
 	MaxRegions          = homes.MaxRegions       // regions in --routers: what the home table holds
 	MaxRoutersPerRegion = 64                     // routers in one region
-	MaxHomes            = 10_000_000             // --homes: about 1.5 GB of table at ~150 bytes a home
+	MaxHomes            = 10_000_000             // --homes: about 750 MB of table at ~57 bytes a home and a 19-byte name
 	MaxMaxInflight      = 1_000_000              // --max-inflight
 	MaxBodyBuffer       = 1 << 30                // --body-buffer: 1 GiB
 	MaxHeaderTimeout    = 10 * time.Minute       // --header-timeout
