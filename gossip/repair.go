@@ -6,6 +6,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -16,7 +18,10 @@ import (
 // Anti-entropy repairs what gossip lost (serf's queue overflowed, a partition, a change feed
 // that was full). Every Interval (jittered) an entry picks one random peer and:
 //
-//  1. GET /_gossip/digest: the peer's table as digestBuckets sums. A home's bucket is a hash of
+//  1. GET /_gossip/digest: the peer's table as digestBuckets sums, over the homes older than the
+//     puller's cutoff (now less RepairSettle, 2 s; header Fenec-Digest-Before): homes younger
+//     are gossip's, in flight, and left out on both sides, so that at a million homes a round
+//     does not pull whole buckets (about 3,900 homes each) for homes the peer is about to hear. A home's bucket is a hash of
 //     its tenant; a bucket's sum is the sum mod 2^64 of a 64-bit hash of (tenant, region,
 //     version) of each of its homes, so it depends on the set of homes, not on the order they
 //     were inserted in, and two tables agree on a bucket exactly when (but for a 2^-64 chance)
@@ -39,11 +44,34 @@ import (
 // that only move to a newer version, so a clear that gossip lost arrives with the next pull
 // and ends the failure it is newer than.
 //
+// A round pulls at most maxPullBuckets (64) of the differing buckets, from a cursor that moves
+// on, so that after a long partition a large table is repaired over a few rounds, each
+// bounded, rather than in one pull that a slow link cannot finish within the timeout.
+//
 // Cost per round, on each side: one digest (one Range over the table: see
-// BenchmarkRepairDigest: 10-12 ms at 50,000 homes on a 2-core VM, one 2 KB allocation), ~2.4 KB
-// of digest on the wire, and for a pull one more Range on the peer plus ~35 B per home sent.
-// At the default 30 s interval that is about 0.1 % of a core on each side.
+// BenchmarkRepairDigest: 10-12 ms at 50,000 homes, about 0.3 s at a million, on a 2-core VM,
+// one 2 KB allocation), ~2.4 KB of digest on the wire, and for a pull one more Range on the
+// peer plus ~30 B per home sent (a bucket of a million-home table: 117 KB). At the default
+// 30 s interval that is about 0.1 % of a core on each side at 50,000 homes, 1 % at a million.
 const digestBuckets = 256
+
+// maxPullBuckets bounds the buckets one round pulls: a quarter of the table at most (at a
+// million homes about 11 MB), the rest left to the next rounds (counted).
+const maxPullBuckets = digestBuckets / 4
+
+// beforeHeader carries the puller's cutoff on a digest request: the HLC below which homes
+// count. Not covered by the request's proof: changing it changes only which homes are
+// compared, never what is applied.
+const beforeHeader = "Fenec-Digest-Before"
+
+// settledBefore is the cutoff of a round at now: homes older than settle count.
+func settledBefore(now time.Time, settle time.Duration) uint64 {
+	ms := now.Add(-settle).UnixMilli()
+	if ms <= 0 {
+		return 0
+	}
+	return uint64(ms) << 16 // an HLC's physical part (homes.Version)
+}
 
 // digest is a table's bucket sums and its marks' sum.
 type digest struct {
@@ -104,10 +132,14 @@ func markHash(m homes.Mark) uint64 {
 	return mix64(fnvStr(x, m.Version.Origin))
 }
 
-// computeDigest is one Range over t and one Marks.
-func computeDigest(t *homes.Table) *digest {
+// computeDigest is one Range over t and one Marks: the homes whose version is older than
+// before (an HLC; 0: every home), and every mark.
+func computeDigest(t *homes.Table, before uint64) *digest {
 	d := new(digest)
 	t.Range(func(h homes.Home, _ homes.Source) bool {
+		if before != 0 && h.Version.HLC >= before {
+			return true
+		}
 		b, x := homeHash(h)
 		d.buckets[b] += x
 		return true
@@ -124,11 +156,14 @@ func (s *Sync) serveDigest(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "digest", aerr)
 		return
 	}
+	// The puller's cutoff: both sides digest the same homes. Absent or bad (an older
+	// puller): every home, as before.
+	before, _ := strconv.ParseUint(r.Header.Get(beforeHeader), 10, 64)
 	s.stream(w, r, "digest", who, func(sw *streamWriter) error {
 		if err := sw.header(s.cfg.Node, 0, 0); err != nil {
 			return err
 		}
-		return sw.digest(computeDigest(s.cfg.Table))
+		return sw.digest(computeDigest(s.cfg.Table, before))
 	})
 }
 
@@ -209,17 +244,32 @@ func (s *Sync) Repair(ctx context.Context, peer Peer) (res RepairResult, err err
 			s.m.rounds.WithLabelValues("pulled").Inc()
 		}
 	}()
-	theirs, err := s.fetchDigest(ctx, peer)
+	before := settledBefore(s.cfg.Now(), s.cfg.RepairSettle)
+	theirs, err := s.fetchDigest(ctx, peer, before)
 	if err != nil {
 		return res, fmt.Errorf("gossip: repair digest from %s: %w", peer.Name, err)
 	}
-	ours := computeDigest(s.cfg.Table)
+	ours := computeDigest(s.cfg.Table, before)
 	req := pullRequest{Version: wireVersion, Buckets: make([]byte, digestBuckets/8)}
+	var differ []int
 	for b := range ours.buckets {
 		if ours.buckets[b] != theirs.buckets[b] {
-			req.Buckets[b/8] |= 1 << (b % 8)
-			res.Buckets++
+			differ = append(differ, b)
 		}
+	}
+	// At most maxPullBuckets a round, so that a round after a long partition carries a
+	// bounded share of a large table: the differing buckets from a cursor that moves past
+	// what each round took, so that the next rounds take the rest.
+	if len(differ) > maxPullBuckets {
+		s.m.deferred.Add(float64(len(differ) - maxPullBuckets))
+		cur := int(s.pullCursor.Load())
+		i, _ := slices.BinarySearch(differ, cur) // the first differing bucket at or after it
+		differ = slices.Concat(differ[i:], differ[:i])[:maxPullBuckets]
+		s.pullCursor.Store(uint32((differ[len(differ)-1] + 1) % digestBuckets))
+	}
+	for _, b := range differ {
+		req.Buckets[b/8] |= 1 << (b % 8)
+		res.Buckets++
 	}
 	res.MarksDiffer = ours.marks != theirs.marks
 	s.m.buckets.Add(float64(res.Buckets))
@@ -244,8 +294,9 @@ func (s *Sync) Repair(ctx context.Context, peer Peer) (res RepairResult, err err
 	return res, nil
 }
 
-func (s *Sync) fetchDigest(ctx context.Context, peer Peer) (*digest, error) {
-	resp, mac, err := s.call(ctx, peer, http.MethodGet, pathDigest, nil)
+func (s *Sync) fetchDigest(ctx context.Context, peer Peer, before uint64) (*digest, error) {
+	resp, mac, err := s.callWith(ctx, peer, http.MethodGet, pathDigest, nil,
+		map[string]string{beforeHeader: strconv.FormatUint(before, 10)})
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,9 @@ const (
 	DefaultRepairInterval = 30 * time.Second
 	DefaultSyncTimeout    = 10 * time.Second
 	DefaultMaxStreams     = 4
+	// DefaultRepairSettle: a home reaches every entry within 3 s (CONTRACT.md section 6), in
+	// about 0.3 s on one network; older than 2 s and still missing, it was lost.
+	DefaultRepairSettle = 2 * time.Second
 )
 
 // Peer is another entry as the snapshot client sees it.
@@ -74,6 +78,11 @@ type SyncConfig struct {
 	// DefaultSyncTimeout.
 	Timeout time.Duration
 
+	// RepairSettle is how old a home must be (by its version) to count in a repair digest;
+	// 0 means DefaultRepairSettle. Newer homes are gossip's: left out on both sides, they do
+	// not make a table of a million homes pull whole buckets for homes still in flight.
+	RepairSettle time.Duration
+
 	// Capacity is the table's capacity (--homes); 0 means homes.DefaultCapacity. A stream
 	// may carry at most 2×Capacity homes and marks, and about 4 KB for each.
 	Capacity int
@@ -111,6 +120,7 @@ type Sync struct {
 	client     *http.Client
 	streams    chan struct{} // semaphore of served streams
 	maxRecords int
+	pullCursor atomic.Uint32 // the digest bucket the next capped pull starts from (repair.go)
 	maxBytes   int64
 	m          *syncMetrics
 	log        zerolog.Logger
@@ -139,6 +149,9 @@ func NewSync(cfg SyncConfig) (*Sync, error) {
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultSyncTimeout
+	}
+	if cfg.RepairSettle <= 0 {
+		cfg.RepairSettle = DefaultRepairSettle
 	}
 	if cfg.Capacity == 0 {
 		cfg.Capacity = homes.DefaultCapacity
@@ -321,6 +334,12 @@ func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint string, w
 // request with its proof; it checks the status and the reply proof and returns the answer
 // (whose body the caller reads and closes) and the seal to read it with.
 func (s *Sync) call(ctx context.Context, peer Peer, method, path string, body []byte) (*http.Response, *streamMAC, error) {
+	return s.callWith(ctx, peer, method, path, body, nil)
+}
+
+// callWith is call with more request headers (not covered by the proof: what they say must
+// be harmless to change).
+func (s *Sync) callWith(ctx context.Context, peer Peer, method, path string, body []byte, hdr map[string]string) (*http.Response, *streamMAC, error) {
 	base := "http://" + peer.Addr
 	proof := s.cfg.Node
 	var nonce string
@@ -341,6 +360,9 @@ func (s *Sync) call(ctx context.Context, peer Peer, method, path string, body []
 		return nil, nil, err
 	}
 	req.Header.Set(proofHeader, proof)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", streamContentType)
 	}

@@ -10,7 +10,8 @@ type syncMetrics struct {
 	applied    *prometheus.CounterVec // by via (snapshot, repair) and type (home, mark)
 	invalid    *prometheus.CounterVec // by via and type
 	rounds     *prometheus.CounterVec // repair rounds by result: pulled, in_sync, no_peer, error
-	buckets    prometheus.Counter     // repair buckets found differing
+	buckets    prometheus.Counter     // repair buckets found differing and pulled
+	deferred   prometheus.Counter     // differing buckets left to a later round (maxPullBuckets)
 }
 
 // Label values.
@@ -49,11 +50,15 @@ func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
 		}, []string{"result"}),
 		buckets: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_repair_buckets_differing_total",
-			Help: "Digest buckets found differing from a peer's (of 256 per round).",
+			Help: "Digest buckets found differing from a peer's and pulled (of 256 per round; at most 64 a round).",
+		}),
+		deferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_repair_buckets_deferred_total",
+			Help: "Differing digest buckets left to a later round: one round pulls at most 64 of 256.",
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.served, m.noncesFull, m.fetches, m.applied, m.invalid, m.rounds, m.buckets} {
+		for _, c := range []prometheus.Collector{m.served, m.noncesFull, m.fetches, m.applied, m.invalid, m.rounds, m.buckets, m.deferred} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
