@@ -10,8 +10,8 @@ package main
 // and their transfer time is not modelled.
 
 type repairRound struct {
-	a, b  int32
-	step  int
+	a, b   int32
+	step   int
 	theirs [256]uint64
 	marks  uint64
 	diff   []uint8 // differing buckets

@@ -31,8 +31,8 @@ type stats struct {
 	gossipPackets, indirectProbes, lost            int
 
 	repairRounds, repairInSync, repairPulled int
-	repairBuckets, repairRecords, repaired  int
-	repairBytes                             int64
+	repairBuckets, repairRecords, repaired   int
+	repairBytes                              int64
 
 	relayPackets, relayHomes, nacks, resent, heartbeats int
 
