@@ -35,8 +35,8 @@ type Config struct {
 	UDPBuffer                   int
 	ProbeInterval, ProbeTimeout time.Duration
 
-	// Repair (gossip/repair.go): every Repair, jittered ±25 %, from RepairFrom on (-1: after
-	// Duration+Drain, as gossipsim starts it). TableHomes: homes every table holds already
+	// Repair (gossip/repair.go): every Repair, jittered ±25 %, each entry's loop at a random
+	// phase from RepairFrom on (negative: all started after Duration+Drain, as gossipsim does). TableHomes: homes every table holds already
 	// (they cost pull bytes, nothing else).
 	Repair     time.Duration
 	RepairFrom time.Duration
@@ -191,11 +191,14 @@ func New(cfg Config) *Sim {
 		s.q.push(event{at: s.rng.Int64N(ns(cfg.FlushInterval)), kind: evTick, node: int32(i)})
 		s.q.push(event{at: s.rng.Int64N(ns(cfg.GossipInterval)), kind: evGossip, node: int32(i)})
 		s.q.push(event{at: s.rng.Int64N(ns(cfg.ProbeInterval)), kind: evProbe, node: int32(i)})
-		from := ns(cfg.RepairFrom)
+		// Repair loops that started together (gossipsim starts them after the drain) run
+		// their first round after one jittered interval; loops in a steady fleet are at
+		// random phases.
+		first := ns(cfg.RepairFrom) + s.rng.Int64N(ns(cfg.Repair))
 		if cfg.RepairFrom < 0 {
-			from = ns(cfg.Duration + cfg.Drain)
+			first = ns(cfg.Duration+cfg.Drain) + s.jitter(ns(cfg.Repair))
 		}
-		s.q.push(event{at: from + s.jitter(ns(cfg.Repair)), kind: evRepair, node: int32(i)})
+		s.q.push(event{at: first, kind: evRepair, node: int32(i)})
 	}
 	s.scheduleMarks()
 	s.scheduleChurn()
