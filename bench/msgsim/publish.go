@@ -98,6 +98,10 @@ func (s *Sim) sendBatch(i, b int32) {
 // CopyInterval apart (gossip/publish.go directSender).
 func (s *Sim) directSend(i, b int32, kind evKind, peers []int32) {
 	s.sendAll(i, b, kind, peers)
+	if s.cfg.Ack && kind != evRelayData {
+		s.awaitAcks(i, b, kind, peers)
+		return
+	}
 	if s.cfg.Copies < 2 {
 		return
 	}
@@ -159,6 +163,7 @@ func (s *Sim) sendAll(i, b int32, kind evKind, peers []int32) {
 func (s *Sim) recvDirect(i, b int32) {
 	bt := &s.batches[b]
 	s.recvUDP(i, bt.bytes)
+	s.ack(i, b)
 	if !setBit(bt.got, i) {
 		s.st.duplicates++
 		return

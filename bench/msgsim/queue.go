@@ -29,6 +29,8 @@ const (
 	evHB                           // relay from's heartbeat (last seq id) arrives at node
 	evNack                         // NACK id from from arrives at relay node
 	evNackCheck                    // node checks whether relay from's missing packets came
+	evBatchAck                     // from's ack of batch id arrives at its sender node
+	evAckCheck                     // ack wait id is due: send again to those that did not ack
 )
 
 // event is one timed happening. at is nanoseconds of simulated time; seq breaks ties in the

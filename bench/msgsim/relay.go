@@ -117,6 +117,7 @@ func (s *Sim) relaySend(o, b int32) {
 func (s *Sim) recvAtRelay(i, b int32) {
 	bt := &s.batches[b]
 	s.recvUDP(i, bt.bytes)
+	s.ack(i, b)
 	if !setBit(bt.got, i) {
 		s.st.duplicates++
 		return

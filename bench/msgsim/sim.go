@@ -52,6 +52,11 @@ type Config struct {
 	RelayCopies  int           // copies of a relay's packets to its group
 	Nack         bool          // sequence numbers, heartbeats and NACKs on the relay hop
 	HeartbeatGap time.Duration // the first heartbeat after a relay's last packet
+
+	// Ack: the origin sends each batch once and again (every 2 x MaxLat + 50 ms, at most 5
+	// times) to the peers that did not ack it, instead of Copies blind copies. Direct
+	// batches in the direct strategy, the origin's batches (own group and relays) in relay.
+	Ack bool
 }
 
 // DefaultConfig is gossip's production defaults (gossip/config.go) and gossipsim's network.
@@ -99,6 +104,7 @@ type batch struct {
 	homes  []int32
 	bytes  int      // the sealed packet
 	got    []uint64 // entries that received it (its copies after are duplicates)
+	acked  []uint64 // with Ack: entries whose ack came back
 }
 
 // copyEntry is a batch with copies still to send (gossip/publish.go directCopy).
@@ -158,6 +164,7 @@ type Sim struct {
 	packets []gossipPacket
 	probes  []probe
 	rounds  []repairRound
+	waits   []ackWait
 	relays  relayState
 
 	st stats
@@ -282,6 +289,10 @@ func (s *Sim) handle(e event) {
 		s.recvNack(e.node, e.from, e.id)
 	case evNackCheck:
 		s.nackCheck(e.node, e.from)
+	case evBatchAck:
+		s.recvAck(e.node, e.from, e.id)
+	case evAckCheck:
+		s.ackCheck(e.id)
 	}
 }
 

@@ -166,3 +166,17 @@ func TestBackpressureWidensSerfFlushes(t *testing.T) {
 			r.MaxQueue, r.MaxFlushMS, r.HomesPerB)
 	}
 }
+
+func TestAcksRecoverLossWithoutCopiesOrRepair(t *testing.T) {
+	for _, st := range []string{"direct", "relay"} {
+		c := small(st)
+		c.Loss = 0.05
+		c.Ack = true
+		c.RepairFrom = time.Hour
+		_, r := run(t, c)
+		if r.HomesLost != 0 || r.Acks == 0 || r.Resent == 0 || r.Dups > r.Resent {
+			t.Errorf("%s, 5 %% loss, acked: %d homes lost, %d acks, %d sent again, %d duplicates; want 0 lost, no blind copies",
+				st, r.HomesLost, r.Acks, r.Resent, r.Dups)
+		}
+	}
+}

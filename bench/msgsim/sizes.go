@@ -69,6 +69,8 @@ const (
 	// direct packet: header, relay name, a sequence number or a list of them).
 	nackBytes      = directSeal + 2 + nodeNameBytes + 12
 	heartbeatBytes = directSeal + 2 + nodeNameBytes + 10
+	// ackPacketBytes acks a batch (-ack): sealed, naming the batch (sender, 8 B id).
+	ackPacketBytes = directSeal + 2 + nodeNameBytes + 10
 )
 
 // directSizes are the sealed direct packets of batches of k real homes (k, bytes), as

@@ -35,6 +35,7 @@ type stats struct {
 	repairBytes                              int64
 
 	relayPackets, relayHomes, nacks, resent, heartbeats int
+	acks                                                int
 
 	peakPkts, peakBytes int64
 
@@ -177,6 +178,7 @@ type Result struct {
 	Nacks      int      `json:"nacks,omitempty"`
 	Resent     int      `json:"resent,omitempty"`
 	HBs        int      `json:"heartbeats,omitempty"`
+	Acks       int      `json:"acks,omitempty"`
 	SimEvents  int64    `json:"sim_events"`
 	SimS       float64  `json:"sim_s"`
 	WallS      float64  `json:"wall_s"`
@@ -195,7 +197,7 @@ func (st *stats) result(s *Sim, wall time.Duration) *Result {
 		GossipPkts: st.gossipPackets, Indirect: st.indirectProbes, Lost: st.lost,
 		Rounds: st.repairRounds, InSync: st.repairInSync, Pulled: st.repairPulled,
 		Records: st.repairRecords, Repaired: st.repaired, RepairMB: round(float64(st.repairBytes)/1e6, 3),
-		Marks: len(st.marks), RelayPkts: st.relayPackets, Nacks: st.nacks, Resent: st.resent, HBs: st.heartbeats,
+		Marks: len(st.marks), RelayPkts: st.relayPackets, Nacks: st.nacks, Resent: st.resent, HBs: st.heartbeats, Acks: st.acks,
 		SimEvents: st.events, SimS: round(float64(s.now)/1e9, 2), WallS: round(wall.Seconds(), 2),
 	}
 	if st.batches > 0 {
