@@ -1,0 +1,181 @@
+package main
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestQueueOrdersByTimeThenByPush(t *testing.T) {
+	var q eventQueue
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 5000 {
+		q.push(event{at: rng.Int64N(100), id: int32(i)})
+	}
+	prev := event{at: -1}
+	for n := 0; q.len() > 0; n++ {
+		e := q.pop()
+		if e.at < prev.at || (e.at == prev.at && e.seq <= prev.seq) {
+			t.Fatalf("pop %d: (%d, seq %d) after (%d, seq %d)", n, e.at, e.seq, prev.at, prev.seq)
+		}
+		if e.at == prev.at && e.id <= prev.id {
+			t.Fatalf("pop %d: equal times out of push order: id %d after %d", n, e.id, prev.id)
+		}
+		prev = e
+	}
+}
+
+// small is a run that takes well under a second.
+func small(strategy string) Config {
+	c := DefaultConfig()
+	c.Nodes, c.Rate, c.Duration, c.Drain, c.Settle = 20, 50, 2*time.Second, time.Second, 10*time.Second
+	c.Strategy = strategy
+	c.Groups = 4
+	return c
+}
+
+func run(t *testing.T, c Config) (*Sim, *Result) {
+	t.Helper()
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+	s := New(c)
+	return s, s.Run()
+}
+
+func TestDeterministicBySeed(t *testing.T) {
+	for _, st := range []string{"direct", "relay", "serf"} {
+		c := small(st)
+		c.MarkRate = 2
+		_, a := run(t, c)
+		_, b := run(t, c)
+		a.WallS, b.WallS = 0, 0
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: two runs of seed 1 differ:\n%+v\n%+v", st, a, b)
+		}
+		c.Seed = 2
+		_, d := run(t, c)
+		d.WallS = 0
+		if reflect.DeepEqual(a, d) {
+			t.Errorf("%s: seeds 1 and 2 gave the same run", st)
+		}
+	}
+}
+
+func TestLosslessReachesEveryEntryWithoutRepair(t *testing.T) {
+	for _, st := range []string{"direct", "relay", "serf"} {
+		c := small(st)
+		c.Loss = 0
+		c.MarkRate = 2
+		_, r := run(t, c)
+		if r.HomesLost != 0 || r.CompleteG != 1 || r.CoverageG != 1 || r.Repaired != 0 {
+			t.Errorf("%s: lost %d, complete by gossip %v, coverage %v, repaired %d; want 0, 1, 1, 0",
+				st, r.HomesLost, r.CompleteG, r.CoverageG, r.Repaired)
+		}
+		if r.Marks == 0 || r.MarkMaxMS == nil {
+			t.Errorf("%s: %d marks, max %v: every mark should reach every entry", st, r.Marks, r.MarkMaxMS)
+		}
+		if r.P99MS == nil || *r.P99MS > 2000 {
+			t.Errorf("%s: p99 %v ms", st, r.P99MS)
+		}
+	}
+}
+
+func TestLossIsCarriedByRepair(t *testing.T) {
+	c := small("direct")
+	c.Copies = 1
+	c.Repair, c.RepairFrom = time.Second, 0
+	c.Loss = 0
+	_, clean := run(t, c)
+	c.Loss = 0.2
+	_, lossy := run(t, c)
+	if clean.Repaired != 0 || clean.Pulled == 0 && clean.InSync == 0 {
+		t.Errorf("lossless: %d repaired in %d rounds; want 0 repaired and some rounds", clean.Repaired, clean.Rounds)
+	}
+	if lossy.Repaired == 0 || lossy.HomesLost != 0 || lossy.CoverageG >= 1 {
+		t.Errorf("20 %% loss, one copy: %d repaired, %d lost, coverage by gossip %v; want repair to carry the gap",
+			lossy.Repaired, lossy.HomesLost, lossy.CoverageG)
+	}
+	if lossy.Records <= clean.Records {
+		t.Errorf("repair sent %d records with loss, %d without", lossy.Records, clean.Records)
+	}
+}
+
+func TestNacksRecoverRelayLossWithoutRepair(t *testing.T) {
+	c := small("relay")
+	c.Loss = 0.05
+	c.Copies = 3
+	c.RelayCopies = 1
+	c.RepairFrom = time.Hour
+	_, r := run(t, c)
+	if r.HomesLost != 0 || r.Nacks == 0 || r.Resent == 0 {
+		t.Errorf("5 %% loss: %d homes lost, %d NACKs, %d resent; want 0 lost and some NACKs", r.HomesLost, r.Nacks, r.Resent)
+	}
+}
+
+func TestBytesMatchMessages(t *testing.T) {
+	c := small("direct")
+	c.Loss = 0
+	c.Duration = 4 * time.Second
+	s, r := run(t, c)
+	n := c.Nodes - 1
+	if r.DirPackets != r.Batches*c.Copies*n || r.Dups != r.Batches*(c.Copies-1)*n {
+		t.Errorf("%d batches: %d direct packets, %d duplicates; want %d and %d",
+			r.Batches, r.DirPackets, r.Dups, r.Batches*c.Copies*n, r.Batches*(c.Copies-1)*n)
+	}
+	homes := 0
+	for _, b := range s.batches {
+		homes += len(b.homes)
+		if b.bytes != directBytes(len(b.homes)) {
+			t.Fatalf("a batch of %d homes is %d B; the codec gives %d", len(b.homes), b.bytes, directBytes(len(b.homes)))
+		}
+	}
+	if homes != r.Homes {
+		t.Errorf("batches carried %d homes; %d were learned", homes, r.Homes)
+	}
+	// Every byte sent in the window is a direct packet or a probe's.
+	var sent, direct, probes int64
+	for i := range s.nodes {
+		sent += s.nodes[i].udpSent
+	}
+	for _, b := range s.batches {
+		if s.homes[b.homes[0]].t0 < ns(c.Duration)-ns(time.Second) { // all its copies left in the window
+			direct += int64(b.bytes * c.Copies * n)
+		}
+	}
+	probes = int64(len(s.probes)) * (pingBytes + ackBytes) * (1 + 4*indirectChecks)
+	if sent < direct || sent > direct+probes+int64(r.Batches*c.Copies*n*directBytes(directCapacity)/4) {
+		t.Errorf("window sent %d B: direct (whole batches) %d, probes at most %d", sent, direct, probes)
+	}
+	// The field is rounded to whole bytes a second: within half a byte per entry per second.
+	slack := int64(float64(c.Nodes) * c.Duration.Seconds() / 2)
+	if got := int64(r.BytesES * float64(c.Nodes) * c.Duration.Seconds()); got < sent-slack || got > sent+slack {
+		t.Errorf("gossip_bytes_per_entry_s × nodes × s = %d; the entries sent %d", got, sent)
+	}
+}
+
+func TestBackpressureWidensSerfFlushes(t *testing.T) {
+	c := small("serf")
+	c.Rate = 400
+	c.RepairFrom = -1
+	_, r := run(t, c)
+	if r.MaxQueue < c.QueueHigh || r.MaxFlushMS <= 75 || r.HomesPerB <= 2 {
+		t.Errorf("serf homes at 400/s: queue %d, flush interval up to %v ms, %.1f homes a batch; want serf's queue past QueueHigh to widen flushes",
+			r.MaxQueue, r.MaxFlushMS, r.HomesPerB)
+	}
+}
+
+func TestAcksRecoverLossWithoutCopiesOrRepair(t *testing.T) {
+	for _, st := range []string{"direct", "relay"} {
+		c := small(st)
+		c.Loss = 0.05
+		c.Ack = true
+		c.RepairFrom = time.Hour
+		_, r := run(t, c)
+		if r.HomesLost != 0 || r.Acks == 0 || r.Resent == 0 || r.Dups > r.Resent {
+			t.Errorf("%s, 5 %% loss, acked: %d homes lost, %d acks, %d sent again, %d duplicates; want 0 lost, no blind copies",
+				st, r.HomesLost, r.Acks, r.Resent, r.Dups)
+		}
+	}
+}
