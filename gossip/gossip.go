@@ -407,7 +407,8 @@ func (g *Gossip) Start(ctx context.Context) error {
 	g.pub = newPublisher(g.cfg, g.sendEvent, g.queueDepth, g.m, g.log)
 	if !g.cfg.SerfHomes {
 		g.pub.direct = &directSender{codec: g.codec, peers: g.directPeers, copies: g.cfg.DirectCopies,
-			every: g.cfg.DirectCopyInterval, m: g.m, write: g.writeDirect}
+			every: g.cfg.DirectCopyInterval, m: g.m, write: g.writeDirect,
+			budget: newTokenBucket(float64(g.cfg.DirectBudget), time.Now())}
 	}
 	recv := &receiver{table: g.cfg.Table, v: g.v, dec: newDecoder(), m: g.m, log: g.log, now: g.cfg.Clock.Now, rtt: g.rtt}
 	g.wg.Add(6)

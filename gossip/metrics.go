@@ -25,6 +25,7 @@ type metrics struct {
 	propagation     *prometheus.HistogramVec // clock: origin, local
 	directBatches   prometheus.Counter
 	directPackets   prometheus.Counter
+	budgetDeferred  prometheus.Counter     // flushes of homes held back by the direct send budget
 	directReceived  *prometheus.CounterVec // result: new, duplicate, invalid
 	up              prometheus.GaugeFunc   // serf running and a member
 	restarts        prometheus.Counter     // fresh serfs started after serf shut itself down
@@ -112,6 +113,10 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 		directPackets: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_direct_packets_sent_total", Help: "Direct packets sent (batches x members x copies).",
 		}),
+		budgetDeferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_direct_budget_deferred_total",
+			Help: "Flushes that sent fewer batches of homes than they could because of the direct send budget (DirectBudget bytes a second to each member): pending homes wait, the oldest beyond MaxPending are dropped (counted) and left to repair.",
+		}),
 		directReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_direct_packets_received_total",
 			Help: "Direct packets received from peers: new (queued to apply), duplicate (a copy already applied), invalid (failed to open or decode).",
@@ -139,7 +144,7 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 	for _, c := range []prometheus.Collector{m.members, m.eventsSent, m.eventsReceived, m.eventsDropped,
 		m.eventsInvalid, m.itemsInvalid, m.batchHomes, m.batchBytes, m.queueDepth, m.flushInterval,
 		m.flushesDeferred, m.pendingDropped, m.homesApplied, m.marksApplied, m.propagation,
-		m.directBatches, m.directPackets, m.directReceived, m.up, m.restarts, m.streamsRefused} {
+		m.directBatches, m.directPackets, m.budgetDeferred, m.directReceived, m.up, m.restarts, m.streamsRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gossip: register metrics: %w", err)
 		}

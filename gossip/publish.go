@@ -201,14 +201,28 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 	var events, direct []event
 	var nm, nh int
 	if p.direct == nil {
-		events, nm, nh = p.split(p.scratchM, p.scratchH, fullOnly)
+		events, nm, nh = p.split(p.scratchM, p.scratchH, fullOnly, p.cfg.MaxEventsPerFlush)
 	} else {
-		events, nm, _ = p.split(p.scratchM, nil, fullOnly)
-		direct, _, nh = p.split(nil, p.scratchH, fullOnly)
+		events, nm, _ = p.split(p.scratchM, nil, fullOnly, p.cfg.MaxEventsPerFlush)
+		// As many batches as the send budget holds (each at most a UDP packet): the homes
+		// beyond wait in the queue, where the oldest go past MaxPending.
+		n := p.cfg.MaxEventsPerFlush
+		if b := p.direct.budget; b != nil && len(p.scratchH) > 0 {
+			if a := b.affordable(now, p.cfg.EventSizeLimit+directOverhead); a < n {
+				n = a
+				p.m.budgetDeferred.Inc()
+			}
+		}
+		if n > 0 {
+			direct, _, nh = p.split(nil, p.scratchH, fullOnly, n)
+		}
 	}
 	p.marks.pop(nm)
 	p.homes.pop(nh)
 	p.recount()
+	if p.direct != nil {
+		p.direct.backlog = p.direct.budget != nil && p.homes.n > 0
+	}
 	if len(events)+len(direct) > 0 {
 		p.lastFlush = now
 	}
@@ -238,8 +252,8 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 
 // split encodes marks then hs into at most MaxEventsPerFlush events and returns them and
 // how many marks and homes they carry (or were dropped: unencodable, counted).
-func (p *publisher) split(marks []homes.Mark, hs []homes.Home, fullOnly bool) ([]event, int, int) {
-	events, nm, nh, skipped, err := p.enc.split(marks, hs, p.cfg.MaxEventsPerFlush, fullOnly)
+func (p *publisher) split(marks []homes.Mark, hs []homes.Home, fullOnly bool, maxEvents int) ([]event, int, int) {
+	events, nm, nh, skipped, err := p.enc.split(marks, hs, maxEvents, fullOnly)
 	if err != nil {
 		p.log.Warn().Err(err).Msg("gossip: encoding a batch failed; dropping it")
 		return nil, len(marks), len(hs)
@@ -260,6 +274,44 @@ type directSender struct {
 	every  time.Duration
 	m      *metrics
 	queue  []directCopy // copies still to send, by due time
+	budget *tokenBucket // bytes to each member; nil: no bound (tests)
+	// backlog: homes wait for the budget; their first copies come before the extra copies
+	// of batches already sent.
+	backlog bool
+}
+
+// tokenBucket is a send budget: rate bytes a second, at most a second's worth saved up. Not
+// safe for concurrent use (the publisher's goroutine owns it).
+type tokenBucket struct {
+	rate, tokens float64
+	at           time.Time
+}
+
+func newTokenBucket(rate float64, now time.Time) *tokenBucket {
+	return &tokenBucket{rate: rate, tokens: rate, at: now}
+}
+
+func (b *tokenBucket) refill(now time.Time) {
+	if d := now.Sub(b.at); d > 0 {
+		b.tokens = min(b.rate, b.tokens+b.rate*d.Seconds())
+		b.at = now
+	}
+}
+
+// take spends n bytes if the budget holds them.
+func (b *tokenBucket) take(now time.Time, n int) bool {
+	b.refill(now)
+	if b.tokens < float64(n) {
+		return false
+	}
+	b.tokens -= float64(n)
+	return true
+}
+
+// affordable is how many packets of at most size bytes the budget holds now.
+func (b *tokenBucket) affordable(now time.Time, size int) int {
+	b.refill(now)
+	return int(b.tokens / float64(size))
 }
 
 // maxDirectQueue bounds the packets waiting for their next copy; beyond it the oldest
@@ -271,6 +323,9 @@ func (d *directSender) send(now time.Time, payload []byte) error {
 	pkt, err := d.codec.seal(payload)
 	if err != nil {
 		return err
+	}
+	if d.budget != nil {
+		d.budget.take(now, len(pkt)) // checked before the batch was made (affordable); may go below zero by a rounding
 	}
 	peers := d.peers()
 	d.sendAll(pkt, peers)
@@ -310,6 +365,12 @@ func (d *directSender) sendCopies(now time.Time) {
 	due := d.queue[:n:n]
 	d.queue = d.queue[n:] // appends below never reach due's elements
 	for _, c := range due {
+		if d.budget != nil && (d.backlog || !d.budget.take(now, len(c.pkt))) {
+			// Over budget: the first copies of new batches come first. Counted; repair
+			// carries what the missing copies lose.
+			d.m.eventsDropped.WithLabelValues("copies_budget").Add(float64(c.left * len(c.peers)))
+			continue
+		}
 		d.sendAll(c.pkt, c.peers)
 		if c.left--; c.left > 0 {
 			c.due = now.Add(d.every)
