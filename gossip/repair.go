@@ -201,6 +201,7 @@ func (s *Sync) servePull(w http.ResponseWriter, r *http.Request) {
 		}
 		var err error
 		n := 0
+		pace := newPacer(time.Now())
 		s.cfg.Table.Range(func(h homes.Home, _ homes.Source) bool {
 			if b := bucketOf(h.Tenant); req.Buckets[b/8]&(1<<(b%8)) == 0 {
 				return true
@@ -208,6 +209,7 @@ func (s *Sync) servePull(w http.ResponseWriter, r *http.Request) {
 			if n++; n > s.maxRecords {
 				return false
 			}
+			pace.wait(n)
 			err = sw.home(h)
 			return err == nil
 		})
