@@ -22,6 +22,7 @@ import (
 
 type flags struct {
 	nodes       int
+	origins     int
 	rate        float64
 	duration    time.Duration
 	minLat      time.Duration
@@ -58,6 +59,7 @@ func main() {
 	var f flags
 	flag.IntVar(&f.nodes, "nodes", 10, "entries in the cluster")
 	flag.Float64Var(&f.rate, "rate", 50, "new homes per second, cluster-wide, each learned at a random entry")
+	flag.IntVar(&f.origins, "origins", 0, "learn at the first this many entries only (1: a burst at one entry, a cold PoP); 0: every entry")
 	flag.DurationVar(&f.duration, "duration", 10*time.Second, "how long homes are learned")
 	flag.DurationVar(&f.minLat, "min-latency", 10*time.Millisecond, "memnet one-way latency, lower bound (uniform)")
 	flag.DurationVar(&f.maxLat, "max-latency", 150*time.Millisecond, "memnet one-way latency, upper bound")
@@ -241,7 +243,11 @@ func run(f flags) (*result, error) {
 		if d := time.Until(at); d > 0 {
 			time.Sleep(d) // pacing the learnings
 		}
-		i := rng.IntN(len(es))
+		origins := len(es)
+		if f.origins > 0 {
+			origins = min(f.origins, len(es))
+		}
+		i := rng.IntN(origins)
 		tr.learned(k, names[k], regions[rng.IntN(len(regions))], i)
 	}
 	if d := time.Until(t0.Add(f.duration)); d > 0 {
