@@ -57,6 +57,8 @@ type Gossip struct {
 	codec          *directCodec
 	dedup          *directDedup // owned by the directTransport's goroutine
 	membersChanged chan struct{}
+	peers          atomic.Pointer[peerList] // directPeers' list
+	peersDirty     atomic.Bool              // a member event since the list was made
 	joined         atomic.Bool
 	selfAddr       atomic.Pointer[string] // Addr, readable without mu (the conflict log line)
 
@@ -329,13 +331,30 @@ func (g *Gossip) writeDirect(pkt []byte, to memberlist.Address) error {
 	return err
 }
 
+// peerList is directPeers' cache: the list, shared and never changed once made (queued
+// copies hold it), for the serf it was read from, and when.
+type peerList struct {
+	list []memberlist.Address
+	serf *serf.Serf
+	at   time.Time
+}
+
+// peersMaxAge bounds how long directPeers' list is used without a member event.
+const peersMaxAge = time.Second
+
 // directPeers are the members a direct batch goes to: every one memberlist considers
-// alive or suspect, but this entry. None while serf is down.
+// alive or suspect, but this entry. None while serf is down. The list is made again after a
+// member event or a second, not for every batch: at 5,000 members a fresh list a batch (and
+// one held by each queued copy) was megabytes a second of garbage.
 func (g *Gossip) directPeers() []memberlist.Address {
 	s := g.serfOrNil()
 	if s == nil || s.State() != serf.SerfAlive {
 		return nil
 	}
+	if c := g.peers.Load(); c != nil && c.serf == s && !g.peersDirty.Load() && time.Since(c.at) < peersMaxAge {
+		return c.list
+	}
+	g.peersDirty.Store(false) // before reading: an event meanwhile makes the next call read again
 	ms := s.Memberlist().Members()
 	out := make([]memberlist.Address, 0, len(ms))
 	for _, n := range ms {
@@ -343,6 +362,7 @@ func (g *Gossip) directPeers() []memberlist.Address {
 			out = append(out, memberlist.Address{Addr: n.Address(), Name: n.Name})
 		}
 	}
+	g.peers.Store(&peerList{list: out, serf: s, at: time.Now()})
 	return out
 }
 

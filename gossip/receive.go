@@ -32,6 +32,7 @@ func (h eventHandler) HandleEvent(e serf.Event) {
 			g.m.eventsDropped.WithLabelValues("recv_queue_full").Inc()
 		}
 	case serf.MemberEvent:
+		g.peersDirty.Store(true)
 		for _, mem := range e.Members {
 			g.log.Info().Str("event", e.Type.String()).Str("member", mem.Name).
 				Str("addr", memberAddr(mem)).Msg("gossip: member " + e.Type.String())

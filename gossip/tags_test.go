@@ -42,3 +42,29 @@ func TestSetTagTravels(t *testing.T) {
 	}
 	testutil.Eventually(t, 5*time.Second, "b sees the tag gone", func() bool { return tagOf(b, "a", "lat") == "" })
 }
+
+// directPeers is made once and shared until a member event (or a second) says to read the
+// members again: a new member is in the list that follows its join.
+func TestDirectPeersCached(t *testing.T) {
+	nodes := startCluster(t, 2)
+	a := nodes[0]
+	first := a.g.directPeers()
+	if len(first) != 1 {
+		t.Fatalf("peers %v, want b", first)
+	}
+	if again := a.g.directPeers(); &again[0] != &first[0] {
+		t.Error("the list was made again with no member event")
+	}
+	startNode(t, "c", func(c *Config) { c.Join = []string{a.g.Addr()} })
+	testutil.Eventually(t, 5*time.Second, "c in a's direct peers", func() bool {
+		for _, p := range a.g.directPeers() {
+			if p.Name == "c" {
+				return true
+			}
+		}
+		return false
+	})
+	if len(first) != 1 || first[0].Name != "b" {
+		t.Errorf("a list handed out changed: %v", first)
+	}
+}
