@@ -23,6 +23,7 @@ type slot struct {
 	region uint8
 	src    Source
 	live   bool
+	shard  uint8 // the shard indexing it: Range reads the slot under its lock without hashing the name again
 }
 
 func (s *slot) version() Version { return Version{HLC: s.hlc, Origin: s.origin.Value()} }
@@ -67,14 +68,23 @@ func (r *ring) push() uint32 {
 	return i
 }
 
-// read copies the keys of the live slots from seq from (or the head, if from was passed) up
-// to end into dst, and returns how many it copied and the seq to continue from.
-func (r *ring) read(from, end uint64, dst []string) (n int, next uint64) {
+// slotRef is a live slot as Range saw it with ringMu held: where it is, which shard indexes
+// it, and its key (to tell, under the shard's lock, that the slot still holds that home).
+type slotRef struct {
+	key   string
+	idx   uint32
+	shard uint8
+}
+
+// read copies the live slots from seq from (or the head, if from was passed) up to end into
+// dst, and returns how many it copied and the seq to continue from.
+func (r *ring) read(from, end uint64, dst []slotRef) (n int, next uint64) {
 	from = max(from, r.head)
 	end = min(end, r.tail)
 	for ; n < len(dst) && from < end; from++ {
-		if s := r.at(r.index(from)); s.live {
-			dst[n] = s.key
+		i := r.index(from)
+		if s := r.at(i); s.live {
+			dst[n] = slotRef{key: s.key, idx: i, shard: s.shard}
 			n++
 		}
 	}

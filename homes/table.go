@@ -151,6 +151,11 @@ func (t *Table) Regions() []string {
 // name is the name of region ID id, configured or removed (IDs are never reused).
 func (t *Table) name(id uint8) string { return t.regionSet().names[id] }
 
+// shardIndex is the index of s in t.shards.
+func (t *Table) shardIndex(s *shard) uint8 {
+	return uint8((uintptr(unsafe.Pointer(s)) - uintptr(unsafe.Pointer(&t.shards[0]))) / unsafe.Sizeof(t.shards[0]))
+}
+
 // locate returns tenant's shard and its hash tag (the hash's high half; the shard is chosen by
 // its low bits).
 func (t *Table) locate(tenant string) (*shard, uint32) {
@@ -300,7 +305,7 @@ func (t *Table) put(s *shard, tag uint32, tenant string, region uint8, src Sourc
 	if fresh {
 		v = t.newVersion()
 	}
-	*sl = slot{key: key, hlc: v.HLC, origin: origin, region: region, src: src, live: true}
+	*sl = slot{key: key, hlc: v.HLC, origin: origin, region: region, src: src, live: true, shard: t.shardIndex(s)}
 	s.x.insert(tag, idx)
 	s.mu.Unlock()
 	t.count.Add(1)
@@ -394,22 +399,32 @@ func (t *Table) Get(tenant string) (Home, Source, bool) {
 // inserted meanwhile are not visited.
 //
 // fn runs with no lock held and may call any Table method. Cost: ringMu, which only the
-// insertion of a new tenant waits for, is held while up to 256 names are copied; each home is
-// then read under its shard's read lock, so Lookup and updates in place never wait. Each home
-// is an index probe in insertion order, a cache miss or two. It allocates nothing but what
-// fn does.
+// insertion of a new tenant waits for, is held while up to 256 slots are noted; each home is
+// then read from its slot under its shard's read lock (no hashing, no probe), so Lookup and
+// updates in place never wait. It allocates nothing but what fn does.
 func (t *Table) Range(fn func(Home, Source) bool) {
-	var keys [rangeStep]string
+	var refs [rangeStep]slotRef
 	t.ringMu.Lock()
 	next, end := t.ring.head, t.ring.tail
 	t.ringMu.Unlock()
 	for next < end {
 		t.ringMu.Lock()
 		var n int
-		n, next = t.ring.read(next, end, keys[:])
+		n, next = t.ring.read(next, end, refs[:])
 		t.ringMu.Unlock()
-		for _, k := range keys[:n] {
-			h, src, ok := t.Get(k)
+		for _, r := range refs[:n] {
+			// The slot may have been freed, or taken by a home inserted since (its key is
+			// another string then): both are skipped.
+			s := &t.shards[r.shard].shard
+			s.mu.RLock()
+			sl := t.ring.at(r.idx)
+			ok := sl.live && unsafe.StringData(sl.key) == unsafe.StringData(r.key)
+			var h Home
+			var src Source
+			if ok {
+				h, src = Home{Tenant: sl.key, Region: t.name(sl.region), Version: sl.version()}, sl.src
+			}
+			s.mu.RUnlock()
 			if ok && !fn(h, src) {
 				return
 			}
