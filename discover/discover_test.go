@@ -39,7 +39,7 @@ func TestParseSource(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("%s: %+v, %v; want %+v", raw, got, err, want)
 		}
-		if err == nil && strings.ToLower(got.String()) != strings.ToLower(strings.TrimSuffix(strings.Replace(raw, ".:", ":", 1), "/")) {
+		if err == nil && !strings.EqualFold(got.String(), strings.TrimSuffix(strings.Replace(raw, ".:", ":", 1), "/")) {
 			t.Errorf("%s: String() = %s", raw, got)
 		}
 	}

@@ -123,7 +123,7 @@ func run(bin string, n, clients int, idle, timeout time.Duration) (result, error
 		return res, err
 	}
 	if err := waitFor(60*time.Second, func() bool { return homesOf(aAdmin) == n }); err != nil {
-		return res, fmt.Errorf("A restoring %d homes: %w", n, err)
+		return res, fmt.Errorf("entry A restoring %d homes: %w", n, err)
 	}
 	logf("A ready with %d homes", homesOf(aAdmin))
 
@@ -149,7 +149,7 @@ func run(bin string, n, clients int, idle, timeout time.Duration) (result, error
 		return res, err
 	}
 	if err := waitFor(timeout, func() bool { return ready(bAdmin) }); err != nil {
-		return res, fmt.Errorf("B ready: %w", err)
+		return res, fmt.Errorf("entry B ready: %w", err)
 	}
 	res.ReadySeconds = time.Since(bStart).Seconds()
 	during := ld.mark()
