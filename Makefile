@@ -27,6 +27,11 @@ test:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzTenantOf -fuzztime 30s ./proxy
 	$(GO) test -run '^$$' -fuzz FuzzHeaderRewrite -fuzztime 30s ./proxy
+	$(GO) test -run '^$$' -fuzz FuzzAnswerDifferential -fuzztime 30s ./proxy
+	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 30s ./h1
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./gossip
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./state
+	$(GO) test -run '^$$' -fuzz FuzzEnvFile -fuzztime 30s ./cmd/fenec-entry
 
 # Hot-path micro-benchmarks.
 bench:
