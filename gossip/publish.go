@@ -200,6 +200,7 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 	p.scratchH = p.homes.appendTo(p.scratchH[:0])
 	var events, direct []event
 	var nm, nh int
+	limited := false // the budget held batches back
 	if p.direct == nil {
 		events, nm, nh = p.split(p.scratchM, p.scratchH, fullOnly, p.cfg.MaxEventsPerFlush)
 	} else {
@@ -209,7 +210,7 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 		n := p.cfg.MaxEventsPerFlush
 		if b := p.direct.budget; b != nil && len(p.scratchH) > 0 {
 			if a := b.affordable(now, p.cfg.EventSizeLimit+directOverhead); a < n {
-				n = a
+				n, limited = a, true
 				p.m.budgetDeferred.Inc()
 			}
 		}
@@ -221,7 +222,8 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 	p.homes.pop(nh)
 	p.recount()
 	if p.direct != nil {
-		p.direct.backlog = p.direct.budget != nil && p.homes.n > 0
+		// Homes the budget held back: the extra copies wait until they have gone.
+		p.direct.backlog = limited && p.homes.n > 0
 	}
 	if len(events)+len(direct) > 0 {
 		p.lastFlush = now

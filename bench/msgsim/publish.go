@@ -53,12 +53,18 @@ func (s *Sim) capacity() int { return directCapacity }
 func (s *Sim) flush(i int32, fullOnly bool) {
 	n := &s.nodes[i]
 	sent := 0
+	limited := false
 	for sent < s.cfg.MaxEventsPerFlush && len(n.pending) > 0 {
 		c := s.capacity()
 		if fullOnly && len(n.pending) <= c {
 			break // everything left fits one batch: not full yet
 		}
 		k := min(c, len(n.pending))
+		if s.budgeted() && !s.take(i, directBytes(k)) {
+			s.st.budgetDeferred++
+			limited = true
+			break // the homes wait for the budget
+		}
 		b := s.newBatch(i, n.pending[:k])
 		n.pending = n.pending[k:]
 		sent++
@@ -67,6 +73,7 @@ func (s *Sim) flush(i int32, fullOnly bool) {
 	if sent > 0 {
 		n.lastFlush = s.now
 	}
+	n.backlog = limited && len(n.pending) > 0
 	n.pendingBytes = 0
 	for _, k := range n.pending {
 		n.pendingBytes += itemOverhead + int(s.homes[k].nameLen) + regionBytes
@@ -137,6 +144,11 @@ func (s *Sim) sendCopy(id int32) {
 	if c.dropped || c.left == 0 {
 		return
 	}
+	if s.budgeted() && c.kind == evDirect && (s.nodes[c.node].backlog || !s.take(c.node, s.batches[c.batch].bytes)) {
+		c.dropped = true // first copies of waiting homes come first (gossip/publish.go)
+		s.st.copiesDropped += c.left * s.peerCount(c.peers)
+		return
+	}
 	s.sendAll(c.node, c.batch, c.kind, c.peers)
 	if c.left--; c.left > 0 {
 		s.q.push(event{at: s.now + ns(s.cfg.CopyInterval), kind: evCopy, id: id})
@@ -171,4 +183,23 @@ func (s *Sim) recvDirect(i, b int32) {
 	for _, k := range bt.homes {
 		s.arrive(k, i, viaDirect)
 	}
+}
+
+// budgeted reports whether the direct send budget applies (the direct strategy, Budget set).
+func (s *Sim) budgeted() bool { return s.cfg.Budget > 0 && s.cfg.Strategy == "direct" }
+
+// take spends bytes of origin i's budget, refilled at Budget a second up to a second's worth.
+func (s *Sim) take(i int32, bytes int) bool {
+	n := &s.nodes[i]
+	rate := float64(s.cfg.Budget)
+	if n.tokensAt == 0 {
+		n.tokens, n.tokensAt = rate, s.now
+	}
+	n.tokens = min(rate, n.tokens+rate*float64(s.now-n.tokensAt)/1e9)
+	n.tokensAt = s.now
+	if n.tokens < float64(bytes) {
+		return false
+	}
+	n.tokens -= float64(bytes)
+	return true
 }

@@ -44,10 +44,43 @@ func (s *Sim) repairStep(id int32) {
 		s.q.push(event{at: s.now + s.latency(r.b, r.a), kind: evRepairStep, id: id})
 	case 1: // at A: compare
 		ours := &s.nodes[r.a]
-		for bk := range 256 {
-			if ours.sums[bk] != r.theirs[bk] {
-				r.diff = append(r.diff, uint8(bk))
+		if s.cfg.RepairSettle > 0 {
+			// Both digests over the homes older than the cutoff (gossip/repair.go): B's as it
+			// holds them now, an approximation of when its digest was taken.
+			cut := s.now - ns(s.cfg.RepairSettle)
+			for bk := range 256 {
+				var sa, sb uint64
+				for _, k := range s.buckets[bk] {
+					if s.homes[k].t0 >= cut {
+						continue
+					}
+					if s.has(k, r.a) {
+						sa += s.homes[k].hash
+					}
+					if s.has(k, r.b) {
+						sb += s.homes[k].hash
+					}
+				}
+				if sa != sb {
+					r.diff = append(r.diff, uint8(bk))
+				}
 			}
+		} else {
+			for bk := range 256 {
+				if ours.sums[bk] != r.theirs[bk] {
+					r.diff = append(r.diff, uint8(bk))
+				}
+			}
+		}
+		if m := s.cfg.RepairMaxBuckets; m > 0 && len(r.diff) > m {
+			// From the cursor on, as many as a round pulls; the rest wait for later rounds.
+			i := 0
+			for i < len(r.diff) && r.diff[i] < ours.pullCursor {
+				i++
+			}
+			s.st.repairDeferred += len(r.diff) - m
+			r.diff = append(append([]uint8(nil), r.diff[i:]...), r.diff[:i]...)[:m]
+			ours.pullCursor = r.diff[m-1] + 1
 		}
 		if len(r.diff) == 0 && ours.markSum == r.marks {
 			s.st.repairInSync++

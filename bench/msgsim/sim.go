@@ -41,6 +41,16 @@ type Config struct {
 	Repair     time.Duration
 	RepairFrom time.Duration
 	TableHomes int
+	// RepairSettle: homes younger than this at a round are left out of both digests (gossip's,
+	// in flight); 0: none (the design before it). RepairMaxBuckets: the buckets one round pulls
+	// at most, from a cursor that moves on; 0: every differing one.
+	RepairSettle     time.Duration
+	RepairMaxBuckets int
+
+	// Budget bounds the bytes an origin's direct batches send to each member a second, with a
+	// second's worth of burst (gossip's DirectBudget); while homes wait for it the extra copies
+	// are skipped. 0: no budget (the design before it).
+	Budget int
 
 	MarkRate float64 // region marks a second, cluster-wide, over serf's epidemic
 	Churn    float64 // membership messages (alive) a second, cluster-wide, as background
@@ -70,7 +80,8 @@ func DefaultConfig() Config {
 		Copies: 3, CopyInterval: 50 * time.Millisecond,
 		GossipInterval: 100 * time.Millisecond, GossipNodes: 4, RetransmitMult: 4, UDPBuffer: 1372,
 		ProbeInterval: 800 * time.Millisecond, ProbeTimeout: 400 * time.Millisecond,
-		Repair: 30 * time.Second, RepairFrom: 0,
+		Repair: 30 * time.Second, RepairFrom: 0, RepairSettle: 2 * time.Second, RepairMaxBuckets: 64,
+		Budget:      20_000,
 		RelayShards: 1, RelayFlush: 100 * time.Millisecond, RelayCopies: 1, Nack: true,
 		HeartbeatGap: 100 * time.Millisecond,
 	}
@@ -125,6 +136,10 @@ type node struct {
 	lastFlush    int64
 	copyQ        []int32 // copy entries outstanding, oldest first
 	busy         int64   // when its last write is done (SendCost)
+	tokens       float64 // the direct send budget's bytes (Budget)
+	tokensAt     int64
+	backlog      bool  // homes wait for the budget: extra copies are skipped
+	pullCursor   uint8 // the bucket a capped repair pull starts from
 
 	// serf: broadcasts still to retransmit
 	bq []bcast

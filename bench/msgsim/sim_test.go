@@ -179,3 +179,44 @@ func TestAcksRecoverLossWithoutCopiesOrRepair(t *testing.T) {
 		}
 	}
 }
+
+// With a budget, what an origin sends each member stays within two budgets' worth in any
+// second (its rate and the second saved up), where without one it does not; what waits is
+// carried by repair.
+func TestBudgetBoundsTheOrigin(t *testing.T) {
+	c := small("direct")
+	c.Rate = 400
+	c.Repair, c.RepairFrom = time.Second, 0
+	c.Budget = 0
+	_, free := run(t, c)
+	c.Budget = 500
+	_, bounded := run(t, c)
+	perMember := func(r *Result) float64 { return float64(r.PeakBytes) / float64(c.Nodes-1) }
+	if perMember(bounded) > 2*float64(c.Budget) {
+		t.Errorf("peak %v B/s to a member with a %d B/s budget", perMember(bounded), c.Budget)
+	}
+	if perMember(free) <= 2*float64(c.Budget) {
+		t.Errorf("without a budget the peak is %v B/s a member: the test does not exercise the budget", perMember(free))
+	}
+	if bounded.BudgetDef == 0 || bounded.HomesLost != 0 {
+		t.Errorf("budget deferred %d flushes, %d homes lost: want some, and none lost after repair", bounded.BudgetDef, bounded.HomesLost)
+	}
+}
+
+// Homes in flight are left out of repair digests: a lossless run with repair rounds during the
+// learning pulls nothing with the cutoff, and pulls buckets without it.
+func TestRepairSettleLeavesInFlightHomes(t *testing.T) {
+	c := small("direct")
+	c.Loss = 0
+	c.Rate = 400
+	c.Repair, c.RepairFrom = 500*time.Millisecond, 0
+	_, settled := run(t, c)
+	c.RepairSettle = 0
+	_, raw := run(t, c)
+	if settled.Repaired != 0 || settled.Pulled != 0 {
+		t.Errorf("with the cutoff: %d pulls, %d repaired; want none", settled.Pulled, settled.Repaired)
+	}
+	if raw.Pulled == 0 {
+		t.Error("without the cutoff no round pulled: the test does not exercise it")
+	}
+}

@@ -25,6 +25,7 @@ type stats struct {
 
 	batches, batchHomes, directPackets, duplicates int
 	pendingDropped, copiesDropped, deferred        int
+	budgetDeferred, repairDeferred                 int
 	maxFlush                                       int64
 	maxQueue                                       int
 	serfEvents                                     int
@@ -155,6 +156,8 @@ type Result struct {
 	PendDrop   int      `json:"pending_dropped"`
 	CopiesDrop int      `json:"copies_dropped"`
 	Deferred   int      `json:"flushes_deferred"`
+	BudgetDef  int      `json:"budget_deferred"`
+	RepairDef  int      `json:"repair_buckets_deferred"`
 	MaxFlushMS float64  `json:"max_flush_interval_ms"`
 	MaxQueue   int      `json:"max_serf_queue"`
 	Events     int      `json:"events_sent"`
@@ -193,6 +196,7 @@ func (st *stats) result(s *Sim, wall time.Duration) *Result {
 		RepairS:   c.Repair.Seconds(), Homes: len(s.homes),
 		Batches: st.batches, DirPackets: st.directPackets, Dups: st.duplicates,
 		PendDrop: st.pendingDropped, CopiesDrop: st.copiesDropped, Deferred: st.deferred,
+		BudgetDef: st.budgetDeferred, RepairDef: st.repairDeferred,
 		MaxFlushMS: float64(st.maxFlush) / 1e6, MaxQueue: st.maxQueue, Events: st.serfEvents,
 		GossipPkts: st.gossipPackets, Indirect: st.indirectProbes, Lost: st.lost,
 		Rounds: st.repairRounds, InSync: st.repairInSync, Pulled: st.repairPulled,
