@@ -106,6 +106,13 @@ const (
 	// batches: some 1,700 homes a second from one entry with one copy, about 580 with three.
 	DefaultDirectBudget = 20_000
 
+	// DefaultRelayAbove and DefaultRelayFlush: with more alive members than RelayAbove (in a
+	// keyed cluster, every member able to), homes go through one relay a group of
+	// ceil(sqrt(N)) members (relay.go), which packs the batches it passes on every RelayFlush.
+	// Below, direct: one hop, and no test or fleet of a few dozen changes.
+	DefaultRelayAbove = 64
+	DefaultRelayFlush = 200 * time.Millisecond
+
 	// DefaultProbeInterval (WAN default 5 s), DefaultProbeTimeout (WAN 3 s) and
 	// DefaultSuspicionMult (WAN 6) are memberlist's failure detector, chosen so that a killed
 	// or frozen entry is listed failed by every peer within 10 s (CONTRACT.md 10) on links of
@@ -273,6 +280,11 @@ type Config struct {
 	// DirectBudget bounds the bytes of direct batches this entry sends to each member a
 	// second (DefaultDirectBudget), with a burst of one second's worth.
 	DirectBudget int
+
+	// RelayAbove (DefaultRelayAbove; negative: never) and RelayFlush (DefaultRelayFlush): see
+	// relay.go.
+	RelayAbove int
+	RelayFlush time.Duration
 
 	// QueueHigh and QueueLow are serf event queue depths that widen and narrow the flush
 	// interval (DefaultQueueHigh, DefaultQueueLow). QueueLow must be below QueueHigh.
@@ -475,6 +487,8 @@ func (c Config) withDefaults() Config {
 	defi(&c.SuspicionMult, DefaultSuspicionMult)
 	defi(&c.DirectCopies, DefaultDirectCopies)
 	defi(&c.DirectBudget, DefaultDirectBudget)
+	defi(&c.RelayAbove, DefaultRelayAbove)
+	def(&c.RelayFlush, DefaultRelayFlush)
 	def(&c.DirectCopyInterval, DefaultDirectCopyInterval)
 	defi(&c.UDPBufferSize, DefaultUDPBufferSize)
 	if c.Clock == nil {

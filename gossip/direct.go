@@ -43,6 +43,11 @@ const (
 	directMagic  byte = 0xFB
 	directPlain  byte = 0
 	directSealed byte = 1
+	// Relays (relay.go), keyed clusters only: a payload sealed as directRelay is applied and
+	// forwarded to the receiver's group; directBundle seals several payloads, each a uvarint
+	// length and the payload, for a relay's group.
+	directRelay  byte = 2
+	directBundle byte = 3
 
 	directNonce = 12
 	directTag   = 16
@@ -68,7 +73,11 @@ func newDirectCodec(keys Keys, label string) *directCodec {
 }
 
 // seal returns the packet carrying payload, a fresh slice.
-func (c *directCodec) seal(payload []byte) ([]byte, error) {
+func (c *directCodec) seal(payload []byte) ([]byte, error) { return c.sealAs(directSealed, payload) }
+
+// sealAs is seal with the packet's kind: directSealed, directRelay or directBundle (the last
+// two only with a key; without one every packet is directPlain).
+func (c *directCodec) sealAs(kind byte, payload []byte) ([]byte, error) {
 	if !c.keys.Secure() {
 		out := make([]byte, 0, 3+len(c.label)+len(payload))
 		out = append(out, directMagic, directPlain, byte(len(c.label)))
@@ -80,16 +89,45 @@ func (c *directCodec) seal(payload []byte) ([]byte, error) {
 		return nil, fmt.Errorf("gossip: direct: %w", err)
 	}
 	out := make([]byte, 2+directNonce, directOverhead+len(payload))
-	out[0], out[1] = directMagic, directSealed
+	out[0], out[1] = directMagic, kind
 	if _, err := rand.Read(out[2 : 2+directNonce]); err != nil {
 		return nil, fmt.Errorf("gossip: direct: nonce: %w", err)
 	}
-	return aead.Seal(out, out[2:2+directNonce], payload, c.aad), nil
+	return aead.Seal(out, out[2:2+directNonce], payload, c.aadFor(kind)), nil
+}
+
+// aadFor is the additional data of a kind: the kind is sealed too, so that a packet cannot be
+// turned into a relay's or a bundle on the way (directSealed's stays as it was, for peers of
+// earlier releases).
+func (c *directCodec) aadFor(kind byte) []byte {
+	if kind == directSealed {
+		return c.aad
+	}
+	return append(append([]byte(nil), c.aad...), kind)
 }
 
 // open returns the payload of a packet from seal; errors wrap errDirect. An insecure entry
 // refuses sealed packets and a keyed one plain packets.
 func (c *directCodec) open(pkt []byte) ([]byte, error) {
+	p, _, err := c.openKind(pkt)
+	return p, err
+}
+
+// openKind is open, and the packet's kind (directPlain's payload comes back as directSealed's:
+// it is applied the same way).
+func (c *directCodec) openKind(pkt []byte) ([]byte, byte, error) {
+	p, err := c.openAny(pkt)
+	if err != nil {
+		return nil, 0, err
+	}
+	kind := pkt[1]
+	if kind == directPlain {
+		kind = directSealed
+	}
+	return p, kind, nil
+}
+
+func (c *directCodec) openAny(pkt []byte) ([]byte, error) {
 	if len(pkt) < 2 || pkt[0] != directMagic {
 		return nil, fmt.Errorf("%w: header", errDirect)
 	}
@@ -102,7 +140,7 @@ func (c *directCodec) open(pkt []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%w: label", errDirect)
 		}
 		return pkt[3+int(pkt[2]):], nil
-	case directSealed:
+	case directSealed, directRelay, directBundle:
 		if !c.keys.Secure() {
 			return nil, fmt.Errorf("%w: sealed, and no key", errDirect)
 		}
@@ -114,7 +152,7 @@ func (c *directCodec) open(pkt []byte) ([]byte, error) {
 			if err != nil {
 				continue
 			}
-			if p, err := aead.Open(nil, pkt[2:2+directNonce], pkt[2+directNonce:], c.aad); err == nil {
+			if p, err := aead.Open(nil, pkt[2:2+directNonce], pkt[2+directNonce:], c.aadFor(pkt[1])); err == nil {
 				return p, nil
 			}
 		}

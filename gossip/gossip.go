@@ -57,8 +57,11 @@ type Gossip struct {
 	codec          *directCodec
 	dedup          *directDedup // owned by the directTransport's goroutine
 	membersChanged chan struct{}
-	peers          atomic.Pointer[peerList] // directPeers' list
-	peersDirty     atomic.Bool              // a member event since the list was made
+	peers          atomic.Pointer[peerList]  // directPeers' list
+	peersDirty     atomic.Bool               // a member event since the list was made
+	plan           atomic.Pointer[planEntry] // relayPlan's
+	planDirty      atomic.Bool
+	relay          *relayer // nil with SerfHomes
 	joined         atomic.Bool
 	selfAddr       atomic.Pointer[string] // Addr, readable without mu (the conflict log line)
 
@@ -109,6 +112,7 @@ func New(cfg Config) (*Gossip, error) {
 		cfg.Tags = make(map[string]string)
 	}
 	cfg.Tags["role"] = "entry"
+	cfg.Tags[relayTag] = "1" // this build relays and reads bundles (relay.go)
 	keys, err := NewKeys(cfg.Key)
 	if err != nil {
 		return nil, err
@@ -295,26 +299,50 @@ func (g *Gossip) transportLocked(mc *memberlist.Config) (*directTransport, error
 // queues its payload for the receiver, once per payload (its copies are counted and
 // dropped). It never blocks.
 func (g *Gossip) handleDirect(pkt []byte) {
-	payload, err := g.codec.open(pkt)
+	payload, kind, err := g.codec.openKind(pkt)
 	if err != nil {
 		g.m.directReceived.WithLabelValues("invalid").Inc()
 		g.log.Debug().Err(err).Int("bytes", len(pkt)).Msg("gossip: invalid direct packet dropped")
 		return
 	}
+	switch kind {
+	case directBundle: // a relay's: batches of several origins for this group
+		ps, ok := splitBundle(payload)
+		if !ok {
+			g.m.directReceived.WithLabelValues("invalid").Inc()
+			return
+		}
+		for _, p := range ps {
+			g.acceptDirect(p)
+		}
+	case directRelay: // this entry is a relay for the batch's origin: apply, then pass it on
+		if g.acceptDirect(payload) && g.relay != nil {
+			g.relay.forward(payload)
+		}
+	default:
+		g.acceptDirect(payload)
+	}
+}
+
+// acceptDirect queues a direct payload for the receiver, once (its copies and second paths
+// are counted and dropped), and reports whether it was new. It never blocks.
+func (g *Gossip) acceptDirect(payload []byte) bool {
 	if s, ok := payloadSender(payload); !ok || s == g.cfg.NodeName {
 		g.m.directReceived.WithLabelValues("invalid").Inc()
-		return
+		return false
 	}
 	if g.dedup.has(payload) {
 		g.m.directReceived.WithLabelValues("duplicate").Inc()
-		return
+		return false
 	}
 	select {
 	case g.recvq <- inbound{payload: payload, at: g.cfg.Clock.Now()}:
 		g.dedup.add(payload)
 		g.m.directReceived.WithLabelValues("new").Inc()
+		return true
 	default:
 		g.m.eventsDropped.WithLabelValues("recv_queue_full").Inc()
+		return false
 	}
 }
 
@@ -364,6 +392,35 @@ func (g *Gossip) directPeers() []memberlist.Address {
 	}
 	g.peers.Store(&peerList{list: out, serf: s, at: time.Now()})
 	return out
+}
+
+// planEntry is relayPlan's cache, made again like directPeers' list.
+type planEntry struct {
+	plan *relayPlan
+	serf *serf.Serf
+	at   time.Time
+}
+
+// relayPlan is where this entry's batches go with relays on, and which group its relay
+// bundles go to; nil while relays are off (relay.go).
+func (g *Gossip) relayPlan() *relayPlan {
+	s := g.serfOrNil()
+	if s == nil || s.State() != serf.SerfAlive {
+		return nil
+	}
+	if c := g.plan.Load(); c != nil && c.serf == s && !g.planDirty.Load() && time.Since(c.at) < peersMaxAge {
+		return c.plan
+	}
+	g.planDirty.Store(false)
+	var alive []serf.Member
+	for _, m := range s.Members() {
+		if m.Status == serf.StatusAlive {
+			alive = append(alive, m)
+		}
+	}
+	p := planRelays(g.cfg.NodeName, alive, g.cfg.RelayAbove, g.keys.Secure())
+	g.plan.Store(&planEntry{plan: p, serf: s, at: time.Now()})
+	return p
 }
 
 // serfConfig is serf's configuration on mc, with its member snapshot at snapshot ("" for
@@ -428,7 +485,12 @@ func (g *Gossip) Start(ctx context.Context) error {
 	if !g.cfg.SerfHomes {
 		g.pub.direct = &directSender{codec: g.codec, peers: g.directPeers, copies: g.cfg.DirectCopies,
 			every: g.cfg.DirectCopyInterval, m: g.m, write: g.writeDirect,
-			budget: newTokenBucket(float64(g.cfg.DirectBudget), time.Now())}
+			budget: newTokenBucket(float64(g.cfg.DirectBudget), time.Now()), plan: g.relayPlan}
+		g.relay = &relayer{in: make(chan []byte, relayQueue), every: g.cfg.RelayFlush,
+			max: g.cfg.UDPBufferSize - directOverhead - 64, plan: g.relayPlan, m: g.m,
+			sender: &directSender{codec: g.codec, copies: g.cfg.DirectCopies, every: g.cfg.DirectCopyInterval,
+				m: g.m, write: g.writeDirect}}
+		g.wg.Go(func() { g.relay.run(runCtx) })
 	}
 	recv := &receiver{table: g.cfg.Table, v: g.v, dec: newDecoder(), m: g.m, log: g.log, now: g.cfg.Clock.Now, rtt: g.rtt}
 	g.wg.Add(6)

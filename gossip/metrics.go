@@ -26,6 +26,8 @@ type metrics struct {
 	directBatches   prometheus.Counter
 	directPackets   prometheus.Counter
 	budgetDeferred  prometheus.Counter     // flushes of homes held back by the direct send budget
+	relayed         prometheus.Counter     // batches this relay passed on to its group
+	bundlesSent     prometheus.Counter     // bundles this relay sent (each to its group, DirectCopies times)
 	directReceived  *prometheus.CounterVec // result: new, duplicate, invalid
 	up              prometheus.GaugeFunc   // serf running and a member
 	restarts        prometheus.Counter     // fresh serfs started after serf shut itself down
@@ -113,6 +115,12 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 		directPackets: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_direct_packets_sent_total", Help: "Direct packets sent (batches x members x copies).",
 		}),
+		relayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_relayed_batches_total", Help: "Batches of homes this entry, a relay for their origin, passed on to its group (relays are on above RelayAbove members).",
+		}),
+		bundlesSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_relay_bundles_sent_total", Help: "Packets of several origins' batches this relay sent to its group (each DirectCopies times).",
+		}),
 		budgetDeferred: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_direct_budget_deferred_total",
 			Help: "Flushes that sent fewer batches of homes than they could because of the direct send budget (DirectBudget bytes a second to each member): pending homes wait, the oldest beyond MaxPending are dropped (counted) and left to repair.",
@@ -144,7 +152,7 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 	for _, c := range []prometheus.Collector{m.members, m.eventsSent, m.eventsReceived, m.eventsDropped,
 		m.eventsInvalid, m.itemsInvalid, m.batchHomes, m.batchBytes, m.queueDepth, m.flushInterval,
 		m.flushesDeferred, m.pendingDropped, m.homesApplied, m.marksApplied, m.propagation,
-		m.directBatches, m.directPackets, m.budgetDeferred, m.directReceived, m.up, m.restarts, m.streamsRefused} {
+		m.directBatches, m.directPackets, m.budgetDeferred, m.relayed, m.bundlesSent, m.directReceived, m.up, m.restarts, m.streamsRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gossip: register metrics: %w", err)
 		}

@@ -277,6 +277,9 @@ type directSender struct {
 	m      *metrics
 	queue  []directCopy // copies still to send, by due time
 	budget *tokenBucket // bytes to each member; nil: no bound (tests)
+	// plan, if set, says where a batch goes when relays are on (relay.go); nil from it: to
+	// every peer.
+	plan func() *relayPlan
 	// backlog: homes wait for the budget; their first copies come before the extra copies
 	// of batches already sent.
 	backlog bool
@@ -320,16 +323,39 @@ func (b *tokenBucket) affordable(now time.Time, size int) int {
 // lose their last copies (repair carries what that loses).
 const maxDirectQueue = 1024
 
-// send seals payload and sends its first copy to every member now.
+// send seals payload and sends its first copy to every member now; with relays on (plan), to
+// its own group and, to be passed on, to one relay of each other group (relay.go).
 func (d *directSender) send(now time.Time, payload []byte) error {
-	pkt, err := d.codec.seal(payload)
+	if d.budget != nil {
+		// Each member gets one packet of the batch either way. Checked before the batch was
+		// made (affordable); may go below zero by a rounding.
+		d.budget.take(now, len(payload)+directOverhead)
+	}
+	if d.plan != nil {
+		if p := d.plan(); p != nil {
+			if err := d.sendTo(now, directSealed, payload, p.own); err != nil {
+				return err
+			}
+			return d.sendTo(now, directRelay, payload, p.relays)
+		}
+	}
+	return d.sendTo(now, directSealed, payload, d.peers())
+}
+
+// sendAs seals payload as kind and sends it to every peer (d.peers), DirectCopies times; no
+// budget (a relay's bundles).
+func (d *directSender) sendAs(now time.Time, kind byte, payload []byte) error {
+	return d.sendTo(now, kind, payload, d.peers())
+}
+
+func (d *directSender) sendTo(now time.Time, kind byte, payload []byte, peers []memberlist.Address) error {
+	if len(peers) == 0 {
+		return nil
+	}
+	pkt, err := d.codec.sealAs(kind, payload)
 	if err != nil {
 		return err
 	}
-	if d.budget != nil {
-		d.budget.take(now, len(pkt)) // checked before the batch was made (affordable); may go below zero by a rounding
-	}
-	peers := d.peers()
 	d.sendAll(pkt, peers)
 	if d.copies > 1 && len(peers) > 0 {
 		if len(d.queue) >= maxDirectQueue {

@@ -33,6 +33,7 @@ func (h eventHandler) HandleEvent(e serf.Event) {
 		}
 	case serf.MemberEvent:
 		g.peersDirty.Store(true)
+		g.planDirty.Store(true)
 		for _, mem := range e.Members {
 			g.log.Info().Str("event", e.Type.String()).Str("member", mem.Name).
 				Str("addr", memberAddr(mem)).Msg("gossip: member " + e.Type.String())

@@ -45,6 +45,7 @@ type flags struct {
 	retransmit  int
 	serfHomes   bool
 	copies      int
+	relayAbove  int
 	copyIntvl   time.Duration
 	maxFlush    time.Duration
 	probeIntvl  time.Duration
@@ -81,6 +82,7 @@ func main() {
 	flag.IntVar(&f.queueLow, "queue-low", 0, "gossip QueueLow (0: default)")
 	flag.BoolVar(&f.serfHomes, "serf-homes", false, "gossip SerfHomes: homes as serf user events, not direct batches")
 	flag.IntVar(&f.copies, "direct-copies", 0, "gossip DirectCopies (0: default)")
+	flag.IntVar(&f.relayAbove, "relay-above", 0, "gossip RelayAbove: relays above this many members (0: default 64; -1: never)")
 	flag.DurationVar(&f.copyIntvl, "direct-copy-interval", 0, "gossip DirectCopyInterval (0: default)")
 	flag.IntVar(&f.retransmit, "retransmit-mult", 0, "gossip RetransmitMult (0: default)")
 	flag.DurationVar(&f.maxFlush, "max-flush-interval", 0, "gossip MaxFlushInterval (0: default)")
@@ -145,6 +147,8 @@ type result struct {
 	EventsSent  float64  `json:"events_sent"`
 	DirBatches  float64  `json:"direct_batches"`
 	DirPackets  float64  `json:"direct_packets"`
+	Relayed     float64  `json:"relayed_batches"`
+	Bundles     float64  `json:"relay_bundles"`
 	DirDup      float64  `json:"direct_duplicates"`
 	EventsRecv  float64  `json:"events_received"`
 	Delivery    float64  `json:"event_delivery"`
@@ -187,6 +191,7 @@ func simOptions(f flags) simcluster.Options {
 			c.RetransmitMult = f.retransmit
 			c.SerfHomes = f.serfHomes
 			c.DirectCopies, c.DirectCopyInterval = f.copies, f.copyIntvl
+			c.RelayAbove = f.relayAbove
 			c.MaxFlushInterval = f.maxFlush
 			c.ProbeInterval, c.ProbeTimeout, c.SuspicionMult = f.probeIntvl, f.probeTmo, f.suspMult
 			c.DisableTCPPings = f.noTCPPings
@@ -295,6 +300,8 @@ func run(f flags) (*result, error) {
 		res.EventsRecv += e.Metric("fenec_entry_gossip_events_received_total")
 		res.DirBatches += e.Metric("fenec_entry_gossip_direct_batches_sent_total")
 		res.DirPackets += e.Metric("fenec_entry_gossip_direct_packets_sent_total")
+		res.Relayed += e.Metric("fenec_entry_gossip_relayed_batches_total")
+		res.Bundles += e.Metric("fenec_entry_gossip_relay_bundles_sent_total")
 		res.DirDup += e.Metric("fenec_entry_gossip_direct_packets_received_total", "result", "duplicate")
 		res.Dropped += e.Metric("fenec_entry_gossip_events_dropped_total")
 		res.PendDropped += e.Metric("fenec_entry_gossip_pending_dropped_total")
