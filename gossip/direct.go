@@ -44,10 +44,8 @@ const (
 	directPlain  byte = 0
 	directSealed byte = 1
 	// Relays (relay.go), keyed clusters only: a payload sealed as directRelay is applied and
-	// forwarded to the receiver's group; directBundle seals several payloads, each a uvarint
-	// length and the payload, for a relay's group.
-	directRelay  byte = 2
-	directBundle byte = 3
+	// its homes passed on to the receiver's group.
+	directRelay byte = 2
 
 	directNonce = 12
 	directTag   = 16
@@ -75,8 +73,8 @@ func newDirectCodec(keys Keys, label string) *directCodec {
 // seal returns the packet carrying payload, a fresh slice.
 func (c *directCodec) seal(payload []byte) ([]byte, error) { return c.sealAs(directSealed, payload) }
 
-// sealAs is seal with the packet's kind: directSealed, directRelay or directBundle (the last
-// two only with a key; without one every packet is directPlain).
+// sealAs is seal with the packet's kind: directSealed or directRelay (the last only with a
+// key; without one every packet is directPlain).
 func (c *directCodec) sealAs(kind byte, payload []byte) ([]byte, error) {
 	if !c.keys.Secure() {
 		out := make([]byte, 0, 3+len(c.label)+len(payload))
@@ -97,7 +95,7 @@ func (c *directCodec) sealAs(kind byte, payload []byte) ([]byte, error) {
 }
 
 // aadFor is the additional data of a kind: the kind is sealed too, so that a packet cannot be
-// turned into a relay's or a bundle on the way (directSealed's stays as it was, for peers of
+// turned into a relay's on the way (directSealed's stays as it was, for peers of
 // earlier releases).
 func (c *directCodec) aadFor(kind byte) []byte {
 	if kind == directSealed {
@@ -140,7 +138,7 @@ func (c *directCodec) openAny(pkt []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%w: label", errDirect)
 		}
 		return pkt[3+int(pkt[2]):], nil
-	case directSealed, directRelay, directBundle:
+	case directSealed, directRelay:
 		if !c.keys.Secure() {
 			return nil, fmt.Errorf("%w: sealed, and no key", errDirect)
 		}

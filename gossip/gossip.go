@@ -112,7 +112,7 @@ func New(cfg Config) (*Gossip, error) {
 		cfg.Tags = make(map[string]string)
 	}
 	cfg.Tags["role"] = "entry"
-	cfg.Tags[relayTag] = "1" // this build relays and reads bundles (relay.go)
+	cfg.Tags[relayTag] = "1" // this build relays (relay.go)
 	keys, err := NewKeys(cfg.Key)
 	if err != nil {
 		return nil, err
@@ -306,15 +306,6 @@ func (g *Gossip) handleDirect(pkt []byte) {
 		return
 	}
 	switch kind {
-	case directBundle: // a relay's: batches of several origins for this group
-		ps, ok := splitBundle(payload)
-		if !ok {
-			g.m.directReceived.WithLabelValues("invalid").Inc()
-			return
-		}
-		for _, p := range ps {
-			g.acceptDirect(p)
-		}
 	case directRelay: // this entry is a relay for the batch's origin: apply, then pass it on
 		if g.acceptDirect(payload) && g.relay != nil {
 			g.relay.forward(payload)
@@ -486,8 +477,8 @@ func (g *Gossip) Start(ctx context.Context) error {
 		g.pub.direct = &directSender{codec: g.codec, peers: g.directPeers, copies: g.cfg.DirectCopies,
 			every: g.cfg.DirectCopyInterval, m: g.m, write: g.writeDirect,
 			budget: newTokenBucket(float64(g.cfg.DirectBudget), time.Now()), plan: g.relayPlan}
-		g.relay = &relayer{in: make(chan []byte, relayQueue), every: g.cfg.RelayFlush,
-			max: g.cfg.UDPBufferSize - directOverhead - 64, plan: g.relayPlan, m: g.m,
+		g.relay = &relayer{in: make(chan []byte, relayQueue), every: g.cfg.RelayFlush, plan: g.relayPlan, m: g.m,
+			dec: newDecoder(), enc: newEncoder(g.cfg.NodeName, g.cfg.EventSizeLimit, g.cfg.Clock.Now),
 			sender: &directSender{codec: g.codec, copies: g.cfg.DirectCopies, every: g.cfg.DirectCopyInterval,
 				m: g.m, write: g.writeDirect}}
 		g.wg.Go(func() { g.relay.run(runCtx) })

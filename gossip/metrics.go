@@ -27,7 +27,7 @@ type metrics struct {
 	directPackets   prometheus.Counter
 	budgetDeferred  prometheus.Counter     // flushes of homes held back by the direct send budget
 	relayed         prometheus.Counter     // batches this relay passed on to its group
-	bundlesSent     prometheus.Counter     // bundles this relay sent (each to its group, DirectCopies times)
+	relayBatches    prometheus.Counter     // batches of many origins' homes this relay sent its group
 	directReceived  *prometheus.CounterVec // result: new, duplicate, invalid
 	up              prometheus.GaugeFunc   // serf running and a member
 	restarts        prometheus.Counter     // fresh serfs started after serf shut itself down
@@ -118,8 +118,8 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 		relayed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_relayed_batches_total", Help: "Batches of homes this entry, a relay for their origin, passed on to its group (relays are on above RelayAbove members).",
 		}),
-		bundlesSent: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fenec_entry_gossip_relay_bundles_sent_total", Help: "Packets of several origins' batches this relay sent to its group (each DirectCopies times).",
+		relayBatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_relay_batches_sent_total", Help: "Batches of many origins' homes this relay sent to its group (each DirectCopies times).",
 		}),
 		budgetDeferred: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_direct_budget_deferred_total",
@@ -152,7 +152,7 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 	for _, c := range []prometheus.Collector{m.members, m.eventsSent, m.eventsReceived, m.eventsDropped,
 		m.eventsInvalid, m.itemsInvalid, m.batchHomes, m.batchBytes, m.queueDepth, m.flushInterval,
 		m.flushesDeferred, m.pendingDropped, m.homesApplied, m.marksApplied, m.propagation,
-		m.directBatches, m.directPackets, m.budgetDeferred, m.relayed, m.bundlesSent, m.directReceived, m.up, m.restarts, m.streamsRefused} {
+		m.directBatches, m.directPackets, m.budgetDeferred, m.relayed, m.relayBatches, m.directReceived, m.up, m.restarts, m.streamsRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gossip: register metrics: %w", err)
 		}

@@ -2,12 +2,13 @@ package gossip
 
 import (
 	"context"
-	"encoding/binary"
 	"math"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/serf"
+
+	"github.com/fenec/fenec-entry/homes"
 )
 
 // Relays, for large fleets (issue 12; bench/msgsim's proposal, first hop by copies). Direct
@@ -22,20 +23,22 @@ import (
 //     to one relay in each other group (directRelay): the member of that group with the
 //     highest rendezvous hash of (origin, member), so every entry picks the same one and an
 //     origin's batches are spread over a group's members;
-//   - a relay applies the batch and, once, queues it for its group; every RelayFlush it packs
-//     what it queued, from many origins, into full packets (directBundle) and sends them,
-//     DirectCopies times, to the other members of its group.
+//   - a relay applies the batch and, once, queues its homes for its group; every RelayFlush it
+//     packs the homes it queued, from many origins, into full batches (each home keeps its
+//     origin's version: the wire carries the origin when it is not the sender) and sends
+//     them, DirectCopies times, to the other members of its group.
 //
 // An origin sends about 2 sqrt(N) packets a batch instead of N-1, and a member receives each
 // home in full packets. A home takes two hops and up to RelayFlush more. Entries whose member
 // lists differ for a moment (a join, a failure) may group differently: a home a group then
 // misses is repair's, as a lost packet is.
 
-// relayTag marks a member able to relay and to read bundles.
+// relayTag marks a member able to relay.
 const relayTag = "relay"
 
-// relayQueue bounds the payloads a relay holds for its next bundles; beyond it they are
-// dropped, counted (eventsDropped "relay_queue_full"), and left to repair.
+// relayQueue bounds the homes a relay holds for its next batches, and the batches waiting
+// to be decoded; beyond it they are dropped, counted (eventsDropped "relay_queue_full"), and
+// left to repair.
 const relayQueue = 4096
 
 // relayPlan is what this entry does with a batch when relays are on: own is its group but
@@ -87,14 +90,16 @@ func groupOf(name string, groups int) int {
 	return int(mix64(fnvStr(fnvOffset, name)) % uint64(groups))
 }
 
-// relayer is a relay's side: the payloads to forward to its group, packed into bundles
-// every RelayFlush by its own goroutine (run), which owns the sender.
+// relayer is a relay's side: the batches to pass on to its group, decoded and their homes
+// packed again, with their origins' versions, into full batches every RelayFlush, by its
+// own goroutine (run), which owns the decoder, the encoder and the sender.
 type relayer struct {
 	in     chan []byte
 	every  time.Duration
-	max    int // a bundle's largest plaintext
 	plan   func() *relayPlan
-	sender *directSender // copies, DirectCopies times; its peers are set per bundle
+	dec    *decoder
+	enc    *encoder
+	sender *directSender // copies, DirectCopies times; its peers are set per flush
 	m      *metrics
 }
 
@@ -113,7 +118,7 @@ func (r *relayer) run(ctx context.Context) {
 	copyT := time.NewTimer(time.Hour)
 	copyT.Stop()
 	armed := false
-	var held [][]byte
+	var held []homes.Home
 	for {
 		if !armed && len(r.sender.queue) > 0 {
 			copyT.Reset(time.Until(r.sender.queue[0].due))
@@ -123,7 +128,18 @@ func (r *relayer) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case p := <-r.in:
-			held = append(held, p)
+			sender, b, err := r.dec.decode(p)
+			if err != nil {
+				continue // counted where it was received: it was valid then
+			}
+			r.m.relayed.Inc()
+			for _, w := range b.H {
+				if len(held) == relayQueue {
+					r.m.eventsDropped.WithLabelValues("relay_queue_full").Inc()
+					break
+				}
+				held = append(held, w.home(sender))
+			}
 		case now := <-copyT.C:
 			armed = false
 			r.sender.sendCopies(now)
@@ -133,50 +149,25 @@ func (r *relayer) run(ctx context.Context) {
 	}
 }
 
-// flush sends what is held in bundles to the group, and returns held emptied.
-func (r *relayer) flush(now time.Time, held [][]byte) [][]byte {
+// flush sends the held homes to the group in full batches (each home with its origin's
+// version), and returns held emptied.
+func (r *relayer) flush(now time.Time, held []homes.Home) []homes.Home {
 	if len(held) == 0 {
 		return held
 	}
 	plan := r.plan()
-	if plan == nil || len(plan.own) == 0 {
-		clear(held)
-		return held[:0] // relays went off, or a group of one: the origin's own sends did it
-	}
-	own := plan.own
-	r.sender.peers = func() []memberlist.Address { return own }
-	var bundle []byte
-	send := func() {
-		if len(bundle) > 0 {
-			if err := r.sender.sendAs(now, directBundle, bundle); err == nil {
-				r.m.bundlesSent.Inc()
+	if plan != nil && len(plan.own) > 0 {
+		own := plan.own
+		r.sender.peers = func() []memberlist.Address { return own }
+		events, _, _, _, err := r.enc.split(nil, held, len(held), false)
+		if err == nil {
+			for _, ev := range events {
+				if r.sender.sendAs(now, directSealed, ev.payload) == nil {
+					r.m.relayBatches.Inc()
+				}
 			}
-			bundle = nil
 		}
-	}
-	for _, p := range held {
-		if len(bundle)+binary.MaxVarintLen16+len(p) > r.max {
-			send()
-		}
-		bundle = binary.AppendUvarint(bundle, uint64(len(p)))
-		bundle = append(bundle, p...)
-		r.m.relayed.Inc()
-	}
-	send()
+	} // else relays went off, or a group of one: the origin's own sends did it
 	clear(held)
 	return held[:0]
-}
-
-// splitBundle returns the payloads of a bundle, or false if it is malformed.
-func splitBundle(b []byte) ([][]byte, bool) {
-	var out [][]byte
-	for len(b) > 0 {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n == 0 || n > uint64(len(b)-k) {
-			return nil, false
-		}
-		out = append(out, b[k:k+int(n)])
-		b = b[k+int(n):]
-	}
-	return out, true
 }

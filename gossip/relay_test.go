@@ -1,8 +1,6 @@
 package gossip
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -83,24 +81,6 @@ func TestPlanRelays(t *testing.T) {
 	}
 }
 
-func TestSplitBundle(t *testing.T) {
-	var b []byte
-	ps := [][]byte{[]byte("\x01\x01aone"), bytes.Repeat([]byte("x"), 300), []byte("\x01\x01ctwo")}
-	for _, p := range ps {
-		b = binary.AppendUvarint(b, uint64(len(p)))
-		b = append(b, p...)
-	}
-	got, ok := splitBundle(b)
-	if !ok || len(got) != 3 || !bytes.Equal(got[1], ps[1]) || !bytes.Equal(got[2], ps[2]) {
-		t.Fatalf("split %q, %v", got, ok)
-	}
-	for _, bad := range [][]byte{{0x05, 'a'}, {0x00}, {0x80}, append([]byte{0x02, 'a', 'b'}, 0x09)} {
-		if _, ok := splitBundle(bad); ok {
-			t.Errorf("%x taken", bad)
-		}
-	}
-}
-
 // A relay's kind is sealed: a relay packet changed into a plain direct one (or back) opens
 // under no key.
 func TestRelayKindIsSealed(t *testing.T) {
@@ -118,8 +98,9 @@ func TestRelayKindIsSealed(t *testing.T) {
 	}
 }
 
-// A cluster above RelayAbove: homes learned at one entry reach every other through relays
-// and their bundles, and the origin sends fewer packets a batch than one to each member.
+// A cluster above RelayAbove: homes learned at one entry reach every other through relays,
+// with the origin's versions, and the origin sends fewer packets a batch than one to each
+// member.
 func TestHomesTravelThroughRelays(t *testing.T) {
 	const n = 10
 	nodes := startCluster(t, n, func(c *Config) { c.RelayAbove = 4; c.RelayFlush = 50 * time.Millisecond })
@@ -139,13 +120,19 @@ func TestHomesTravelThroughRelays(t *testing.T) {
 		}
 		return true
 	})
-	relayed, bundles := 0.0, 0.0
+	relayed, packed := 0.0, 0.0
 	for _, nd := range nodes {
 		relayed += promtest.ToFloat64(nd.g.m.relayed)
-		bundles += promtest.ToFloat64(nd.g.m.bundlesSent)
+		packed += promtest.ToFloat64(nd.g.m.relayBatches)
 	}
-	if relayed == 0 || bundles == 0 {
-		t.Errorf("relayed %v batches in %v bundles: the homes did not go through relays", relayed, bundles)
+	if relayed == 0 || packed == 0 {
+		t.Errorf("relays took %v batches and sent %v: the homes did not go through relays", relayed, packed)
+	}
+	// Versions travel through relays unchanged: the origin's, not the relay's.
+	for _, nd := range nodes[1:] {
+		if h, _, _ := nd.table.Get("tenant-3"); h.Version.Origin != origin.name {
+			t.Errorf("%s holds tenant-3 from %q, want the origin %q", nd.name, h.Version.Origin, origin.name)
+		}
 	}
 	batches := promtest.ToFloat64(origin.g.m.directBatches)
 	packets := promtest.ToFloat64(origin.g.m.directPackets)

@@ -148,7 +148,7 @@ type result struct {
 	DirBatches  float64  `json:"direct_batches"`
 	DirPackets  float64  `json:"direct_packets"`
 	Relayed     float64  `json:"relayed_batches"`
-	Bundles     float64  `json:"relay_bundles"`
+	Bundles     float64  `json:"relay_batches_sent"`
 	DirDup      float64  `json:"direct_duplicates"`
 	EventsRecv  float64  `json:"events_received"`
 	Delivery    float64  `json:"event_delivery"`
@@ -301,7 +301,7 @@ func run(f flags) (*result, error) {
 		res.DirBatches += e.Metric("fenec_entry_gossip_direct_batches_sent_total")
 		res.DirPackets += e.Metric("fenec_entry_gossip_direct_packets_sent_total")
 		res.Relayed += e.Metric("fenec_entry_gossip_relayed_batches_total")
-		res.Bundles += e.Metric("fenec_entry_gossip_relay_bundles_sent_total")
+		res.Bundles += e.Metric("fenec_entry_gossip_relay_batches_sent_total")
 		res.DirDup += e.Metric("fenec_entry_gossip_direct_packets_received_total", "result", "duplicate")
 		res.Dropped += e.Metric("fenec_entry_gossip_events_dropped_total")
 		res.PendDropped += e.Metric("fenec_entry_gossip_pending_dropped_total")
