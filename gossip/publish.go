@@ -313,6 +313,13 @@ func (b *tokenBucket) take(now time.Time, n int) bool {
 	return true
 }
 
+// spend takes n bytes whether or not the budget holds them (it may go below zero, and the
+// next flushes wait for it to refill).
+func (b *tokenBucket) spend(now time.Time, n int) {
+	b.refill(now)
+	b.tokens -= float64(n)
+}
+
 // affordable is how many packets of at most size bytes the budget holds now.
 func (b *tokenBucket) affordable(now time.Time, size int) int {
 	b.refill(now)
@@ -328,8 +335,8 @@ const maxDirectQueue = 1024
 func (d *directSender) send(now time.Time, payload []byte) error {
 	if d.budget != nil {
 		// Each member gets one packet of the batch either way. Checked before the batch was
-		// made (affordable); may go below zero by a rounding.
-		d.budget.take(now, len(payload)+directOverhead)
+		// made (affordable, with a packet's largest size), so it is there; spent whatever.
+		d.budget.spend(now, len(payload)+directOverhead)
 	}
 	if d.plan != nil {
 		if p := d.plan(); p != nil {

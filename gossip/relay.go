@@ -62,7 +62,7 @@ func planRelays(self string, members []serf.Member, above int, secure bool) *rel
 	groups := int(math.Ceil(math.Sqrt(float64(len(members)))))
 	mine := groupOf(self, groups)
 	best := make([]*serf.Member, groups)
-	var bestScore []uint64 = make([]uint64, groups)
+	bestScore := make([]uint64, groups)
 	p := &relayPlan{}
 	for i := range members {
 		m := &members[i]
