@@ -134,6 +134,9 @@ func TestRejoinThroughSerfSnapshot(t *testing.T) {
 
 	a := startClusterEntry(t, append(aArgs, "--join", b.gossip), env)
 	testutil.Eventually(t, 10*time.Second, "B lists A alive", func() bool { return b.status(t).memberState("a") == "alive" })
+	// And A knows B: B can list A a moment before A has heard of B, and A stopped then has
+	// no B in its snapshot to rejoin (CI saw it once: A stopped 20 ms after its start).
+	testutil.Eventually(t, 10*time.Second, "A lists B alive", func() bool { return a.status(t).memberState("b") == "alive" })
 	a.stop(t)
 	// Left; under load B may have marked A failed before the leave reached it. B reconnects
 	// to a failed member by itself only every 30 s (serf's ReconnectInterval), after this
