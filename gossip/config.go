@@ -112,6 +112,14 @@ const (
 	// Below, direct: one hop, and no test or fleet of a few dozen changes.
 	DefaultRelayAbove = 64
 	DefaultRelayFlush = 200 * time.Millisecond
+	// DefaultRelayShards is how many relays each group has, each for a share of the tenants
+	// (bench/msgsim: 4 keeps every entry's bytes within the budget at 1,000 and 5,000 entries
+	// and 500 homes a second, and a relay's fan-out at a quarter of its group's homes).
+	DefaultRelayShards = 4
+	// DefaultRelayAckTimeout is how long an acked packet waits for its acks before it is sent
+	// again (acked.go): above the longest round trip between two PoPs (about 300 ms), so a
+	// resend is for a lost packet, not a slow one.
+	DefaultRelayAckTimeout = 400 * time.Millisecond
 
 	// DefaultProbeInterval (WAN default 5 s), DefaultProbeTimeout (WAN 3 s) and
 	// DefaultSuspicionMult (WAN 6) are memberlist's failure detector, chosen so that a killed
@@ -285,6 +293,10 @@ type Config struct {
 	// relay.go.
 	RelayAbove int
 	RelayFlush time.Duration
+	// RelayShards (DefaultRelayShards, at most maxRelayShards) and RelayAckTimeout
+	// (DefaultRelayAckTimeout): see relay.go and acked.go.
+	RelayShards     int
+	RelayAckTimeout time.Duration
 
 	// QueueHigh and QueueLow are serf event queue depths that widen and narrow the flush
 	// interval (DefaultQueueHigh, DefaultQueueLow). QueueLow must be below QueueHigh.
@@ -412,6 +424,7 @@ func (c Config) Validate() error {
 		{"PushPullInterval", c.PushPullInterval}, {"TCPTimeout", c.TCPTimeout},
 		{"LeavePropagateDelay", c.LeavePropagateDelay}, {"DirectCopyInterval", c.DirectCopyInterval},
 		{"RepairInterval", c.RepairInterval}, {"SyncTimeout", c.SyncTimeout},
+		{"RelayFlush", c.RelayFlush}, {"RelayAckTimeout", c.RelayAckTimeout},
 	} {
 		if d.v < 0 {
 			return bad("%s: %v is negative (0 means the default)", d.name, d.v)
@@ -426,7 +439,7 @@ func (c Config) Validate() error {
 		{"QueueLow", c.QueueLow}, {"MaxQueueDepth", c.MaxQueueDepth},
 		{"RecvQueue", c.RecvQueue}, {"GossipNodes", c.GossipNodes},
 		{"RetransmitMult", c.RetransmitMult}, {"SuspicionMult", c.SuspicionMult},
-		{"DirectCopies", c.DirectCopies}, {"DirectBudget", c.DirectBudget},
+		{"DirectCopies", c.DirectCopies}, {"DirectBudget", c.DirectBudget}, {"RelayShards", c.RelayShards},
 		{"UDPBufferSize", c.UDPBufferSize}, {"MaxStreams", c.MaxStreams}, {"Capacity", c.Capacity},
 	} {
 		if n.v < 0 {
@@ -440,6 +453,9 @@ func (c Config) Validate() error {
 	if d.EventSizeLimit < minEventSizeLimit || d.EventSizeLimit > d.UDPBufferSize-100 {
 		return bad("EventSizeLimit: %d; need %d to UDPBufferSize-100 (%d)",
 			d.EventSizeLimit, minEventSizeLimit, d.UDPBufferSize-100)
+	}
+	if d.RelayShards > maxRelayShards {
+		return bad("RelayShards: %d; at most %d", d.RelayShards, maxRelayShards)
 	}
 	if d.QueueLow >= d.QueueHigh {
 		return bad("QueueLow %d must be below QueueHigh %d", d.QueueLow, d.QueueHigh)
@@ -489,6 +505,8 @@ func (c Config) withDefaults() Config {
 	defi(&c.DirectBudget, DefaultDirectBudget)
 	defi(&c.RelayAbove, DefaultRelayAbove)
 	def(&c.RelayFlush, DefaultRelayFlush)
+	defi(&c.RelayShards, DefaultRelayShards)
+	def(&c.RelayAckTimeout, DefaultRelayAckTimeout)
 	def(&c.DirectCopyInterval, DefaultDirectCopyInterval)
 	defi(&c.UDPBufferSize, DefaultUDPBufferSize)
 	if c.Clock == nil {

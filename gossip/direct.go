@@ -43,9 +43,12 @@ const (
 	directMagic  byte = 0xFB
 	directPlain  byte = 0
 	directSealed byte = 1
-	// Relays (relay.go), keyed clusters only: a payload sealed as directRelay is applied and
-	// its homes passed on to the receiver's group.
+	// Relays (relay.go), keyed clusters only, acked (acked.go): a payload sealed as
+	// directRelay is applied and its homes passed on to the receiver's group; one sealed as
+	// directAcked is applied; both are acked with a directAck packet.
 	directRelay byte = 2
+	directAcked byte = 3
+	directAck   byte = 4
 
 	directNonce = 12
 	directTag   = 16
@@ -73,8 +76,8 @@ func newDirectCodec(keys Keys, label string) *directCodec {
 // seal returns the packet carrying payload, a fresh slice.
 func (c *directCodec) seal(payload []byte) ([]byte, error) { return c.sealAs(directSealed, payload) }
 
-// sealAs is seal with the packet's kind: directSealed or directRelay (the last only with a
-// key; without one every packet is directPlain).
+// sealAs is seal with the packet's kind: directSealed, or with a key one of the relays' kinds
+// (without one every packet is directPlain).
 func (c *directCodec) sealAs(kind byte, payload []byte) ([]byte, error) {
 	if !c.keys.Secure() {
 		out := make([]byte, 0, 3+len(c.label)+len(payload))
@@ -138,7 +141,7 @@ func (c *directCodec) openAny(pkt []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%w: label", errDirect)
 		}
 		return pkt[3+int(pkt[2]):], nil
-	case directSealed, directRelay:
+	case directSealed, directRelay, directAcked, directAck:
 		if !c.keys.Secure() {
 			return nil, fmt.Errorf("%w: sealed, and no key", errDirect)
 		}

@@ -87,7 +87,7 @@ func TestDirectSenderCopies(t *testing.T) {
 		every: 50 * time.Millisecond, m: m,
 		write: func(pkt []byte, to memberlist.Address) error { sent[to.Name]++; pkts = append(pkts, pkt); return nil }}
 	t0 := time.Unix(1_800_000_000, 0)
-	if err := d.send(t0, []byte("\x01\x01apayload")); err != nil {
+	if err := d.send(t0, []byte("\x01\x01apayload"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if sent["b"] != 1 || sent["c"] != 1 || len(d.queue) != 1 {
@@ -116,7 +116,7 @@ func TestDirectSenderCopies(t *testing.T) {
 	}
 	// One copy: nothing queued.
 	d.copies = 1
-	_ = d.send(t0, []byte("\x01\x01bpayload"))
+	_ = d.send(t0, []byte("\x01\x01bpayload"), nil)
 	if len(d.queue) != 0 {
 		t.Fatal("copies queued with DirectCopies 1")
 	}
@@ -182,7 +182,7 @@ func TestDirectWriteFailureCounted(t *testing.T) {
 			}
 			return nil
 		}}
-	if err := d.send(time.Now(), []byte("\x01\x01apayload")); err != nil {
+	if err := d.send(time.Now(), []byte("\x01\x01apayload"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if sent, dropped := promtest.ToFloat64(m.directPackets), promtest.ToFloat64(m.eventsDropped.WithLabelValues("direct_write")); sent != 1 || dropped != 1 {
@@ -198,7 +198,7 @@ func TestDirectCopiesDroppedCounted(t *testing.T) {
 		copies: 3, every: time.Second, m: m, write: func([]byte, memberlist.Address) error { return nil }}
 	now := time.Now()
 	for range maxDirectQueue + 1 {
-		if err := d.send(now, []byte("\x01\x01apayload")); err != nil {
+		if err := d.send(now, []byte("\x01\x01apayload"), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

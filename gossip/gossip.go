@@ -61,7 +61,9 @@ type Gossip struct {
 	peersDirty     atomic.Bool               // a member event since the list was made
 	plan           atomic.Pointer[planEntry] // relayPlan's
 	planDirty      atomic.Bool
-	relay          *relayer // nil with SerfHomes
+	relay          *relayer     // nil with SerfHomes
+	acks           *ackedSender // relay mode's sends (acked.go); nil with SerfHomes
+	acker          *acker       // relay mode's acks of what this entry takes; nil with SerfHomes
 	joined         atomic.Bool
 	selfAddr       atomic.Pointer[string] // Addr, readable without mu (the conflict log line)
 
@@ -112,7 +114,7 @@ func New(cfg Config) (*Gossip, error) {
 		cfg.Tags = make(map[string]string)
 	}
 	cfg.Tags["role"] = "entry"
-	cfg.Tags[relayTag] = "1" // this build relays (relay.go)
+	cfg.Tags[relayTag] = relayVersion // this build relays, acked (relay.go)
 	keys, err := NewKeys(cfg.Key)
 	if err != nil {
 		return nil, err
@@ -130,6 +132,12 @@ func New(cfg Config) (*Gossip, error) {
 	}
 	if g.m, err = newMetrics(cfg.Registerer, g.Up); err != nil {
 		return nil, err
+	}
+	if !cfg.SerfHomes {
+		// Before Start: the transport's goroutine reads them from the first packet on.
+		g.acks = newAckedSender(g.codec, g.writeDirect, g.m, cfg.RelayAckTimeout)
+		g.acker = &acker{self: cfg.NodeName, in: make(chan ackReq, ackQueue), codec: g.codec,
+			addr: g.peerAddr, write: g.writeDirect, m: g.m}
 	}
 	g.syncClient = &http.Client{Transport: &http.Transport{
 		Proxy:                 nil,
@@ -306,8 +314,28 @@ func (g *Gossip) handleDirect(pkt []byte) {
 		return
 	}
 	switch kind {
-	case directRelay: // this entry is a relay for the batch's origin: apply, then pass it on
-		if g.acceptDirect(payload) && g.relay != nil {
+	case directAck:
+		from, ns, ok := decodeAck(payload)
+		if !ok || g.acks == nil {
+			g.m.directReceived.WithLabelValues("invalid").Inc()
+			return
+		}
+		for _, n := range ns {
+			g.acks.ack(from, n)
+		}
+	case directRelay, directAcked:
+		// Acked (acked.go): a copy already taken is acked again (its first ack may have been
+		// lost); one this entry could not queue is not, so that it comes again.
+		res := g.acceptDirect(payload)
+		if res == accepted || res == duplicate {
+			var n nonce
+			copy(n[:], pkt[2:2+directNonce])
+			if s, _ := payloadSender(payload); g.acker != nil {
+				g.acker.queue(s, n)
+			}
+		}
+		if res == accepted && kind == directRelay && g.relay != nil {
+			// This entry is a relay for the batch's shard: pass it on to its group.
 			g.relay.forward(payload)
 		}
 	default:
@@ -315,25 +343,34 @@ func (g *Gossip) handleDirect(pkt []byte) {
 	}
 }
 
+// acceptance is what acceptDirect did with a payload.
+type acceptance int
+
+const (
+	accepted  acceptance = iota // queued for the receiver
+	duplicate                   // queued before
+	refused                     // invalid, or the receiver's queue was full
+)
+
 // acceptDirect queues a direct payload for the receiver, once (its copies and second paths
-// are counted and dropped), and reports whether it was new. It never blocks.
-func (g *Gossip) acceptDirect(payload []byte) bool {
+// are counted and dropped), and says what it did. It never blocks.
+func (g *Gossip) acceptDirect(payload []byte) acceptance {
 	if s, ok := payloadSender(payload); !ok || s == g.cfg.NodeName {
 		g.m.directReceived.WithLabelValues("invalid").Inc()
-		return false
+		return refused
 	}
 	if g.dedup.has(payload) {
 		g.m.directReceived.WithLabelValues("duplicate").Inc()
-		return false
+		return duplicate
 	}
 	select {
 	case g.recvq <- inbound{payload: payload, at: g.cfg.Clock.Now()}:
 		g.dedup.add(payload)
 		g.m.directReceived.WithLabelValues("new").Inc()
-		return true
+		return accepted
 	default:
 		g.m.eventsDropped.WithLabelValues("recv_queue_full").Inc()
-		return false
+		return refused
 	}
 }
 
@@ -351,11 +388,12 @@ func (g *Gossip) writeDirect(pkt []byte, to memberlist.Address) error {
 }
 
 // peerList is directPeers' cache: the list, shared and never changed once made (queued
-// copies hold it), for the serf it was read from, and when.
+// copies hold it), by name too, for the serf it was read from, and when.
 type peerList struct {
-	list []memberlist.Address
-	serf *serf.Serf
-	at   time.Time
+	list   []memberlist.Address
+	byName map[string]memberlist.Address
+	serf   *serf.Serf
+	at     time.Time
 }
 
 // peersMaxAge bounds how long directPeers' list is used without a member event.
@@ -376,13 +414,29 @@ func (g *Gossip) directPeers() []memberlist.Address {
 	g.peersDirty.Store(false) // before reading: an event meanwhile makes the next call read again
 	ms := s.Memberlist().Members()
 	out := make([]memberlist.Address, 0, len(ms))
+	by := make(map[string]memberlist.Address, len(ms))
 	for _, n := range ms {
 		if n.Name != g.cfg.NodeName {
-			out = append(out, memberlist.Address{Addr: n.Address(), Name: n.Name})
+			a := memberlist.Address{Addr: n.Address(), Name: n.Name}
+			out = append(out, a)
+			by[n.Name] = a
 		}
 	}
-	g.peers.Store(&peerList{list: out, serf: s, at: time.Now()})
+	g.peers.Store(&peerList{list: out, byName: by, serf: s, at: time.Now()})
 	return out
+}
+
+// peerAddr is a member's address, from directPeers' list: where an ack goes.
+func (g *Gossip) peerAddr(name string) (memberlist.Address, bool) {
+	if g.directPeers() == nil {
+		return memberlist.Address{}, false
+	}
+	c := g.peers.Load()
+	if c == nil {
+		return memberlist.Address{}, false
+	}
+	a, ok := c.byName[name]
+	return a, ok
 }
 
 // planEntry is relayPlan's cache, made again like directPeers' list.
@@ -409,7 +463,7 @@ func (g *Gossip) relayPlan() *relayPlan {
 			alive = append(alive, m)
 		}
 	}
-	p := planRelays(g.cfg.NodeName, alive, g.cfg.RelayAbove, g.keys.Secure())
+	p := planRelays(g.cfg.NodeName, alive, g.cfg.RelayAbove, g.cfg.RelayShards, g.keys.Secure())
 	g.plan.Store(&planEntry{plan: p, serf: s, at: time.Now()})
 	return p
 }
@@ -476,12 +530,13 @@ func (g *Gossip) Start(ctx context.Context) error {
 	if !g.cfg.SerfHomes {
 		g.pub.direct = &directSender{codec: g.codec, peers: g.directPeers, copies: g.cfg.DirectCopies,
 			every: g.cfg.DirectCopyInterval, m: g.m, write: g.writeDirect,
-			budget: newTokenBucket(float64(g.cfg.DirectBudget), time.Now()), plan: g.relayPlan}
+			budget: newTokenBucket(float64(g.cfg.DirectBudget), time.Now()), plan: g.relayPlan,
+			acks: g.acks, self: g.cfg.NodeName}
 		g.relay = &relayer{in: make(chan []byte, relayQueue), every: g.cfg.RelayFlush, plan: g.relayPlan, m: g.m,
-			dec: newDecoder(), enc: newEncoder(g.cfg.NodeName, g.cfg.EventSizeLimit, g.cfg.Clock.Now),
-			sender: &directSender{codec: g.codec, copies: g.cfg.DirectCopies, every: g.cfg.DirectCopyInterval,
-				m: g.m, write: g.writeDirect}}
+			dec: newDecoder(), enc: newEncoder(g.cfg.NodeName, g.cfg.EventSizeLimit, g.cfg.Clock.Now), acks: g.acks}
 		g.wg.Go(func() { g.relay.run(runCtx) })
+		g.wg.Go(func() { g.acks.run(runCtx) })
+		g.wg.Go(func() { g.acker.run(runCtx) })
 	}
 	recv := &receiver{table: g.cfg.Table, v: g.v, dec: newDecoder(), m: g.m, log: g.log, now: g.cfg.Clock.Now, rtt: g.rtt}
 	g.wg.Add(6)

@@ -28,6 +28,12 @@ type metrics struct {
 	budgetDeferred  prometheus.Counter     // flushes of homes held back by the direct send budget
 	relayed         prometheus.Counter     // batches this relay passed on to its group
 	relayBatches    prometheus.Counter     // batches of many origins' homes this relay sent its group
+	relayFallbacks  prometheus.Counter     // batches a relay never acked, sent to the rest of its group
+	ackedPending    prometheus.Gauge       // acked packets waiting for acks
+	ackedResent     prometheus.Counter     // acked packets sent again (packets x receivers)
+	ackedGivenUp    *prometheus.CounterVec // reason: tries, queue_full (packets x receivers)
+	acksSent        *prometheus.CounterVec // result: sent, queue_full, unknown_sender, write_failed (nonces)
+	acksReceived    *prometheus.CounterVec // result: matched, late (nonces)
 	directReceived  *prometheus.CounterVec // result: new, duplicate, invalid
 	up              prometheus.GaugeFunc   // serf running and a member
 	restarts        prometheus.Counter     // fresh serfs started after serf shut itself down
@@ -119,8 +125,29 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 			Name: "fenec_entry_gossip_relayed_batches_total", Help: "Batches of homes this entry, a relay for their origin, passed on to its group (relays are on above RelayAbove members).",
 		}),
 		relayBatches: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fenec_entry_gossip_relay_batches_sent_total", Help: "Batches of many origins' homes this relay sent to its group (each DirectCopies times).",
+			Name: "fenec_entry_gossip_relay_batches_sent_total", Help: "Batches of many origins' homes this relay sent to its group (acked).",
 		}),
+		relayFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_relay_fallbacks_total", Help: "Batches a relay never acked, sent by their origin straight to the rest of the relay's group.",
+		}),
+		ackedPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenec_entry_gossip_acked_pending", Help: "Relay-mode packets waiting for their receivers' acks (at most 1024; beyond, the oldest is given up on).",
+		}),
+		ackedResent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_acked_resent_total", Help: "Relay-mode packets sent again to a receiver whose ack had not come (packets x receivers).",
+		}),
+		ackedGivenUp: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_acked_given_up_total",
+			Help: "Relay-mode packets given up on for a receiver (packets x receivers; repair carries them): tries (no ack after 5 sends), queue_full (more than 1024 packets waiting for acks).",
+		}, []string{"reason"}),
+		acksSent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_acks_sent_total",
+			Help: "Acks of relay-mode packets (one per packet taken): sent, queue_full (the ack queue was full), unknown_sender (not a member now), write_failed.",
+		}, []string{"result"}),
+		acksReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_acks_received_total",
+			Help: "Acks received for relay-mode packets: matched (a receiver took the packet), late (the packet was acked or given up on already, or the acker was not its receiver).",
+		}, []string{"result"}),
 		budgetDeferred: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_direct_budget_deferred_total",
 			Help: "Flushes that sent fewer batches of homes than they could because of the direct send budget (DirectBudget bytes a second to each member): pending homes wait, the oldest beyond MaxPending are dropped (counted) and left to repair.",
@@ -142,6 +169,15 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 	m.eventsDropped.WithLabelValues("send")
 	m.eventsDropped.WithLabelValues("direct_write")
 	m.eventsDropped.WithLabelValues("copies_queue_full")
+	for _, r := range []string{"tries", "queue_full"} {
+		m.ackedGivenUp.WithLabelValues(r)
+	}
+	for _, r := range []string{"sent", "queue_full", "unknown_sender", "write_failed"} {
+		m.acksSent.WithLabelValues(r)
+	}
+	for _, r := range []string{"matched", "late"} {
+		m.acksReceived.WithLabelValues(r)
+	}
 	m.streamsRefused.WithLabelValues("sorting")
 	m.streamsRefused.WithLabelValues("backlog")
 	m.itemsInvalid.WithLabelValues("home")
@@ -152,7 +188,8 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 	for _, c := range []prometheus.Collector{m.members, m.eventsSent, m.eventsReceived, m.eventsDropped,
 		m.eventsInvalid, m.itemsInvalid, m.batchHomes, m.batchBytes, m.queueDepth, m.flushInterval,
 		m.flushesDeferred, m.pendingDropped, m.homesApplied, m.marksApplied, m.propagation,
-		m.directBatches, m.directPackets, m.budgetDeferred, m.relayed, m.relayBatches, m.directReceived, m.up, m.restarts, m.streamsRefused} {
+		m.directBatches, m.directPackets, m.budgetDeferred, m.relayed, m.relayBatches, m.directReceived,
+		m.relayFallbacks, m.ackedPending, m.ackedResent, m.ackedGivenUp, m.acksSent, m.acksReceived, m.up, m.restarts, m.streamsRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gossip: register metrics: %w", err)
 		}

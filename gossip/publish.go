@@ -74,6 +74,7 @@ type publisher struct {
 
 	scratchM []homes.Mark
 	scratchH []homes.Home
+	scratchS [][]homes.Home // sendShards'
 
 	// direct, if set, sends homes straight to every member (direct.go); marks still go
 	// through send. nil: homes go through send too, as serf user events.
@@ -238,8 +239,12 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 		p.m.batchBytes.Observe(float64(len(ev.payload) + len(EventName)))
 		p.m.batchHomes.Observe(float64(ev.homes))
 	}
+	var plan *relayPlan
+	if len(direct) > 0 {
+		plan = p.direct.relayPlan()
+	}
 	for _, ev := range direct {
-		if err := p.direct.send(now, ev.payload); err != nil {
+		if err := p.direct.send(now, ev.payload, plan); err != nil {
 			p.m.eventsDropped.WithLabelValues("send").Inc()
 			p.log.Warn().Err(err).Msg("gossip: sealing a direct batch failed; dropping it")
 			continue
@@ -248,8 +253,43 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 		p.m.batchBytes.Observe(float64(len(ev.payload) + directOverhead))
 		p.m.batchHomes.Observe(float64(ev.homes))
 	}
+	if plan != nil {
+		p.sendShards(now, plan, p.scratchH[:nh])
+	}
 	clear(p.scratchM)
 	clear(p.scratchH)
+}
+
+// sendShards sends hs, the homes of the batches just sent to this entry's own group, to the
+// relays of the other groups: each shard's homes in batches of their own, to that shard's
+// relays (relay.go).
+func (p *publisher) sendShards(now time.Time, plan *relayPlan, hs []homes.Home) {
+	if cap(p.scratchS) < len(plan.relays) {
+		p.scratchS = make([][]homes.Home, len(plan.relays))
+	}
+	parts := p.scratchS[:len(plan.relays)]
+	for _, h := range hs {
+		s := plan.shard(h.Tenant)
+		parts[s] = append(parts[s], h)
+	}
+	for s, part := range parts {
+		if len(part) == 0 || len(plan.relays[s]) == 0 {
+			continue
+		}
+		events, _, _, _, err := p.enc.split(nil, part, len(part), false) // skipped: counted in flush
+		if err != nil {
+			p.log.Warn().Err(err).Msg("gossip: encoding a relay batch failed; dropping it")
+			continue
+		}
+		for _, ev := range events {
+			if err := p.direct.acks.send(now, directRelay, ev.payload, plan.relays[s], p.direct.fallback); err != nil {
+				p.m.eventsDropped.WithLabelValues("send").Inc()
+				p.log.Warn().Err(err).Msg("gossip: sealing a relay batch failed; dropping it")
+			}
+		}
+		clear(part)
+		parts[s] = part[:0]
+	}
 }
 
 // split encodes marks then hs into at most MaxEventsPerFlush events and returns them and
@@ -278,8 +318,10 @@ type directSender struct {
 	queue  []directCopy // copies still to send, by due time
 	budget *tokenBucket // bytes to each member; nil: no bound (tests)
 	// plan, if set, says where a batch goes when relays are on (relay.go); nil from it: to
-	// every peer.
+	// every peer. With relays on, batches go through acks (acked.go), not copies.
 	plan func() *relayPlan
+	acks *ackedSender
+	self string
 	// backlog: homes wait for the budget; their first copies come before the extra copies
 	// of batches already sent.
 	backlog bool
@@ -330,29 +372,40 @@ func (b *tokenBucket) affordable(now time.Time, size int) int {
 // lose their last copies (repair carries what that loses).
 const maxDirectQueue = 1024
 
-// send seals payload and sends its first copy to every member now; with relays on (plan), to
-// its own group and, to be passed on, to one relay of each other group (relay.go).
-func (d *directSender) send(now time.Time, payload []byte) error {
+// relayPlan is where batches go now: nil while relays are off.
+func (d *directSender) relayPlan() *relayPlan {
+	if d.plan == nil || d.acks == nil {
+		return nil
+	}
+	return d.plan()
+}
+
+// send seals payload and sends its first copy to every member now; with relays on (plan), once
+// to its own group, acked (the relays get the batch's homes by shard: publisher.sendShards).
+func (d *directSender) send(now time.Time, payload []byte, plan *relayPlan) error {
 	if d.budget != nil {
 		// Each member gets one packet of the batch either way. Checked before the batch was
 		// made (affordable, with a packet's largest size), so it is there; spent whatever.
 		d.budget.spend(now, len(payload)+directOverhead)
 	}
-	if d.plan != nil {
-		if p := d.plan(); p != nil {
-			if err := d.sendTo(now, directSealed, payload, p.own); err != nil {
-				return err
-			}
-			return d.sendTo(now, directRelay, payload, p.relays)
-		}
+	if plan != nil {
+		return d.acks.send(now, directAcked, payload, plan.own, nil)
 	}
 	return d.sendTo(now, directSealed, payload, d.peers())
 }
 
-// sendAs seals payload as kind and sends it to every peer (d.peers), DirectCopies times; no
-// budget (a relay's bundles).
-func (d *directSender) sendAs(now time.Time, kind byte, payload []byte) error {
-	return d.sendTo(now, kind, payload, d.peers())
+// fallback sends a batch that relays never acked straight to the rest of their groups, acked;
+// on the acked sender's goroutine. With relays off meanwhile, repair carries it.
+func (d *directSender) fallback(payload []byte, missing []memberlist.Address) {
+	plan := d.relayPlan()
+	if plan == nil {
+		return
+	}
+	for _, r := range missing {
+		if err := d.acks.send(time.Now(), directAcked, payload, plan.rest(r.Name, d.self), nil); err == nil {
+			d.m.relayFallbacks.Inc()
+		}
+	}
 }
 
 func (d *directSender) sendTo(now time.Time, kind byte, payload []byte, peers []memberlist.Address) error {

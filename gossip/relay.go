@@ -11,76 +11,122 @@ import (
 	"github.com/fenec/fenec-entry/homes"
 )
 
-// Relays, for large fleets (issue 12; bench/msgsim's proposal, first hop by copies). Direct
-// homes cost the origin N-1 packets a batch, and a member receives a batch of one home (89 B,
-// three times) from every origin that learns little: at 1,000 entries and 500 homes a second
-// about 130 KB/s each, and 30,000 packets a second from an origin at 5,000 entries. With more
-// than RelayAbove alive members, in a keyed cluster, and every member able to (tag relay=1,
-// so a rolling deploy keeps older members on direct), the members are split into
-// ceil(sqrt(N)) groups by a hash of their names:
+// Relays, for large fleets (issue 12; bench/msgsim's proposal). Direct homes cost the origin
+// N-1 packets a batch, and a member receives a batch of one home (89 B, three times) from every
+// origin that learns little: at 1,000 entries and 500 homes a second about 130 KB/s each, and
+// 30,000 packets a second from an origin at 5,000 entries. With more than RelayAbove alive
+// members, in a keyed cluster, and every member able to (tag relay=2, so a rolling deploy
+// keeps older members on direct), the members are split into ceil(sqrt(N)) groups by a hash
+// of their names, and the tenants into RelayShards shards by a hash of their names; each
+// group has a relay for each shard, the member of the group with the highest rendezvous hash
+// of (shard, member), so that every entry picks the same ones:
 //
-//   - the origin sends each batch, with its copies, to the other members of its own group and
-//     to one relay in each other group (directRelay): the member of that group with the
-//     highest rendezvous hash of (origin, member), so every entry picks the same one and an
-//     origin's batches are spread over a group's members;
-//   - a relay applies the batch and, once, queues its homes for its group; every RelayFlush it
+//   - the origin sends each batch once to the other members of its own group, and the homes
+//     of each shard, in batches of their own, once to that shard's relay in each other group
+//     (directRelay);
+//   - a relay applies what it takes and queues its homes for its group; every RelayFlush it
 //     packs the homes it queued, from many origins, into full batches (each home keeps its
 //     origin's version: the wire carries the origin when it is not the sender) and sends
-//     them, DirectCopies times, to the other members of its group.
+//     them once to the other members of its group;
+//   - every packet on both hops is acked, and sent again where no ack came (acked.go); a
+//     relay that never acks (dead, partitioned) makes the origin send the batch straight to
+//     the rest of the relay's group.
 //
-// An origin sends about 2 sqrt(N) packets a batch instead of N-1, and a member receives each
-// home in full packets. A home takes two hops and up to RelayFlush more. Entries whose member
-// lists differ for a moment (a join, a failure) may group differently: a home a group then
-// misses is repair's, as a lost packet is.
+// An origin sends about (1 + shards) sqrt(N) packets a batch instead of N-1, a member receives
+// each home about once, in full packets, and a relay, one in sqrt(N)/shards of the members,
+// sends its group its shard of everything. A home takes two hops and up to RelayFlush more.
+// Entries whose member lists differ for a moment (a join, a failure) may group differently:
+// a home a group then misses is repair's, as a lost packet is.
 
-// relayTag marks a member able to relay.
-const relayTag = "relay"
+// relayTag marks a member able to relay, with relayVersion: 2, acked (1 was copies, never
+// released).
+const (
+	relayTag     = "relay"
+	relayVersion = "2"
+)
 
 // relayQueue bounds the homes a relay holds for its next batches, and the batches waiting
 // to be decoded; beyond it they are dropped, counted (eventsDropped "relay_queue_full"), and
 // left to repair.
 const relayQueue = 4096
 
-// relayPlan is what this entry does with a batch when relays are on: own is its group but
-// itself, relays one member of each other group.
+// maxRelayShards bounds RelayShards: an origin sends a batch's homes in up to that many
+// batches, one for each shard's relays.
+const maxRelayShards = 16
+
+// relayPlan is what this entry does with a batch when relays are on.
 type relayPlan struct {
-	own, relays []memberlist.Address
+	// own is this entry's group but itself.
+	own []memberlist.Address
+	// relays are, by shard, that shard's relay in each other group.
+	relays [][]memberlist.Address
+	// groups are every group's members, by group (this entry's included, itself too).
+	groups [][]memberlist.Address
+}
+
+// shard is the relay shard of a tenant.
+func (p *relayPlan) shard(tenant string) int {
+	return int(mix64(fnvStr(fnvOffset, tenant)) % uint64(len(p.relays)))
+}
+
+// rest is the members of relay's group but relay and self: where a batch goes when relay
+// never acked it.
+func (p *relayPlan) rest(relay, self string) []memberlist.Address {
+	var out []memberlist.Address
+	for _, a := range p.groups[groupOf(relay, len(p.groups))] {
+		if a.Name != relay && a.Name != self {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // planRelays returns the relay plan for self among members (alive, self included), or nil
 // when relays are off: insecure gossip, RelayAbove members or fewer, or a member without
 // the relay tag.
-func planRelays(self string, members []serf.Member, above int, secure bool) *relayPlan {
+func planRelays(self string, members []serf.Member, above, shards int, secure bool) *relayPlan {
 	if !secure || above < 0 || len(members) <= above {
 		return nil
 	}
 	for _, m := range members {
-		if m.Tags[relayTag] != "1" {
+		if m.Tags[relayTag] != relayVersion {
 			return nil
 		}
 	}
+	shards = max(shards, 1)
 	groups := int(math.Ceil(math.Sqrt(float64(len(members)))))
 	mine := groupOf(self, groups)
-	best := make([]*serf.Member, groups)
-	bestScore := make([]uint64, groups)
-	p := &relayPlan{}
+	p := &relayPlan{relays: make([][]memberlist.Address, shards), groups: make([][]memberlist.Address, groups)}
+	type choice struct {
+		m     *serf.Member
+		score uint64
+	}
+	best := make([]choice, groups*shards) // [group*shards + shard]
 	for i := range members {
 		m := &members[i]
+		g := groupOf(m.Name, groups)
+		a := memberlist.Address{Addr: memberAddr(*m), Name: m.Name}
+		p.groups[g] = append(p.groups[g], a)
 		if m.Name == self {
 			continue
 		}
-		g := groupOf(m.Name, groups)
 		if g == mine {
-			p.own = append(p.own, memberlist.Address{Addr: memberAddr(*m), Name: m.Name})
+			p.own = append(p.own, a)
 			continue
 		}
-		if score := mix64(fnvStr(fnvStr(fnvOffset, self), m.Name)); best[g] == nil || score > bestScore[g] {
-			best[g], bestScore[g] = m, score
+		h := fnvStr(fnvOffset, m.Name)
+		for s := range shards {
+			c := &best[g*shards+s]
+			if score := mix64(h ^ (uint64(s+1) * 0x9E3779B97F4A7C15)); c.m == nil || score > c.score {
+				c.m, c.score = m, score
+			}
 		}
 	}
-	for g, m := range best {
-		if g != mine && m != nil {
-			p.relays = append(p.relays, memberlist.Address{Addr: memberAddr(*m), Name: m.Name})
+	for g := range groups {
+		for s := range shards {
+			if c := best[g*shards+s]; g != mine && c.m != nil {
+				p.relays[s] = append(p.relays[s], memberlist.Address{Addr: memberAddr(*c.m), Name: c.m.Name})
+			}
 		}
 	}
 	return p
@@ -92,15 +138,15 @@ func groupOf(name string, groups int) int {
 
 // relayer is a relay's side: the batches to pass on to its group, decoded and their homes
 // packed again, with their origins' versions, into full batches every RelayFlush, by its
-// own goroutine (run), which owns the decoder, the encoder and the sender.
+// own goroutine (run), which owns the decoder and the encoder.
 type relayer struct {
-	in     chan []byte
-	every  time.Duration
-	plan   func() *relayPlan
-	dec    *decoder
-	enc    *encoder
-	sender *directSender // copies, DirectCopies times; its peers are set per flush
-	m      *metrics
+	in    chan []byte
+	every time.Duration
+	plan  func() *relayPlan
+	dec   *decoder
+	enc   *encoder
+	acks  *ackedSender
+	m     *metrics
 }
 
 // forward queues payload for the group; never blocks.
@@ -115,15 +161,8 @@ func (r *relayer) forward(payload []byte) {
 func (r *relayer) run(ctx context.Context) {
 	tick := time.NewTicker(r.every)
 	defer tick.Stop()
-	copyT := time.NewTimer(time.Hour)
-	copyT.Stop()
-	armed := false
 	var held []homes.Home
 	for {
-		if !armed && len(r.sender.queue) > 0 {
-			copyT.Reset(time.Until(r.sender.queue[0].due))
-			armed = true
-		}
 		select {
 		case <-ctx.Done():
 			return
@@ -140,9 +179,6 @@ func (r *relayer) run(ctx context.Context) {
 				}
 				held = append(held, w.home(sender))
 			}
-		case now := <-copyT.C:
-			armed = false
-			r.sender.sendCopies(now)
 		case now := <-tick.C:
 			held = r.flush(now, held)
 		}
@@ -157,12 +193,10 @@ func (r *relayer) flush(now time.Time, held []homes.Home) []homes.Home {
 	}
 	plan := r.plan()
 	if plan != nil && len(plan.own) > 0 {
-		own := plan.own
-		r.sender.peers = func() []memberlist.Address { return own }
 		events, _, _, _, err := r.enc.split(nil, held, len(held), false)
 		if err == nil {
 			for _, ev := range events {
-				if r.sender.sendAs(now, directSealed, ev.payload) == nil {
+				if r.acks.send(now, directAcked, ev.payload, plan.own, nil) == nil {
 					r.m.relayBatches.Inc()
 				}
 			}
