@@ -46,6 +46,8 @@ type flags struct {
 	serfHomes   bool
 	copies      int
 	relayAbove  int
+	relayShards int
+	ackTimeout  time.Duration
 	copyIntvl   time.Duration
 	maxFlush    time.Duration
 	probeIntvl  time.Duration
@@ -83,6 +85,8 @@ func main() {
 	flag.BoolVar(&f.serfHomes, "serf-homes", false, "gossip SerfHomes: homes as serf user events, not direct batches")
 	flag.IntVar(&f.copies, "direct-copies", 0, "gossip DirectCopies (0: default)")
 	flag.IntVar(&f.relayAbove, "relay-above", 0, "gossip RelayAbove: relays above this many members (0: default 64; -1: never)")
+	flag.IntVar(&f.relayShards, "relay-shards", 0, "gossip RelayShards: relays per group (0: default)")
+	flag.DurationVar(&f.ackTimeout, "relay-ack-timeout", 0, "gossip RelayAckTimeout (0: default)")
 	flag.DurationVar(&f.copyIntvl, "direct-copy-interval", 0, "gossip DirectCopyInterval (0: default)")
 	flag.IntVar(&f.retransmit, "retransmit-mult", 0, "gossip RetransmitMult (0: default)")
 	flag.DurationVar(&f.maxFlush, "max-flush-interval", 0, "gossip MaxFlushInterval (0: default)")
@@ -149,6 +153,10 @@ type result struct {
 	DirPackets  float64  `json:"direct_packets"`
 	Relayed     float64  `json:"relayed_batches"`
 	Bundles     float64  `json:"relay_batches_sent"`
+	AckResent   float64  `json:"acked_resent"`
+	AckGivenUp  float64  `json:"acked_given_up"`
+	AcksSent    float64  `json:"acks_sent"`
+	Fallbacks   float64  `json:"relay_fallbacks"`
 	DirDup      float64  `json:"direct_duplicates"`
 	EventsRecv  float64  `json:"events_received"`
 	Delivery    float64  `json:"event_delivery"`
@@ -191,7 +199,7 @@ func simOptions(f flags) simcluster.Options {
 			c.RetransmitMult = f.retransmit
 			c.SerfHomes = f.serfHomes
 			c.DirectCopies, c.DirectCopyInterval = f.copies, f.copyIntvl
-			c.RelayAbove = f.relayAbove
+			c.RelayAbove, c.RelayShards, c.RelayAckTimeout = f.relayAbove, f.relayShards, f.ackTimeout
 			c.MaxFlushInterval = f.maxFlush
 			c.ProbeInterval, c.ProbeTimeout, c.SuspicionMult = f.probeIntvl, f.probeTmo, f.suspMult
 			c.DisableTCPPings = f.noTCPPings
@@ -302,6 +310,11 @@ func run(f flags) (*result, error) {
 		res.DirPackets += e.Metric("fenec_entry_gossip_direct_packets_sent_total")
 		res.Relayed += e.Metric("fenec_entry_gossip_relayed_batches_total")
 		res.Bundles += e.Metric("fenec_entry_gossip_relay_batches_sent_total")
+		res.AckResent += e.Metric("fenec_entry_gossip_acked_resent_total")
+		res.AckGivenUp += e.Metric("fenec_entry_gossip_acked_given_up_total", "reason", "tries") +
+			e.Metric("fenec_entry_gossip_acked_given_up_total", "reason", "queue_full")
+		res.AcksSent += e.Metric("fenec_entry_gossip_acks_sent_total", "result", "sent")
+		res.Fallbacks += e.Metric("fenec_entry_gossip_relay_fallbacks_total")
 		res.DirDup += e.Metric("fenec_entry_gossip_direct_packets_received_total", "result", "duplicate")
 		res.Dropped += e.Metric("fenec_entry_gossip_events_dropped_total")
 		res.PendDropped += e.Metric("fenec_entry_gossip_pending_dropped_total")

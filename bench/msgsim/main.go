@@ -55,6 +55,7 @@ func main() {
 	flag.IntVar(&c.RelayCopies, "relay-copies", c.RelayCopies, "relay: copies of a relay's batches to its group")
 	flag.BoolVar(&c.Nack, "nack", c.Nack, "relay: sequence numbers, heartbeats and NACKs on the relay hop")
 	flag.BoolVar(&c.Ack, "ack", c.Ack, "the origin's batches are acked and sent again where no ack came, instead of blind copies")
+	flag.BoolVar(&c.RelayAck, "relay-ack", c.RelayAck, "relay: with -ack, the relay's batches are acked by its group too (use with -nack=false)")
 	flag.Parse()
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "msgsim:", err)

@@ -105,7 +105,7 @@ func (s *Sim) sendBatch(i, b int32) {
 // CopyInterval apart (gossip/publish.go directSender).
 func (s *Sim) directSend(i, b int32, kind evKind, peers []int32) {
 	s.sendAll(i, b, kind, peers)
-	if s.cfg.Ack && kind != evRelayData {
+	if s.cfg.Ack && (kind != evRelayData || s.cfg.RelayAck) {
 		s.awaitAcks(i, b, kind, peers)
 		return
 	}

@@ -211,6 +211,7 @@ func (s *Sim) seqOf(i, relay int32) *seqState {
 func (s *Sim) recvRelayData(i, relay, b int32) {
 	bt := &s.batches[b]
 	s.recvUDP(i, bt.bytes)
+	s.ack(i, b)
 	if !setBit(bt.got, i) {
 		s.st.duplicates++
 		return

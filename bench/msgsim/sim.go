@@ -67,6 +67,9 @@ type Config struct {
 	// times) to the peers that did not ack it, instead of Copies blind copies. Direct
 	// batches in the direct strategy, the origin's batches (own group and relays) in relay.
 	Ack bool
+	// RelayAck: a relay's batches are acked by its group and sent again where no ack came
+	// (with Ack), instead of copies or NACKs.
+	RelayAck bool
 }
 
 // DefaultConfig is gossip's production defaults (gossip/config.go) and gossipsim's network.

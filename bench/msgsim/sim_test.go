@@ -180,6 +180,28 @@ func TestAcksRecoverLossWithoutCopiesOrRepair(t *testing.T) {
 	}
 }
 
+// The built design (gossip/relay.go): acks on both hops, no NACKs, no copies. Loss on the
+// relay hop is recovered by acks alone: nothing lost, no NACK sent, acks and resends from the
+// relays too.
+func TestRelayAcksRecoverBothHops(t *testing.T) {
+	c := small("relay")
+	c.Loss = 0.05
+	c.Ack, c.RelayAck, c.Nack = true, true, false
+	c.RelayShards = 2
+	c.RepairFrom = time.Hour
+	s, r := run(t, c)
+	relayAcks := 0
+	for _, w := range s.waits {
+		if w.kind == evRelayData {
+			relayAcks++
+		}
+	}
+	if r.HomesLost != 0 || r.Nacks != 0 || r.Acks == 0 || relayAcks == 0 || r.Dups > r.Resent {
+		t.Errorf("5 %% loss, acks on both hops: %d homes lost, %d NACKs, %d acks, %d relay packets awaiting acks, %d resent, %d duplicates",
+			r.HomesLost, r.Nacks, r.Acks, relayAcks, r.Resent, r.Dups)
+	}
+}
+
 // With a budget, what an origin sends each member stays within two budgets' worth in any
 // second (its rate and the second saved up), where without one it does not; what waits is
 // carried by repair.
