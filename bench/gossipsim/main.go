@@ -157,6 +157,7 @@ type result struct {
 	AckGivenUp  float64  `json:"acked_given_up"`
 	AcksSent    float64  `json:"acks_sent"`
 	Fallbacks   float64  `json:"relay_fallbacks"`
+	BudgetDef   float64  `json:"budget_deferred_flushes"`
 	DirDup      float64  `json:"direct_duplicates"`
 	EventsRecv  float64  `json:"events_received"`
 	Delivery    float64  `json:"event_delivery"`
@@ -315,6 +316,7 @@ func run(f flags) (*result, error) {
 			e.Metric("fenec_entry_gossip_acked_given_up_total", "reason", "queue_full")
 		res.AcksSent += e.Metric("fenec_entry_gossip_acks_sent_total", "result", "sent")
 		res.Fallbacks += e.Metric("fenec_entry_gossip_relay_fallbacks_total")
+		res.BudgetDef += e.Metric("fenec_entry_gossip_direct_budget_deferred_total")
 		res.DirDup += e.Metric("fenec_entry_gossip_direct_packets_received_total", "result", "duplicate")
 		res.Dropped += e.Metric("fenec_entry_gossip_events_dropped_total")
 		res.PendDropped += e.Metric("fenec_entry_gossip_pending_dropped_total")
