@@ -114,10 +114,9 @@ func planRelays(self string, members []serf.Member, above, shards int, secure bo
 			p.own = append(p.own, a)
 			continue
 		}
-		h := fnvStr(fnvOffset, m.Name)
 		for s := range shards {
 			c := &best[g*shards+s]
-			if score := mix64(h ^ (uint64(s+1) * 0x9E3779B97F4A7C15)); c.m == nil || score > c.score {
+			if score := relayScore(m.Name, s); c.m == nil || score > c.score {
 				c.m, c.score = m, score
 			}
 		}
@@ -130,6 +129,51 @@ func planRelays(self string, members []serf.Member, above, shards int, secure bo
 		}
 	}
 	return p
+}
+
+// RelayStatus is how homes travel from this entry now (Gossip.Relays).
+type RelayStatus struct {
+	// On: through relays (more than RelayAbove alive members, keyed, every one able to);
+	// off: straight to every member.
+	On bool `json:"on"`
+	// Groups and Shards are the relay plan's; Group is how many members this entry's group
+	// has, itself included; RelayFor the shards this entry relays to its group (for the
+	// other groups' origins).
+	Groups   int   `json:"groups,omitempty"`
+	Shards   int   `json:"shards,omitempty"`
+	Group    int   `json:"group_members,omitempty"`
+	RelayFor []int `json:"relay_for_shards,omitempty"`
+}
+
+// Relays says how homes travel from this entry now, from the plan its batches go by.
+func (g *Gossip) Relays() RelayStatus {
+	p := g.relayPlan()
+	if p == nil {
+		return RelayStatus{}
+	}
+	st := RelayStatus{On: true, Groups: len(p.groups), Shards: len(p.relays), Group: len(p.own) + 1}
+	// This entry relays shard s for its group when another group's origin picks it: the
+	// plan of any member of another group says so. The score is the same from every
+	// origin, so this entry is shard s's relay when it wins among its own group.
+	for s := range st.Shards {
+		mine := relayScore(g.cfg.NodeName, s)
+		best := true
+		for _, a := range p.own {
+			if relayScore(a.Name, s) > mine {
+				best = false
+				break
+			}
+		}
+		if best {
+			st.RelayFor = append(st.RelayFor, s)
+		}
+	}
+	return st
+}
+
+// relayScore is the rendezvous score of member name for shard s.
+func relayScore(name string, s int) uint64 {
+	return mix64(fnvStr(fnvOffset, name) ^ (uint64(s+1) * 0x9E3779B97F4A7C15))
 }
 
 func groupOf(name string, groups int) int {

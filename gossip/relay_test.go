@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -192,6 +193,35 @@ func TestHomesTravelThroughRelays(t *testing.T) {
 	})
 	if a := promtest.ToFloat64(origin.g.m.acksReceived.WithLabelValues("matched")); a == 0 {
 		t.Error("the origin got no ack")
+	}
+	// What each entry says of itself (/status): relays on, and the relays the origin sends
+	// to are the ones that say they relay those shards; every group has one per shard.
+	byName := map[string]RelayStatus{}
+	claims := 0
+	for _, nd := range nodes {
+		st := nd.g.Relays()
+		if !st.On || st.Shards != 2 || st.Groups != 4 { // ceil(sqrt(10))
+			t.Errorf("%s: relays %+v, want on with 4 groups and 2 shards", nd.name, st)
+		}
+		byName[nd.name] = st
+		claims += len(st.RelayFor)
+	}
+	plan := origin.g.relayPlan()
+	for s, relays := range plan.relays {
+		for _, r := range relays {
+			if !slices.Contains(byName[r.Name].RelayFor, s) {
+				t.Errorf("the origin sends shard %d to %s, which says it relays %v", s, r.Name, byName[r.Name].RelayFor)
+			}
+		}
+	}
+	groupsSeen := 0
+	for _, g := range plan.groups {
+		if len(g) > 0 {
+			groupsSeen++
+		}
+	}
+	if claims != groupsSeen*2 {
+		t.Errorf("%d (entry, shard) relay claims, want one per shard in each of %d groups", claims, groupsSeen)
 	}
 }
 

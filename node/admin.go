@@ -114,6 +114,10 @@ func (n *Node) Status() status.Status {
 	s.GossipState = "off"
 	if g := n.getCluster(); g != nil {
 		s.GossipUp, s.GossipState = g.Up(), g.State()
+		if s.GossipUp {
+			r := g.Relays()
+			s.Relays = &status.RelayStatus{On: r.On, Groups: r.Groups, Shards: r.Shards, Group: r.Group, RelayFor: r.RelayFor}
+		}
 	}
 	lat := n.proxy.Latencies()
 	own := map[string]float64{}

@@ -187,7 +187,8 @@ func TestStatusPageChromium(t *testing.T) {
 	url := "http://" + fra.AdminAddr().String() + "/status"
 	dom := string(runChromium(t, chromium, "--dump-dom", url))
 	for _, want := range []string{"entry-fra", "entry-iad", "entry-sin", "entry-syd", `id="region-eu"`,
-		`id="region-us"`, `id="region-ap"`, ">left<", ">failing<", ">marked<", "never_made", `id="latency"`, "td class=\"num mono best\""} {
+		`id="region-us"`, `id="region-ap"`, ">left<", ">failing<", ">marked<", "never_made", `id="latency"`, "td class=\"num mono best\"",
+		"homes travel: straight to every member"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the DOM Chromium built lacks %q", want)
 		}
@@ -246,4 +247,23 @@ func countColours(img image.Image) int {
 		}
 	}
 	return len(seen)
+}
+
+// The status says how homes travel: straight to every member in a small cluster, and nothing
+// while gossip is off.
+func TestStatusSaysHowHomesTravel(t *testing.T) {
+	eu := newRouter(t, "eu", nil)
+	alone, _ := startNode(t, testConfig(t, "eu", eu.URL))
+	if r := alone.Status().Relays; r != nil {
+		t.Errorf("gossip off, and the status says homes travel %+v", *r)
+	}
+	c := testConfig(t, "eu", eu.URL)
+	c.GossipKey = SecretBytes("0123456789abcdef0123456789abcdef")
+	c.GossipBind, c.RPCAddr = "127.0.0.1:0", "127.0.0.1:0"
+	n, _ := startNode(t, c)
+	testutil.Eventually(t, 10*time.Second, "gossip up", func() bool { return n.Status().GossipUp })
+	r := n.Status().Relays
+	if r == nil || r.On || r.Groups != 0 || len(r.RelayFor) != 0 {
+		t.Errorf("one entry, and the status says homes travel %+v, want straight to every member", r)
+	}
 }

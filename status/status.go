@@ -37,8 +37,21 @@ type Status struct {
 	// not map, goes to first: the default region unless a measured one is clearly closer.
 	Closest string `json:"closest_region"`
 
+	// Relays is how homes travel from this entry: nil while gossip is off or down; Relays.On
+	// false, straight to every member; true, through relays (large fleets).
+	Relays *RelayStatus `json:"relays,omitempty"`
+
 	At      time.Time      `json:"at"`                       // when this status was taken
 	Traffic *GossipTraffic `json:"gossip_traffic,omitempty"` // nil when gossip is off
+}
+
+// RelayStatus is how this entry's homes travel (above 64 alive members, through relays).
+type RelayStatus struct {
+	On       bool  `json:"on"`
+	Groups   int   `json:"groups,omitempty"`           // the cluster's relay groups
+	Shards   int   `json:"shards,omitempty"`           // tenant shards, one relay each per group
+	Group    int   `json:"group_members,omitempty"`    // this entry's group, itself included
+	RelayFor []int `json:"relay_for_shards,omitempty"` // the shards this entry relays to its group
 }
 
 // MemberStatus is one gossip member as serf sees it.

@@ -8,8 +8,8 @@ import (
 )
 
 // GossipTraffic is the recent gossip traffic of this entry, per second over about the last
-// minute and in all since the start. A message is a serf user event (marks and clears) or a
-// direct packet (a batch of homes, one copy to one member): both count.
+// minute and in all since the start. A message is a serf user event (marks and clears), a
+// direct packet (a batch of homes, one copy to one member) or a relay's ack: all count.
 type GossipTraffic struct {
 	// WindowSeconds is how long the rates are averaged over: about a minute while the
 	// status is looked at every few seconds, longer after a pause (since the last look
@@ -37,6 +37,16 @@ var trafficCounters = map[string]func(s *trafficSample, result string) *float64{
 	"fenec_entry_gossip_events_received_total":     func(s *trafficSample, _ string) *float64 { return &s.received },
 	"fenec_entry_gossip_events_dropped_total":      func(s *trafficSample, _ string) *float64 { return &s.dropped },
 	"fenec_entry_gossip_events_invalid_total":      func(s *trafficSample, _ string) *float64 { return &s.dropped },
+	// Relays' acks (gossip/acked.go): an ack sent or received is a message; one not sent, or
+	// a packet given up on for a receiver, is dropped.
+	"fenec_entry_gossip_acks_sent_total": func(s *trafficSample, result string) *float64 {
+		if result == "sent" {
+			return &s.sent
+		}
+		return &s.dropped
+	},
+	"fenec_entry_gossip_acks_received_total":  func(s *trafficSample, _ string) *float64 { return &s.received },
+	"fenec_entry_gossip_acked_given_up_total": func(s *trafficSample, _ string) *float64 { return &s.dropped },
 	"fenec_entry_gossip_direct_packets_received_total": func(s *trafficSample, result string) *float64 {
 		switch result {
 		case "new":

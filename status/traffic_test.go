@@ -103,3 +103,22 @@ func TestTrafficRates(t *testing.T) {
 		t.Errorf("not started: %+v", g)
 	}
 }
+
+// A relay's acks are messages too: sent and received count, an ack not sent and a packet
+// given up on for a receiver are dropped.
+func TestTrafficCountsAcks(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	sent := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fenec_entry_gossip_acks_sent_total", Help: "h"}, []string{"result"})
+	recv := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fenec_entry_gossip_acks_received_total", Help: "h"}, []string{"result"})
+	gaveUp := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fenec_entry_gossip_acked_given_up_total", Help: "h"}, []string{"reason"})
+	reg.MustRegister(sent, recv, gaveUp)
+	sent.WithLabelValues("sent").Add(10)
+	sent.WithLabelValues("queue_full").Add(2)
+	recv.WithLabelValues("matched").Add(7)
+	recv.WithLabelValues("late").Add(1)
+	gaveUp.WithLabelValues("tries").Add(3)
+	g := new(Traffic).Rates(reg, time.Unix(1_800_000_000, 0), time.Time{})
+	if g.Sent != 10 || g.Received != 8 || g.Dropped != 5 {
+		t.Errorf("acks: %+v, want 10 sent, 8 received, 5 dropped", g)
+	}
+}
