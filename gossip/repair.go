@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -153,6 +154,9 @@ func computeDigest(t *homes.Table, before uint64) *digest {
 
 func (s *Sync) serveDigest(w http.ResponseWriter, r *http.Request) {
 	who, aerr := s.authenticate(r)
+	if aerr == nil && s.partial.Load() {
+		aerr = errBootstrapping
+	}
 	if aerr != nil {
 		s.writeError(w, "digest", aerr)
 		return
@@ -183,6 +187,9 @@ var errBadPull = &authError{http.StatusBadRequest, "bad_request", "the body is n
 
 func (s *Sync) servePull(w http.ResponseWriter, r *http.Request) {
 	who, aerr := s.authenticate(r)
+	if aerr == nil && s.partial.Load() {
+		aerr = errBootstrapping
+	}
 	if aerr != nil {
 		s.writeError(w, "pull", aerr)
 		return
@@ -238,7 +245,9 @@ func (s *Sync) Repair(ctx context.Context, peer Peer) (res RepairResult, err err
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	defer func() {
-		switch {
+		switch se := (*StatusError)(nil); {
+		case errors.As(err, &se) && se.Code == errBootstrapping.code:
+			s.m.rounds.WithLabelValues("peer_bootstrapping").Inc()
 		case err != nil:
 			s.m.rounds.WithLabelValues("error").Inc()
 		case res.Buckets == 0 && !res.MarksDiffer:
@@ -335,6 +344,10 @@ func jitter(d time.Duration) time.Duration {
 }
 
 func (s *Sync) repairRound(ctx context.Context) {
+	if s.repairPaused() {
+		s.m.rounds.WithLabelValues("bootstrapping").Inc()
+		return
+	}
 	peers := s.cfg.Peers()
 	if len(peers) == 0 {
 		s.m.rounds.WithLabelValues("no_peer").Inc()

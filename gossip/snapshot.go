@@ -121,6 +121,8 @@ type Sync struct {
 	streams    chan struct{} // semaphore of served streams
 	maxRecords int
 	pullCursor atomic.Uint32 // the digest bucket the next capped pull starts from (repair.go)
+	bootstraps atomic.Int32  // this entry's table fetches in progress (beginBootstrap)
+	partial    atomic.Bool   // a fetch began with an empty table: digests and pulls are refused
 	maxBytes   int64
 	m          *syncMetrics
 	log        zerolog.Logger
@@ -567,6 +569,7 @@ func (s *Sync) Fetch(ctx context.Context, peer Peer) (applied, invalid int, err 
 // failure. The caller reports ready once it returns nil (or gives up, with a deadline on ctx,
 // and serves with what repair brings later).
 func (s *Sync) Bootstrap(ctx context.Context) error {
+	defer s.beginBootstrap()()
 	backoff := 250 * time.Millisecond
 	start := time.Now()
 	var last error
@@ -605,3 +608,34 @@ func (s *Sync) Bootstrap(ctx context.Context) error {
 		}
 	}
 }
+
+// beginBootstrap marks a fetch of this entry's table in progress until the returned func is
+// called (once); fetches may nest (Gossip.Bootstrap around Sync.Bootstrap). While one is in
+// progress this entry starts no repair (repairPaused): the fetch brings a peer's whole table,
+// and a repair round beside it costs that peer a digest of its table and a pull of a quarter
+// of it, unpaced beside the stream. If the table was empty when the outermost began, digests
+// and pulls are refused (503 "bootstrapping") until it ends: the table is part of a peer's,
+// so a peer repairing with it (as every peer does with an entry that comes alive) would
+// compute its own digest and pull buckets of homes it holds, for nothing. A warm entry's
+// table (restored from its state file) is answered as usual: it may hold what peers lack.
+func (s *Sync) beginBootstrap() (end func()) {
+	if s.bootstraps.Add(1) == 1 {
+		s.partial.Store(s.cfg.Table.Len() == 0)
+	}
+	var once atomic.Bool
+	return func() {
+		if !once.CompareAndSwap(false, true) {
+			return
+		}
+		if s.bootstraps.Add(-1) == 0 {
+			s.partial.Store(false)
+		}
+	}
+}
+
+// repairPaused reports whether this entry is fetching its table (beginBootstrap): no repair
+// round starts then.
+func (s *Sync) repairPaused() bool { return s.bootstraps.Load() > 0 }
+
+var errBootstrapping = &authError{http.StatusServiceUnavailable, "bootstrapping",
+	"this entry is fetching its table from a peer: it holds part of it, repair with it later"}
