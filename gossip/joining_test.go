@@ -4,16 +4,20 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fenec/fenec-entry/homes"
 )
 
 // What a join costs the peer that serves it (bench/joiner, docs/BENCHMARKS.md): the joiner
-// starts no repair and answers none while it fetches.
+// starts no repair and answers none while it fetches; the stream writes a few large blocks,
+// unchunked, and paces itself without falling behind a joiner's bound.
 
 // Regression (bench/joiner, pinned: A's p99 2.5-3.4x its idle one while B joined): the peer
 // that saw the joiner come alive repaired with it, computing a digest of its million homes
@@ -141,5 +145,100 @@ func TestRejoined(t *testing.T) {
 	alive, _ := rejoined(map[string]bool{"a": true}, []Peer{pa, pb}, true)
 	if _, back := rejoined(alive, []Peer{pa, pb}, false); back != nil {
 		t.Errorf("after the bootstrap: repair with %v, want none", back)
+	}
+}
+
+// A stream's body is not chunked (a chunk cost three writes a flush) and still verifies.
+func TestStreamBodyNotChunked(t *testing.T) {
+	ms := newMembers("a", "b")
+	a, b := newSyncNode(t, "a", ms), newSyncNode(t, "b", ms)
+	fill(a.table, 0, 3000, ver(-time.Minute, 0, "a"))
+	resp, mac, err := b.sync.call(context.Background(), a.peer(), http.MethodGet, pathSnapshot, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if len(resp.TransferEncoding) != 0 || !resp.Close {
+		t.Errorf("transfer encoding %v, close %v; want none, ended by the connection", resp.TransferEncoding, resp.Close)
+	}
+	got, err := b.sync.readStream(resp.Body, mac, viaSnapshot)
+	if err != nil || got.homesApplied != 3000 {
+		t.Fatalf("readStream: %d applied, %v", got.homesApplied, err)
+	}
+}
+
+// A stream is flushed every flushEvery sealed blocks and at its end.
+func TestStreamFlushesEveryFourBlocks(t *testing.T) {
+	var buf bytes.Buffer
+	flushes := 0
+	sw := newStreamWriter(&buf, newStreamMAC([]byte("k"), "n", pathSnapshot), func() error { flushes++; return nil })
+	if err := sw.header("a", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	const n = 2*4*sealEvery + 10
+	for i := range n {
+		if err := sw.home(homes.Home{Tenant: fmt.Sprintf("t%d", i), Region: "eu", Version: homes.Version{HLC: 1, Origin: "a"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if flushes != 2 {
+		t.Errorf("%d flushes after %d homes, want 2", flushes, n)
+	}
+	if err := sw.trailer(); err != nil || flushes != 3 {
+		t.Errorf("trailer: %v, %d flushes; want 3", err, flushes)
+	}
+	sr := newStreamReader(&buf, newStreamMAC([]byte("k"), "n", pathSnapshot), n)
+	seals := 0
+	for {
+		rec, err := sr.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.kind == recSeal {
+			seals++
+		}
+		if rec.last {
+			break
+		}
+	}
+	if seals != n/sealEvery {
+		t.Errorf("%d seals, want %d: a block is still %d records", seals, n/sealEvery, sealEvery)
+	}
+}
+
+// The pacer pauses once every paceEvery homes: as long as they took while on schedule, until
+// the maxStreamRate schedule when ahead of it, and only yieldPause when behind minStreamRate.
+func TestPacer(t *testing.T) {
+	rows := []struct {
+		name    string
+		perHome time.Duration // the clock's advance for each home written
+		homes   int
+		want    []time.Duration
+	}{
+		// 1,024 homes take 0.1 ms; at 400,000 a second they are due at 2.56 ms.
+		{"ahead of the cap", 100 * time.Nanosecond, 3 * paceEvery, []time.Duration{
+			2560*time.Microsecond - 102400*time.Nanosecond,
+			2560*time.Microsecond - 102400*time.Nanosecond,
+			2560*time.Microsecond - 102400*time.Nanosecond}},
+		// 1,024 homes take 3.07 ms: on the 300,000 a second floor (3.41 ms) at first, so
+		// a pause as long; behind it after (9.2 ms for 2,048, due at 6.83), so a yield.
+		{"a contended CPU", 3 * time.Microsecond, 3 * paceEvery, []time.Duration{
+			3072 * time.Microsecond, yieldPause, yieldPause}},
+		{"fewer than a batch", time.Microsecond, paceEvery - 1, nil},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			clock := time.Unix(1000, 0)
+			var pauses []time.Duration
+			p := newPacerClock(func() time.Time { return clock },
+				func(d time.Duration) { pauses = append(pauses, d); clock = clock.Add(d) })
+			for n := 1; n <= r.homes; n++ {
+				clock = clock.Add(r.perHome)
+				p.wait(n)
+			}
+			if !reflect.DeepEqual(pauses, r.want) {
+				t.Errorf("pauses %v, want %v", pauses, r.want)
+			}
+		})
 	}
 }

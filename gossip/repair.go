@@ -209,7 +209,7 @@ func (s *Sync) servePull(w http.ResponseWriter, r *http.Request) {
 		}
 		var err error
 		n := 0
-		pace := newPacer(time.Now())
+		pace := newPacer()
 		s.cfg.Table.Range(func(h homes.Home, _ homes.Source) bool {
 			if b := bucketOf(h.Tenant); req.Buckets[b/8]&(1<<(b%8)) == 0 {
 				return true
@@ -217,9 +217,11 @@ func (s *Sync) servePull(w http.ResponseWriter, r *http.Request) {
 			if n++; n > s.maxRecords {
 				return false
 			}
+			if err = sw.home(h); err != nil {
+				return false
+			}
 			pace.wait(n)
-			err = sw.home(h)
-			return err == nil
+			return true
 		})
 		if err != nil {
 			return err

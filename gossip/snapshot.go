@@ -267,14 +267,16 @@ func (s *Sync) serveSnapshot(w http.ResponseWriter, r *http.Request) {
 		}
 		var err error
 		n := 0
-		pace := newPacer(time.Now())
+		pace := newPacer()
 		t.Range(func(h homes.Home, _ homes.Source) bool {
 			if n++; n > s.maxRecords {
 				return false
 			}
+			if err = sw.home(h); err != nil {
+				return false
+			}
 			pace.wait(n)
-			err = sw.home(h)
-			return err == nil
+			return true
 		})
 		if err != nil {
 			return err
@@ -293,38 +295,79 @@ func (s *Sync) writeMarks(sw *streamWriter) error {
 }
 
 // maxStreamRate bounds the homes a table or pull stream sends a second: a million in 2.5 s,
-// within a joiner's 5 s.
-const maxStreamRate = 400_000
+// within a joiner's 5 s. minStreamRate is the pace below which a stream stops yielding half
+// its CPU: a million in 3.3 s, so that a contended CPU still brings a joiner a million homes
+// within its bootstrap's 4.5 s (node: a first peer within 2 s, then its table within 2.5 s).
+const (
+	maxStreamRate = 400_000
+	minStreamRate = 300_000
+)
 
 // pacer spreads a stream's work so that the serving entry's own requests keep its CPU: after
-// each sealed block (256 homes, about 0.1-0.3 ms of Range, encoding and sealing) it sleeps at
-// least as long as the block took (at most half of a CPU, in slices short enough that a
-// request never waits behind a whole stream), and longer if that is still ahead of
-// maxStreamRate. Without it a stream ran as one CPU-bound goroutine for a second a million
-// homes, and the entry's requests waited behind it for the scheduler's time slices
-// (bench/joiner: p99 7x its idle p99 while a joiner fetched a million homes).
-type pacer struct{ start, block time.Time }
+// each write (flushEvery sealed blocks, 1,024 homes, about 0.2-0.5 ms of Range, encoding,
+// sealing and the write) it sleeps at least as long as that took (at most half of a CPU, in
+// slices short enough that a request never waits behind a whole stream), and longer if that
+// is still ahead of maxStreamRate. Behind minStreamRate it pauses only yieldPause: on a
+// contended CPU a batch's time is mostly the time the stream waited for the CPU, and pausing
+// as long again slowed a million homes to 4.5 s (bench/joiner, pinned). Without it a stream ran as one CPU-bound goroutine for a
+// second a million homes, and the entry's requests waited behind it for the scheduler's time
+// slices (bench/joiner: p99 7x its idle p99 while a joiner fetched a million homes). It
+// pauses once a write, not once a block: each pause and each write wakes the joiner's reader
+// and this entry's scheduler, which cost more of the serving CPU than the bytes did.
+type pacer struct {
+	start, block time.Time
+	now          func() time.Time    // time.Now but in tests
+	sleep        func(time.Duration) // time.Sleep but in tests
+}
 
-func newPacer(now time.Time) *pacer { return &pacer{start: now, block: now} }
+// paceEvery is how many homes a stream writes between pauses: one write.
+const paceEvery = flushEvery * sealEvery
 
+// yieldPause is the pause of a stream behind minStreamRate: enough for the requests waiting
+// for the entry's CPU to run (a goroutine that does not sleep holds its P up to 10 ms).
+const yieldPause = 50 * time.Microsecond
+
+func newPacer() *pacer { return newPacerClock(time.Now, time.Sleep) }
+
+func newPacerClock(now func() time.Time, sleep func(time.Duration)) *pacer {
+	t := now()
+	return &pacer{start: t, block: t, now: now, sleep: sleep}
+}
+
+// wait is called after the n-th home (from 1) is written; it pauses after every paceEvery.
 func (p *pacer) wait(n int) {
-	if n%sealEvery != 0 {
+	if n%paceEvery != 0 {
 		return
 	}
-	now := time.Now()
-	pause := now.Sub(p.block) // as long as the block took
-	if ahead := time.Duration(float64(n)/maxStreamRate*float64(time.Second)) - now.Sub(p.start); ahead > pause {
+	now := p.now()
+	elapsed := now.Sub(p.start)
+	pause := now.Sub(p.block) // as long as the homes since the last pause took
+	if elapsed > rateTime(n, minStreamRate) {
+		pause = min(pause, yieldPause)
+	}
+	if ahead := rateTime(n, maxStreamRate) - elapsed; ahead > pause {
 		pause = ahead
 	}
-	time.Sleep(pause)
-	p.block = time.Now()
+	p.sleep(pause)
+	p.block = p.now()
+}
+
+// rateTime is how long n homes take at rate homes a second.
+func rateTime(n, rate int) time.Duration {
+	return time.Duration(float64(n) / float64(rate) * float64(time.Second))
 }
 
 var errBusy = &authError{http.StatusServiceUnavailable, "busy", "too many snapshot streams at once"}
 
 // stream answers an authenticated request with a sealed stream that fill writes (from the
-// header to the last record; stream adds the trailer), flushed every sealed block. A write
-// error ends it without a trailer, which the peer detects.
+// header to the last record; stream adds the trailer), flushed every flushEvery sealed blocks.
+// A write error ends it without a trailer, which the peer detects.
+//
+// The body is not chunked: it ends with the connection (Transfer-Encoding: identity, which
+// net/http's server answers without chunking and then closes). The stream frames itself (its
+// trailer counts the records and its seals prove them), and a chunked body cost three writes
+// a flush (the chunk's size, its data past net/http's 4 KB buffer, and its CRLF at the
+// flush), each waking the peer's reader. A peer's client reads either.
 func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint string, who caller, fill func(*streamWriter) error) {
 	select {
 	case s.streams <- struct{}{}:
@@ -339,8 +382,9 @@ func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint string, w
 	h := w.Header()
 	h.Set("Content-Type", streamContentType)
 	h.Set("Cache-Control", "no-store")
+	h.Set("Transfer-Encoding", "identity")
 	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 32<<10)
+	bw := bufio.NewWriterSize(w, 64<<10) // a flush's flushEvery blocks, about 45 KB, in one write
 	sw := newStreamWriter(bw, newStreamMAC(who.authKey, who.nonce, r.URL.Path), func() error {
 		if err := bw.Flush(); err != nil {
 			return err
