@@ -10,7 +10,14 @@ import (
 // until that succeeds or ctx ends. With no peer seen within joinWait it returns nil at once:
 // the entry serves alone, and repair brings the table when a peer appears. The caller reports
 // ready when it returns.
+//
+// Until it returns, this entry starts no repair round, and if its table was empty it refuses
+// peers' digests and pulls (Sync.beginBootstrap): a joiner's table is part of a peer's, and
+// repairs beside the fetch cost the peer that serves it its CPU for nothing. It marks the
+// fetch before it waits for a first peer, so that RunRepair, started beside it, never sees a
+// peer come alive before the mark.
 func (g *Gossip) Bootstrap(ctx context.Context, joinWait time.Duration) error {
+	defer g.sync.beginBootstrap()()
 	t := time.NewTicker(25 * time.Millisecond)
 	defer t.Stop()
 	deadline := time.NewTimer(joinWait)
@@ -36,31 +43,49 @@ const rejoinEvery = time.Second
 // entry is back), so that what either side learned meanwhile travels at once instead of
 // waiting for the periodic round to pick that peer (which, with a random peer every ~30 s,
 // can take minutes). Both sides see each other come back, so both pull.
+//
+// Not while this entry fetches its table (Bootstrap): the peers that come alive meanwhile
+// count as known once it ends, since the fetch brought a peer's whole table. A joiner that
+// fetches its table refuses the rejoin repair of the peers that see it come alive (503
+// "bootstrapping", counted as repair_rounds_total{result="peer_bootstrapping"}); it holds a
+// peer's table when its fetch ends, and the periodic rounds carry anything else.
 func (g *Gossip) RunRepair(ctx context.Context) {
 	done := make(chan struct{})
 	go func() { defer close(done); g.sync.Run(ctx) }()
 	defer func() { <-done }()
-	alive := map[string]bool{}
-	first := true
+	var alive map[string]bool // nil until the first look: the peers then are known
 	t := time.NewTicker(rejoinEvery)
 	defer t.Stop()
 	for {
-		now := map[string]bool{}
-		for _, p := range g.syncPeers() {
-			now[p.Name] = true
-			if !alive[p.Name] && !first {
-				rctx, cancel := context.WithTimeout(ctx, g.sync.cfg.Timeout)
-				if _, err := g.sync.Repair(rctx, p); err != nil {
-					g.log.Debug().Err(err).Str("peer", p.Name).Msg("repair with a rejoined peer")
-				}
-				cancel()
+		peers := g.syncPeers()
+		var back []Peer
+		alive, back = rejoined(alive, peers, g.sync.repairPaused())
+		for _, p := range back {
+			rctx, cancel := context.WithTimeout(ctx, g.sync.cfg.Timeout)
+			if _, err := g.sync.Repair(rctx, p); err != nil {
+				g.log.Debug().Err(err).Str("peer", p.Name).Msg("repair with a rejoined peer")
 			}
+			cancel()
 		}
-		alive, first = now, false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// rejoined is one look of RunRepair: given the peers alive at the last look (nil before the
+// first) and now, it returns the peers alive now and those to repair with: the ones that came
+// alive since the last look, none at the first look or while paused (this entry fetches its
+// table).
+func rejoined(known map[string]bool, now []Peer, paused bool) (alive map[string]bool, back []Peer) {
+	alive = make(map[string]bool, len(now))
+	for _, p := range now {
+		alive[p.Name] = true
+		if known != nil && !known[p.Name] && !paused {
+			back = append(back, p)
+		}
+	}
+	return alive, back
 }

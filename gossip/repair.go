@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -153,6 +154,9 @@ func computeDigest(t *homes.Table, before uint64) *digest {
 
 func (s *Sync) serveDigest(w http.ResponseWriter, r *http.Request) {
 	who, aerr := s.authenticate(r)
+	if aerr == nil && s.partial.Load() {
+		aerr = errBootstrapping
+	}
 	if aerr != nil {
 		s.writeError(w, "digest", aerr)
 		return
@@ -183,6 +187,9 @@ var errBadPull = &authError{http.StatusBadRequest, "bad_request", "the body is n
 
 func (s *Sync) servePull(w http.ResponseWriter, r *http.Request) {
 	who, aerr := s.authenticate(r)
+	if aerr == nil && s.partial.Load() {
+		aerr = errBootstrapping
+	}
 	if aerr != nil {
 		s.writeError(w, "pull", aerr)
 		return
@@ -202,7 +209,7 @@ func (s *Sync) servePull(w http.ResponseWriter, r *http.Request) {
 		}
 		var err error
 		n := 0
-		pace := newPacer(time.Now())
+		pace := newPacer()
 		s.cfg.Table.Range(func(h homes.Home, _ homes.Source) bool {
 			if b := bucketOf(h.Tenant); req.Buckets[b/8]&(1<<(b%8)) == 0 {
 				return true
@@ -210,9 +217,11 @@ func (s *Sync) servePull(w http.ResponseWriter, r *http.Request) {
 			if n++; n > s.maxRecords {
 				return false
 			}
+			if err = sw.home(h); err != nil {
+				return false
+			}
 			pace.wait(n)
-			err = sw.home(h)
-			return err == nil
+			return true
 		})
 		if err != nil {
 			return err
@@ -238,7 +247,9 @@ func (s *Sync) Repair(ctx context.Context, peer Peer) (res RepairResult, err err
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	defer func() {
-		switch {
+		switch se := (*StatusError)(nil); {
+		case errors.As(err, &se) && se.Code == errBootstrapping.code:
+			s.m.rounds.WithLabelValues("peer_bootstrapping").Inc()
 		case err != nil:
 			s.m.rounds.WithLabelValues("error").Inc()
 		case res.Buckets == 0 && !res.MarksDiffer:
@@ -335,6 +346,10 @@ func jitter(d time.Duration) time.Duration {
 }
 
 func (s *Sync) repairRound(ctx context.Context) {
+	if s.repairPaused() {
+		s.m.rounds.WithLabelValues("bootstrapping").Inc()
+		return
+	}
 	peers := s.cfg.Peers()
 	if len(peers) == 0 {
 		s.m.rounds.WithLabelValues("no_peer").Inc()

@@ -121,6 +121,8 @@ type Sync struct {
 	streams    chan struct{} // semaphore of served streams
 	maxRecords int
 	pullCursor atomic.Uint32 // the digest bucket the next capped pull starts from (repair.go)
+	bootstraps atomic.Int32  // this entry's table fetches in progress (beginBootstrap)
+	partial    atomic.Bool   // a fetch began with an empty table: digests and pulls are refused
 	maxBytes   int64
 	m          *syncMetrics
 	log        zerolog.Logger
@@ -265,14 +267,16 @@ func (s *Sync) serveSnapshot(w http.ResponseWriter, r *http.Request) {
 		}
 		var err error
 		n := 0
-		pace := newPacer(time.Now())
+		pace := newPacer()
 		t.Range(func(h homes.Home, _ homes.Source) bool {
 			if n++; n > s.maxRecords {
 				return false
 			}
+			if err = sw.home(h); err != nil {
+				return false
+			}
 			pace.wait(n)
-			err = sw.home(h)
-			return err == nil
+			return true
 		})
 		if err != nil {
 			return err
@@ -291,38 +295,79 @@ func (s *Sync) writeMarks(sw *streamWriter) error {
 }
 
 // maxStreamRate bounds the homes a table or pull stream sends a second: a million in 2.5 s,
-// within a joiner's 5 s.
-const maxStreamRate = 400_000
+// within a joiner's 5 s. minStreamRate is the pace below which a stream stops yielding half
+// its CPU: a million in 3.3 s, so that a contended CPU still brings a joiner a million homes
+// within its bootstrap's 4.5 s (node: a first peer within 2 s, then its table within 2.5 s).
+const (
+	maxStreamRate = 400_000
+	minStreamRate = 300_000
+)
 
 // pacer spreads a stream's work so that the serving entry's own requests keep its CPU: after
-// each sealed block (256 homes, about 0.1-0.3 ms of Range, encoding and sealing) it sleeps at
-// least as long as the block took (at most half of a CPU, in slices short enough that a
-// request never waits behind a whole stream), and longer if that is still ahead of
-// maxStreamRate. Without it a stream ran as one CPU-bound goroutine for a second a million
-// homes, and the entry's requests waited behind it for the scheduler's time slices
-// (bench/joiner: p99 7x its idle p99 while a joiner fetched a million homes).
-type pacer struct{ start, block time.Time }
+// each write (flushEvery sealed blocks, 1,024 homes, about 0.2-0.5 ms of Range, encoding,
+// sealing and the write) it sleeps at least as long as that took (at most half of a CPU, in
+// slices short enough that a request never waits behind a whole stream), and longer if that
+// is still ahead of maxStreamRate. Behind minStreamRate it pauses only yieldPause: on a
+// contended CPU a batch's time is mostly the time the stream waited for the CPU, and pausing
+// as long again slowed a million homes to 4.5 s (bench/joiner, pinned). Without it a stream ran as one CPU-bound goroutine for a
+// second a million homes, and the entry's requests waited behind it for the scheduler's time
+// slices (bench/joiner: p99 7x its idle p99 while a joiner fetched a million homes). It
+// pauses once a write, not once a block: each pause and each write wakes the joiner's reader
+// and this entry's scheduler, which cost more of the serving CPU than the bytes did.
+type pacer struct {
+	start, block time.Time
+	now          func() time.Time    // time.Now but in tests
+	sleep        func(time.Duration) // time.Sleep but in tests
+}
 
-func newPacer(now time.Time) *pacer { return &pacer{start: now, block: now} }
+// paceEvery is how many homes a stream writes between pauses: one write.
+const paceEvery = flushEvery * sealEvery
 
+// yieldPause is the pause of a stream behind minStreamRate: enough for the requests waiting
+// for the entry's CPU to run (a goroutine that does not sleep holds its P up to 10 ms).
+const yieldPause = 50 * time.Microsecond
+
+func newPacer() *pacer { return newPacerClock(time.Now, time.Sleep) }
+
+func newPacerClock(now func() time.Time, sleep func(time.Duration)) *pacer {
+	t := now()
+	return &pacer{start: t, block: t, now: now, sleep: sleep}
+}
+
+// wait is called after the n-th home (from 1) is written; it pauses after every paceEvery.
 func (p *pacer) wait(n int) {
-	if n%sealEvery != 0 {
+	if n%paceEvery != 0 {
 		return
 	}
-	now := time.Now()
-	pause := now.Sub(p.block) // as long as the block took
-	if ahead := time.Duration(float64(n)/maxStreamRate*float64(time.Second)) - now.Sub(p.start); ahead > pause {
+	now := p.now()
+	elapsed := now.Sub(p.start)
+	pause := now.Sub(p.block) // as long as the homes since the last pause took
+	if elapsed > rateTime(n, minStreamRate) {
+		pause = min(pause, yieldPause)
+	}
+	if ahead := rateTime(n, maxStreamRate) - elapsed; ahead > pause {
 		pause = ahead
 	}
-	time.Sleep(pause)
-	p.block = time.Now()
+	p.sleep(pause)
+	p.block = p.now()
+}
+
+// rateTime is how long n homes take at rate homes a second.
+func rateTime(n, rate int) time.Duration {
+	return time.Duration(float64(n) / float64(rate) * float64(time.Second))
 }
 
 var errBusy = &authError{http.StatusServiceUnavailable, "busy", "too many snapshot streams at once"}
 
 // stream answers an authenticated request with a sealed stream that fill writes (from the
-// header to the last record; stream adds the trailer), flushed every sealed block. A write
-// error ends it without a trailer, which the peer detects.
+// header to the last record; stream adds the trailer), flushed every flushEvery sealed blocks.
+// A write error ends it without a trailer, which the peer detects.
+//
+// The body is not chunked: it ends with the connection (Transfer-Encoding: identity, which
+// net/http's server answers without chunking and then closes). The stream frames itself (its
+// trailer counts the records and its seals prove them), and a chunked body cost three writes
+// a flush (the chunk's size, its data past net/http's 4 KB buffer, and its CRLF at the
+// flush), each waking the peer's reader. A peer's client reads either.
 func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint string, who caller, fill func(*streamWriter) error) {
 	select {
 	case s.streams <- struct{}{}:
@@ -337,8 +382,9 @@ func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint string, w
 	h := w.Header()
 	h.Set("Content-Type", streamContentType)
 	h.Set("Cache-Control", "no-store")
+	h.Set("Transfer-Encoding", "identity")
 	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 32<<10)
+	bw := bufio.NewWriterSize(w, 64<<10) // a flush's flushEvery blocks, about 45 KB, in one write
 	sw := newStreamWriter(bw, newStreamMAC(who.authKey, who.nonce, r.URL.Path), func() error {
 		if err := bw.Flush(); err != nil {
 			return err
@@ -567,6 +613,7 @@ func (s *Sync) Fetch(ctx context.Context, peer Peer) (applied, invalid int, err 
 // failure. The caller reports ready once it returns nil (or gives up, with a deadline on ctx,
 // and serves with what repair brings later).
 func (s *Sync) Bootstrap(ctx context.Context) error {
+	defer s.beginBootstrap()()
 	backoff := 250 * time.Millisecond
 	start := time.Now()
 	var last error
@@ -605,3 +652,34 @@ func (s *Sync) Bootstrap(ctx context.Context) error {
 		}
 	}
 }
+
+// beginBootstrap marks a fetch of this entry's table in progress until the returned func is
+// called (once); fetches may nest (Gossip.Bootstrap around Sync.Bootstrap). While one is in
+// progress this entry starts no repair (repairPaused): the fetch brings a peer's whole table,
+// and a repair round beside it costs that peer a digest of its table and a pull of a quarter
+// of it, unpaced beside the stream. If the table was empty when the outermost began, digests
+// and pulls are refused (503 "bootstrapping") until it ends: the table is part of a peer's,
+// so a peer repairing with it (as every peer does with an entry that comes alive) would
+// compute its own digest and pull buckets of homes it holds, for nothing. A warm entry's
+// table (restored from its state file) is answered as usual: it may hold what peers lack.
+func (s *Sync) beginBootstrap() (end func()) {
+	if s.bootstraps.Add(1) == 1 {
+		s.partial.Store(s.cfg.Table.Len() == 0)
+	}
+	var once atomic.Bool
+	return func() {
+		if !once.CompareAndSwap(false, true) {
+			return
+		}
+		if s.bootstraps.Add(-1) == 0 {
+			s.partial.Store(false)
+		}
+	}
+}
+
+// repairPaused reports whether this entry is fetching its table (beginBootstrap): no repair
+// round starts then.
+func (s *Sync) repairPaused() bool { return s.bootstraps.Load() > 0 }
+
+var errBootstrapping = &authError{http.StatusServiceUnavailable, "bootstrapping",
+	"this entry is fetching its table from a peer: it holds part of it, repair with it later"}

@@ -9,7 +9,7 @@ type syncMetrics struct {
 	fetches    *prometheus.CounterVec // by result: ok, error
 	applied    *prometheus.CounterVec // by via (snapshot, repair) and type (home, mark)
 	invalid    *prometheus.CounterVec // by via and type
-	rounds     *prometheus.CounterVec // repair rounds by result: pulled, in_sync, no_peer, error
+	rounds     *prometheus.CounterVec // repair rounds by result: pulled, in_sync, no_peer, error, bootstrapping, peer_bootstrapping
 	buckets    prometheus.Counter     // repair buckets found differing and pulled
 	deferred   prometheus.Counter     // differing buckets left to a later round (maxPullBuckets)
 }
@@ -46,7 +46,7 @@ func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
 		}, []string{"via", "type"}),
 		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenec_entry_repair_rounds_total",
-			Help: "Anti-entropy rounds by result (pulled, in_sync, no_peer, error).",
+			Help: "Anti-entropy rounds by result (pulled, in_sync, no_peer, error; bootstrapping: skipped while this entry fetches its table; peer_bootstrapping: the peer was fetching its table and refused).",
 		}, []string{"result"}),
 		buckets: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_repair_buckets_differing_total",

@@ -43,6 +43,7 @@ const (
 	recTrailer = 6
 
 	sealEvery   = 256            // records per sealed block: what a reader buffers before applying
+	flushEvery  = 4              // sealed blocks per write to the peer: about 45 KB of homes
 	maxWireStr  = 1024           // longest string a record may carry; longer ends the stream
 	maxRecBytes = 4 * maxWireStr // bound on one record's bytes, for the stream's byte bound
 )
@@ -117,13 +118,16 @@ func timeNano(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// streamWriter writes one stream. flush is called after every seal and at the end, to push
-// a block to the peer (the http.Flusher); it may be nil.
+// streamWriter writes one stream. flush is called after every flushEvery seals and at the
+// end, to push the blocks to the peer (the http.Flusher); it may be nil. The peer applies a
+// block once its seal arrives: flushing four at a time makes one write of about 45 KB where
+// a block alone (11 KB) cost nearly as much to write (bench/joiner, docs/BENCHMARKS.md).
 type streamWriter struct {
 	enc          *msgpack.Encoder
 	mac          *streamMAC
 	flush        func() error
-	block        int
+	block        int // records since the last seal
+	seals        int // seals since the last flush
 	homes, marks uint64
 }
 
@@ -187,7 +191,7 @@ func (w *streamWriter) digest(d *digest) error {
 	return w.enc.EncodeUint(d.marks)
 }
 
-// counted seals the block after sealEvery records.
+// counted seals the block after sealEvery records, and flushes after flushEvery seals.
 func (w *streamWriter) counted() error {
 	if w.block++; w.block < sealEvery {
 		return nil
@@ -196,6 +200,10 @@ func (w *streamWriter) counted() error {
 	if err := w.enc.EncodeMulti(encArray(2), recSeal, w.mac.sum()); err != nil {
 		return err
 	}
+	if w.seals++; w.seals < flushEvery {
+		return nil
+	}
+	w.seals = 0
 	return w.doFlush()
 }
 

@@ -60,6 +60,7 @@ func main() {
 	clients := flag.Int("clients", 4, "closed-loop clients reading through A")
 	idle := flag.Duration("idle", 5*time.Second, "how long the idle latencies are taken")
 	timeout := flag.Duration("timeout", 60*time.Second, "bound on B's wait for ready")
+	flag.StringVar(&logDir, "logs", "", "if set, write the entries' logs (debug level) there as a.log and b.log")
 	pin := flag.Bool("pin", false, "run A on CPU 0 and B on CPU 1 (taskset), so that B's applying does not take A's CPU: "+
 		"what a joiner on its own machine costs the peer; run this command under taskset -c 0 too")
 	flag.Parse()
@@ -110,7 +111,11 @@ func run(bin string, n, clients int, idle, timeout time.Duration) (result, error
 
 	key := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	gossipA := freeAddr()
-	common := []string{"--routers", routers, "--homes", fmt.Sprint(n), "--gossip-key", key, "--log-level", "info"}
+	level := "info"
+	if logDir != "" {
+		level = "debug"
+	}
+	common := []string{"--routers", routers, "--homes", fmt.Sprint(n), "--gossip-key", key, "--log-level", level}
 	a, err := startOn(cpuIf(pinA, 0), bin, append(common, "--node", "entry-a", "--pop", "ams", "--listen", "127.0.0.1:0",
 		"--admin-listen", "127.0.0.1:0", "--gossip-bind", gossipA, "--gossip-advertise", gossipA,
 		"--rpc-addr", freeAddr(), "--state-dir", stateA)...)
@@ -118,6 +123,7 @@ func run(bin string, n, clients int, idle, timeout time.Duration) (result, error
 		return res, err
 	}
 	defer a.stop()
+	defer a.keepLog("a.log") // after stop: the whole log
 	aClient, aAdmin, err := a.addrs(30 * time.Second)
 	if err != nil {
 		return res, err
@@ -144,6 +150,7 @@ func run(bin string, n, clients int, idle, timeout time.Duration) (result, error
 		return res, err
 	}
 	defer b.stop()
+	defer b.keepLog("b.log")
 	_, bAdmin, err := b.addrs(30 * time.Second)
 	if err != nil {
 		return res, err
@@ -185,6 +192,20 @@ func writeState(dir, node string, n int) error {
 }
 
 var pinA, pinB bool // set from -pin
+
+var logDir string // set from -logs
+
+// keepLog writes p's stderr to logDir/name when -logs is set.
+func (p *proc) keepLog(name string) {
+	if logDir == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := os.WriteFile(filepath.Join(logDir, name), []byte(strings.Join(p.lines, "\n")+"\n"), 0o644); err != nil {
+		logf("%s: %v", name, err)
+	}
+}
 
 type proc struct {
 	cmd   *exec.Cmd
