@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"net/http"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -105,7 +106,7 @@ func (n *Node) Status() status.Status {
 		Homes: status.HomesStatus{
 			Held: st.Homes, Local: st.Local, Gossip: st.Gossip, Capacity: n.cfg.Homes,
 			Evicted: st.Evicted, FeedDropped: st.FeedDropped, UnknownRegion: st.UnknownRegion,
-			Digest: gossip.TableDigest(n.homes),
+			Digest: n.digest.of(n.homes),
 		},
 	}
 	if t := n.startedAt.Load(); t != nil {
@@ -175,4 +176,27 @@ func routerStatus(url string, st proxy.RouterState) status.RouterStatus {
 		rs.State = "failing"
 	}
 	return rs
+}
+
+// tableDigest is the status's digest of the homes held (gossip.TableDigest), made again only
+// when the table's Generation moved: a digest reads every home (0.1 s of CPU at a million),
+// and a status page looked at every few seconds would spend that each time. Equal
+// generations mean the homes held did not change, so a kept digest is still true.
+type tableDigest struct {
+	mu  sync.Mutex
+	gen uint64
+	val string
+}
+
+// digestOf is gossip.TableDigest; a test counts its calls.
+var digestOf = gossip.TableDigest
+
+func (d *tableDigest) of(t *homes.Table) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	gen := t.Generation()
+	if d.val == "" || gen != d.gen {
+		d.gen, d.val = gen, digestOf(t) // read after gen: a change meanwhile moves gen past d.gen
+	}
+	return d.val
 }

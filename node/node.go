@@ -87,6 +87,7 @@ type Node struct {
 	draining  atomic.Bool
 	startedAt atomic.Pointer[time.Time] // nil until Start has bound the listeners
 	traffic   status.Traffic            // gossip event rates for Status; zero value ready
+	digest    tableDigest               // the status's table digest, made again only on a change
 
 	bg       context.Context // ends the background goroutines; cancelled by stopBackground
 	bgCancel context.CancelFunc

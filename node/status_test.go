@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenec/fenec-entry/gossip"
+	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/internal/testutil"
 	"github.com/fenec/fenec-entry/proxy"
 	"github.com/fenec/fenec-entry/status"
@@ -265,5 +267,31 @@ func TestStatusSaysHowHomesTravel(t *testing.T) {
 	r := n.Status().Relays
 	if r == nil || r.On || r.Groups != 0 || len(r.RelayFor) != 0 {
 		t.Errorf("one entry, and the status says homes travel %+v, want straight to every member", r)
+	}
+}
+
+// The status's table digest is made again only when the homes held changed, and is then the
+// digest of the table as it is.
+func TestStatusDigestOnlyOnAChange(t *testing.T) {
+	calls := 0
+	digestOf = func(tb *homes.Table) string { calls++; return gossip.TableDigest(tb) }
+	t.Cleanup(func() { digestOf = gossip.TableDigest })
+	table, err := homes.New(homes.Config{Regions: []string{"eu", "us"}, Origin: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d tableDigest
+	empty := d.of(table)
+	if d.of(table) != empty || calls != 1 {
+		t.Errorf("unchanged table: %d digests made, want 1", calls)
+	}
+	table.Learn("acme", 1)
+	if got := d.of(table); got == empty || got != gossip.TableDigest(table) || calls != 2 {
+		t.Errorf("after a learn: digest %s (table's %s), %d made, want the new one made once more",
+			got, gossip.TableDigest(table), calls)
+	}
+	d.of(table)
+	if calls != 2 {
+		t.Errorf("%d digests made for two looks at one table", calls)
 	}
 }
