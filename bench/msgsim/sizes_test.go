@@ -123,7 +123,16 @@ func TestSizesMatchRealCodecs(t *testing.T) {
 			t.Errorf("k=%d: %d batches; the model's capacity (%d) needs %d", k, nb, directCapacity, want)
 		}
 		// The model's bytes for k homes in nb batches. A flush tick that fell among the
-		// learnings (likelier under -race) splits them in more batches than capacity needs.
+		// learnings (likelier under -race) splits them in more batches than capacity needs,
+		// and unevenly (a model of even batches then misses by up to 6 % at k=64): those
+		// sizes are not compared.
+		if need := (k + directCapacity - 1) / directCapacity; nb > need {
+			t.Logf("k=%3d: a flush tick split the homes in %d batches (%d needed); sizes not compared", k, nb, need)
+			if dn != 6*nb {
+				t.Errorf("k=%d: %d direct packets for %d batches; want 6 a batch", k, dn, nb)
+			}
+			continue
+		}
 		model := 0.0
 		for j := range nb {
 			model += float64(directBytes(k*(j+1)/nb - k*j/nb))
