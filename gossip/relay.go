@@ -32,8 +32,8 @@ import (
 //     relay that never acks (dead, partitioned) makes the origin send the batch straight to
 //     the rest of the relay's group.
 //
-// An origin sends about (1 + shards) sqrt(N) packets a batch instead of N-1, a member receives
-// each home about once, in full packets, and a relay, one in sqrt(N)/shards of the members,
+// An origin sends about 2 sqrt(N) packets a home (its group, and a relay in each other group)
+// instead of N-1, a member receives each home about once, in packed batches, and a relay
 // sends its group its shard of everything. A home takes two hops and up to RelayFlush more.
 // Entries whose member lists differ for a moment (a join, a failure) may group differently:
 // a home a group then misses is repair's, as a lost packet is.
@@ -52,7 +52,7 @@ const relayQueue = 4096
 
 // maxRelayShards bounds RelayShards: an origin sends a batch's homes in up to that many
 // batches, one for each shard's relays.
-const maxRelayShards = 16
+const maxRelayShards = 64
 
 // relayPlan is what this entry does with a batch when relays are on.
 type relayPlan struct {
