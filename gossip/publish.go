@@ -273,22 +273,25 @@ func (p *publisher) sendShards(now time.Time, plan *relayPlan, hs []homes.Home) 
 		parts[s] = append(parts[s], h)
 	}
 	for s, part := range parts {
-		if len(part) == 0 || len(plan.relays[s]) == 0 {
-			continue
-		}
-		events, _, _, _, err := p.enc.split(nil, part, len(part), false) // skipped: counted in flush
-		if err != nil {
-			p.log.Warn().Err(err).Msg("gossip: encoding a relay batch failed; dropping it")
-			continue
-		}
-		for _, ev := range events {
-			if err := p.direct.acks.send(now, directRelay, ev.payload, plan.relays[s], p.direct.fallback); err != nil {
-				p.m.eventsDropped.WithLabelValues("send").Inc()
-				p.log.Warn().Err(err).Msg("gossip: sealing a relay batch failed; dropping it")
-			}
+		if len(part) > 0 && len(plan.relays[s]) > 0 { // no relays: one group, its own sends did it
+			p.sendShard(now, part, plan.relays[s])
 		}
 		clear(part)
-		parts[s] = part[:0]
+		parts[s] = part[:0] // every shard emptied, sent or not: the next flush starts afresh
+	}
+}
+
+func (p *publisher) sendShard(now time.Time, part []homes.Home, relays []memberlist.Address) {
+	events, _, _, _, err := p.enc.split(nil, part, len(part), false) // skipped: counted in flush
+	if err != nil {
+		p.log.Warn().Err(err).Msg("gossip: encoding a relay batch failed; dropping it")
+		return
+	}
+	for _, ev := range events {
+		if err := p.direct.acks.send(now, directRelay, ev.payload, relays, p.direct.fallback); err != nil {
+			p.m.eventsDropped.WithLabelValues("send").Inc()
+			p.log.Warn().Err(err).Msg("gossip: sealing a relay batch failed; dropping it")
+		}
 	}
 }
 

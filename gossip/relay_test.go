@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/serf"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/gossip/memnet"
+	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
@@ -355,5 +358,39 @@ func TestDeadRelayFallsBackToItsGroup(t *testing.T) {
 	})
 	if promtest.ToFloat64(origin.g.m.relayFallbacks) == 0 {
 		t.Error("no fallback counted at the origin")
+	}
+}
+
+// sendShards sends each shard's homes to that shard's relays, once: a shard with no relays
+// (a group of one) keeps nothing for the next flush, which sends only its own homes.
+func TestSendShardsKeepsNothing(t *testing.T) {
+	acks, w, m := newTestAcked(t, time.Hour)
+	p := &publisher{m: m, log: zerolog.Nop(), enc: newEncoder("origin", DefaultEventSizeLimit, time.Now),
+		direct: &directSender{acks: acks, m: m}}
+	plan := &relayPlan{relays: [][]memberlist.Address{nil, addrs("relay-1")}}
+	// Two homes of each shard a flush.
+	var flushes [2][]homes.Home
+	count := map[[2]int]int{}
+	for i := 0; len(flushes[0])+len(flushes[1]) < 8; i++ {
+		h := homes.Home{Tenant: fmt.Sprintf("tenant-%d", i), Region: "eu", Version: homes.Version{HLC: uint64(i + 1), Origin: "origin"}}
+		for f := range flushes {
+			if k := [2]int{f, plan.shard(h.Tenant)}; count[k] < 2 {
+				count[k]++
+				flushes[f] = append(flushes[f], h)
+				break
+			}
+		}
+	}
+	first, second := flushes[0], flushes[1]
+	p.sendShards(time.Now(), plan, first)
+	sent1 := w.count("relay-1")
+	p.sendShards(time.Now(), plan, second)
+	for s, part := range p.scratchS {
+		if len(part) != 0 {
+			t.Errorf("shard %d keeps %d homes after the flush", s, len(part))
+		}
+	}
+	if sent1 == 0 || w.count("relay-1") != 2*sent1 {
+		t.Errorf("relay-1 got %d packets, then %d: want the same number from each flush", sent1, w.count("relay-1")-sent1)
 	}
 }
