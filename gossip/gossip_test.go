@@ -413,6 +413,10 @@ func TestConfigValidate(t *testing.T) {
 		"queue bounds":  func(c *Config) { c.QueueLow, c.QueueHigh = 10, 5 },
 		"negative":      func(c *Config) { c.FlushInterval = -1 },
 		"negative mult": func(c *Config) { c.SuspicionMult = -1 },
+		"many shards":   func(c *Config) { c.RelayShards = maxRelayShards + 1 },
+		"neg. shards":   func(c *Config) { c.RelayShards = -1 },
+		"neg. ack wait": func(c *Config) { c.RelayAckTimeout = -1 },
+		"neg. flush":    func(c *Config) { c.RelayFlush = -1 },
 	} {
 		c := good
 		mod(&c)
