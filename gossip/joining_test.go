@@ -242,3 +242,46 @@ func TestPacer(t *testing.T) {
 		})
 	}
 }
+
+// A joiner asking a peer that is itself joining (its fetch began from empty) gets part of a
+// table, marked so: it applies it and takes a whole one from another peer in the same round;
+// with nothing but joining peers (a fleet starting cold) it takes what they have and is done.
+func TestBootstrapPrefersAWholeTable(t *testing.T) {
+	ms := newMembers("a", "p", "b")
+	a, p := newSyncNode(t, "a", ms), newSyncNode(t, "p", ms)
+	fill(a.table, 0, 1000, ver(-time.Minute, 0, "a"))
+	end := p.sync.beginBootstrap() // p is joining, from empty ...
+	defer end()
+	fill(p.table, 0, 10, ver(-time.Minute, 0, "a")) // ... and has 10 of a's homes so far
+	for i := range 8 { // the peers are tried in random order: each order, several times
+		b := newSyncNode(t, fmt.Sprintf("b%d", i), ms)
+		ms.set(b.name, loopback)
+		b.peers = []Peer{p.peer(), a.peer()}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := b.sync.Bootstrap(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.table.Len() != 1000 {
+			t.Fatalf("run %d: the joiner holds %d homes, want a's whole table of 1000", i, b.table.Len())
+		}
+	}
+	t.Run("only joining peers", func(t *testing.T) {
+		b := newSyncNode(t, "c", ms)
+		ms.set("c", loopback)
+		b.peers = []Peer{p.peer()}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		begin := time.Now()
+		if err := b.sync.Bootstrap(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if b.table.Len() != 10 || time.Since(begin) > 5*time.Second {
+			t.Errorf("%d homes after %v; want p's 10 at once", b.table.Len(), time.Since(begin))
+		}
+		if n := testutil.ToFloat64(b.sync.m.fetches.WithLabelValues("partial")); n != 1 {
+			t.Errorf("%v partial fetches counted, want 1", n)
+		}
+	})
+}

@@ -254,11 +254,20 @@ func (s *Sync) serveChallenge(w http.ResponseWriter, r *http.Request) {
 	w.Write(append(b, '\n'))
 }
 
+// partialHeader marks a table answered by an entry that is fetching its own from empty
+// (beginBootstrap): part of a peer's, not a whole one. A joiner applies it (any subset of a
+// table is safe) and prefers a whole one from another peer (Bootstrap). Not sealed: a peer
+// that strips it gets today's behaviour, a table taken as whole.
+const partialHeader = "Fenec-Table-Partial"
+
 func (s *Sync) serveSnapshot(w http.ResponseWriter, r *http.Request) {
 	who, aerr := s.authenticate(r)
 	if aerr != nil {
 		s.writeError(w, "snapshot", aerr)
 		return
+	}
+	if s.partial.Load() {
+		w.Header().Set(partialHeader, "1")
 	}
 	s.stream(w, r, "snapshot", who, func(sw *streamWriter) error {
 		t := s.cfg.Table
@@ -584,30 +593,43 @@ func (s *Sync) applyBlock(hs []homes.Home, ms []homes.Mark, got *received) {
 // records) leaves what was applied applied: versions make any subset of a peer's table safe.
 // Bounded by SyncConfig.Timeout.
 func (s *Sync) Fetch(ctx context.Context, peer Peer) (applied, invalid int, err error) {
+	applied, invalid, _, err = s.fetch(ctx, peer)
+	return applied, invalid, err
+}
+
+// fetch is Fetch, and whether the peer said its table was partial (partialHeader).
+func (s *Sync) fetch(ctx context.Context, peer Peer) (applied, invalid int, partial bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	defer func() {
 		res := "ok"
-		if err != nil {
+		switch {
+		case err != nil:
 			res = "error"
+		case partial:
+			res = "partial"
 		}
 		s.m.fetches.WithLabelValues(res).Inc()
 	}()
 	resp, mac, err := s.call(ctx, peer, http.MethodGet, pathSnapshot, nil)
 	if err != nil {
-		return 0, 0, fmt.Errorf("gossip: snapshot from %s: %w", peer.Name, err)
+		return 0, 0, false, fmt.Errorf("gossip: snapshot from %s: %w", peer.Name, err)
 	}
 	defer resp.Body.Close()
+	partial = resp.Header.Get(partialHeader) == "1"
 	got, err := s.readStream(resp.Body, mac, viaSnapshot)
 	applied, invalid = got.homesApplied+got.marksApplied, got.homesInv+got.marksInv
 	if err != nil {
-		return applied, invalid, fmt.Errorf("gossip: snapshot from %s: %w", peer.Name, err)
+		return applied, invalid, partial, fmt.Errorf("gossip: snapshot from %s: %w", peer.Name, err)
 	}
-	return applied, invalid, nil
+	return applied, invalid, partial, nil
 }
 
 // Bootstrap brings this entry the table of one live peer: it tries the peers in random order
-// until one snapshot succeeds, and returns nil then, or at once if there are no peers. While
+// until one snapshot succeeds, and returns nil then, or at once if there are no peers. A peer
+// that is itself fetching its table from empty answers part of one (partialHeader): it is
+// applied, and the round goes on to the other peers for a whole one; a round that found only
+// partial ones returns nil at its end (every peer is joining: a fleet starting cold). While
 // peers exist but every one fails, it tries again after a backoff (250 ms doubling to 5 s,
 // jittered), asking Peers each time, until ctx ends; it then returns ctx's error and the last
 // failure. The caller reports ready once it returns nil (or gives up, with a deadline on ctx,
@@ -624,8 +646,14 @@ func (s *Sync) Bootstrap(ctx context.Context) error {
 			return nil
 		}
 		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
+		partialFrom := ""
 		for _, p := range peers {
-			applied, invalid, err := s.Fetch(ctx, p)
+			applied, invalid, partial, err := s.fetch(ctx, p)
+			if err == nil && partial {
+				s.log.Debug().Str("peer", p.Name).Int("applied", applied).Msg("a joining peer's partial table: trying the others for a whole one")
+				partialFrom = p.Name
+				continue
+			}
 			if err == nil {
 				s.log.Info().Str("peer", p.Name).Int("applied", applied).Int("invalid", invalid).
 					Dur("took", time.Since(start)).Int("homes", s.cfg.Table.Len()).Msg("table fetched from peer")
@@ -642,6 +670,11 @@ func (s *Sync) Bootstrap(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return fmt.Errorf("gossip: bootstrap: %w (last: %w)", ctx.Err(), last)
 			}
+		}
+		if partialFrom != "" {
+			s.log.Info().Str("peer", partialFrom).Dur("took", time.Since(start)).Int("homes", s.cfg.Table.Len()).
+				Msg("table fetched from peers that are joining too: no whole one to be had")
+			return nil
 		}
 		wait := backoff/2 + rand.N(backoff)
 		backoff = min(2*backoff, 5*time.Second)

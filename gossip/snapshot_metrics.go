@@ -6,7 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type syncMetrics struct {
 	served     *prometheus.CounterVec // by endpoint and result (ok, error, or the refusal's code)
 	noncesFull prometheus.Counter
-	fetches    *prometheus.CounterVec // by result: ok, error
+	fetches    *prometheus.CounterVec // by result: ok, partial, error
 	applied    *prometheus.CounterVec // by via (snapshot, repair) and type (home, mark)
 	invalid    *prometheus.CounterVec // by via and type
 	rounds     *prometheus.CounterVec // repair rounds by result: pulled, in_sync, no_peer, error, bootstrapping, peer_bootstrapping
@@ -34,7 +34,7 @@ func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
 		}),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenec_entry_snapshot_fetches_total",
-			Help: "Snapshots fetched from a peer, by result (ok, error).",
+			Help: "Snapshots fetched from a peer, by result (ok; partial: the peer was fetching its own from empty, a whole one was looked for elsewhere; error).",
 		}, []string{"result"}),
 		applied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenec_entry_sync_applied_total",
