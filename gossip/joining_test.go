@@ -253,7 +253,8 @@ func TestBootstrapPrefersAWholeTable(t *testing.T) {
 	end := p.sync.beginBootstrap() // p is joining, from empty ...
 	defer end()
 	fill(p.table, 0, 10, ver(-time.Minute, 0, "a")) // ... and has 10 of a's homes so far
-	for i := range 8 { // the peers are tried in random order: each order, several times
+	// The peers are tried in random order: each order, several times.
+	for i := range 8 {
 		b := newSyncNode(t, fmt.Sprintf("b%d", i), ms)
 		ms.set(b.name, loopback)
 		b.peers = []Peer{p.peer(), a.peer()}
