@@ -188,11 +188,11 @@ func TestDigestOrderIndependent(t *testing.T) {
 		a.Apply(hs[i])
 		b.Apply(hs[len(hs)-1-i])
 	}
-	if *computeDigest(a, 0) != *computeDigest(b, 0) {
+	if *computeDigest(a, 0, nil) != *computeDigest(b, 0, nil) {
 		t.Error("digests differ for the same homes")
 	}
 	b.Apply(homes.Home{Tenant: "y", Region: "us", Version: ver(time.Second, 0, "o")})
-	da, db := computeDigest(a, 0), computeDigest(b, 0)
+	da, db := computeDigest(a, 0, nil), computeDigest(b, 0, nil)
 	if da.buckets[bucketOf("y")] == db.buckets[bucketOf("y")] {
 		t.Error("a newer version left the bucket's digest unchanged")
 	}
@@ -241,7 +241,7 @@ func BenchmarkRepairDigest(b *testing.B) {
 			fill(t, 0, n, ver(-time.Minute, 0, "some-node-name"))
 			b.ReportAllocs()
 			for b.Loop() {
-				computeDigest(t, 0)
+				computeDigest(t, 0, nil)
 			}
 		})
 	}
@@ -424,4 +424,26 @@ func BenchmarkRepairRound1M(b *testing.B) {
 	b.Run("lost", func(b *testing.B) {
 		run(b, func(i int) { fill(p.table, n+1000+i, 1, base) }) // a settled home a lacks, each round
 	})
+}
+
+// A paced digest is the same digest; the pacer sleeps after every digestPaceEvery homes as
+// long as they took, and not between.
+func TestDigestPacer(t *testing.T) {
+	tb := newTable(t, "a", 40_000)
+	fill(tb, 0, 40_000, ver(-time.Minute, 0, "a"))
+	if *computeDigest(tb, 0, newDigestPacer().wait) != *computeDigest(tb, 0, nil) {
+		t.Fatal("the paced digest differs")
+	}
+	clock := time.Unix(1_800_000_000, 0)
+	var slept []time.Duration
+	p := &digestPacer{last: clock, now: func() time.Time { return clock },
+		sleep: func(d time.Duration) { slept = append(slept, d); clock = clock.Add(d) }}
+	for n := 1; n <= 2*digestPaceEvery; n++ {
+		clock = clock.Add(time.Microsecond) // each home takes 1 µs
+		p.wait(n)
+	}
+	want := time.Duration(digestPaceEvery) * time.Microsecond
+	if len(slept) != 2 || slept[0] != want || slept[1] != want {
+		t.Errorf("slept %v, want twice %v", slept, want)
+	}
 }
