@@ -220,7 +220,15 @@ func startOn(cpu int, bin string, args ...string) (*proc, error) {
 		argv = append([]string{"taskset", "-c", fmt.Sprint(cpu)}, argv...)
 	}
 	p := &proc{cmd: exec.Command(argv[0], argv[1:]...)}
-	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	// A pprof build (go build -tags pprof) listens on 127.0.0.1:6060 unless told: each entry
+	// gets a port of its own, or B's listen fails (silently) while A holds the default.
+	pprof := freeAddr()
+	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "FENEC_ENTRY_PPROF_ADDR=" + pprof}
+	name := "entry"
+	if i := slices.Index(args, "--node"); i >= 0 && i+1 < len(args) {
+		name = args[i+1]
+	}
+	logf("%s: pprof, if built with it, at http://%s/debug/pprof/", name, pprof)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		return nil, err
