@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -393,4 +394,83 @@ func TestSendShardsKeepsNothing(t *testing.T) {
 	if sent1 == 0 || w.count("relay-1") != 2*sent1 {
 		t.Errorf("relay-1 got %d packets, then %d: want the same number from each flush", sent1, w.count("relay-1")-sent1)
 	}
+}
+
+// A partition through the relay groups while homes are learned on both sides: each side keeps
+// serving its own homes, what could not cross is given up on (counted, never piling up past
+// the bound), and after the heal repair brings every home to every entry; nothing waits for
+// an ack then.
+func TestRelaysThroughAPartition(t *testing.T) {
+	const n, homesN = 16, 64
+	nodes, network := startMemCluster(t, n, 0.01, func(c *Config) {
+		relayConfig(c)
+		c.RepairInterval = time.Second
+	})
+	testutil.Eventually(t, 5*time.Second, "relays on everywhere", func() bool {
+		for _, nd := range nodes {
+			if nd.g.relayPlan() == nil {
+				return false
+			}
+		}
+		return true
+	})
+	var left, right []string
+	for i, nd := range nodes {
+		if i < n/2 {
+			left = append(left, nd.name)
+		} else {
+			right = append(right, nd.name)
+		}
+	}
+	network.Partition(left, right)
+	for i := range homesN {
+		nodes[i%n].table.Learn(fmt.Sprintf("tenant-%d", i), i%len(testRegions))
+	}
+	// Each side's homes reach its own side, through the relays and fallbacks it still has.
+	testutil.Eventually(t, 15*time.Second, "each side has its own side's homes", func() bool {
+		for i, nd := range nodes {
+			for k := range homesN {
+				if (k%n < n/2) == (i < n/2) && !nd.has(fmt.Sprintf("tenant-%d", k), testRegions[k%len(testRegions)]) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for _, nd := range nodes {
+		if p := nd.g.acks.pendingCount(); p > maxAckedPending {
+			t.Errorf("%s: %d packets wait for acks, past the bound", nd.name, p)
+		}
+	}
+	network.Heal()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{}, n)
+	for _, nd := range nodes {
+		go func() { nd.g.RunRepair(ctx); done <- struct{}{} }()
+	}
+	defer func() {
+		cancel()
+		for range nodes {
+			<-done
+		}
+	}()
+	testutil.Eventually(t, 30*time.Second, "every home at every entry after the heal", func() bool {
+		for _, nd := range nodes {
+			for k := range homesN {
+				if !nd.has(fmt.Sprintf("tenant-%d", k), testRegions[k%len(testRegions)]) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	testutil.Eventually(t, 10*time.Second, "nothing waits for an ack", func() bool {
+		for _, nd := range nodes {
+			if nd.g.acks.pendingCount() != 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
