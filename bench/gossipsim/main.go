@@ -13,6 +13,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -218,10 +219,46 @@ func formCluster(opts simcluster.Options) (*simcluster.Cluster, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second+time.Duration(opts.Nodes)*300*time.Millisecond)
 	defer cancel()
 	if err := c.WaitMembers(ctx); err != nil {
+		err = fmt.Errorf("%w (%s)", err, notSeen(c))
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// notSeen says, for a cluster that did not form, how the first few pairs that do not see each
+// other alive see each other, and how many others see the missing one alive: what tells a
+// member stuck as failed at one peer from one cut off from all.
+func notSeen(c *simcluster.Cluster) string {
+	es := c.Entries()
+	stateAt := func(at *simcluster.Entry, name string) string {
+		for _, m := range at.Gossip.Members() {
+			if m.Name == name {
+				return m.State
+			}
+		}
+		return "unknown"
+	}
+	var out []string
+	for _, e := range es {
+		for _, o := range es {
+			if o == e || stateAt(e, o.Name) == "alive" {
+				continue
+			}
+			seen := 0
+			for _, x := range es {
+				if x != o && stateAt(x, o.Name) == "alive" {
+					seen++
+				}
+			}
+			out = append(out, fmt.Sprintf("%s has %s %s, %s has %s %s, %d of %d see %s alive",
+				e.Name, o.Name, stateAt(e, o.Name), o.Name, e.Name, stateAt(o, e.Name), seen, len(es)-1, o.Name))
+			if len(out) == 3 {
+				return strings.Join(out, "; ")
+			}
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func run(f flags) (*result, error) {

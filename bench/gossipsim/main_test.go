@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/gossip/simcluster"
 )
 
 // small is a gossipsim run that takes seconds: a dozen entries, short windows, memnet's
@@ -52,4 +56,30 @@ func TestBurstAtOneEntryAtASmallSize(t *testing.T) {
 	}
 	t.Logf("complete by gossip %.3f, budget-deferred flushes %v, pending dropped %v, repaired %v",
 		res.CompleteByG, res.BudgetDef, res.PendDropped, res.Repaired)
+}
+
+// A cluster that did not form says how: who does not see whom alive, and how many see the
+// missing one alive.
+func TestNotSeenSaysWhoLacksWhom(t *testing.T) {
+	c, err := simcluster.New(simcluster.Options{Nodes: 4, Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.WaitMembers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := notSeen(c); got != "" {
+		t.Errorf("a formed cluster: %q, want nothing", got)
+	}
+	c.Kill(3)
+	deadline := time.Now().Add(20 * time.Second)
+	for notSeen(c) == "" && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := notSeen(c); !strings.Contains(got, "has e03 ") || !strings.Contains(got, "see e03 alive") {
+		t.Errorf("e03 cut off: %q", got)
+	}
 }
