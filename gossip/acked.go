@@ -156,16 +156,7 @@ func (s *ackedSender) compactLocked() {
 }
 
 func (s *ackedSender) writeAll(pkt []byte, peers []memberlist.Address) {
-	sent := 0
-	for _, a := range peers {
-		if s.write(pkt, a) == nil {
-			sent++
-		}
-	}
-	s.m.directPackets.Add(float64(sent))
-	if failed := len(peers) - sent; failed > 0 {
-		s.m.eventsDropped.WithLabelValues("direct_write").Add(float64(failed))
-	}
+	writeCounted(s.write, s.m, pkt, peers)
 }
 
 // run sends again what is due until ctx is done.

@@ -435,15 +435,21 @@ func (d *directSender) sendTo(now time.Time, kind byte, payload []byte, peers []
 // sendAll writes pkt to every peer; a packet the transport refused is counted as dropped,
 // not sent.
 func (d *directSender) sendAll(pkt []byte, peers []memberlist.Address) {
+	writeCounted(d.write, d.m, pkt, peers)
+}
+
+// writeCounted writes pkt to every peer and counts the packets sent and those the transport
+// refused (direct and acked sends alike).
+func writeCounted(write func([]byte, memberlist.Address) error, m *metrics, pkt []byte, peers []memberlist.Address) {
 	sent := 0
 	for _, a := range peers {
-		if d.write(pkt, a) == nil {
+		if write(pkt, a) == nil {
 			sent++
 		}
 	}
-	d.m.directPackets.Add(float64(sent))
+	m.directPackets.Add(float64(sent))
 	if failed := len(peers) - sent; failed > 0 {
-		d.m.eventsDropped.WithLabelValues("direct_write").Add(float64(failed))
+		m.eventsDropped.WithLabelValues("direct_write").Add(float64(failed))
 	}
 }
 

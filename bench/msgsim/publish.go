@@ -172,17 +172,22 @@ func (s *Sim) sendAll(i, b int32, kind evKind, peers []int32) {
 }
 
 // recvDirect applies a direct batch once; its other copies are duplicates.
-func (s *Sim) recvDirect(i, b int32) {
+func (s *Sim) recvDirect(i, b int32) { s.recvBatch(i, b, viaDirect) }
+
+// recvBatch takes batch b at i: counts its bytes, acks it (if its sender waits for acks) and
+// applies it the first time (via says how it came), and reports whether that was the first.
+func (s *Sim) recvBatch(i, b int32, via uint8) bool {
 	bt := &s.batches[b]
 	s.recvUDP(i, bt.bytes)
 	s.ack(i, b)
 	if !setBit(bt.got, i) {
 		s.st.duplicates++
-		return
+		return false
 	}
 	for _, k := range bt.homes {
-		s.arrive(k, i, viaDirect)
+		s.arrive(k, i, via)
 	}
+	return true
 }
 
 // budgeted reports whether the direct send budget applies (the direct strategy, Budget set).

@@ -209,15 +209,8 @@ func (s *Sim) seqOf(i, relay int32) *seqState {
 }
 
 func (s *Sim) recvRelayData(i, relay, b int32) {
-	bt := &s.batches[b]
-	s.recvUDP(i, bt.bytes)
-	s.ack(i, b)
-	if !setBit(bt.got, i) {
-		s.st.duplicates++
+	if !s.recvBatch(i, b, viaRelay) {
 		return
-	}
-	for _, k := range bt.homes {
-		s.arrive(k, i, viaRelay)
 	}
 	if s.cfg.Nack {
 		s.gap(i, relay, s.relays.seq[b]-1)
