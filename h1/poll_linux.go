@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -13,7 +14,10 @@ import (
 // poller is one epoll instance that watches idle connections (and busy ones for the client
 // leaving) without a goroutine each. A connection's socket is in Go's own netpoller too (its
 // reads and writes go through net.Conn as usual); epoll allows a file in several instances.
-// Registrations are one-shot: an event disarms the connection until it is armed again.
+// Registrations are edge-triggered and stay: a connection is registered once, for a request
+// or the client leaving, and an event comes each time the client sends. A keep-alive request
+// costs no epoll_ctl; only a connection whose client sends while it is busy (a body, a
+// pipelined request) is switched to the client leaving only, and back when it parks.
 //
 // The epoll instance is itself watched by Go's netpoller (an epoll fd is readable while it has
 // events), so run parks like any socket read: no thread blocks in epoll_wait, and with one P
@@ -28,6 +32,14 @@ type poller struct {
 	// reused) is recognised and dropped.
 	slots []*conn
 	free  []int32
+	mods  atomic.Int64 // registrations changed (EPOLL_CTL_MOD): none for a keep-alive request
+
+	// run's wait, made once: the function given to raw.Read and its results (a closure per
+	// wait would allocate).
+	events []unix.EpollEvent
+	n      int
+	werr   error
+	waitFn func(uintptr) bool
 }
 
 func newPoller() (*poller, error) {
@@ -45,7 +57,9 @@ func newPoller() (*poller, error) {
 		f.Close()
 		return nil, err
 	}
-	return &poller{epfd: fd, file: f, raw: raw}, nil
+	p := &poller{epfd: fd, file: f, raw: raw, events: make([]unix.EpollEvent, 256)}
+	p.waitFn = p.wait
+	return p, nil
 }
 
 var errClosed = errors.New("h1: connection closed")
@@ -71,8 +85,8 @@ func epollWait(epfd int, events []unix.EpollEvent) (int, error) {
 }
 
 const (
-	evRead    = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT // idle: a request, or the client leaving
-	evHangup  = unix.EPOLLRDHUP | unix.EPOLLONESHOT                // busy: only the client leaving
+	evRead    = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET // a request, or the client leaving
+	evHangup  = unix.EPOLLRDHUP | unix.EPOLLET                // busy, data came: only the client leaving
 	evGoneSet = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
 )
 
@@ -99,7 +113,8 @@ func (p *poller) add(c *conn, events uint32) error {
 	return nil
 }
 
-// arm re-arms c's one-shot registration with events.
+// arm changes what c's registration waits for. Edge-triggered, a change to what is true
+// already (data waiting, the client gone) is reported at once.
 func (p *poller) arm(c *conn, events uint32) error {
 	p.mu.Lock()
 	ev := unix.EpollEvent{Events: events, Fd: c.slot, Pad: c.gen}
@@ -107,6 +122,7 @@ func (p *poller) arm(c *conn, events uint32) error {
 	if ev.Fd < 0 {
 		return errClosed
 	}
+	p.mods.Add(1)
 	return epollCtl(p.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev)
 }
 
@@ -126,25 +142,27 @@ func (p *poller) release(c *conn) {
 	p.mu.Unlock()
 }
 
+// wait is raw.Read's: false waits until epfd is readable.
+func (p *poller) wait(fd uintptr) bool {
+	p.n, p.werr = epollWait(int(fd), p.events)
+	if p.werr == unix.EINTR {
+		p.n, p.werr = 0, nil
+		return true
+	}
+	return p.n > 0 || p.werr != nil
+}
+
 // run waits for events and hands each to its connection, until close.
 func (p *poller) run(dispatch func(c *conn, events uint32)) error {
-	events := make([]unix.EpollEvent, 256)
+	events := p.events
 	for {
-		var n int
-		var werr error
-		err := p.raw.Read(func(fd uintptr) bool {
-			n, werr = epollWait(int(fd), events)
-			if werr == unix.EINTR {
-				n, werr = 0, nil
-				return true
-			}
-			return n > 0 || werr != nil // false: wait until epfd is readable
-		})
-		if err != nil {
+		p.n, p.werr = 0, nil
+		if err := p.raw.Read(p.waitFn); err != nil {
 			return err // closed
 		}
-		if werr != nil {
-			return werr
+		n := p.n
+		if p.werr != nil {
+			return p.werr
 		}
 		for i := range n {
 			ev := &events[i]

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/fenec/fenec-entry/sockio"
 )
@@ -153,29 +154,39 @@ func (s *Server) fallback(nc net.Conn) {
 	s.Fallback(nc)
 }
 
-// dispatch is the poller's: an event for c, whose one-shot registration it disarmed. An idle
-// c gets a goroutine. A busy c is told: the client leaving cancels its request; data (a body,
-// or a pipelined request) is noted, and c is armed again for the client leaving only.
+// dispatch is the poller's: an event for c. An idle c gets a goroutine. A busy c is told: the
+// client leaving cancels its request; data (a body, or a pipelined request) is noted, and at
+// the second such event c's registration is switched to the client leaving only, so that a
+// body's every packet does not wake the poller; c parks registered for a request again.
 func (s *Server) dispatch(c *conn, events uint32) {
+	gone := events&evGoneSet != 0
 	for {
-		switch c.state.Load() {
+		switch st := c.state.Load(); st {
 		case stateIdle:
 			if c.state.CompareAndSwap(stateIdle, stateBusy) {
+				if gone {
+					// The request and the client's end came in one event: no other comes.
+					c.gone.Store(true)
+				}
 				s.work.serve(c)
 				return
 			}
-		case stateBusy:
-			if !c.state.CompareAndSwap(stateBusy, stateBusyEvent) {
+		case stateBusy, stateBusyEvent:
+			next := stateBusyEvent
+			if st == stateBusyEvent && !gone {
+				next = stateBusyHangup
+			}
+			if !c.state.CompareAndSwap(st, next) {
 				continue
 			}
-			if events&evGoneSet != 0 {
+			if gone {
 				c.cancelRequest()
-				return
+			} else if next == stateBusyHangup {
+				c.wantHangup()
 			}
-			c.wantHangup()
 			return
-		case stateBusyEvent: // armed for the hangup only, after data came
-			if events&evGoneSet != 0 {
+		case stateBusyHangup:
+			if gone {
 				c.cancelRequest()
 			}
 			return
@@ -340,9 +351,10 @@ func (s *Server) forget(c *conn) {
 }
 
 const (
-	stateIdle      int32 = iota // parked in epoll, no goroutine
-	stateBusy                   // a goroutine serves it
-	stateBusyEvent              // busy, and an event came (data or the client leaving): disarmed
+	stateIdle       int32 = iota // parked in epoll, no goroutine
+	stateBusy                    // a goroutine serves it
+	stateBusyEvent               // busy, and an event came (data or the client leaving)
+	stateBusyHangup              // busy, and data came twice: registered for the client leaving only
 	stateClosed
 )
 
@@ -364,6 +376,9 @@ type conn struct {
 	// connection and two timer changes per request.
 	idleUntil atomic.Int64
 	cancel    atomic.Pointer[reqCtx] // the request being served
+	// gone: the event that woke c said the client had closed its side too. Edge-triggered,
+	// no event will say it again, so c reads on to the end instead of parking.
+	gone atomic.Bool
 
 	closeOnce sync.Once
 }
@@ -443,17 +458,16 @@ func (c *conn) park() bool {
 	return true
 }
 
-// wantHangup arms c for the client leaving only (its request is being served).
+// wantHangup registers c for the client leaving only (its request is being served).
 func (c *conn) wantHangup() {
 	c.mu.Lock()
-	if c.state.Load() == stateBusyEvent {
+	if c.state.Load() == stateBusyHangup {
 		c.srv.poll.arm(c, evHangup)
 	}
 	c.mu.Unlock()
 }
 
 // serve serves requests on c while they come without a pause, then parks c in epoll again.
-// It starts with c's registration disarmed (the event that woke it was one-shot).
 func (c *conn) serve() {
 	c.stopIdle()
 	var ss *session
@@ -478,31 +492,55 @@ func (c *conn) serve() {
 			c.shut()
 			return
 		}
-		if br.Buffered() > 0 { // a pipelined request, read already
+		if br.Buffered() > 0 || c.gone.Load() { // a pipelined request read already, or the end
 			continue
 		}
 		release()
-		if c.park() { // the registration armed in serveOne wakes it
+		if !c.parkOrWake() {
 			return
 		}
-		// An event came while busy (its registration is spent or armed for hangup only):
-		// data waits, or the body's bytes came; arm for a request again and look once more.
-		c.stopIdle()
-		c.mu.Lock()
-		c.state.Store(stateBusy)
-		c.mu.Unlock()
-		if err := c.srv.poll.arm(c, evRead); err != nil {
-			c.shut()
-			return
-		}
-		if c.park() {
-			return
-		}
-		// It fired at once: data is there.
-		c.stopIdle()
-		c.state.Store(stateBusy)
 		get()
 	}
+}
+
+// parkOrWake parks c (false), or says that data waits (true): the next request came while
+// c was busy, whose event (edge-triggered) was the only one it gets.
+func (c *conn) parkOrWake() bool {
+	for {
+		if c.park() { // its registration wakes it for the next request
+			return false
+		}
+		// An event came while busy: the next request, or a body's bytes (read already), or
+		// the client leaving. c is registered for a request again if it was switched to the
+		// hangup only, and looked at: data there is served at once; with none c parks (an
+		// event from now on makes that park fail, and c is looked at again).
+		c.stopIdle()
+		if !c.state.CompareAndSwap(stateBusyEvent, stateBusy) {
+			c.mu.Lock()
+			ok := c.state.CompareAndSwap(stateBusyHangup, stateBusy)
+			var err error
+			if ok {
+				err = c.srv.poll.arm(c, evRead)
+			}
+			c.mu.Unlock()
+			if !ok || err != nil { // closed meanwhile (Close)
+				c.shut()
+				return false
+			}
+		}
+		if c.readable() {
+			return true
+		}
+	}
+}
+
+// readable reports whether a read of c would not wait: data, the end, or an error (which the
+// read then meets). One peek, no wait.
+func (c *conn) readable() bool {
+	var b [1]byte
+	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(c.fd), uintptr(unsafe.Pointer(&b[0])), 1,
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	return e != syscall.EAGAIN
 }
 
 func (c *conn) shut() {
@@ -677,12 +715,9 @@ func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, fir
 		writeRaw(c.nc, status, msg)
 		return false, false
 	}
-	// Armed, the head read, for the next request or the client leaving while this one is
+	// c stays registered for the next request or the client leaving while this one is
 	// served: with no body and no pipelining nothing comes, and parking after the answer
 	// costs no syscall.
-	if err := s.poll.arm(c, evRead); err != nil {
-		return false, false
-	}
 	ctx := &reqCtx{}
 	defer ctx.cancel()
 	c.cancel.Store(ctx)

@@ -418,3 +418,55 @@ func TestSweepPeriod(t *testing.T) {
 		}
 	}
 }
+
+// A keep-alive GET changes no registration: a connection stays registered, edge-triggered,
+// from its accept to its close (one epoll_ctl a request was 2% of the entry's CPU).
+func TestKeepAliveRequestsChangeNoRegistration(t *testing.T) {
+	s := &Server{Handler: http.HandlerFunc(okHandler)}
+	addr := startLean(t, s)
+	c, br := dial(t, addr)
+	for i := range 50 {
+		if i%10 == 0 {
+			time.Sleep(10 * time.Millisecond) // parked meanwhile, and woken again
+		}
+		resp := get(t, c, br, "/")
+		io.Copy(io.Discard, resp.Body)
+	}
+	s.mu.Lock()
+	p := s.poll
+	s.mu.Unlock()
+	if n := p.mods.Load(); n != 0 {
+		t.Errorf("50 keep-alive requests changed the registration %d times, want 0", n)
+	}
+}
+
+// A client that sends its request and closes its side in one go gets the answer and the
+// connection's end at once (net/http reads on to the end too). Edge-triggered, the event
+// that carried the request was the only one to say the client had finished.
+func TestRequestWithHalfCloseEndsAtOnce(t *testing.T) {
+	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: time.Minute})
+	for _, raw := range []string{
+		"GET / HTTP/1.1\r\nHost: e\r\n\r\n",
+		"GET /a HTTP/1.1\r\nHost: e\r\n\r\nGET /b HTTP/1.1\r\nHost: e\r\n\r\n",
+	} {
+		c, br := dial(t, addr)
+		io.WriteString(c, raw)
+		c.(*net.TCPConn).CloseWrite()
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n := 0
+		for {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					t.Fatalf("%q: after %d answers: %v, want the connection closed at once", raw, n, err)
+				}
+				break
+			}
+			io.Copy(io.Discard, resp.Body)
+			n++
+		}
+		if want := strings.Count(raw, "GET"); n != want {
+			t.Errorf("%q: %d answers, want %d", raw, n, want)
+		}
+	}
+}
