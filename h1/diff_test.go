@@ -83,7 +83,9 @@ func send(t testing.TB, addr string, raw []byte) exchange {
 	for {
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
-			if err != io.EOF {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				ex.err = "no end within 5 s" // a server that did not close after the client's end
+			} else if err != io.EOF {
 				ex.err = "read"
 			}
 			return ex
