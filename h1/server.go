@@ -680,6 +680,44 @@ func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, fir
 			}
 		}
 	}
+	ctx := &reqCtx{}
+	defer ctx.cancel()
+	req, plain := readPlain(br, ctx)
+	if !plain {
+		var ok bool
+		if req, ok = c.readRequest(br, lr); !ok {
+			return false, false
+		}
+		req = req.WithContext(ctx)
+	}
+	lr.remain, lr.headTimeout, lr.armed = -1, 0, false
+	c.lastPost = req.Method == http.MethodPost
+	// c stays registered for the next request or the client leaving while this one is
+	// served: with no body and no pipelining nothing comes, and parking after the answer
+	// costs no syscall.
+	c.cancel.Store(ctx)
+	defer c.cancel.Store(nil)
+	req.RemoteAddr = c.remote
+	w := newResponse(s, bw, req)
+	if req.Body != nil && req.Body != http.NoBody && hasToken([]string{req.Header.Get("Expect")}, "100-continue") && req.ProtoAtLeast(1, 1) && req.ContentLength != 0 {
+		req.Body = &expectContinue{r: req.Body, w: w}
+	}
+	if !s.runHandler(w, req) {
+		return false, false // aborted: the connection closes, the answer cut
+	}
+	w.finish()
+	keep = !w.closeAfter && !s.closing() && bodyDone(req)
+	w.release()
+	if err := bw.Flush(); err != nil {
+		keep = false
+	}
+	return keep, false
+}
+
+// readRequest reads a request head with http.ReadRequest and makes net/http's server's
+// checks, answering what it refuses as net/http does; false: refused (or the client left),
+// and the connection closes.
+func (c *conn) readRequest(br *bufio.Reader, lr *limitReader) (*http.Request, bool) {
 	// The head's Host lines are counted from what is buffered now (after any CRLF dropped
 	// above) and then as the parser reads more.
 	lr.head.reset()
@@ -688,7 +726,6 @@ func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, fir
 		lr.head.scan(b)
 	}
 	req, err := http.ReadRequest(br)
-	c.lastPost = err == nil && req.Method == http.MethodPost
 	hostLines := lr.head.hostLines
 	// As net/http's hitReadLimit: the limit was reached, by a read that met it or one that
 	// took the last byte allowed (bufio reads ahead of the parser), whatever the parser said.
@@ -706,38 +743,16 @@ func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, fir
 		default:
 			writeRaw(c.nc, "400 Bad Request", "")
 		}
-		return false, false
+		return nil, false
 	}
 	if armed {
 		c.nc.SetReadDeadline(time.Time{})
 	}
 	if status, msg := checkRequest(req, hostLines, lr.head.host); status != "" {
 		writeRaw(c.nc, status, msg)
-		return false, false
+		return nil, false
 	}
-	// c stays registered for the next request or the client leaving while this one is
-	// served: with no body and no pipelining nothing comes, and parking after the answer
-	// costs no syscall.
-	ctx := &reqCtx{}
-	defer ctx.cancel()
-	c.cancel.Store(ctx)
-	defer c.cancel.Store(nil)
-	req = req.WithContext(ctx)
-	req.RemoteAddr = c.remote
-	w := newResponse(s, bw, req)
-	if req.Body != nil && req.Body != http.NoBody && hasToken([]string{req.Header.Get("Expect")}, "100-continue") && req.ProtoAtLeast(1, 1) && req.ContentLength != 0 {
-		req.Body = &expectContinue{r: req.Body, w: w}
-	}
-	if !s.runHandler(w, req) {
-		return false, false // aborted: the connection closes, the answer cut
-	}
-	w.finish()
-	keep = !w.closeAfter && !s.closing() && bodyDone(req)
-	w.release()
-	if err := bw.Flush(); err != nil {
-		keep = false
-	}
-	return keep, false
+	return req, true
 }
 
 // runHandler runs the handler; false: it panicked (http.ErrAbortHandler, or a bug, logged).

@@ -1,15 +1,13 @@
 package h1
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/fenec/fenec-entry/internal/httpsyntax"
+)
 
 // isTokenByte reports whether b may be in an RFC 9110 token (a header field name).
-func isTokenByte(b byte) bool {
-	switch {
-	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0
-}
+func isTokenByte(b byte) bool { return httpsyntax.IsTokenByte(b) }
 
 // validFieldName reports whether k is a valid header field name.
 func validFieldName(k string) bool {

@@ -9,6 +9,8 @@ import (
 	"net/http/httputil"
 	"net/textproto"
 	"strconv"
+
+	"github.com/fenec/fenec-entry/internal/httpsyntax"
 )
 
 // readAnswer is http.ReadResponse for a router's answer head, with a fast path for the plain
@@ -89,10 +91,10 @@ func parseAnswer(br *bufio.Reader, head []byte, req *http.Request) *http.Respons
 			return nil
 		}
 		name := s[pos : pos+colon]
-		if !plainName(name) {
+		if !httpsyntax.PlainName(name) {
 			return nil
 		}
-		value, ok := fieldValue(s[pos+colon+1 : eol-1])
+		value, ok := httpsyntax.FieldValue(s[pos+colon+1 : eol-1])
 		if !ok {
 			return nil
 		}
@@ -168,56 +170,6 @@ func statusCode(b []byte) (int, bool) {
 		n = n*10 + int(c-'0')
 	}
 	return n, true
-}
-
-// plainName: a header name of token characters already in canonical form (upper case first
-// and after each '-', lower case elsewhere: as textproto.CanonicalMIMEHeaderKey would leave
-// it), so no copy is needed.
-func plainName(name string) bool {
-	if name == "" {
-		return false
-	}
-	upper := true
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !isTokenByte(c) {
-			return false
-		}
-		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
-			return false
-		}
-		upper = c == '-'
-	}
-	return true
-}
-
-func isTokenByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
-}
-
-// fieldValue trims a value as textproto does and refuses control bytes other than HTAB.
-func fieldValue(v string) (string, bool) {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return "", false
-		}
-	}
-	i, j := 0, len(v)
-	for i < j && (v[i] == ' ' || v[i] == '\t') {
-		i++
-	}
-	for j > i && (v[j-1] == ' ' || v[j-1] == '\t') {
-		j--
-	}
-	return v[i:j], true
 }
 
 // plainLength: a Content-Length of 1 to 18 decimal digits.
