@@ -43,16 +43,25 @@ var responses = sync.Pool{New: func() any { return &response{header: make(http.H
 
 func newResponse(srv *Server, bw *bufio.Writer, req *http.Request) *response {
 	w := responses.Get().(*response)
-	h := w.header
-	clear(h)
-	*w = response{srv: srv, bw: bw, req: req, header: h, contentLen: -1}
-	w.pending = w.pendingBuf[:0]
+	w.reset(srv, bw, req)
 	// As net/http: the keep-alive an HTTP/1.0 client asks for is looked for with its looser
 	// token match (looseToken), whatever req.Close says; the decision is made with the head.
 	conn := req.Header.Get("Connection")
 	w.wants10KeepAlive = req.ProtoMajor == 1 && req.ProtoMinor == 0 && looseToken(conn, "keep-alive")
 	w.wantsClose = req.Close || looseToken(conn, "close")
 	return w
+}
+
+// reset makes w a new answer to req, its header empty. Field by field: a struct literal would
+// zero the 2 KiB hold too, 1% of the entry's CPU (TestResponseResetClearsEveryField).
+func (w *response) reset(srv *Server, bw *bufio.Writer, req *http.Request) {
+	clear(w.header)
+	w.srv, w.bw, w.req = srv, bw, req
+	w.status, w.wroteHeader, w.wroteHead, w.closeAfter = 0, false, false, false
+	w.wants10KeepAlive, w.wantsClose = false, false
+	w.chunked, w.bodyAllowed, w.failed = false, false, false
+	w.contentLen, w.written = -1, 0
+	w.pending = w.pendingBuf[:0]
 }
 
 // release gives w back for another request; w must not be used after.

@@ -6,11 +6,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
@@ -469,4 +471,40 @@ func TestRequestWithHalfCloseEndsAtOnce(t *testing.T) {
 			t.Errorf("%q: %d answers, want %d", raw, n, want)
 		}
 	}
+}
+
+// A reused response starts as a new one: every field but the hold's bytes is reset, so a
+// field added later and forgotten in reset fails here.
+func TestResponseResetClearsEveryField(t *testing.T) {
+	w := &response{header: http.Header{}}
+	v := reflect.ValueOf(w).Elem()
+	for i := range v.NumField() {
+		f := reflect.NewAt(v.Field(i).Type(), unsafe.Pointer(v.Field(i).UnsafeAddr())).Elem() // unexported
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(7)
+		case reflect.Ptr:
+			if f.IsNil() {
+				f.Set(reflect.New(f.Type().Elem()))
+			}
+		}
+	}
+	w.header.Set("X-Old", "1")
+	w.pending = []byte("old")
+	w.pendingBuf[0] = 'x'
+	req := httptestRequest()
+	w.reset(nil, nil, req)
+	want := response{header: http.Header{}, req: req, contentLen: -1}
+	want.pending = w.pendingBuf[:0]
+	want.pendingBuf = w.pendingBuf // the hold's bytes are not cleared: pending says how many count
+	if !reflect.DeepEqual(*w, want) {
+		t.Errorf("after reset:\n%+v\nwant\n%+v", *w, want)
+	}
+}
+
+func httptestRequest() *http.Request {
+	r, _ := http.NewRequest("GET", "http://e/", nil)
+	return r
 }
