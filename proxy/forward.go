@@ -126,7 +126,7 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	// The system's clock, not Config.Clock: the kernel enforces the deadline, and the
 	// upstream histogram measures from the same reading.
 	sent := time.Now()
-	c.nc.SetDeadline(sent.Add(h.cfg.AnswerTimeout))
+	c.answerDeadline(sent, h.cfg.AnswerTimeout)
 
 	bw := getWriter(c.nc)
 	writeHead(bw, &x.head, r.Header)
@@ -147,8 +147,10 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	took := time.Since(sent)
 	rt.reg.upstream.Observe(took.Seconds())
 	rt.reg.lat.observe(took, sent.UnixNano()+int64(took))
-	// Once the head has arrived there is no time limit (streams, held writes).
-	c.nc.SetDeadline(time.Time{})
+	// Once the head has arrived there is no time limit (streams, held writes): the deadline
+	// is lifted before the body is read from the socket (conn.Read); a body that came with
+	// the head leaves it for the connection's next request.
+	c.inBody = true
 	at := attemptResult{resp: resp, c: c, stop: stop}
 	if v := resp.Header["Fenec-Shard"]; len(v) > 0 && v[0] == "1" {
 		at.shard = true

@@ -27,7 +27,9 @@ type heldAnswer struct {
 func holdAnswer(at attemptResult, timeout time.Duration) *heldAnswer {
 	hd := &heldAnswer{status: at.resp.StatusCode, header: at.resp.Header}
 	if at.c != nil {
-		// The system's clock: the kernel enforces the deadline.
+		// The system's clock: the kernel enforces the deadline. It replaces the head's (and
+		// the connection is not pooled after).
+		at.c.deadline = time.Time{}
 		at.c.nc.SetReadDeadline(time.Now().Add(timeout))
 	}
 	hd.body, _ = io.ReadAll(io.LimitReader(at.resp.Body, maxHeld))

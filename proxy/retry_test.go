@@ -3,6 +3,8 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -313,4 +315,69 @@ func TestMarks(t *testing.T) {
 			t.Fatalf("got %d %s: a mark removed a healthy region", r.status, r.body)
 		}
 	})
+}
+
+// deadlineConn counts the deadlines set on it.
+type deadlineConn struct {
+	net.Conn
+	sets []time.Time
+}
+
+func (d *deadlineConn) SetDeadline(t time.Time) error { d.sets = append(d.sets, t); return nil }
+func (d *deadlineConn) Read([]byte) (int, error)      { return 0, io.EOF }
+
+// The answer head's deadline is at least --answer-timeout after each send and at most 1/16
+// of it more; one set for an earlier request is kept while it is in that window, so a busy
+// connection sets one about every timeout/16 (1 s), not one a request.
+func TestAnswerDeadlineKeptWhileInItsWindow(t *testing.T) {
+	const timeout = 16 * time.Second
+	dc := &deadlineConn{}
+	c := &conn{nc: dc}
+	t0 := time.Unix(1000, 0)
+	for i := range 200 { // a request each 10 ms for 2 s
+		sent := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		c.answerDeadline(sent, timeout)
+		if c.deadline.Before(sent.Add(timeout)) || c.deadline.After(sent.Add(timeout+timeout/16)) {
+			t.Fatalf("request %d: deadline %v after the send, want within [%v, %v]", i, c.deadline.Sub(sent), timeout, timeout+timeout/16)
+		}
+		c.inBody = true // its answer came
+	}
+	if n := len(dc.sets); n < 2 || n > 3 {
+		t.Errorf("200 requests over 2 s set %d deadlines, want 2 or 3 (one a second)", n)
+	}
+	// The body read from the socket lifts it.
+	c.Read(make([]byte, 1))
+	if last := dc.sets[len(dc.sets)-1]; !last.IsZero() || !c.deadline.IsZero() {
+		t.Errorf("a body read left the deadline %v", last)
+	}
+}
+
+// A pooled connection whose last answer's deadline has passed is still seen alive: the
+// deadline is kept between requests, and the check must look at the socket, not meet it.
+func TestAliveWithAPastDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	peer, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newConn(nc, nil)
+	c.deadline = time.Now().Add(-time.Second)
+	nc.SetDeadline(c.deadline)
+	if !c.alive() {
+		t.Error("an open, idle connection with a past deadline was seen dead")
+	}
+	peer.Close()
+	time.Sleep(50 * time.Millisecond)
+	if c.alive() {
+		t.Error("a connection the router closed was seen alive")
+	}
 }

@@ -215,3 +215,40 @@ func TestAnswerBodiesAroundTheCopyBuffer(t *testing.T) {
 		}
 	}
 }
+
+// A stream outlives --answer-timeout: the deadline for the answer head, kept on the router
+// connection from request to request, is lifted before the body is read from the socket.
+func TestStreamOutlivesTheAnswerTimeout(t *testing.T) {
+	const answerTimeout = 300 * time.Millisecond
+	e := newEnv(t, withConfig(func(c *Config) { c.AnswerTimeout = answerTimeout }))
+	e.learn("acme")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A request first, so that the stream's connection may be one with a deadline set.
+	if resp, err := e.srv.Client().Get(e.srv.URL + "/t/acme/items/1"); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/t/acme/events?tick=100", nil)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	start := time.Now()
+	ticks := 0
+	for time.Since(start) < 4*answerTimeout {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended after %v (%d ticks), want no limit once the head came: %v", time.Since(start), ticks, err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			ticks++
+		}
+	}
+	if ticks < 5 {
+		t.Errorf("%d ticks in %v, want one each 100 ms", ticks, 4*answerTimeout)
+	}
+}
