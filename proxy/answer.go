@@ -137,7 +137,7 @@ func parseAnswer(br *bufio.Reader, head []byte, req *http.Request) *http.Respons
 		return nil // neither (the body ends with the connection) or both: net/http's
 	}
 	br.Discard(len(head))
-	resp := &http.Response{
+	pa := &plainAnswer{resp: http.Response{
 		Status:     s[9:len(line)],
 		StatusCode: code,
 		Proto:      "HTTP/1.1",
@@ -145,7 +145,8 @@ func parseAnswer(br *bufio.Reader, head []byte, req *http.Request) *http.Respons
 		ProtoMinor: 1,
 		Header:     h,
 		Request:    req,
-	}
+	}}
+	resp := &pa.resp
 	switch {
 	case chunked:
 		h.Del("Content-Length")
@@ -156,7 +157,8 @@ func parseAnswer(br *bufio.Reader, head []byte, req *http.Request) *http.Respons
 		resp.Body = http.NoBody
 	default:
 		resp.ContentLength = length
-		resp.Body = &lengthBody{br: br, n: length}
+		pa.body = lengthBody{br: br, n: length}
+		resp.Body = &pa.body
 	}
 	return resp
 }
@@ -184,6 +186,12 @@ func plainLength(v string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	return n, err == nil
+}
+
+// plainAnswer is a plain answer and its body of known length, allocated together.
+type plainAnswer struct {
+	resp http.Response
+	body lengthBody
 }
 
 // lengthBody is an answer body of n bytes; the stream ending before them is
