@@ -161,7 +161,10 @@ func TestPingStormDoesNotDeadlock(t *testing.T) {
 	}
 	st := nw.Stats()
 	t.Logf("%d pings, %d failed; %+v", 2*workers*pings, failed, st)
-	if failed > 2*workers*pings/100 {
+	// A freeze fails every ping after it (or hangs, above). Pings that miss their probe
+	// timeout behind 15 others are not a freeze: under -race on a shared host 1-2% do (34-70
+	// of 3,200 measured on 2026-12-01, before and after that day's changes), so the bound is 5%.
+	if failed > 2*workers*pings*5/100 {
 		t.Errorf("%d of %d pings failed", failed, 2*workers*pings)
 	}
 	if !allSeeAlive(c.ms, c.names) {
