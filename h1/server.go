@@ -689,6 +689,8 @@ func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, fir
 			return false, false
 		}
 		req = req.WithContext(ctx)
+	} else if lr.armed {
+		c.nc.SetReadDeadline(time.Time{}) // a read of its first bytes waited (Peek above)
 	}
 	lr.remain, lr.headTimeout, lr.armed = -1, 0, false
 	c.lastPost = req.Method == http.MethodPost

@@ -508,3 +508,26 @@ func httptestRequest() *http.Request {
 	r, _ := http.NewRequest("GET", "http://e/", nil)
 	return r
 }
+
+// A head whose first bytes came alone (the read before it waited, so the header deadline was
+// set) and whose rest was plain: the deadline is lifted with the head read, and the
+// connection carries a next request long after it would have passed.
+func TestHeaderDeadlineLiftedAfterAPlainHead(t *testing.T) {
+	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 200 * time.Millisecond})
+	c, br := dial(t, addr)
+	resp := get(t, c, br, "/") // the first request: served, the connection parked
+	io.Copy(io.Discard, resp.Body)
+	io.WriteString(c, "GE")
+	time.Sleep(50 * time.Millisecond) // the server's read waits: the header deadline is set
+	io.WriteString(c, "T / HTTP/1.1\r\nHost: e\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil) // the head was whole and plain once the rest came
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	time.Sleep(400 * time.Millisecond) // past that deadline
+	resp = get(t, c, br, "/")
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(b) != "ok" {
+		t.Errorf("after the pause: %d %q", resp.StatusCode, b)
+	}
+}
