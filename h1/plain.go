@@ -105,12 +105,7 @@ func readPlain(br *bufio.Reader, ctx context.Context) (req *http.Request, ok boo
 			pos = eol + 1
 			continue // http.ReadRequest takes it out of the header into Host
 		}
-		if vv := h[name]; vv == nil && len(strs) > 0 {
-			h[name], strs = strs[:1:1], strs[1:]
-			h[name][0] = value
-		} else {
-			h[name] = append(vv, value)
-		}
+		httpsyntax.AddValue(h, &strs, name, value)
 		pos = eol + 1
 	}
 	if hosts != 1 {

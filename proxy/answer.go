@@ -125,12 +125,7 @@ func parseAnswer(br *bufio.Reader, head []byte, req *http.Request) *http.Respons
 			pos = eol + 1
 			continue // net/http takes it out of the header into TransferEncoding
 		}
-		if vv := h[name]; vv == nil && len(strs) > 0 {
-			h[name], strs = strs[:1:1], strs[1:]
-			h[name][0] = value
-		} else {
-			h[name] = append(vv, value)
-		}
+		httpsyntax.AddValue(h, &strs, name, value)
 		pos = eol + 1
 	}
 	if chunked == (length >= 0) {

@@ -56,3 +56,15 @@ func FieldValue(v string) (string, bool) {
 	}
 	return v[i:j], true
 }
+
+// AddValue adds value to h[name] as textproto.ReadMIMEHeader does: a name's first value is
+// taken from strs, one backing array for all of a head's values (so a head costs one
+// allocation for them), further values are appended.
+func AddValue(h map[string][]string, strs *[]string, name, value string) {
+	if vv := h[name]; vv == nil && len(*strs) > 0 {
+		h[name], *strs = (*strs)[:1:1], (*strs)[1:]
+		h[name][0] = value
+	} else {
+		h[name] = append(vv, value)
+	}
+}
