@@ -81,9 +81,10 @@ func (s *Server) Serve(ln net.Listener) error {
 			defer s.wg.Done()
 			p.run(s.dispatch)
 		}()
+		stop := s.stopSweep // taken here: a Close before the goroutine runs must still stop it
 		go func() {
 			defer s.wg.Done()
-			s.sweeper()
+			s.sweeper(stop)
 		}()
 	}
 	s.ln = ln
@@ -299,11 +300,8 @@ func (s *Server) sweepPeriod() time.Duration {
 	return max(d, 10*time.Millisecond)
 }
 
-// sweeper closes the idle connections past their idleUntil, until stopSweep is closed.
-func (s *Server) sweeper() {
-	s.mu.Lock()
-	stop := s.stopSweep
-	s.mu.Unlock()
+// sweeper closes the idle connections past their idleUntil, until stop (stopSweep) is closed.
+func (s *Server) sweeper(stop <-chan struct{}) {
 	t := time.NewTicker(s.sweepPeriod())
 	defer t.Stop()
 	for {

@@ -531,3 +531,35 @@ func TestHeaderDeadlineLiftedAfterAPlainHead(t *testing.T) {
 		t.Errorf("after the pause: %d %q", resp.StatusCode, b)
 	}
 }
+
+// Close right after Serve started returns: the sweeper, not yet running when Close came, is
+// stopped all the same (it read its stop channel late, found it gone, and waited forever).
+func TestCloseRightAfterServe(t *testing.T) {
+	for range 200 {
+		s := &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: time.Minute}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan struct{})
+		go func() { defer close(served); s.Serve(ln) }()
+		for s.IdleWorkers() == 0 && !serving(s) {
+			runtime.Gosched()
+		}
+		closed := make(chan struct{})
+		go func() { defer close(closed); s.Close() }()
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close right after Serve did not return")
+		}
+		<-served
+	}
+}
+
+// serving reports whether Serve has made its poller (and started the sweeper's goroutine).
+func serving(s *Server) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.poll != nil
+}
