@@ -399,9 +399,9 @@ func (t *Table) Get(tenant string) (Home, Source, bool) {
 // inserted meanwhile are not visited.
 //
 // fn runs with no lock held and may call any Table method. Cost: ringMu, which only the
-// insertion of a new tenant waits for, is held while up to 256 slots are noted; each home is
-// then read from its slot under its shard's read lock (no hashing, no probe), so Lookup and
-// updates in place never wait. It allocates nothing but what fn does.
+// insertion of a new tenant waits for, is held while up to 256 slots are noted, and again
+// while each home is read from its slot under its shard's read lock (no hashing, no probe),
+// so Lookup and updates in place never wait. It allocates nothing but what fn does.
 func (t *Table) Range(fn func(Home, Source) bool) {
 	var refs [rangeStep]slotRef
 	t.ringMu.Lock()
@@ -414,8 +414,14 @@ func (t *Table) Range(fn func(Home, Source) bool) {
 		t.ringMu.Unlock()
 		for _, r := range refs[:n] {
 			// The slot may have been freed, or taken by a home inserted since (its key is
-			// another string then): both are skipped.
+			// another string then): both are skipped. It is read with ringMu held: a freed
+			// slot is taken again only by an insertion, which holds ringMu, so the slot
+			// belongs to the shard its ref names while it is read, and that shard's lock
+			// orders the read with an update in place. (Without ringMu, a slot taken by
+			// another shard's home was written under that shard's lock while this read held
+			// the old one's: a data race, and a torn read.)
 			s := &t.shards[r.shard].shard
+			t.ringMu.Lock()
 			s.mu.RLock()
 			sl := t.ring.at(r.idx)
 			ok := sl.live && unsafe.StringData(sl.key) == unsafe.StringData(r.key)
@@ -425,6 +431,7 @@ func (t *Table) Range(fn func(Home, Source) bool) {
 				h, src = Home{Tenant: sl.key, Region: t.name(sl.region), Version: sl.version()}, sl.src
 			}
 			s.mu.RUnlock()
+			t.ringMu.Unlock()
 			if ok && !fn(h, src) {
 				return
 			}
