@@ -12,8 +12,8 @@ import (
 )
 
 // poller is one epoll instance that watches idle connections (and busy ones for the client
-// leaving) without a goroutine each. A connection's socket is in Go's own netpoller too (its
-// reads and writes go through net.Conn as usual); epoll allows a file in several instances.
+// leaving, or for their goroutine waiting to read or write: sock.go) without a goroutine
+// each. A connection's socket is in no other epoll instance (Go's netpoller does not know it).
 // Registrations are edge-triggered and stay: a connection is registered once, for a request
 // or the client leaving, and an event comes each time the client sends. A keep-alive request
 // costs no epoll_ctl; only a connection whose client sends while it is busy (a body, a
@@ -84,9 +84,12 @@ func epollWait(epfd int, events []unix.EpollEvent) (int, error) {
 	return int(n), nil
 }
 
+// Both registrations also wait for room to write (EPOLLOUT), for a goroutine whose write met a
+// full socket: edge-triggered, that event comes only after such a write (the kernel signals
+// room only to a socket that ran out of it), and rides along with the others.
 const (
-	evRead    = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET // a request, or the client leaving
-	evHangup  = unix.EPOLLRDHUP | unix.EPOLLET                // busy, data came: only the client leaving
+	evRead    = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET // a request, or the client leaving
+	evHangup  = unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET                // busy, data came: only the client leaving
 	evGoneSet = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
 )
 
@@ -126,7 +129,8 @@ func (p *poller) arm(c *conn, events uint32) error {
 	return epollCtl(p.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev)
 }
 
-// remove takes c out of epoll and frees its slot; before c's socket is closed or handed on.
+// remove takes c out of epoll and frees its slot; before c's socket is handed on (closing it
+// takes it out of epoll: release is enough then).
 func (p *poller) remove(c *conn) {
 	epollCtl(p.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
 	p.release(c)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -17,7 +18,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/fenec/fenec-entry/sockio"
+	"golang.org/x/sys/unix"
 )
 
 // Server serves HTTP/1.x on plain TCP connections with an http.Handler. A connection waiting
@@ -39,6 +40,7 @@ type Server struct {
 	mu       sync.Mutex // guards the following fields
 	poll     *poller
 	ln       net.Listener
+	lnFile   *os.File // ln's socket, duplicated, if ln is a net.TCPListener: h1 accepts from it
 	conns    map[*conn]struct{}
 	shutdown bool
 	done     chan struct{} // closed when the last connection is gone after Shutdown
@@ -90,50 +92,103 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 
-	var delay time.Duration
-	for {
-		nc, err := ln.Accept()
+	// A net.TCPListener's connections are accepted by raw accept4 on a duplicate of its
+	// socket (a listener's RawConn cannot wait to read): a connection is then a file
+	// descriptor, never a net.TCPConn (sock.go).
+	var raw syscall.RawConn
+	if tl, ok := ln.(*net.TCPListener); ok {
+		lf, err := listenFile(tl)
+		if err == nil {
+			if raw, err = lf.SyscallConn(); err != nil {
+				lf.Close()
+			}
+		}
 		if err != nil {
-			if s.closing() {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
-			}
+			ln.Close()
 			return err
 		}
-		delay = 0
-		s.accept(nc)
+		s.mu.Lock()
+		s.lnFile = lf
+		closed := s.shutdown
+		s.mu.Unlock()
+		defer lf.Close()
+		if closed { // Shutdown or Close came meanwhile, and closed ln but not lf
+			return ErrServerClosed
+		}
+	}
+	var delay time.Duration
+	for {
+		var err error
+		if raw != nil {
+			var fd int
+			var sa unix.Sockaddr
+			if fd, sa, err = acceptRaw(raw); err == nil {
+				if setAcceptedOptions(fd) != nil { // the client reset it already
+					unix.Close(fd)
+					continue
+				}
+				s.accept(fd, remoteString(sa))
+			}
+		} else {
+			var nc net.Conn
+			if nc, err = ln.Accept(); err == nil {
+				s.acceptConn(nc)
+			}
+		}
+		if err == nil {
+			delay = 0
+			continue
+		}
+		if s.closing() {
+			return ErrServerClosed
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+			errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) {
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			time.Sleep(delay)
+			continue
+		}
+		return err
+	}
+}
+
+// closeListener closes ln and h1's duplicate of its socket; with s.mu held.
+func (s *Server) closeListener() {
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	if s.lnFile != nil {
+		s.lnFile.Close()
 	}
 }
 
 // closing: the answer being written is its connection's last (shutdown, or no keep-alives).
 func (s *Server) closing() bool { return s.down.Load() || s.noKeep.Load() }
 
-func (s *Server) accept(nc net.Conn) {
+// acceptConn takes a connection from a listener that is not a net.TCPListener: a TCP one's
+// socket is taken as a file descriptor, any other goes to Fallback.
+func (s *Server) acceptConn(nc net.Conn) {
 	tc, ok := nc.(*net.TCPConn)
 	if !ok {
 		s.fallback(nc)
 		return
 	}
-	c := &conn{srv: s, nc: tc, fd: -1, slot: -1}
-	err := c.io.Init(tc)
-	if err == nil {
-		raw, _ := tc.SyscallConn()
-		err = raw.Control(func(fd uintptr) { c.fd = int(fd) })
-	}
+	remote := tc.RemoteAddr().String()
+	fd, err := takeFD(tc)
 	if err != nil {
-		nc.Close()
 		return
 	}
-	c.remote = tc.RemoteAddr().String()
+	s.accept(fd, remote)
+}
+
+// accept serves the connection on socket fd (non-blocking), from remote.
+func (s *Server) accept(fd int, remote string) {
+	c := &conn{srv: s, fd: fd, slot: -1, remote: remote}
 	s.mu.Lock()
 	if s.shutdown {
 		s.mu.Unlock()
-		nc.Close()
+		unix.Close(fd)
 		return
 	}
 	s.conns[c] = struct{}{}
@@ -159,8 +214,25 @@ func (s *Server) fallback(nc net.Conn) {
 // client leaving cancels its request; data (a body, or a pipelined request) is noted, and at
 // the second such event c's registration is switched to the client leaving only, so that a
 // body's every packet does not wake the poller; c parks registered for a request again.
+//
+// A busy c's goroutine may wait for its socket: the event wakes it (sock.go); data it was
+// waiting for does not count towards the switch to the client leaving only. Room to write
+// (EPOLLOUT) concerns only a waiting writer.
 func (s *Server) dispatch(c *conn, events uint32) {
 	gone := events&evGoneSet != 0
+	data := gone || events&unix.EPOLLIN != 0
+	woke := false
+	if st := c.state.Load(); st != stateIdle && st != stateClosed {
+		if gone || events&unix.EPOLLOUT != 0 {
+			c.wr.notify()
+		}
+		if data {
+			woke = c.rd.notify()
+		}
+	}
+	if !data {
+		return
+	}
 	for {
 		switch st := c.state.Load(); st {
 		case stateIdle:
@@ -174,7 +246,7 @@ func (s *Server) dispatch(c *conn, events uint32) {
 			}
 		case stateBusy, stateBusyEvent:
 			next := stateBusyEvent
-			if st == stateBusyEvent && !gone {
+			if st == stateBusyEvent && !gone && !woke {
 				next = stateBusyHangup
 			}
 			if !c.state.CompareAndSwap(st, next) {
@@ -204,9 +276,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.shutdown = true
 	s.down.Store(true)
-	if s.ln != nil {
-		s.ln.Close()
-	}
+	s.closeListener()
 	if s.done == nil {
 		s.done = make(chan struct{})
 		if len(s.conns) == 0 {
@@ -258,13 +328,14 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	s.shutdown = true
 	s.down.Store(true)
-	if s.ln != nil {
-		s.ln.Close()
-	}
+	s.closeListener()
 	s.mu.Unlock()
 	for _, c := range s.snapshot() {
-		c.state.Store(stateClosed)
-		c.close()
+		if c.state.CompareAndSwap(stateIdle, stateClosed) {
+			c.close()
+		} else {
+			c.kill() // busy: its goroutine closes it, its reads and writes failing from now on
+		}
 	}
 	s.stopPoller()
 	return nil
@@ -356,29 +427,27 @@ const (
 	stateClosed
 )
 
-// conn is one client connection.
+// conn is one client connection: what an idle one holds (about 100 bytes, and its address).
 type conn struct {
-	srv      *Server
-	nc       *net.TCPConn
-	io       sockio.Conn // nc, read and written by raw system calls
-	fd       int
-	remote   string
-	slot     int32      // the poller's; -1: not registered
-	gen      int32      // the poller's registration generation
-	lastPost bool       // the last request was a POST (only the serving goroutine touches it)
-	served   bool       // a request was read (the next is not the first; as lastPost)
-	mu       sync.Mutex // serialises re-arming between the poller and the serving goroutine
-	state    atomic.Int32
+	srv    *Server
+	remote string
+	fd     int   // the socket (sock.go); closed only by whoever owns c: its goroutine if busy
+	slot   int32 // the poller's; -1: not registered
+	gen    int32 // the poller's registration generation
+	state  atomic.Int32
 	// idleUntil is when c, idle, is closed (Unix ns; 0: never, or busy). One sweeper
 	// closes the connections past it, where a timer each would cost a runtime timer per
 	// connection and two timer changes per request.
 	idleUntil atomic.Int64
 	cancel    atomic.Pointer[reqCtx] // the request being served
+	rd, wr    waitPoint              // a busy c's goroutine waiting to read or write
+	mu        sync.Mutex             // serialises re-arming between the poller and the serving goroutine, and guards fdClosed
+	fdClosed  bool
+	lastPost  bool // the last request was a POST (only the serving goroutine touches it)
+	served    bool // a request was read (the next is not the first; as lastPost)
 	// gone: the event that woke c said the client had closed its side too. Edge-triggered,
 	// no event will say it again, so c reads on to the end instead of parking.
 	gone atomic.Bool
-
-	closeOnce sync.Once
 }
 
 func (c *conn) idleSince() { c.idleFor(c.srv.IdleTimeout) }
@@ -401,13 +470,45 @@ func (c *conn) cancelRequest() {
 	}
 }
 
+// close closes c's socket (its epoll registration goes with it) and forgets c; once.
 func (c *conn) close() {
-	c.closeOnce.Do(func() {
-		c.stopIdle()
-		c.srv.poll.remove(c)
-		c.nc.Close()
-		c.srv.forget(c)
-	})
+	c.mu.Lock()
+	if c.fdClosed {
+		c.mu.Unlock()
+		return
+	}
+	c.fdClosed = true
+	c.stopIdle()
+	c.srv.poll.release(c)
+	unix.Close(c.fd)
+	c.mu.Unlock()
+	c.srv.forget(c)
+}
+
+// kill makes a busy c's reads and writes fail from now on (at once, for one waiting), for
+// Close; its goroutine then closes it.
+func (c *conn) kill() {
+	c.mu.Lock()
+	if !c.fdClosed {
+		unix.Shutdown(c.fd, unix.SHUT_RDWR)
+	}
+	c.mu.Unlock()
+	c.rd.notify()
+	c.wr.notify()
+}
+
+// wantData makes sure a busy c's registration wakes it for data, before its goroutine waits
+// to read: one switched to the client leaving only (a body's second event) is switched back.
+func (c *conn) wantData() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fdClosed {
+		return net.ErrClosed
+	}
+	if c.state.CompareAndSwap(stateBusyHangup, stateBusyEvent) {
+		return c.srv.poll.arm(c, evRead)
+	}
+	return nil
 }
 
 // session is what a connection holds while it is served, kept in a pool between wakes: an
@@ -416,19 +517,21 @@ type session struct {
 	br *bufio.Reader
 	bw *bufio.Writer
 	lr limitReader
+	io sockIO
 }
 
 var sessionPool = sync.Pool{New: func() any {
-	ss := &session{br: bufio.NewReaderSize(nil, 4096), bw: bufio.NewWriterSize(nil, 4096)}
+	ss := &session{br: bufio.NewReaderSize(nil, 4096), bw: bufio.NewWriterSize(nil, 4096), io: newSockIO()}
 	ss.lr.head.host = make([]byte, 0, 64)
 	return ss
 }}
 
-func getSession(rw *sockio.Conn) *session {
+func getSession(c *conn) *session {
 	ss := sessionPool.Get().(*session)
-	ss.lr.r = rw
+	ss.io.reset(c)
+	ss.lr.r = &ss.io
 	ss.br.Reset(&ss.lr)
-	ss.bw.Reset(rw)
+	ss.bw.Reset(&ss.io)
 	return ss
 }
 
@@ -436,6 +539,7 @@ func putSession(ss *session) {
 	ss.br.Reset(nil)
 	ss.bw.Reset(nil)
 	ss.lr.r = nil
+	ss.io.reset(nil)
 	sessionPool.Put(ss)
 }
 
@@ -469,17 +573,12 @@ func (c *conn) wantHangup() {
 func (c *conn) serve() {
 	c.stopIdle()
 	var ss *session
-	var br *bufio.Reader
-	var bw *bufio.Writer
-	var lr *limitReader
-	get := func() {
-		ss = getSession(&c.io)
-		br, bw, lr = ss.br, ss.bw, &ss.lr
-	}
+	get := func() { ss = getSession(c) }
 	release := func() { putSession(ss) }
 	get()
 	for {
-		keep, handedOff := c.serveOne(br, bw, lr, !c.served)
+		br := ss.br
+		keep, handedOff := c.serveOne(ss, !c.served)
 		c.served = true
 		if handedOff {
 			release()
@@ -551,7 +650,7 @@ func (c *conn) shut() {
 // head is read it also counts the head's Host lines (hostLines), which http.ReadRequest
 // folds into one: net/http's server refuses a request with two.
 type limitReader struct {
-	r      *sockio.Conn
+	r      *sockIO
 	remain int64 // <0: no limit, and the head is not watched
 	hit    bool
 	head   headScan
@@ -574,7 +673,7 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	var err error
 	if l.headTimeout > 0 && !l.armed {
 		n, err = l.r.ReadNow(p)
-		if err == sockio.ErrWouldBlock {
+		if err == errWouldBlock {
 			l.r.SetReadDeadline(time.Now().Add(l.headTimeout))
 			l.armed = true
 			n, err = l.r.Read(p)
@@ -645,8 +744,9 @@ func (h *headScan) scan(p []byte) {
 
 // serveOne reads one request from br and answers it. keep: the connection may carry another
 // request; handedOff: c was given to Fallback.
-func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, first bool) (keep, handedOff bool) {
+func (c *conn) serveOne(ss *session, first bool) (keep, handedOff bool) {
 	s := c.srv
+	br, bw, lr := ss.br, ss.bw, &ss.lr
 	lr.headTimeout, lr.armed = s.ReadHeaderTimeout, false
 	maxHead := s.MaxHeaderBytes
 	if maxHead <= 0 {
@@ -670,10 +770,9 @@ func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, fir
 			if b, err := br.Peek(len(h2Preface)); err == nil && string(b) == h2Preface && s.Fallback != nil {
 				buffered, _ := br.Peek(br.Buffered())
 				replay := append([]byte(nil), buffered...)
-				c.nc.SetReadDeadline(time.Time{})
-				s.poll.remove(c)
-				s.forget(c)
-				s.Fallback(&replayConn{TCPConn: c.nc, pending: replay})
+				if tc := c.handOff(); tc != nil {
+					s.Fallback(&replayConn{TCPConn: tc, pending: replay})
+				}
 				return false, true
 			}
 		}
@@ -683,12 +782,12 @@ func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, fir
 	req, plain := readPlain(br, ctx)
 	if !plain {
 		var ok bool
-		if req, ok = c.readRequest(br, lr); !ok {
+		if req, ok = c.readRequest(ss); !ok {
 			return false, false
 		}
 		req = req.WithContext(ctx)
 	} else if lr.armed {
-		c.nc.SetReadDeadline(time.Time{}) // a read of its first bytes waited (Peek above)
+		ss.io.SetReadDeadline(time.Time{}) // a read of its first bytes waited (Peek above)
 	}
 	lr.remain, lr.headTimeout, lr.armed = -1, 0, false
 	c.lastPost = req.Method == http.MethodPost
@@ -717,7 +816,8 @@ func (c *conn) serveOne(br *bufio.Reader, bw *bufio.Writer, lr *limitReader, fir
 // readRequest reads a request head with http.ReadRequest and makes net/http's server's
 // checks, answering what it refuses as net/http does; false: refused (or the client left),
 // and the connection closes.
-func (c *conn) readRequest(br *bufio.Reader, lr *limitReader) (*http.Request, bool) {
+func (c *conn) readRequest(ss *session) (*http.Request, bool) {
+	br, lr := ss.br, &ss.lr
 	// The head's Host lines are counted from what is buffered now (after any CRLF dropped
 	// above) and then as the parser reads more.
 	lr.head.reset()
@@ -736,20 +836,20 @@ func (c *conn) readRequest(br *bufio.Reader, lr *limitReader) (*http.Request, bo
 	if err != nil {
 		switch {
 		case hitLimit:
-			writeRaw(c.nc, "431 Request Header Fields Too Large", "")
+			writeRaw(&ss.io, "431 Request Header Fields Too Large", "")
 		case isCommonNetReadError(err): // the client left or was too slow: no answer
 		case fmt.Sprintf("%T", err) == "*http.unsupportedTEError": // net/http answers it 501
-			writeRaw(c.nc, "501 Not Implemented", "unsupported transfer encoding")
+			writeRaw(&ss.io, "501 Not Implemented", "unsupported transfer encoding")
 		default:
-			writeRaw(c.nc, "400 Bad Request", "")
+			writeRaw(&ss.io, "400 Bad Request", "")
 		}
 		return nil, false
 	}
 	if armed {
-		c.nc.SetReadDeadline(time.Time{})
+		ss.io.SetReadDeadline(time.Time{})
 	}
 	if status, msg := checkRequest(req, hostLines, lr.head.host); status != "" {
-		writeRaw(c.nc, status, msg)
+		writeRaw(&ss.io, status, msg)
 		return nil, false
 	}
 	return req, true
@@ -857,7 +957,7 @@ func isCommonNetReadError(err error) bool {
 }
 
 // writeRaw answers a request that cannot be served (net/http's words) and the connection closes.
-func writeRaw(nc net.Conn, status, msg string) {
+func writeRaw(sio *sockIO, status, msg string) {
 	body := status
 	if msg != "" {
 		body += ": " + msg
@@ -865,9 +965,9 @@ func writeRaw(nc net.Conn, status, msg string) {
 	if strings.HasPrefix(status, "431") {
 		body = "431 Request Header Fields Too Large"
 	}
-	nc.SetWriteDeadline(time.Now().Add(time.Second))
-	io.WriteString(nc, "HTTP/1.1 "+status+"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+body)
-	closeWriteAndWait(nc)
+	sio.SetWriteDeadline(time.Now().Add(time.Second))
+	io.WriteString(sio, "HTTP/1.1 "+status+"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+body)
+	sio.c.closeWriteAndWait()
 }
 
 // rstAvoidanceDelay is net/http's: after an answer that closes a connection the client may
@@ -875,11 +975,30 @@ func writeRaw(nc net.Conn, status, msg string) {
 // client reads the answer before the reset that closing with unread data sends.
 const rstAvoidanceDelay = 500 * time.Millisecond
 
-func closeWriteAndWait(nc net.Conn) {
-	if tc, ok := nc.(*net.TCPConn); ok {
-		tc.CloseWrite()
-	}
+func (c *conn) closeWriteAndWait() {
+	unix.Shutdown(c.fd, unix.SHUT_WR) // c's goroutine owns it: not closed meanwhile
 	time.Sleep(rstAvoidanceDelay)
+}
+
+// handOff takes c out of the server and gives its socket back as a net.TCPConn (for
+// Fallback); nil if that fails, and c is closed.
+func (c *conn) handOff() *net.TCPConn {
+	c.srv.poll.remove(c)
+	c.srv.forget(c)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fdClosed = true
+	f := os.NewFile(uintptr(c.fd), "")
+	nc, err := net.FileConn(f) // a duplicate of the socket, in Go's netpoller
+	f.Close()
+	tc, ok := nc.(*net.TCPConn)
+	if err != nil || !ok {
+		if nc != nil {
+			nc.Close()
+		}
+		return nil
+	}
+	return tc
 }
 
 // replayConn gives back the bytes read before the hand-off, then reads the socket.

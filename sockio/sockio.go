@@ -102,21 +102,47 @@ func (c *Conn) readRaw(p []byte, nowait bool) (int, error) {
 // read is the RawConn's: false waits for the socket to be readable (for ReadNow: true, and
 // again says it was not).
 func (c *Conn) read(fd uintptr) bool {
+	n, e := ReadFD(int(fd), c.rp)
+	switch e {
+	case 0:
+		c.rn = n
+		return true
+	case syscall.EAGAIN:
+		c.again = c.nowait
+		return c.nowait
+	}
+	c.rerr = e
+	return true
+}
+
+// ReadFD is one read(2) of non-blocking fd into p (len(p) > 0), by a raw system call, retried
+// on EINTR: syscall.EAGAIN when nothing can be read now, 0 bytes and no error at the end.
+func ReadFD(fd int, p []byte) (int, syscall.Errno) {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rp[0])), uintptr(len(c.rp)))
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		if e != syscall.EINTR {
+			return int(n), e
+		}
+	}
+}
+
+// WriteFD writes p (len(p) > 0) to non-blocking fd by raw system calls until it is all
+// written, an error, or the socket is full (syscall.EAGAIN): the bytes written, and why it
+// stopped (0: all written).
+func WriteFD(fd int, p []byte) (int, syscall.Errno) {
+	done := 0
+	for done < len(p) {
+		rest := p[done:]
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
 		switch e {
 		case 0:
-			c.rn = int(n)
-			return true
+			done += int(n)
 		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			c.again = c.nowait
-			return c.nowait
+		default:
+			return done, e
 		}
-		c.rerr = e
-		return true
 	}
+	return done, 0
 }
 
 // Write writes all of p as net.Conn's Write does, waiting for room when the socket is full.
@@ -140,21 +166,12 @@ func (c *Conn) Write(p []byte) (int, error) {
 // write is the RawConn's: it writes until p is all written (true) or the socket is full
 // (false: wait for room, then it is called again for the rest).
 func (c *Conn) write(fd uintptr) bool {
-	for c.wn < len(c.wp) {
-		rest := c.wp[c.wn:]
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
-		switch e {
-		case 0:
-			c.wn += int(n)
-			continue
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false
-		}
-		c.werr = e
-		return true
+	n, e := WriteFD(int(fd), c.wp[c.wn:])
+	c.wn += n
+	if e == syscall.EAGAIN {
+		return false
 	}
+	c.werr = e
 	return true
 }
 
