@@ -61,7 +61,9 @@ func (s *Server) IdleWorkers() int { return s.work.idleCount() }
 // ErrServerClosed is what Serve returns after Shutdown or Close.
 var ErrServerClosed = http.ErrServerClosed
 
-// Serve accepts connections on ln until Shutdown or Close, or ln fails.
+// Serve accepts connections on ln until Shutdown or Close, or ln fails. From a
+// *net.TCPListener it accepts on a duplicate of the listening socket, which Shutdown and Close
+// close with ln: closing ln alone does not stop it.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.shutdown {
