@@ -1037,6 +1037,7 @@ pick_busy() {
 # (nginx's workers).
 proc_ticks() {
 	local pids p
+	[[ -n ${PIDS[$1]:-} ]] || { echo 0; return; } # direct: no proxy process
 	pids="${PIDS[$1]} $(ps -o pid= --ppid "${PIDS[$1]}" 2>/dev/null | tr '\n' ' ')"
 	# shellcheck disable=SC2086 # word splitting of the pid list is wanted
 	for p in $pids; do cat "/proc/$p/stat" 2>/dev/null || true; done | awk '{ sub(/.*\) /, ""); s += $12 + $13 } END { print s + 0 }'
