@@ -3,6 +3,7 @@ package h1
 import (
 	"errors"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -33,6 +34,7 @@ type poller struct {
 	slots []*conn
 	free  []int32
 	mods  atomic.Int64 // registrations changed (EPOLL_CTL_MOD): none for a keep-alive request
+	leads atomic.Int64 // connections run served itself, having handed its role on
 
 	// run's wait, made once: the function given to raw.Read and its results (a closure per
 	// wait would allocate).
@@ -156,17 +158,27 @@ func (p *poller) wait(fd uintptr) bool {
 	return p.n > 0 || p.werr != nil
 }
 
-// run waits for events and hands each to its connection, until close.
-func (p *poller) run(dispatch func(c *conn, events uint32)) error {
+// run waits for events and hands each to its connection (dispatch), until close. The last
+// event of a batch, if it wakes an idle connection, is not handed to a worker: run hands its
+// own role to one (handOn) and returns the connection, for its goroutine to serve at once
+// (leader/follower): the request then waits for no thread woken on another CPU. Only with more
+// than one P: with one, nothing runs beside it, and the role's hand-off only put the new
+// poller first in line, to wake for nothing (docs/BENCHMARKS.md, issue 10's fourth step).
+// nil: closed.
+func (p *poller) run(dispatch func(c *conn, events uint32, last bool) (serve bool), handOn func()) *conn {
 	events := p.events
 	for {
 		p.n, p.werr = 0, nil
 		if err := p.raw.Read(p.waitFn); err != nil {
-			return err // closed
+			return nil // closed
 		}
 		n := p.n
 		if p.werr != nil {
-			return p.werr
+			return nil
+		}
+		lead := n - 1 // the event whose connection this goroutine serves, if it wakes one
+		if runtime.GOMAXPROCS(0) == 1 {
+			lead = -1
 		}
 		for i := range n {
 			ev := &events[i]
@@ -177,8 +189,10 @@ func (p *poller) run(dispatch func(c *conn, events uint32)) error {
 			}
 			ok := c != nil && c.gen == ev.Pad
 			p.mu.Unlock()
-			if ok {
-				dispatch(c, ev.Events)
+			if ok && dispatch(c, ev.Events, i == lead) {
+				p.leads.Add(1)
+				handOn()
+				return c
 			}
 		}
 	}

@@ -32,7 +32,7 @@ func TestPollerWakes(t *testing.T) {
 	raw, _ := nc.(*net.TCPConn).SyscallConn()
 	raw.Control(func(fd uintptr) { c.fd = int(fd) })
 	got := make(chan uint32, 4)
-	go p.run(func(_ *conn, ev uint32) { got <- ev })
+	go p.run(func(_ *conn, ev uint32, _ bool) bool { got <- ev; return false }, nil)
 	defer p.close()
 	if err := p.add(c, evRead); err != nil {
 		t.Fatal(err)

@@ -80,11 +80,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.poll = p
 		s.conns = map[*conn]struct{}{}
 		s.stopSweep = make(chan struct{})
-		s.wg.Add(2)
-		go func() {
-			defer s.wg.Done()
-			p.run(s.dispatch)
-		}()
+		s.wg.Add(2) // the poller's role (whichever goroutine holds it) and the sweeper
+		s.work.poll = s.poll1
+		s.work.serve(pollRole)
 		stop := s.stopSweep // taken here: a Close before the goroutine runs must still stop it
 		go func() {
 			defer s.wg.Done()
@@ -220,7 +218,9 @@ func (s *Server) fallback(nc net.Conn) {
 // A busy c's goroutine may wait for its socket: the event wakes it (sock.go); data it was
 // waiting for does not count towards the switch to the client leaving only. Room to write
 // (EPOLLOUT) concerns only a waiting writer.
-func (s *Server) dispatch(c *conn, events uint32) {
+// last: the batch's last event; serve: c is woken, for the caller to serve (only for last;
+// the others are given to workers here).
+func (s *Server) dispatch(c *conn, events uint32, last bool) (serve bool) {
 	gone := events&evGoneSet != 0
 	data := gone || events&unix.EPOLLIN != 0
 	woke := false
@@ -233,7 +233,7 @@ func (s *Server) dispatch(c *conn, events uint32) {
 		}
 	}
 	if !data {
-		return
+		return false
 	}
 	for {
 		switch st := c.state.Load(); st {
@@ -243,8 +243,11 @@ func (s *Server) dispatch(c *conn, events uint32) {
 					// The request and the client's end came in one event: no other comes.
 					c.gone.Store(true)
 				}
+				if last {
+					return true
+				}
 				s.work.serve(c)
-				return
+				return false
 			}
 		case stateBusy, stateBusyEvent:
 			next := stateBusyEvent
@@ -259,16 +262,26 @@ func (s *Server) dispatch(c *conn, events uint32) {
 			} else if next == stateBusyHangup {
 				c.wantHangup()
 			}
-			return
+			return false
 		case stateBusyHangup:
 			if gone {
 				c.cancelRequest()
 			}
-			return
+			return false
 		default:
-			return
+			return false
 		}
 	}
+}
+
+// poll1 holds the poller's role until it hands it on with a connection to serve, or the
+// poller is closed (nil, and the role is done).
+func (s *Server) poll1() *conn {
+	c := s.poll.run(s.dispatch, func() { s.work.serve(pollRole) })
+	if c == nil {
+		s.wg.Done()
+	}
+	return c
 }
 
 // Shutdown stops accepting, closes idle connections, lets each busy one finish its request

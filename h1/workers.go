@@ -19,6 +19,9 @@ const workerIdleTimeout = 10 * time.Second
 // already. Idle workers are taken last in, first out, so the ones in use stay warm and the
 // others age out.
 type workers struct {
+	// poll is the poller's role (Server.poll1): given to a worker as pollRole, it returns a
+	// connection to serve once it handed the role on, or nil when the poller is closed.
+	poll    func() *conn
 	mu      sync.Mutex
 	idle    []*worker // the last one is the most recently idle
 	closed  bool
@@ -30,7 +33,10 @@ type worker struct {
 	idleSince time.Time
 }
 
-// serve runs c.serve on an idle worker, or on a new goroutine.
+// pollRole, given to a worker instead of a connection, makes it the poller (workers.poll).
+var pollRole = new(conn)
+
+// serve runs c.serve on an idle worker, or on a new goroutine (c may be pollRole).
 func (p *workers) serve(c *conn) {
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
@@ -48,6 +54,11 @@ func (p *workers) serve(c *conn) {
 func (p *workers) work(c *conn) {
 	w := &worker{ch: make(chan *conn, 1)}
 	for c != nil {
+		if c == pollRole {
+			if c = p.poll(); c == nil {
+				return
+			}
+		}
 		c.serve()
 		c = nil
 		if !p.park(w) {

@@ -1,8 +1,10 @@
 package h1
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"runtime/metrics"
 	"testing"
 	"time"
@@ -87,5 +89,34 @@ func TestWorkersBoundAndAgeOut(t *testing.T) {
 	}
 	if p.park(&worker{ch: make(chan *conn, 1)}) {
 		t.Fatal("park after close = true, want the worker to exit")
+	}
+}
+
+// With more than one P, the goroutine that polled serves the connection its batch's last
+// event woke, having handed the poller's role on (leader/follower); with one, every woken
+// connection goes to a worker. Either way each request is answered.
+func TestPollerServesTheLastWokenConnection(t *testing.T) {
+	for _, procs := range []int{2, 1} {
+		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			s := &Server{Handler: http.HandlerFunc(okHandler)}
+			addr := startLean(t, s)
+			c, br := dial(t, addr)
+			const requests = 20
+			for range requests {
+				resp := get(t, c, br, "/")
+				io.Copy(io.Discard, resp.Body)
+				time.Sleep(2 * time.Millisecond) // the connection parks between requests
+			}
+			s.mu.Lock()
+			leads := s.poll.leads.Load()
+			s.mu.Unlock()
+			if procs > 1 && leads < requests {
+				t.Errorf("the poller served %d of %d woken connections itself, want all", leads, requests)
+			}
+			if procs == 1 && leads != 0 {
+				t.Errorf("the poller served %d connections itself under one P, want none", leads)
+			}
+		})
 	}
 }
