@@ -35,6 +35,9 @@ type poller struct {
 	free  []int32
 	mods  atomic.Int64 // registrations changed (EPOLL_CTL_MOD): none for a keep-alive request
 	leads atomic.Int64 // connections run served itself, having handed its role on
+	// oneP: GOMAXPROCS is 1 (no leader/follower), read by the sweeper every period (it can
+	// change at run time) rather than by run, under the scheduler's lock, every batch.
+	oneP atomic.Bool
 
 	// run's wait, made once: the function given to raw.Read and its results (a closure per
 	// wait would allocate).
@@ -61,6 +64,7 @@ func newPoller() (*poller, error) {
 	}
 	p := &poller{epfd: fd, file: f, raw: raw, events: make([]unix.EpollEvent, 256)}
 	p.waitFn = p.wait
+	p.checkProcs()
 	return p, nil
 }
 
@@ -177,7 +181,7 @@ func (p *poller) run(dispatch func(c *conn, events uint32, last bool) (serve boo
 			return nil
 		}
 		lead := n - 1 // the event whose connection this goroutine serves, if it wakes one
-		if runtime.GOMAXPROCS(0) == 1 {
+		if p.oneP.Load() {
 			lead = -1
 		}
 		for i := range n {
@@ -197,6 +201,9 @@ func (p *poller) run(dispatch func(c *conn, events uint32, last bool) (serve boo
 		}
 	}
 }
+
+// checkProcs notes whether GOMAXPROCS is 1.
+func (p *poller) checkProcs() { p.oneP.Store(runtime.GOMAXPROCS(0) == 1) }
 
 // close ends run and closes the epoll instance.
 func (p *poller) close() error { return p.file.Close() }

@@ -396,6 +396,7 @@ func (s *Server) sweeper(stop <-chan struct{}) {
 			return
 		case now := <-t.C:
 			s.sweep(now.UnixNano())
+			s.poll.checkProcs()
 		}
 	}
 }
