@@ -119,14 +119,18 @@ func TestIdleConnectionHeapCost(t *testing.T) {
 		}
 		fds = append(fds, fd)
 		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5})
-		if err := unix.Connect(fd, sa); err != nil {
-			t.Fatal(err)
+		// Blocking calls in a Go program meet EINTR (the runtime's preemption signals).
+		for err := unix.Connect(fd, sa); err != nil && err != unix.EISCONN; err = unix.Connect(fd, sa) {
+			if err != unix.EINTR && err != unix.EALREADY {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
 		}
-		if _, err := unix.Write(fd, []byte("GET / HTTP/1.1\r\nHost: e\r\n\r\n")); err != nil {
+		if _, err := retryEINTR(func() (int, error) { return unix.Write(fd, []byte("GET / HTTP/1.1\r\nHost: e\r\n\r\n")) }); err != nil {
 			t.Fatal(err)
 		}
 		var b [512]byte
-		if n, err := unix.Read(fd, b[:]); err != nil || !bytes.Contains(b[:n], []byte(" 200 ")) {
+		if n, err := retryEINTR(func() (int, error) { return unix.Read(fd, b[:]) }); err != nil || !bytes.Contains(b[:n], []byte(" 200 ")) {
 			t.Fatalf("answer %q, %v", b[:max(n, 0)], err)
 		}
 	}
@@ -147,6 +151,14 @@ func TestIdleConnectionHeapCost(t *testing.T) {
 	t.Logf("%.0f bytes of heap per idle connection", per)
 	if per > 400 {
 		t.Errorf("%.0f bytes of heap per idle connection, want at most 400", per)
+	}
+}
+
+func retryEINTR(f func() (int, error)) (int, error) {
+	for {
+		if n, err := f(); err != unix.EINTR {
+			return n, err
+		}
 	}
 }
 
