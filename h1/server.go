@@ -588,31 +588,27 @@ func (c *conn) wantHangup() {
 // serve serves requests on c while they come without a pause, then parks c in epoll again.
 func (c *conn) serve() {
 	c.stopIdle()
-	var ss *session
-	get := func() { ss = getSession(c) }
-	release := func() { putSession(ss) }
-	get()
+	ss := getSession(c)
 	for {
-		br := ss.br
 		keep, handedOff := c.serveOne(ss, !c.served)
 		c.served = true
 		if handedOff {
-			release()
+			putSession(ss)
 			return
 		}
 		if !keep {
-			release()
+			putSession(ss)
 			c.shut()
 			return
 		}
-		if br.Buffered() > 0 || c.gone.Load() { // a pipelined request read already, or the end
+		if ss.br.Buffered() > 0 || c.gone.Load() { // a pipelined request read already, or the end
 			continue
 		}
-		release()
+		putSession(ss)
 		if !c.parkOrWake() {
 			return
 		}
-		get()
+		ss = getSession(c)
 	}
 }
 
