@@ -143,6 +143,7 @@ measure() {
 	if [[ $name == fenec-entry ]]; then
 		curl -s --max-time 5 "http://127.0.0.1:$PPROF_PORT/debug/runtime-metrics" >"$TMP/rm0"
 		curl -s --max-time 5 "http://127.0.0.1:$ADMIN_PORT/metrics" >"$TMP/m0"
+		curl -s --max-time 5 -o "$TMP/allocs0.pprof" "http://127.0.0.1:$PPROF_PORT/debug/pprof/allocs"
 		curl -s --max-time "$((SECONDS_ + 10))" -o "$OUT/$name.cpu.pprof" \
 			"http://127.0.0.1:$PPROF_PORT/debug/pprof/profile?seconds=$SECONDS_" &
 		local prof_pid=$!
@@ -160,6 +161,8 @@ measure() {
 	if [[ $name == fenec-entry ]]; then
 		curl -s --max-time 5 "http://127.0.0.1:$PPROF_PORT/debug/runtime-metrics" >"$TMP/rm1"
 		curl -s --max-time 5 "http://127.0.0.1:$ADMIN_PORT/metrics" >"$TMP/m1"
+		curl -s --max-time 5 -o "$OUT/$name.allocs.pprof" "http://127.0.0.1:$PPROF_PORT/debug/pprof/allocs"
+		cp "$TMP/allocs0.pprof" "$OUT/$name.allocs0.pprof"
 		wait "$prof_pid"
 	fi
 	wait "$wrk_pid"
@@ -246,6 +249,12 @@ measure() {
 			echo
 			echo '```'
 			go tool pprof -top -nodecount=15 "$TMP/fenec-entry" "$OUT/$name.cpu.pprof" 2>/dev/null | sed -n '/flat%/,$p'
+			echo '```'
+			echo
+			echo "Where the window's heap allocations were made (objects, the sampled heap profile's difference over the window; the sampling is by bytes, so the counts are estimates):"
+			echo
+			echo '```'
+			go tool pprof -top -sample_index=alloc_objects -nodecount=20 -base "$OUT/$name.allocs0.pprof" "$TMP/fenec-entry" "$OUT/$name.allocs.pprof" 2>/dev/null | sed -n '/flat%/,$p'
 			echo '```'
 		fi
 		echo

@@ -22,12 +22,20 @@ import (
 // from the same unread bytes, so what is accepted, refused and how a body is framed is
 // net/http's; FuzzAnswerDifferential holds the fast path to that.
 func readAnswer(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	resp, _, err := readAnswerReusing(br, req, nil)
+	return resp, err
+}
+
+// readAnswerReusing is readAnswer building a plain answer in *spare when it holds one (a
+// connection's last answer, handed back whole: see plainAnswer), taking it (*spare = nil); pa
+// is the fast path's answer (resp is &pa.resp), nil when net/http read the head.
+func readAnswerReusing(br *bufio.Reader, req *http.Request, spare **plainAnswer) (resp *http.Response, pa *plainAnswer, err error) {
 	if req.Method != http.MethodHead {
 		for {
 			b, _ := br.Peek(br.Buffered())
 			if end := headEnd(b); end > 0 {
-				if resp := parseAnswer(br, b[:end], req); resp != nil {
-					return resp, nil
+				if pa := parseAnswer(br, b[:end], req, spare); pa != nil {
+					return &pa.resp, pa, nil
 				}
 				break
 			}
@@ -39,7 +47,8 @@ func readAnswer(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
-	return http.ReadResponse(br, req)
+	resp, err = http.ReadResponse(br, req)
+	return resp, nil, err
 }
 
 // headEnd is the length of the head in b up to and including its blank line ("\r\n\r\n"),
@@ -53,8 +62,10 @@ func headEnd(b []byte) int {
 }
 
 // parseAnswer parses head (the status line through the blank line) if it is of the plain
-// kind, and consumes it from br; nil: not plain, nothing consumed.
-func parseAnswer(br *bufio.Reader, head []byte, req *http.Request) *http.Response {
+// kind, and consumes it from br; nil: not plain, nothing consumed (and *spare as it was).
+// spare, when not nil and holding an answer, is where the answer is built (its header map
+// emptied and filled again), instead of new memory.
+func parseAnswer(br *bufio.Reader, head []byte, req *http.Request, spare **plainAnswer) *plainAnswer {
 	// Status line: "HTTP/1.1 NNN reason".
 	nl := bytes.IndexByte(head, '\n')
 	line := head[:nl]
@@ -74,8 +85,17 @@ func parseAnswer(br *bufio.Reader, head []byte, req *http.Request) *http.Respons
 	// One string for the whole head: the header's names and values are its substrings.
 	s := string(head)
 	lines := bytes.Count(head, []byte("\n")) - 2 // the header's, without the status and blank lines
-	h := make(http.Header, lines)
-	strs := make([]string, lines) // one backing array for the values, as textproto does
+	var pa *plainAnswer
+	var h http.Header
+	if spare != nil && *spare != nil {
+		pa, h = *spare, (*spare).resp.Header
+		clear(h)
+	} else {
+		pa, h = new(plainAnswer), make(http.Header, lines)
+	}
+	// One backing array for the values, as textproto does. Never reused: the proxy hands the
+	// value slices on to the client's answer header (copyAnswerHeader).
+	strs := make([]string, lines)
 	length, chunked := int64(-1), false
 	pos := nl + 1
 	for {
@@ -132,7 +152,10 @@ func parseAnswer(br *bufio.Reader, head []byte, req *http.Request) *http.Respons
 		return nil // neither (the body ends with the connection) or both: net/http's
 	}
 	br.Discard(len(head))
-	pa := &plainAnswer{resp: http.Response{
+	if spare != nil {
+		*spare = nil
+	}
+	*pa = plainAnswer{resp: http.Response{
 		Status:     s[9:len(line)],
 		StatusCode: code,
 		Proto:      "HTTP/1.1",
@@ -155,7 +178,7 @@ func parseAnswer(br *bufio.Reader, head []byte, req *http.Request) *http.Respons
 		pa.body = lengthBody{br: br, n: length}
 		resp.Body = &pa.body
 	}
-	return resp
+	return pa
 }
 
 func statusCode(b []byte) (int, bool) {
@@ -183,7 +206,11 @@ func plainLength(v string) (int64, bool) {
 	return n, err == nil
 }
 
-// plainAnswer is a plain answer and its body of known length, allocated together.
+// plainAnswer is a plain answer and its body of known length, allocated together. The
+// proxy hands one back to its connection once delivered (the head written to the client, the
+// body read to its end, nothing left holding the Response or its header map), and the
+// connection's next answer is built in it: two of a request's allocations fewer, and the
+// map's memory (docs/BENCHMARKS.md, issue 10). An answer held or given up is not handed back.
 type plainAnswer struct {
 	resp http.Response
 	body lengthBody

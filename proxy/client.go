@@ -94,6 +94,9 @@ type conn struct {
 	// answer has come, and a read of its body from the socket lifts the deadline first.
 	deadline time.Time
 	inBody   bool
+	// spare: the last answer's storage, delivered and handed back, for the next (see
+	// plainAnswer); nil while an answer is out, or after one that was not.
+	spare *plainAnswer
 	// closeFn closes nc: made once, so that hooking it to each request's context allocates
 	// nothing.
 	closeFn func()

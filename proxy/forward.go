@@ -105,6 +105,7 @@ type attemptResult struct {
 	out   outcome
 	err   error
 	resp  *http.Response
+	pa    *plainAnswer // resp's storage when the fast path read it, for recycle
 	c     *conn
 	stop  func() bool // stops the cancellation hook; false if it already closed c
 	shard bool
@@ -136,8 +137,9 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	}
 	putWriter(bw)
 	var resp *http.Response
+	var pa *plainAnswer
 	if err == nil {
-		resp, err = readAnswerHead(c.br, r)
+		resp, pa, err = readAnswerHead(c.br, r, &c.spare)
 	}
 	if err != nil {
 		stop()
@@ -151,7 +153,7 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	// is lifted before the body is read from the socket (conn.Read); a body that came with
 	// the head leaves it for the connection's next request.
 	c.inBody = true
-	at := attemptResult{resp: resp, c: c, stop: stop}
+	at := attemptResult{resp: resp, pa: pa, c: c, stop: stop}
 	if v := resp.Header["Fenec-Shard"]; len(v) > 0 && v[0] == "1" {
 		at.shard = true
 	}
@@ -176,18 +178,32 @@ func afterFunc(ctx context.Context, f func()) (stop func() bool) {
 	return context.AfterFunc(ctx, f)
 }
 
-// readAnswerHead reads the answer head, skipping interim 1xx answers.
-func readAnswerHead(br *bufio.Reader, r *http.Request) (*http.Response, error) {
+// readAnswerHead reads the answer head, skipping interim 1xx answers; spare as
+// readAnswerReusing's.
+func readAnswerHead(br *bufio.Reader, r *http.Request, spare **plainAnswer) (*http.Response, *plainAnswer, error) {
 	for {
-		resp, err := readAnswer(br, r)
+		resp, pa, err := readAnswerReusing(br, r, spare)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
-			return resp, nil
+			return resp, pa, nil
 		}
 	}
 }
+
+// recycle hands a delivered answer's storage back to its connection, for the connection's
+// next answer; the caller uses neither at.resp nor its header after. A header map grown
+// beyond an ordinary answer's is left to the collector (emptying a map costs its size).
+func (at *attemptResult) recycle() {
+	if at.pa != nil && at.c != nil && len(at.pa.resp.Header) <= maxRecycledFields {
+		at.c.spare = at.pa
+	}
+	at.pa, at.resp = nil, nil
+}
+
+// maxRecycledFields: see recycle.
+const maxRecycledFields = 16
 
 // finishConn returns a connection whose answer was read to its end to the
 // pool, or closes it.
@@ -250,7 +266,9 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, x *exchange, a
 
 	if resp.Body == http.NoBody {
 		resp.Body.Close()
-		at.finishConn(!resp.Close)
+		reusable := !resp.Close
+		at.recycle()
+		at.finishConn(reusable)
 		return
 	}
 	bp, pool := smallBufPool.Get().(*[]byte), &smallBufPool
@@ -277,7 +295,9 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, x *exchange, a
 		}
 		if rerr == io.EOF {
 			resp.Body.Close()
-			at.finishConn(!resp.Close)
+			reusable := !resp.Close
+			at.recycle()
+			at.finishConn(reusable)
 			return
 		}
 		if rerr != nil {
