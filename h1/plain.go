@@ -25,6 +25,29 @@ import (
 // result (FuzzPlainRequest holds it to that), and net/http's server would check nothing more
 // (checkRequest's checks are made here).
 func readPlain(br *bufio.Reader, ctx context.Context) (req *http.Request, ok bool) {
+	return readPlainInto(br, ctx, nil)
+}
+
+// plainStore is memory a connection's session keeps from request to request for readPlain:
+// the header map, the values' array and the URL of the last request it read, which h1 no
+// longer uses once that request's answer is finished (a handler must not keep the Request
+// past its return: see Server). Three of a request's allocations fewer, and the map's memory
+// (docs/BENCHMARKS.md, issue 10).
+type plainStore struct {
+	header http.Header
+	vals   []string
+	url    url.URL
+}
+
+// release drops what st holds of the last request (a pooled session keeps no head alive).
+func (st *plainStore) release() {
+	clear(st.header)
+	clear(st.vals)
+	st.url = url.URL{}
+}
+
+// readPlainInto is readPlain building the request in st's memory when st is not nil.
+func readPlainInto(br *bufio.Reader, ctx context.Context, st *plainStore) (req *http.Request, ok bool) {
 	b, _ := br.Peek(br.Buffered())
 	end := bytes.Index(b, []byte("\r\n\r\n"))
 	if end < 0 {
@@ -59,13 +82,31 @@ func readPlain(br *bufio.Reader, ctx context.Context) (req *http.Request, ok boo
 		return nil, false
 	}
 	target := s[sp+1 : len(line)]
-	u, err := url.ParseRequestURI(target)
-	if err != nil {
-		return nil, false
+	var u *url.URL
+	if st != nil && simpleTarget(target, &st.url) {
+		u = &st.url
+	} else {
+		var err error
+		if u, err = url.ParseRequestURI(target); err != nil {
+			return nil, false
+		}
 	}
 	lines := bytes.Count(head, []byte("\n")) - 2 // the header's
-	h := make(http.Header, lines)
-	strs := make([]string, lines) // one backing array for the values, as textproto does
+	var h http.Header
+	var strs []string // one backing array for the values, as textproto does
+	if st != nil {
+		if st.header == nil {
+			st.header = make(http.Header, lines)
+		}
+		h = st.header
+		clear(h)
+		if cap(st.vals) < lines {
+			st.vals = make([]string, lines)
+		}
+		strs = st.vals[:lines]
+	} else {
+		h, strs = make(http.Header, lines), make([]string, lines)
+	}
 	host, hosts := "", 0
 	pos := nl + 1
 	for {
@@ -125,3 +166,33 @@ func readPlain(br *bufio.Reader, ctx context.Context) (req *http.Request, ok boo
 	}
 	return r.WithContext(ctx), true
 }
+
+// simpleTarget sets *u to what url.ParseRequestURI(target) returns for an origin-form target
+// whose path has only bytes the URL package leaves as they are (pathKeeps: so Path is the path
+// as sent, RawPath empty, nothing to unescape), whatever its query; false for any other target,
+// u then unchanged. FuzzPlainRequest holds it to url.ParseRequestURI.
+func simpleTarget(target string, u *url.URL) bool {
+	path, query, hasQuery := strings.Cut(target, "?")
+	if path == "" || path[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(path); i++ {
+		if !pathKeeps[path[i]] {
+			return false
+		}
+	}
+	*u = url.URL{Path: path, RawQuery: query, ForceQuery: hasQuery && query == ""}
+	return true
+}
+
+// pathKeeps: the bytes the URL package does not escape in a path, learnt from it (a URL whose
+// path is "/" and the byte escapes to the same).
+var pathKeeps = func() (t [256]bool) {
+	for c := 0x21; c < 0x7f; c++ {
+		p := "/" + string(rune(c))
+		if c != '%' && c != '?' && c != '#' && (&url.URL{Path: p}).EscapedPath() == p {
+			t[c] = true
+		}
+	}
+	return t
+}()

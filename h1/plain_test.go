@@ -29,6 +29,17 @@ var plainCases = []struct {
 	{"lower-case names", "GET / HTTP/1.1\r\nhost: e\r\nx-forwarded-for: 1.2.3.4\r\n\r\n", true},
 	{"delete", "DELETE /t/a/1 HTTP/1.1\r\nHost: e\r\n\r\n", true},
 	{"options preflight", "OPTIONS /t/a/1 HTTP/1.1\r\nHost: e\r\nOrigin: https://a\r\nAccess-Control-Request-Method: PUT\r\n\r\n", true},
+	{"target with an empty query", "GET /a? HTTP/1.1\r\nHost: e\r\n\r\n", true},
+	{"target with a query of a question mark", "GET /a?? HTTP/1.1\r\nHost: e\r\n\r\n", true},
+	{"target with a question mark ending its query", "GET /a?b? HTTP/1.1\r\nHost: e\r\n\r\n", true},
+	{"target with a bad escape in its query", "GET /a?q=%zz&r HTTP/1.1\r\nHost: e\r\n\r\n", true},
+	{"target starting with two slashes", "GET //x/y HTTP/1.1\r\nHost: e\r\n\r\n", true},
+	{"target with the path's kept punctuation", "GET /~u/a-b_c.d;e=f@g:h$i&j+k,l HTTP/1.1\r\nHost: e\r\n\r\n", true},
+	{"target with bytes a path escapes", "GET /a*b!c'(d)\"e<f>g HTTP/1.1\r\nHost: e\r\n\r\n", true},
+	{"target with a star", "GET /a*b HTTP/1.1\r\nHost: e\r\n\r\n", true},
+	{"target with a fragment", "GET /a#frag?x HTTP/1.1\r\nHost: e\r\n\r\n", true},
+	{"target with an escape", "GET /a%2Fb%41 HTTP/1.1\r\nHost: e\r\n\r\n", true},
+	{"target of a slash", "GET / HTTP/1.1\r\nHost: e\r\n\r\n", true},
 	{"pipelined: only the first head", "GET /a HTTP/1.1\r\nHost: e\r\n\r\nGET /b HTTP/1.1\r\nHost: e\r\n\r\n", true},
 
 	{"content-length", "POST /t/a HTTP/1.1\r\nHost: e\r\nContent-Length: 5\r\n\r\nhello", false},
@@ -68,10 +79,30 @@ var plainCases = []struct {
 // server's checks on the same bytes, and fails unless both read the same request.
 func readBoth(t *testing.T, raw []byte) (plain bool) {
 	t.Helper()
+	plain = readBothInto(t, raw, nil)
+	// Into a session's memory that holds an earlier request (its header map, values and URL):
+	// the same answer, nothing of the earlier request left.
+	var st plainStore
+	ebr := bufio.NewReaderSize(strings.NewReader(earlierRequest), 4096)
+	ebr.Peek(1)
+	if _, ok := readPlainInto(ebr, &reqCtx{}, &st); !ok {
+		t.Fatalf("the earlier request %q was not plain", earlierRequest)
+	}
+	if again := readBothInto(t, raw, &st); again != plain {
+		t.Errorf("%q: plain %v, but %v into a session's memory", raw, plain, again)
+	}
+	return plain
+}
+
+// earlierRequest has headers and a query the cases mostly do not.
+const earlierRequest = "GET /earlier/one?left=behind HTTP/1.1\r\nHost: earlier\r\nX-Left: 1\r\nX-Left: 2\r\nAccept: a/b\r\nCookie: c=d\r\nX-A: b\r\n\r\n"
+
+func readBothInto(t *testing.T, raw []byte, st *plainStore) (plain bool) {
+	t.Helper()
 	br := bufio.NewReaderSize(bytes.NewReader(raw), 4096)
 	br.Peek(1) // one read, as a woken connection's
 	ctx := &reqCtx{}
-	got, plain := readPlain(br, ctx)
+	got, plain := readPlainInto(br, ctx, st)
 	if !plain {
 		if br.Buffered() != min(len(raw), 4096) {
 			t.Fatalf("%q: declined, but consumed %d bytes", raw, min(len(raw), 4096)-br.Buffered())
@@ -171,4 +202,30 @@ func BenchmarkReadPlain(b *testing.B) {
 			req.WithContext(ctx)
 		}
 	})
+}
+
+// readPlainInto into a session's memory makes two allocations for a plain request: the head's
+// string and the Request (WithContext's); the header map (two), the values and the URL are the
+// session's. Without it, six.
+func TestReadPlainIntoAllocations(t *testing.T) {
+	raw := "GET /t/acme/items/1?x=1 HTTP/1.1\r\nHost: e.example\r\nUser-Agent: bench\r\nAccept: */*\r\nX-Forwarded-For: 1.2.3.4\r\n\r\n"
+	sr := strings.NewReader(raw)
+	br := bufio.NewReaderSize(sr, 4096)
+	ctx := &reqCtx{}
+	var st plainStore
+	measure := func(st *plainStore) float64 {
+		return testing.AllocsPerRun(200, func() {
+			sr.Reset(raw)
+			br.Reset(sr)
+			br.Peek(1)
+			if _, ok := readPlainInto(br, ctx, st); !ok {
+				t.Fatal("not plain")
+			}
+		})
+	}
+	into, fresh := measure(&st), measure(nil)
+	t.Logf("allocations per plain request: %.0f into a session's memory, %.0f without", into, fresh)
+	if into > 2 {
+		t.Errorf("readPlainInto made %.0f allocations into a session's memory, want 2 (the head's string, the Request)", into)
+	}
 }

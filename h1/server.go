@@ -25,6 +25,11 @@ import (
 // for its next request holds no goroutine and no buffer: it is parked in an epoll instance
 // and picked up when the client sends. Connections that are not HTTP/1.x (an HTTP/2 preface)
 // or not TCP are handed to Fallback.
+//
+// Unlike net/http's, the Request a handler is given is not its to keep: once the handler has
+// returned, h1 reads the connection's next request into the same header map, URL and values
+// (readPlainInto). A handler that hands the Request, its Header or its URL to something that
+// outlives it must copy them (the proxy keeps none).
 type Server struct {
 	Handler           http.Handler
 	ReadHeaderTimeout time.Duration // from the first byte of a request to the end of its head; 0: none
@@ -530,10 +535,11 @@ func (c *conn) wantData() error {
 // session is what a connection holds while it is served, kept in a pool between wakes: an
 // idle connection holds none of it.
 type session struct {
-	br *bufio.Reader
-	bw *bufio.Writer
-	lr limitReader
-	io sockIO
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	lr    limitReader
+	io    sockIO
+	plain plainStore // readPlainInto's
 }
 
 var sessionPool = sync.Pool{New: func() any {
@@ -556,6 +562,7 @@ func putSession(ss *session) {
 	ss.bw.Reset(nil)
 	ss.lr.r = nil
 	ss.io.reset(nil)
+	ss.plain.release()
 	sessionPool.Put(ss)
 }
 
@@ -791,7 +798,7 @@ func (c *conn) serveOne(ss *session, first bool) (keep, handedOff bool) {
 	}
 	ctx := &reqCtx{}
 	defer ctx.cancel()
-	req, plain := readPlain(br, ctx)
+	req, plain := readPlainInto(br, ctx, &ss.plain)
 	if !plain {
 		var ok bool
 		if req, ok = c.readRequest(ss); !ok {
