@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,4 +198,31 @@ func FuzzDifferential(f *testing.F) {
 			t.Errorf("for %q\nnet/http: %v\nh1:       %v", raw, std, lean)
 		}
 	})
+}
+
+// The status line is written as net/http writes it, for codes with a text and without.
+func TestStatusLineAsNetHTTP(t *testing.T) {
+	srv := startBoth(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
+		w.WriteHeader(code)
+	}))
+	statusLine := func(addr string, code int) string {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET /%d HTTP/1.1\r\nHost: e\r\n\r\n", code)
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			t.Fatalf("status %d: %v", code, err)
+		}
+		return line
+	}
+	for _, code := range []int{200, 204, 299, 404, 503, 599, 999} {
+		if std, lean := statusLine(srv.std, code), statusLine(srv.lean, code); std != lean {
+			t.Errorf("status %d: net/http writes %q, h1 %q", code, std, lean)
+		}
+	}
 }

@@ -199,11 +199,15 @@ func (w *response) writeHead(final bool) {
 	}
 	bw := w.bw
 	bw.WriteString("HTTP/1.1 ")
+	writeStatus(bw, w.status)
 	if text := http.StatusText(w.status); text != "" {
-		bw.WriteString(strconv.Itoa(w.status) + " " + text + "\r\n")
+		bw.WriteByte(' ')
+		bw.WriteString(text)
 	} else {
-		bw.WriteString(strconv.Itoa(w.status) + " status code " + strconv.Itoa(w.status) + "\r\n")
+		bw.WriteString(" status code ")
+		writeStatus(bw, w.status)
 	}
+	bw.WriteString("\r\n")
 	if _, ok := h["Date"]; !ok {
 		bw.WriteString("Date: ")
 		bw.WriteString(httpDate())
@@ -284,3 +288,11 @@ type dateText struct {
 }
 
 var cachedDate atomic.Pointer[dateText]
+
+// writeStatus writes a status code (100 to 999, as WriteHeader holds it to) as three digits:
+// strconv.Itoa makes a string for any number past 99, one allocation an answer.
+func writeStatus(bw *bufio.Writer, code int) {
+	bw.WriteByte(byte('0' + code/100))
+	bw.WriteByte(byte('0' + code/10%10))
+	bw.WriteByte(byte('0' + code%10))
+}
