@@ -21,7 +21,8 @@ usage: bash bench/proxies.sh [flags]
                           other half (on 2 cores: wrk on CPU 0, servers on CPU 1); default
                    none:  nothing pinned, every process on every CPU (env BENCH_PIN)
   --workers N      nginx worker_processes and haproxy nbthread (env BENCH_WORKERS, default:
-                   the CPUs the servers may use); fenec-entry runs with GOMAXPROCS=N
+                   the CPUs the servers may use); given, fenec-entry runs with GOMAXPROCS=N,
+                   else with its default (its Ps follow its load, up to those CPUs)
   --targets LIST   comma list from direct,nginx,haproxy,fenec-entry (env BENCH_TARGETS, default all;
                    conns mode: nginx,haproxy,fenec-entry, direct has no proxy to measure)
   --base-port P    first port tried for the listeners (env BENCH_BASE_PORT, default 18000)
@@ -184,8 +185,8 @@ REQ_PATH=/t/acme/items/1
 # On 2 cores the load generator competes with the servers for CPU. split gives wrk a core of
 # its own and puts everything being measured (upstream and proxy) on the other, so every
 # target runs under the same layout and wrk's own CPU cost stays out of the comparison;
-# README.md says why. Workers per proxy (nginx workers, haproxy threads, fenec-entry's
-# GOMAXPROCS) = the CPUs the servers may use, unless --workers says otherwise. The upstream's
+# README.md says why. Workers per proxy (nginx workers, haproxy threads) = the CPUs the servers
+# may use, unless --workers says otherwise (fenec-entry: see ENTRY_ENV below). The upstream's
 # GOMAXPROCS follows its affinity, as Go does by default.
 NCPU=$(nproc)
 CLIENT_CPUS=""
@@ -205,8 +206,17 @@ if [[ $PIN == split ]]; then
 else
 	SERVER_NCPU=$NCPU
 fi
+# fenec-entry runs with its default (GOMAXPROCS unset: its Ps follow its load, up to the CPUs it
+# may use; package procs) unless --workers fixes them, as nginx's and haproxy's are.
+ENTRY_ENV=()
+[[ -z $WORKERS ]] || ENTRY_ENV=(GOMAXPROCS="$WORKERS")
 WORKERS=${WORKERS:-$SERVER_NCPU}
 want_int workers "$WORKERS" 1 256
+if ((${#ENTRY_ENV[@]})); then
+	ENTRY_PROCS="GOMAXPROCS=$WORKERS"
+else
+	ENTRY_PROCS="GOMAXPROCS unset (its Ps follow the load, up to $SERVER_NCPU)"
+fi
 pinned() { # pinned CPUS cmd...: exec cmd on CPUS (or anywhere when CPUS is empty)
 	local cpus=$1
 	shift
@@ -583,7 +593,7 @@ EOF
 		port p_rpc
 		local extra=()
 		((STREAMS + HOLD_PARALLEL <= 10000)) || extra=(--max-inflight "$((STREAMS + HOLD_PARALLEL))")
-		start "$name" "$SERVER_CPUS" env GOMAXPROCS="$WORKERS" "$TMP/bin/$name" serve \
+		start "$name" "$SERVER_CPUS" env "${ENTRY_ENV[@]}" "$TMP/bin/$name" serve \
 			--listen "127.0.0.1:$p_listen" --admin-listen "127.0.0.1:$p_admin" \
 			--routers "eu=http://127.0.0.1:$up" \
 			--gossip-bind "127.0.0.1:$p_gossip" --rpc-addr "127.0.0.1:$p_rpc" "${extra[@]}"
@@ -793,7 +803,7 @@ conns_main() {
 
 	open_out
 	facts
-	REPRO="bash bench/proxies.sh --mode conns --rounds $ROUNDS --idle-conns $IDLE_CONNS --streams $STREAMS --settle $SETTLE_S --scenarios $SCENARIOS_ARG --pin $PIN --workers $WORKERS --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}"
+	REPRO="bash bench/proxies.sh --mode conns --rounds $ROUNDS --idle-conns $IDLE_CONNS --streams $STREAMS --settle $SETTLE_S --scenarios $SCENARIOS_ARG --pin $PIN${ENTRY_ENV[0]:+ --workers $WORKERS} --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}"
 	{
 		printf '{"kind":"meta","mode":"conns","started":%s,"nproc":%d,"cpu":%s,"kernel":%s' \
 			"$(json_str "$started")" "$NCPU" "$(json_str "$cpu_model")" "$(json_str "$(uname -r)")"
@@ -846,9 +856,9 @@ conns_main() {
 		echo "- machine: nproc $NCPU ($cpu_model), kernel $(uname -r), $started"
 		echo "- versions: nginx $ver_nginx, haproxy $ver_haproxy, go $ver_go; fenec-entry: $ver_entry; repo at $git_rev"
 		if [[ $PIN == split ]]; then
-			echo "- layout: connhold on CPU $CLIENT_CPUS; upstream, stand-in and proxy on CPU $SERVER_CPUS; nginx 1 worker; $WORKERS haproxy thread(s), fenec-entry GOMAXPROCS"
+			echo "- layout: connhold on CPU $CLIENT_CPUS; upstream, stand-in and proxy on CPU $SERVER_CPUS; nginx 1 worker; $WORKERS haproxy thread(s); fenec-entry $ENTRY_PROCS"
 		else
-			echo "- layout: nothing pinned; nginx 1 worker; $WORKERS haproxy thread(s), fenec-entry GOMAXPROCS"
+			echo "- layout: nothing pinned; nginx 1 worker; $WORKERS haproxy thread(s); fenec-entry $ENTRY_PROCS"
 		fi
 		echo "- limits: ulimit -n $(ulimit -n); nginx worker_connections $NEED_FDS, worker_rlimit_nofile $NOFILE$(has_target haproxy && echo "; haproxy maxconn $HAPROXY_MAXCONN"); connhold from $SOURCES source address(es) (ip_local_port_range $PORT_RANGE)"
 		for t in "${SKIPPED[@]}"; do echo "- $t"; done
@@ -948,7 +958,7 @@ if has_target fenec-entry; then
 	port FE_ADMIN
 	port FE_GOSSIP
 	port FE_RPC
-	start fenec-entry "$SERVER_CPUS" env GOMAXPROCS="$WORKERS" "$TMP/bin/fenec-entry" serve \
+	start fenec-entry "$SERVER_CPUS" env "${ENTRY_ENV[@]}" "$TMP/bin/fenec-entry" serve \
 		--listen "127.0.0.1:$FE_PORT" --admin-listen "127.0.0.1:$FE_ADMIN" \
 		--routers "eu=http://127.0.0.1:$UP_PORT" \
 		--gossip-bind "127.0.0.1:$FE_GOSSIP" --rpc-addr "127.0.0.1:$FE_RPC"
@@ -962,7 +972,7 @@ if has_target fenec-entry-b; then
 	port FEB_ADMIN
 	port FEB_GOSSIP
 	port FEB_RPC
-	start fenec-entry-b "$SERVER_CPUS" env GOMAXPROCS="$WORKERS" "$TMP/bin/fenec-entry-b" serve \
+	start fenec-entry-b "$SERVER_CPUS" env "${ENTRY_ENV[@]}" "$TMP/bin/fenec-entry-b" serve \
 		--listen "127.0.0.1:$FEB_PORT" --admin-listen "127.0.0.1:$FEB_ADMIN" \
 		--routers "eu=http://127.0.0.1:$UP_PORT" \
 		--gossip-bind "127.0.0.1:$FEB_GOSSIP" --rpc-addr "127.0.0.1:$FEB_RPC"
@@ -1071,7 +1081,7 @@ wrk_run() {
 open_out
 facts
 ver_wrk=$(wrk -v 2>&1 | awk 'NR == 1 { print $2 }' || true) # wrk -v exits 1
-REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN --workers $WORKERS --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}"
+REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN${ENTRY_ENV[0]:+ --workers $WORKERS} --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}"
 {
 	printf '{"kind":"meta","started":%s,"nproc":%d,"cpu":%s,"kernel":%s' \
 		"$(json_str "$started")" "$NCPU" "$(json_str "$cpu_model")" "$(json_str "$(uname -r)")"
@@ -1303,9 +1313,9 @@ set +e
 				(worst > max) ? "; runs above " max "% are slowed by the host, not by the targets" : "" }' "$STEALS"
 	echo "- versions: nginx $ver_nginx, haproxy $ver_haproxy, wrk $ver_wrk, go $ver_go; fenec-entry: $ver_entry; repo at $git_rev"
 	if [[ $PIN == split ]]; then
-		echo "- layout: wrk on CPU $CLIENT_CPUS; upstream and proxy on CPU $SERVER_CPUS; $WORKERS nginx worker(s), haproxy thread(s), fenec-entry GOMAXPROCS"
+		echo "- layout: wrk on CPU $CLIENT_CPUS; upstream and proxy on CPU $SERVER_CPUS; $WORKERS nginx worker(s), haproxy thread(s); fenec-entry $ENTRY_PROCS"
 	else
-		echo "- layout: nothing pinned; $WORKERS nginx worker(s), haproxy thread(s), fenec-entry GOMAXPROCS"
+		echo "- layout: nothing pinned; $WORKERS nginx worker(s), haproxy thread(s); fenec-entry $ENTRY_PROCS"
 	fi
 	has_target fenec-entry || echo "- fenec-entry was not measured: ./cmd/fenec-entry does not build yet"
 	echo "- raw: $OUT"

@@ -63,6 +63,17 @@ type Server struct {
 // MaxIdleWorkers).
 func (s *Server) IdleWorkers() int { return s.work.idleCount() }
 
+// ProcsChanged tells the server GOMAXPROCS changed (package procs), so that the poller's
+// leader/follower follows at once rather than at the sweeper's next period.
+func (s *Server) ProcsChanged() {
+	s.mu.Lock()
+	p := s.poll
+	s.mu.Unlock()
+	if p != nil {
+		p.checkProcs()
+	}
+}
+
 // ErrServerClosed is what Serve returns after Shutdown or Close.
 var ErrServerClosed = http.ErrServerClosed
 

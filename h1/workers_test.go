@@ -122,3 +122,38 @@ func TestPollerServesTheLastWokenConnection(t *testing.T) {
 		})
 	}
 }
+
+// ProcsChanged makes the poller follow GOMAXPROCS at once (package procs changes it at run
+// time), not at the sweeper's next period (a second here).
+func TestProcsChangedTakesEffectAtOnce(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	s := &Server{Handler: http.HandlerFunc(okHandler)}
+	addr := startLean(t, s)
+	c, br := dial(t, addr)
+	leads := func() int64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.poll.leads.Load()
+	}
+	serve := func(n int) {
+		for range n {
+			resp := get(t, c, br, "/")
+			io.Copy(io.Discard, resp.Body)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	runtime.GOMAXPROCS(1)
+	s.ProcsChanged()
+	before := leads()
+	serve(10)
+	if got := leads() - before; got != 0 {
+		t.Errorf("after GOMAXPROCS 1 and ProcsChanged, the poller served %d connections itself, want none", got)
+	}
+	runtime.GOMAXPROCS(2)
+	s.ProcsChanged()
+	before = leads()
+	serve(20)
+	if got := leads() - before; got < 10 {
+		t.Errorf("after GOMAXPROCS 2 and ProcsChanged, the poller served %d of 20 woken connections itself, want (nearly) all", got)
+	}
+}

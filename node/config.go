@@ -106,6 +106,10 @@ type Config struct {
 	// SetLogLevel, when not nil, is called with the new level when a reload changes
 	// --log-level (the process owns its loggers). Not a flag.
 	SetLogLevel func(level string) `json:"-"`
+	// AdaptProcs runs the process on as many Ps (GOMAXPROCS) as its load needs, from one up to
+	// Go's default (package procs). Not a flag: cmd sets it unless the environment fixes
+	// GOMAXPROCS, which is then the operator's choice.
+	AdaptProcs bool `json:"-"`
 
 	// Clock is the one time source of the entry's time-based behaviour: the home table (read
 	// backoff, versions), the proxy (idle router connections, Fenec-Client stamps), gossip's

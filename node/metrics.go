@@ -38,6 +38,28 @@ func (n *Node) newRegistry() (*prometheus.Registry, *proxy.Metrics) {
 		Name: "fenec_entry_draining",
 		Help: "1 from the start of a drain (SIGTERM) on, else 0.",
 	}, func() float64 { return b2f(n.draining.Load()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fenec_entry_procs",
+		Help: "Ps (GOMAXPROCS) the entry runs on now: with GOMAXPROCS unset they follow the load, from 1 up to fenec_entry_procs_max.",
+	}, func() float64 { return float64(runtime.GOMAXPROCS(0)) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fenec_entry_procs_max",
+		Help: "The most Ps the entry runs on: Go's default at start (the CPUs it may use), or GOMAXPROCS when set.",
+	}, func() float64 {
+		if n.procs != nil {
+			return float64(n.procs.Max())
+		}
+		return float64(runtime.GOMAXPROCS(0))
+	}))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "fenec_entry_procs_changes_total",
+		Help: "Changes of the Ps to follow the load (each stops the world briefly); at most one each 200 ms.",
+	}, func() float64 {
+		if n.procs != nil {
+			return float64(n.procs.Changes())
+		}
+		return 0
+	}))
 	if n.certs != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fenec_entry_tls_cert_not_after_seconds",

@@ -20,6 +20,7 @@ import (
 	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/h1"
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/procs"
 	"github.com/fenec/fenec-entry/proxy"
 	"github.com/fenec/fenec-entry/state"
 	"github.com/fenec/fenec-entry/status"
@@ -109,6 +110,8 @@ type Node struct {
 
 	drainOnce sync.Once
 	closeOnce sync.Once
+
+	procs *procs.Controller // nil: GOMAXPROCS is the operator's (Config.AdaptProcs)
 }
 
 // New builds a Node from cfg: it validates cfg, reads --router-ca and the TLS certificate, and
@@ -153,6 +156,14 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 		if n.certs, err = certs.NewReloader(cfg.TLSCert, cfg.TLSKey, logger); err != nil {
 			return nil, certError(err)
 		}
+	}
+	if cfg.AdaptProcs {
+		n.procs = procs.New(procs.Config{OnChange: func(from, to int) {
+			if n.lean != nil { // set before the controller runs (Start)
+				n.lean.ProcsChanged()
+			}
+			n.log.Debug().Int("from", from).Int("to", to).Msg("Ps (GOMAXPROCS) follow the load")
+		}})
 	}
 	reg, metrics := n.newRegistry()
 	n.reg = reg
@@ -317,6 +328,9 @@ func (n *Node) startLocked(ctx context.Context) error {
 		})
 	}
 
+	if n.procs != nil {
+		n.wg.Go(func() { n.procs.Run(n.bg) })
+	}
 	n.wg.Go(n.runLatency) // after the cluster: its first round gossips the latency tag
 	now := n.cfg.Clock.Now()
 	n.startedAt.Store(&now)

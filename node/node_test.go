@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +87,8 @@ func TestNodeServes(t *testing.T) {
 		`fenec_entry_region_marked{region="eu"} 0`,
 		`fenec_entry_ready 1`,
 		"fenec_entry_http1_idle_workers ",
+		"fenec_entry_procs ", "fenec_entry_procs_max ",
+		"fenec_entry_procs_changes_total 0", // testConfig leaves GOMAXPROCS to the process
 		`fenec_entry_build_info{continent="EU",goversion=`,
 		"go_goroutines", "process_",
 	} {
@@ -446,5 +450,45 @@ func TestHeadLimit(t *testing.T) {
 	}
 	if got := status(1<<20 - 64); got != http.StatusOK {
 		t.Errorf("head just under 1 MiB: %d, want 200", got)
+	}
+}
+
+// With AdaptProcs (GOMAXPROCS unset), an idle entry steps down to one P within DownAfter
+// periods, says so on /metrics, and gives the process its Ps back when it closes. With one CPU
+// there is nothing to choose: no change.
+func TestProcsFollowTheLoad(t *testing.T) {
+	router := newRouter(t, "eu", nil)
+	cfg := testConfig(t, "eu", router.URL)
+	cfg.AdaptProcs = true
+	before := runtime.GOMAXPROCS(0)
+	log, _ := testLogger(t)
+	n, err := New(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		n.Close()
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	admin := "http://" + n.AdminAddr().String()
+	want := fmt.Sprintf("fenec_entry_procs_max %d\n", before)
+	if before == 1 {
+		want += "fenec_entry_procs 1\n"
+	}
+	// Looked at seldom: the test's own work is the process's CPU use too.
+	testutil.EventuallyEvery(t, 20*time.Second, 100*time.Millisecond, "an idle entry on one P", func() bool {
+		return n.procs.Procs() == 1
+	})
+	_, metrics := get(t, client, admin+"/metrics")
+	if !strings.Contains(metrics, "fenec_entry_procs 1\n") || !strings.Contains(metrics, want) {
+		t.Errorf("/metrics on one P of %d lacks fenec_entry_procs 1 or %q:\n%s", before, want, metrics)
+	}
+	if before > 1 && strings.Contains(metrics, "fenec_entry_procs_changes_total 0\n") {
+		t.Errorf("one P from %d, but no change counted:\n%s", before, metrics)
+	}
+	n.Close()
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Errorf("GOMAXPROCS %d after Close, want %d again", got, before)
 	}
 }

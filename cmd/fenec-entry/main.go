@@ -94,6 +94,9 @@ func serve(args []string, stdout, stderr io.Writer, env func(string) string) int
 		}
 	}()
 	cfg.ReloadOn = reloads
+	// GOMAXPROCS in the environment is the operator's fixed choice; without it the Ps follow
+	// the load (package procs).
+	cfg.AdaptProcs = env("GOMAXPROCS") == ""
 	for _, w := range unknownEnv(os.Environ()) {
 		logger.Warn().Msg(w)
 	}

@@ -1,0 +1,158 @@
+// Package procs runs the process on as many Ps (GOMAXPROCS) as its load needs, from one up
+// to Go's default (the CPUs it may use), unless the operator fixed GOMAXPROCS.
+//
+// Why: with more Ps than busy goroutines, Go's scheduler keeps threads spinning in search of
+// work and wakes one on another CPU each time a goroutine is made runnable (the h1 poller's
+// hand-off, a worker given a connection). Under light load every request pays those wakes and
+// the spinning takes CPU from the processes beside the entry. Measured on the 2-CPU bench
+// host, nothing pinned, one request at a time: the entry on 2 Ps added 134 µs to a request, on
+// 1 P 73 µs (nginx: 67 µs); at 32 connections its CPU a request was 25% higher on 2 Ps. But one
+// P cannot use a second CPU when the load needs it: requests/s 0.92x nginx's on 1 P, 0.99x on
+// 2 (docs/BENCHMARKS.md, issue 10; docs/DECISIONS.md, "The entry runs on the Ps its load
+// needs").
+//
+// The Controller reads the process's CPU time every Period and applies next: more Ps at once
+// when the process used more than UpAt of its Ps' time, one fewer after DownAfter periods in a
+// row below DownAt of one P fewer. Each change stops the world for some tens of microseconds;
+// there is at most one a period, and a step down needs DownAfter quiet periods.
+package procs
+
+import (
+	"context"
+	"math"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+const (
+	// DefaultPeriod is how often the CPU use is read.
+	DefaultPeriod = 200 * time.Millisecond
+	// UpAt: more Ps as soon as the process used more than this share of its Ps' time in a
+	// period (enough to serve what it used at this share).
+	UpAt = 0.75
+	// DownAt and DownAfter: one P fewer once the process used less than DownAt of one P fewer
+	// for DownAfter periods in a row (a second at the default period).
+	DownAt    = 0.5
+	DownAfter = 5
+)
+
+// Config says how a Controller reads the load and sets the Ps; the zero values are the
+// process's own.
+type Config struct {
+	Max      int                  // the most Ps; 0: runtime.GOMAXPROCS(0) when New is called
+	Period   time.Duration        // 0: DefaultPeriod
+	CPUTime  func() time.Duration // the process's CPU time (user and system) so far; nil: getrusage
+	SetProcs func(n int)          // nil: runtime.GOMAXPROCS
+	Now      func() time.Time     // nil: time.Now
+	OnChange func(from, to int)   // called after each change, if set (the node logs it)
+}
+
+// Controller follows the load with the Ps. Procs and Changes are safe to call at any time.
+type Controller struct {
+	cfg     Config
+	procs   atomic.Int32
+	changes atomic.Int64
+}
+
+// New returns a Controller starting at Max Ps (the process's own at start: under load at
+// start, it is not slowed while the first periods are read).
+func New(cfg Config) *Controller {
+	if cfg.Max <= 0 {
+		cfg.Max = runtime.GOMAXPROCS(0)
+	}
+	if cfg.Period <= 0 {
+		cfg.Period = DefaultPeriod
+	}
+	if cfg.CPUTime == nil {
+		cfg.CPUTime = processCPUTime
+	}
+	if cfg.SetProcs == nil {
+		cfg.SetProcs = func(n int) { runtime.GOMAXPROCS(n) }
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Controller{cfg: cfg}
+	c.procs.Store(int32(cfg.Max))
+	return c
+}
+
+// Procs is the number of Ps the Controller set last (Max before its first change).
+func (c *Controller) Procs() int { return int(c.procs.Load()) }
+
+// Max is the most Ps it sets.
+func (c *Controller) Max() int { return c.cfg.Max }
+
+// Changes counts the changes made.
+func (c *Controller) Changes() int64 { return c.changes.Load() }
+
+// Run follows the load until ctx ends; with Max 1 it returns at once (nothing to choose).
+// On return the Ps are Max again.
+func (c *Controller) Run(ctx context.Context) {
+	if c.cfg.Max <= 1 {
+		return
+	}
+	defer c.set(c.cfg.Max)
+	t := time.NewTicker(c.cfg.Period)
+	defer t.Stop()
+	lastCPU, lastAt := c.cfg.CPUTime(), c.cfg.Now()
+	low := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cpu, at := c.cfg.CPUTime(), c.cfg.Now()
+		wall := at.Sub(lastAt)
+		if wall <= 0 {
+			continue
+		}
+		used := float64(cpu-lastCPU) / float64(wall)
+		lastCPU, lastAt = cpu, at
+		var n int
+		n, low = next(c.Procs(), c.cfg.Max, used, low)
+		c.set(n)
+	}
+}
+
+func (c *Controller) set(n int) {
+	from := c.Procs()
+	if n == from {
+		return
+	}
+	c.cfg.SetProcs(n)
+	c.procs.Store(int32(n))
+	c.changes.Add(1)
+	if c.cfg.OnChange != nil {
+		c.cfg.OnChange(from, n)
+	}
+}
+
+// next is the policy: the Ps for the next period, given cur Ps, at most limit, the CPUs used
+// in the last period, and low, the periods in a row the use was low enough for one P fewer
+// (returned updated). Up: at least one P more, and enough for the use to be UpAt of them.
+func next(cur, limit int, used float64, low int) (procs, lowAfter int) {
+	if used > UpAt*float64(cur) && cur < limit {
+		n := max(cur+1, int(math.Ceil(used/UpAt)))
+		return min(n, limit), 0
+	}
+	if cur > 1 && used < DownAt*float64(cur-1) {
+		if low+1 >= DownAfter {
+			return cur - 1, 0
+		}
+		return cur, low + 1
+	}
+	return cur, 0
+}
+
+// processCPUTime is the process's user and system CPU time so far (getrusage).
+func processCPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
