@@ -39,6 +39,11 @@ type plainStore struct {
 	url    url.URL
 }
 
+// maxKeptFields bounds what a session keeps: a head with more header lines (a megabyte of
+// head can hold a hundred thousand) is read into new memory, left to the collector, so a
+// pooled session never holds more than a map and an array of this many fields.
+const maxKeptFields = 64
+
 // release drops what st holds of the last request (a pooled session keeps no head alive).
 func (st *plainStore) release() {
 	clear(st.header)
@@ -94,7 +99,7 @@ func readPlainInto(br *bufio.Reader, ctx context.Context, st *plainStore) (req *
 	lines := bytes.Count(head, []byte("\n")) - 2 // the header's
 	var h http.Header
 	var strs []string // one backing array for the values, as textproto does
-	if st != nil {
+	if st != nil && lines <= maxKeptFields {
 		if st.header == nil {
 			st.header = make(http.Header, lines)
 		}

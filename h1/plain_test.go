@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -227,5 +228,32 @@ func TestReadPlainIntoAllocations(t *testing.T) {
 	t.Logf("allocations per plain request: %.0f into a session's memory, %.0f without", into, fresh)
 	if into > 2 {
 		t.Errorf("readPlainInto made %.0f allocations into a session's memory, want 2 (the head's string, the Request)", into)
+	}
+}
+
+// A head with more header lines than maxKeptFields is read into new memory: the session's map
+// and array stay at their size (a megabyte of head must not be kept by a pooled session).
+func TestReadPlainIntoKeepsNoBigHead(t *testing.T) {
+	var st plainStore
+	small := "GET /a HTTP/1.1\r\nHost: e\r\nX-A: 1\r\n\r\n"
+	var big strings.Builder
+	big.WriteString("GET /b HTTP/1.1\r\nHost: e\r\n")
+	for i := range maxKeptFields + 100 {
+		fmt.Fprintf(&big, "X-F%d: %d\r\n", i, i)
+	}
+	big.WriteString("\r\n")
+	for _, raw := range []string{small, big.String(), small} {
+		br := bufio.NewReaderSize(strings.NewReader(raw), 64<<10)
+		br.Peek(1)
+		req, ok := readPlainInto(br, &reqCtx{}, &st)
+		if !ok {
+			t.Fatalf("%.40q... not plain", raw)
+		}
+		if n := len(req.Header); n != strings.Count(raw, "\r\n")-3 {
+			t.Errorf("%.40q...: %d header fields", raw, n)
+		}
+		if len(st.header) > maxKeptFields || cap(st.vals) > maxKeptFields {
+			t.Fatalf("after %.40q...: the session keeps a map of %d fields and an array of %d", raw, len(st.header), cap(st.vals))
+		}
 	}
 }

@@ -91,7 +91,9 @@ func parseAnswer(br *bufio.Reader, head []byte, req *http.Request, spare **plain
 		pa, h = *spare, (*spare).resp.Header
 		clear(h)
 	} else {
-		pa, h = new(plainAnswer), make(http.Header, lines)
+		// The size hint bounded: a head of many lines of few names would otherwise make (and,
+		// recycled, keep and empty each time) a map sized for lines it never holds.
+		pa, h = new(plainAnswer), make(http.Header, min(lines, maxRecycledFields))
 	}
 	// One backing array for the values, as textproto does. Never reused: the proxy hands the
 	// value slices on to the client's answer header (copyAnswerHeader).
