@@ -94,9 +94,7 @@ func serve(args []string, stdout, stderr io.Writer, env func(string) string) int
 		}
 	}()
 	cfg.ReloadOn = reloads
-	// GOMAXPROCS in the environment is the operator's fixed choice; without it the Ps follow
-	// the load (package procs).
-	cfg.AdaptProcs = env("GOMAXPROCS") == ""
+	cfg.AdaptProcs = adaptProcs(env)
 	for _, w := range unknownEnv(os.Environ()) {
 		logger.Warn().Msg(w)
 	}
@@ -116,6 +114,10 @@ func serve(args []string, stdout, stderr io.Writer, env func(string) string) int
 	logger.Info().Msg("entry stopped")
 	return 0
 }
+
+// adaptProcs: the Ps follow the load (package procs) unless the environment sets GOMAXPROCS,
+// which is then the operator's fixed choice, as for any Go program.
+func adaptProcs(env func(string) string) bool { return env("GOMAXPROCS") == "" }
 
 // logLevel is a --log-level as zerolog's level (validated already; info if not).
 func logLevel(s string) zerolog.Level {

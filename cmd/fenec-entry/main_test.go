@@ -174,3 +174,18 @@ func TestDrainNotice(t *testing.T) {
 		t.Error("a pipe taken for a terminal")
 	}
 }
+
+// The Ps follow the load unless GOMAXPROCS is set (then it is the operator's).
+func TestAdaptProcs(t *testing.T) {
+	for env, want := range map[string]bool{"": true, "2": false, "1": false} {
+		got := adaptProcs(func(k string) string {
+			if k == "GOMAXPROCS" {
+				return env
+			}
+			return ""
+		})
+		if got != want {
+			t.Errorf("GOMAXPROCS=%q: adapt %v, want %v", env, got, want)
+		}
+	}
+}
