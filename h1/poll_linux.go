@@ -45,6 +45,9 @@ type poller struct {
 	n      int
 	werr   error
 	waitFn func(uintptr) bool
+
+	// failNext, set by tests, is the error the next wait meets instead of epoll_wait's.
+	failNext atomic.Pointer[error]
 }
 
 func newPoller() (*poller, error) {
@@ -154,6 +157,10 @@ func (p *poller) release(c *conn) {
 
 // wait is raw.Read's: false waits until epfd is readable.
 func (p *poller) wait(fd uintptr) bool {
+	if e := p.failNext.Load(); e != nil {
+		p.n, p.werr = 0, *e
+		return true
+	}
 	p.n, p.werr = epollWait(int(fd), p.events)
 	if p.werr == unix.EINTR {
 		p.n, p.werr = 0, nil
@@ -168,17 +175,17 @@ func (p *poller) wait(fd uintptr) bool {
 // (leader/follower): the request then waits for no thread woken on another CPU. Only with more
 // than one P: with one, nothing runs beside it, and the role's hand-off only put the new
 // poller first in line, to wake for nothing (docs/BENCHMARKS.md, issue 10's fourth step).
-// nil: closed.
-func (p *poller) run(dispatch func(c *conn, events uint32, last bool) (serve bool), handOn func()) *conn {
+// nil: closed, or epoll_wait failed (err: why; the poller is dead then).
+func (p *poller) run(dispatch func(c *conn, events uint32, last bool) (serve bool), handOn func()) (*conn, error) {
 	events := p.events
 	for {
 		p.n, p.werr = 0, nil
 		if err := p.raw.Read(p.waitFn); err != nil {
-			return nil // closed
+			return nil, nil // closed
 		}
 		n := p.n
 		if p.werr != nil {
-			return nil
+			return nil, p.werr
 		}
 		lead := n - 1 // the event whose connection this goroutine serves, if it wakes one
 		if p.oneP.Load() {
@@ -196,7 +203,7 @@ func (p *poller) run(dispatch func(c *conn, events uint32, last bool) (serve boo
 			if ok && dispatch(c, ev.Events, i == lead) {
 				p.leads.Add(1)
 				handOn()
-				return c
+				return c, nil
 			}
 		}
 	}

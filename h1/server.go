@@ -48,6 +48,7 @@ type Server struct {
 	lnFile   *os.File // ln's socket, duplicated, if ln is a net.TCPListener: h1 accepts from it
 	conns    map[*conn]struct{}
 	shutdown bool
+	pollErr  error         // the poller died of it (poll1); Serve returns it
 	done     chan struct{} // closed when the last connection is gone after Shutdown
 
 	down   atomic.Bool    // shutdown, readable without mu on every answer
@@ -156,7 +157,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		if s.closing() {
-			return ErrServerClosed
+			return s.closedErr()
 		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
@@ -167,6 +168,17 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		return err
 	}
+}
+
+// closedErr is what Serve returns once the server closed: ErrServerClosed, or why the poller
+// died.
+func (s *Server) closedErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pollErr != nil {
+		return s.pollErr
+	}
+	return ErrServerClosed
 }
 
 // closeListener closes ln and h1's duplicate of its socket; with s.mu held.
@@ -293,8 +305,23 @@ func (s *Server) dispatch(c *conn, events uint32, last bool) (serve bool) {
 // poll1 holds the poller's role until it hands it on with a connection to serve, or the
 // poller is closed (nil, and the role is done).
 func (s *Server) poll1() *conn {
-	c := s.poll.run(s.dispatch, func() { s.work.serve(pollRole) })
+	c, err := s.poll.run(s.dispatch, func() { s.work.serve(pollRole) })
 	if c == nil {
+		if err != nil {
+			// epoll_wait failed: no connection would be woken again. The server closes, and
+			// Serve returns the error (the node then stops: it must not stay "ready" with
+			// every connection hanging).
+			err = fmt.Errorf("h1: the poller failed: %w", err)
+			s.mu.Lock()
+			s.pollErr = err
+			s.mu.Unlock()
+			if s.ErrorLog != nil {
+				s.ErrorLog(err.Error())
+			}
+			s.wg.Done()
+			go s.Close() // it waits for s.wg
+			return nil
+		}
 		s.wg.Done()
 	}
 	return c

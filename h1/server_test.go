@@ -3,6 +3,8 @@ package h1
 import (
 	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -562,4 +565,42 @@ func serving(s *Server) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.poll != nil
+}
+
+// A poller that fails (epoll_wait's error) would leave every connection unwoken: the server
+// closes instead, its connections with it, and Serve returns the error, so that the node stops
+// rather than stay ready in front of hanging connections.
+func TestPollerFailureEndsServe(t *testing.T) {
+	var logged atomic.Value
+	s := &Server{Handler: http.HandlerFunc(okHandler), ErrorLog: func(msg string) { logged.Store(msg) }}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	t.Cleanup(func() { s.Close() })
+	c, br := dial(t, ln.Addr().String())
+	resp := get(t, c, br, "/")
+	io.Copy(io.Discard, resp.Body)
+	time.Sleep(10 * time.Millisecond) // parked
+
+	s.mu.Lock()
+	p := s.poll
+	s.mu.Unlock()
+	failure := error(syscall.EBADF)
+	p.failNext.Store(&failure)
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: e\r\n\r\n") // an event: the poller waits again, and fails
+	select {
+	case err := <-served:
+		if err == nil || errors.Is(err, ErrServerClosed) || !errors.Is(err, syscall.EBADF) {
+			t.Errorf("Serve returned %v, want the poller's failure", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return within 5 s of the poller's failure")
+	}
+	closedSoon(t, br, "the parked connection was not closed with the server")
+	if msg, _ := logged.Load().(string); !strings.Contains(msg, "poller failed") {
+		t.Errorf("ErrorLog was told %q, want the poller's failure", msg)
+	}
 }
