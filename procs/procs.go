@@ -11,16 +11,21 @@
 // 2 (docs/BENCHMARKS.md, issue 10; docs/DECISIONS.md, "The entry runs on the Ps its load
 // needs").
 //
-// The Controller reads the process's CPU time every Period and applies next: more Ps at once
-// when the process used more than UpAt of its Ps' time, one fewer after DownAfter periods in a
-// row below DownAt of one P fewer. Each change stops the world for some tens of microseconds;
-// there is at most one a period, and a step down needs DownAfter quiet periods.
+// The Controller reads the process's demand for CPU every Period (the CPU time its threads
+// used, and the time they were ready to run but waited for a CPU: the kernel's run delay, so
+// that a process starved by its neighbours on one P still asks for a second) and applies next:
+// more Ps at once when the demand passed UpAt of its Ps' time, one fewer after DownAfter
+// periods in a row below DownAt of one P fewer. Each change stops the world for some tens of
+// microseconds; there is at most one a period, and a step down needs DownAfter quiet periods.
 package procs
 
 import (
 	"context"
 	"math"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -43,7 +48,7 @@ const (
 type Config struct {
 	Max      int                  // the most Ps; 0: runtime.GOMAXPROCS(0) when New is called
 	Period   time.Duration        // 0: DefaultPeriod
-	CPUTime  func() time.Duration // the process's CPU time (user and system) so far; nil: getrusage
+	Demand   func() time.Duration // CPU time the process used or waited for so far; nil: processDemand
 	SetProcs func(n int)          // nil: runtime.GOMAXPROCS
 	Now      func() time.Time     // nil: time.Now
 	OnChange func(from, to int)   // called after each change, if set (the node logs it)
@@ -65,8 +70,8 @@ func New(cfg Config) *Controller {
 	if cfg.Period <= 0 {
 		cfg.Period = DefaultPeriod
 	}
-	if cfg.CPUTime == nil {
-		cfg.CPUTime = processCPUTime
+	if cfg.Demand == nil {
+		cfg.Demand = processDemand
 	}
 	if cfg.SetProcs == nil {
 		cfg.SetProcs = func(n int) { runtime.GOMAXPROCS(n) }
@@ -97,7 +102,7 @@ func (c *Controller) Run(ctx context.Context) {
 	defer c.set(c.cfg.Max)
 	t := time.NewTicker(c.cfg.Period)
 	defer t.Stop()
-	lastCPU, lastAt := c.cfg.CPUTime(), c.cfg.Now()
+	lastCPU, lastAt := c.cfg.Demand(), c.cfg.Now()
 	low := 0
 	for {
 		select {
@@ -105,12 +110,12 @@ func (c *Controller) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		cpu, at := c.cfg.CPUTime(), c.cfg.Now()
+		cpu, at := c.cfg.Demand(), c.cfg.Now()
 		wall := at.Sub(lastAt)
 		if wall <= 0 {
 			continue
 		}
-		used := float64(cpu-lastCPU) / float64(wall)
+		used := float64(max(cpu-lastCPU, 0)) / float64(wall) // a thread gone takes its counts along
 		lastCPU, lastAt = cpu, at
 		var n int
 		n, low = next(c.Procs(), c.cfg.Max, used, low)
@@ -146,6 +151,51 @@ func next(cur, limit int, used float64, low int) (procs, lowAfter int) {
 		return cur, low + 1
 	}
 	return cur, 0
+}
+
+// processDemand is the CPU time the process's threads ran and waited to run so far
+// (/proc/self/task/*/schedstat: the first two fields), or, where that cannot be read, its CPU
+// time alone (getrusage).
+func processDemand() time.Duration {
+	if d, ok := schedDemand("/proc/self/task"); ok {
+		return d
+	}
+	return processCPUTime()
+}
+
+// schedDemand sums the run and wait times of the threads under dir (a /proc task directory).
+func schedDemand(dir string) (time.Duration, bool) {
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return 0, false
+	}
+	var sum int64
+	buf := make([]byte, 128)
+	for _, t := range tasks {
+		f, err := os.Open(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread is gone
+		}
+		n, _ := f.Read(buf)
+		f.Close()
+		run, wait, ok := parseSchedstat(buf[:n])
+		if !ok {
+			return 0, false
+		}
+		sum += run + wait
+	}
+	return time.Duration(sum), true
+}
+
+// parseSchedstat reads "run_ns wait_ns slices\n".
+func parseSchedstat(b []byte) (run, wait int64, ok bool) {
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	run, err1 := strconv.ParseInt(f[0], 10, 64)
+	wait, err2 := strconv.ParseInt(f[1], 10, 64)
+	return run, wait, err1 == nil && err2 == nil && run >= 0 && wait >= 0
 }
 
 // processCPUTime is the process's user and system CPU time so far (getrusage).

@@ -58,7 +58,7 @@ func TestRunFollowsTheLoad(t *testing.T) {
 		Period: time.Millisecond,
 		// Each reading after the first closes a period of the script; past its end, Run is
 		// stopped.
-		CPUTime: func() time.Duration {
+		Demand: func() time.Duration {
 			mu.Lock()
 			defer mu.Unlock()
 			if tick > 0 && tick <= len(loads) {
@@ -126,4 +126,55 @@ func TestProcessCPUTime(t *testing.T) {
 		}
 	}
 	_ = x
+}
+
+// The process's demand grows at least as its CPU time does, and its threads' schedstat
+// files are read.
+func TestProcessDemand(t *testing.T) {
+	d0, ok := schedDemand("/proc/self/task")
+	if !ok {
+		t.Fatal("/proc/self/task/*/schedstat could not be read")
+	}
+	c0 := processCPUTime()
+	deadline := time.Now().Add(5 * time.Second)
+	x := 0
+	for processCPUTime() < c0+20*time.Millisecond {
+		for i := range 1_000_000 {
+			x += i
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no 20 ms of CPU in 5 s of work")
+		}
+	}
+	_ = x
+	d1, _ := schedDemand("/proc/self/task")
+	if d1-d0 < 15*time.Millisecond {
+		t.Errorf("demand grew %v over 20 ms of CPU", d1-d0)
+	}
+	if _, ok := schedDemand(t.TempDir()); ok {
+		t.Error("an empty directory read as a demand")
+	}
+}
+
+func TestParseSchedstat(t *testing.T) {
+	for in, want := range map[string][3]int64{
+		"3709102 120 1\n": {3709102, 120, 1},
+		"5 6":             {5, 6, 1},
+		"5":               {0, 0, 0},
+		"":                {0, 0, 0},
+		"x 6 1":           {0, 0, 0},
+		"-5 6 1":          {0, 0, 0},
+	} {
+		run, wait, ok := parseSchedstat([]byte(in))
+		if got := [3]int64{run, wait, b2i(ok)}; ok && got != want || !ok && want[2] != 0 {
+			t.Errorf("parseSchedstat(%q) = %d %d %v, want %v", in, run, wait, ok, want)
+		}
+	}
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
