@@ -231,7 +231,7 @@ measure() {
 					want["net/http.(*response).finishRequest"] = "  finishing the answer (flush)"
 					want["github.com/fenec/fenec-entry/h1.(*conn).serve"] = "h1 server, per woken connection (--http1-server lean)"
 					want["net/http.ReadRequest"] = "  parsing the request (http.ReadRequest)"
-					want["github.com/fenec/fenec-entry/h1.readPlain"] = "  parsing a plain request (h1.readPlain)"
+					want["github.com/fenec/fenec-entry/h1.readPlainInto"] = "  parsing a plain request (h1.readPlainInto)"
 					want["github.com/fenec/fenec-entry/proxy.(*Handler).ServeHTTP"] = "proxy.Handler.ServeHTTP"
 					want["github.com/fenec/fenec-entry/proxy.(*Handler).forward"] = "  forward: to the router and back"
 					want["net/http.ReadResponse"] = "  the answer head from the router (http.ReadResponse)"
@@ -239,7 +239,7 @@ measure() {
 					want["runtime.newstack"] = "goroutine stack growth (runtime.newstack)"
 					want["runtime.gcBgMarkWorker"] = "GC background marking"
 					want["runtime.mallocgc"] = "allocation (mallocgc)"
-					order = "internal/runtime/syscall/linux.Syscall6 syscall.write github.com/fenec/fenec-entry/sockio.(*Conn).write syscall.read github.com/fenec/fenec-entry/sockio.(*Conn).read github.com/fenec/fenec-entry/h1.epollCtl internal/runtime/syscall/linux.EpollWait runtime.futex net/http.(*conn).serve net/http.(*conn).readRequest net/http.(*connReader).backgroundRead net/http.(*response).finishRequest github.com/fenec/fenec-entry/h1.(*conn).serve net/http.ReadRequest github.com/fenec/fenec-entry/h1.readPlain github.com/fenec/fenec-entry/proxy.(*Handler).ServeHTTP github.com/fenec/fenec-entry/proxy.(*Handler).forward net/http.ReadResponse runtime.schedule runtime.newstack runtime.gcBgMarkWorker runtime.mallocgc"
+					order = "internal/runtime/syscall/linux.Syscall6 syscall.write github.com/fenec/fenec-entry/sockio.(*Conn).write syscall.read github.com/fenec/fenec-entry/sockio.(*Conn).read github.com/fenec/fenec-entry/h1.epollCtl internal/runtime/syscall/linux.EpollWait runtime.futex net/http.(*conn).serve net/http.(*conn).readRequest net/http.(*connReader).backgroundRead net/http.(*response).finishRequest github.com/fenec/fenec-entry/h1.(*conn).serve net/http.ReadRequest github.com/fenec/fenec-entry/h1.readPlainInto github.com/fenec/fenec-entry/proxy.(*Handler).ServeHTTP github.com/fenec/fenec-entry/proxy.(*Handler).forward net/http.ReadResponse runtime.schedule runtime.newstack runtime.gcBgMarkWorker runtime.mallocgc"
 				}
 				$NF in want { cum[$NF] = $5 }
 				END { n = split(order, o, " "); for (i = 1; i <= n; i++) printf "| %s | %s |\n", want[o[i]], (o[i] in cum) ? cum[o[i]] : "0%" }
