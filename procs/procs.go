@@ -32,13 +32,13 @@ import (
 )
 
 const (
-	// DefaultPeriod is how often the CPU use is read.
+	// DefaultPeriod is how often the demand for CPU is read.
 	DefaultPeriod = 200 * time.Millisecond
-	// UpAt: more Ps as soon as the process used more than this share of its Ps' time in a
-	// period (enough to serve what it used at this share).
+	// UpAt: more Ps as soon as the process's demand passed this share of its Ps' time in a
+	// period (enough Ps for that demand to be this share of them).
 	UpAt = 0.75
-	// DownAt and DownAfter: one P fewer once the process used less than DownAt of one P fewer
-	// for DownAfter periods in a row (a second at the default period).
+	// DownAt and DownAfter: one P fewer once the demand stayed below DownAt of one P fewer for
+	// DownAfter periods in a row (a second at the default period).
 	DownAt    = 0.5
 	DownAfter = 5
 )
@@ -115,7 +115,8 @@ func (c *Controller) Run(ctx context.Context) {
 		if wall <= 0 {
 			continue
 		}
-		used := float64(max(cpu-lastCPU, 0)) / float64(wall) // a thread gone takes its counts along
+		// CPUs demanded over the period; a thread gone took its counts along (never below 0).
+		used := float64(max(cpu-lastCPU, 0)) / float64(wall)
 		lastCPU, lastAt = cpu, at
 		var n int
 		n, low = next(c.Procs(), c.cfg.Max, used, low)
@@ -136,8 +137,8 @@ func (c *Controller) set(n int) {
 	}
 }
 
-// next is the policy: the Ps for the next period, given cur Ps, at most limit, the CPUs used
-// in the last period, and low, the periods in a row the use was low enough for one P fewer
+// next is the policy: the Ps for the next period, given cur Ps, at most limit, the CPUs
+// demanded in the last period, and low, the periods in a row the use was low enough for one P fewer
 // (returned updated). Up: at least one P more, and enough for the use to be UpAt of them.
 func next(cur, limit int, used float64, low int) (procs, lowAfter int) {
 	if used > UpAt*float64(cur) && cur < limit {
