@@ -23,15 +23,19 @@ test:
 	$(GO) test -race -count=1 -timeout 20m ./...
 	bash deploy/check.sh
 
-# Short fuzzing runs of every fuzz target (seed corpora run in `make test`).
+# Short fuzzing runs of every fuzz target (seed corpora run in `make test`); FUZZTIME each.
+FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzTenantOf -fuzztime 30s ./proxy
-	$(GO) test -run '^$$' -fuzz FuzzHeaderRewrite -fuzztime 30s ./proxy
-	$(GO) test -run '^$$' -fuzz FuzzAnswerDifferential -fuzztime 30s ./proxy
-	$(GO) test -run '^$$' -fuzz FuzzDifferential -fuzztime 30s ./h1
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./gossip
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./state
-	$(GO) test -run '^$$' -fuzz FuzzEnvFile -fuzztime 30s ./cmd/fenec-entry
+	$(GO) test -run '^$$' -fuzz '^FuzzTenantOf$$' -fuzztime $(FUZZTIME) ./proxy
+	$(GO) test -run '^$$' -fuzz '^FuzzHeaderRewrite$$' -fuzztime $(FUZZTIME) ./proxy
+	$(GO) test -run '^$$' -fuzz '^FuzzAnswerDifferential$$' -fuzztime $(FUZZTIME) ./proxy
+	$(GO) test -run '^$$' -fuzz '^FuzzDifferential$$' -fuzztime $(FUZZTIME) ./h1
+	$(GO) test -run '^$$' -fuzz '^FuzzPlainRequest$$' -fuzztime $(FUZZTIME) ./h1
+	$(GO) test -run '^$$' -fuzz '^FuzzPlainName$$' -fuzztime $(FUZZTIME) ./internal/httpsyntax
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./gossip
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAck$$' -fuzztime $(FUZZTIME) ./gossip
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./state
+	$(GO) test -run '^$$' -fuzz '^FuzzEnvFile$$' -fuzztime $(FUZZTIME) ./cmd/fenec-entry
 
 # Hot-path micro-benchmarks.
 bench:
