@@ -142,6 +142,12 @@ func TestProcsChangedTakesEffectAtOnce(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
+	// The poller is made (and reads GOMAXPROCS) when Serve starts: served from on 2 Ps first,
+	// so that the change to 1 below is one it must be told of.
+	serve(10)
+	if leads() == 0 {
+		t.Fatal("on 2 Ps the poller served no woken connection itself")
+	}
 	runtime.GOMAXPROCS(1)
 	s.ProcsChanged()
 	before := leads()
