@@ -17,6 +17,9 @@ usage: bash bench/profile.sh [flags]
   --targets LIST   comma list from nginx,fenec-entry (env BENCH_TARGETS, default both)
   --entry-bin PATH a fenec-entry built with -tags pprof to profile instead of building
                    ./cmd/fenec-entry with it (env BENCH_ENTRY_BIN)
+  --pin MODE       split: wrk on CPU 0, upstream and proxy on CPU 1, nginx 1 worker and the
+                   entry GOMAXPROCS=1 (default); none: nothing pinned, nginx
+                   worker_processes auto, the entry's Ps its own (env BENCH_PIN)
   --out DIR        keep the CPU profile and raw counts here (env BENCH_OUT, default
                    bench/out/profile-<UTC time>)
 EOF
@@ -31,6 +34,7 @@ CONNS=${BENCH_CONNS:-32}
 TARGETS_ARG=${BENCH_TARGETS:-nginx,fenec-entry}
 ENTRY_BIN=${BENCH_ENTRY_BIN:-}
 OUT=${BENCH_OUT:-}
+PIN=${BENCH_PIN:-split}
 while (($#)); do
 	case $1 in
 	--seconds) SECONDS_=${2:?--seconds needs a value}; shift 2 ;;
@@ -38,6 +42,7 @@ while (($#)); do
 	--targets) TARGETS_ARG=${2:?--targets needs a value}; shift 2 ;;
 	--entry-bin) ENTRY_BIN=${2:?--entry-bin needs a value}; shift 2 ;;
 	--out) OUT=${2:?--out needs a value}; shift 2 ;;
+	--pin) PIN=${2:?--pin needs a value}; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; die "unknown argument: $1" ;;
 	esac
@@ -48,6 +53,7 @@ IFS=, read -r -a TARGETS <<<"$TARGETS_ARG"
 for t in "${TARGETS[@]}"; do
 	case $t in nginx | fenec-entry) ;; *) die "--targets: want a comma list from nginx,fenec-entry, got '$t'" ;; esac
 done
+case $PIN in split | none) ;; *) die "--pin: want split or none, got '$PIN'" ;; esac
 ((EUID == 0)) || die "needs root (perf's syscall tracepoints)"
 (($(nproc) >= 2)) || die "needs 2 CPUs (wrk on CPU 0, the servers on CPU 1)"
 PATH=$PATH:/usr/sbin:/sbin
@@ -85,6 +91,9 @@ wait_ok() { # wait_ok URL: until it answers 200, at most 10 s
 	done
 	die "$1 did not answer 200 within 10 s"
 }
+# proc_ticks, ctx_switches, steal_ticks and served_count use bash builtins only: the window's
+# edges (window_edge) fork nothing, so on CPUs shared with the load they take microseconds,
+# not the tenths of a second a fork of curl or awk can take there.
 proc_ticks() { # proc_ticks PID...: "utime stime" of the processes, in clock ticks
 	local user=0 sys=0 p f
 	for p in "$@"; do
@@ -96,13 +105,41 @@ proc_ticks() { # proc_ticks PID...: "utime stime" of the processes, in clock tic
 	echo "$user $sys"
 }
 ctx_switches() { # ctx_switches PID...: "voluntary involuntary" context switches of every thread
-	local p
-	for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^voluntary_ctxt_switches/ { v += $2 }
-		/^nonvoluntary_ctxt_switches/ { n += $2 } END { printf "%d %d\n", v, n }'
+	local p st k val v=0 n=0
+	for p in "$@"; do
+		for st in /proc/"$p"/task/*/status; do
+			while read -r k val; do
+				case $k in
+				voluntary_ctxt_switches:) v=$((v + val)) ;;
+				nonvoluntary_ctxt_switches:) n=$((n + val)) ;;
+				esac
+			done <"$st" 2>/dev/null || true
+		done
+	done
+	echo "$v $n"
 }
 steal_ticks() { # steal_ticks: "steal total" over the CPUs (the hypervisor running other guests)
-	awk '/^cpu[0-9]/ { t = 0; for (i = 2; i <= 9; i++) t += $i; s += $9; tt += t } END { print s, tt }' /proc/stat
+	local cpu a b c d e f g h rest s=0 t=0
+	while read -r cpu a b c d e f g h rest; do
+		[[ $cpu == cpu[0-9]* ]] || continue
+		s=$((s + h))
+		t=$((t + a + b + c + d + e + f + g + h))
+	done </proc/stat
+	echo "$s $t"
 }
+served_count() { # served_count: the requests the upstream served (its /_bench/requests)
+	local fd line body=
+	exec {fd}<>"/dev/tcp/127.0.0.1/$UP_PORT"
+	printf 'GET /_bench/requests HTTP/1.0\r\nHost: bench\r\n\r\n' >&"$fd"
+	while IFS= read -r -t 5 line <&"$fd"; do body=${line%$'\r'}; done
+	exec {fd}<&-
+	echo "$body"
+}
+# ON0 and ON1 prefix a command to pin it to CPU 0 or 1 (--pin split), or are empty (--pin
+# none); being no function, "${ON1[@]}" cmd & leaves $! the command's own pid.
+ON0=() ON1=()
+PPROF_PORT= ADMIN_PORT= # the entry's, set when it starts
+[[ $PIN == none ]] || ON0=(taskset -c 0) ON1=(taskset -c 1)
 runtime_metric() { # runtime_metric FILE NAME
 	awk -v n="$2" '$1 == n { print $2 }' "$1"
 }
@@ -116,81 +153,160 @@ else
 	go build -tags pprof -trimpath -o "$TMP/fenec-entry" ./cmd/fenec-entry
 fi
 free_port UP_PORT
-taskset -c 1 "$TMP/upstream" --listen "127.0.0.1:$UP_PORT" >"$TMP/upstream.log" 2>&1 &
+"${ON1[@]}" "$TMP/upstream" --listen "127.0.0.1:$UP_PORT" >"$TMP/upstream.log" 2>&1 &
 PIDS[upstream]=$!
 wait_ok "http://127.0.0.1:$UP_PORT/t/acme/items/1"
 
 REPORT=$OUT/report.md
 {
-	echo "## Where a request's CPU goes: wrk -t2 -c$CONNS on CPU 0, upstream and proxy on CPU 1"
+	if [[ $PIN == split ]]; then
+		echo "## Where a request's CPU goes: wrk -t2 -c$CONNS on CPU 0, upstream and proxy on CPU 1"
+	else
+		echo "## Where a request's CPU goes: wrk -t2 -c$CONNS, upstream and proxy, nothing pinned"
+	fi
 	echo
 	echo "- machine: nproc $(nproc) ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), kernel $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "- repo at $(git rev-parse --short HEAD 2>/dev/null || echo -)$([[ -z $(git status --porcelain 2>/dev/null) ]] || echo +dirty); $(nginx -v 2>&1); $("$TMP/fenec-entry" version 2>/dev/null | head -1)"
-	echo "- reproduce: bash bench/profile.sh --seconds $SECONDS_ --conns $CONNS --targets $TARGETS_ARG"
+	echo "- reproduce: bash bench/profile.sh --seconds $SECONDS_ --conns $CONNS --targets $TARGETS_ARG --pin $PIN"
 	echo
 } >"$REPORT"
+
+# measure NAME URL PID...: the load, then the counts over a window of SECONDS_ in its middle.
+# SYSCALLS: the system calls counted one by one (a proxy's and the Go runtime's usual ones);
+# raw_syscalls:sys_enter counts them all, so the rest is reported as "other". perf takes
+# about 27 ms to set up each tracepoint, and 'syscalls:sys_enter_*' (~360 of them) took ten
+# seconds here: a short list keeps the load run short.
+SYSCALLS=(read write readv writev pread64 recvfrom sendto recvmsg sendmsg epoll_wait epoll_pwait
+	epoll_pwait2 epoll_ctl futex nanosleep clock_nanosleep sched_yield accept accept4 close shutdown
+	getsockopt setsockopt mmap munmap madvise mprotect brk tgkill rt_sigreturn rt_sigprocmask
+	sigaltstack getrusage openat newfstatat fcntl ioctl splice io_uring_enter getpid gettid
+	clone clone3 connect socket)
+perf_events() { # the -e list: raw_syscalls:sys_enter and each of SYSCALLS this kernel traces
+	local ev=raw_syscalls:sys_enter c
+	for c in "${SYSCALLS[@]}"; do
+		[[ -d /sys/kernel/tracing/events/syscalls/sys_enter_$c || -d /sys/kernel/debug/tracing/events/syscalls/sys_enter_$c ]] &&
+			ev+=,syscalls:sys_enter_$c
+	done
+	echo "$ev"
+}
+
+# window_edge 0|1: one edge of the measured window, run by perf stat as its workload, which
+# starts once every counter is set up and ends before they are read: the CPU ticks, context
+# switches, steal, the upstream's request count and (for the entry) its runtime metrics are
+# then taken over the very window the system calls are counted in. Reads WIN_* from the
+# environment; writes $TMP/edge0 or edge1 and the entry's files.
+window_edge() {
+	local e=$1
+	if [[ $e == 1 && $WIN_NAME == fenec-entry ]]; then
+		curl -s --max-time 5 "http://127.0.0.1:$PPROF_PORT/debug/runtime-metrics" >"$TMP/rm$e"
+		curl -s --max-time 5 -o "$TMP/allocs$e.pprof" "http://127.0.0.1:$PPROF_PORT/debug/pprof/allocs"
+	fi
+	# The request count first and last, nearest perf's own start and end, and the rest by
+	# builtins, forking nothing: the three windows are the same within a millisecond or two.
+	{
+		[[ $e == 1 ]] || { printf 'served '; served_count; }
+		echo "t ${EPOCHREALTIME/./}"
+		printf 'proxy '; proc_ticks $WIN_PIDS
+		printf 'upstream '; proc_ticks "$WIN_UP"
+		printf 'wrk '; proc_ticks "$WIN_WRK"
+		printf 'ctx '; ctx_switches $WIN_PIDS
+		printf 'steal '; steal_ticks
+		[[ $e == 0 ]] || { printf 'served '; served_count; }
+	} >"$TMP/edge$e"
+	if [[ $e == 0 && $WIN_NAME == fenec-entry ]]; then
+		curl -s --max-time 5 "http://127.0.0.1:$PPROF_PORT/debug/runtime-metrics" >"$TMP/rm$e"
+		curl -s --max-time 5 -o "$TMP/allocs$e.pprof" "http://127.0.0.1:$PPROF_PORT/debug/pprof/allocs"
+	fi
+}
+edge() { # edge FILE KEY [FIELD]: a value recorded by window_edge
+	awk -v k="$2" -v f="${3:-2}" '$1 == k { print $f }' "$1"
+}
 
 # measure NAME URL PID...: the load, then the counts over a window of SECONDS_ in its middle.
 measure() {
 	local name=$1 url=$2
 	shift 2
-	local pids=("$@") hz rps reqs u0 s0 u1 s1 v0 n0 v1 n1 st0 tt0 st1 tt1
+	local pids=("$@") hz rps reqs secs u s up w v n st tt
 	hz=$(getconf CLK_TCK)
-	taskset -c 0 wrk -t2 -c"$CONNS" -d3s "$url" >/dev/null # warm-up
-	taskset -c 0 wrk -t2 -c"$CONNS" -d"$((SECONDS_ + 2))s" "$url" >"$TMP/$name.wrk" 2>&1 &
-	local wrk_pid=$!
+	"${ON0[@]}" wrk -t2 -c"$CONNS" -d3s "$url" >/dev/null # warm-up
+	# The load outlasts perf's setup and the window; it is stopped after the window.
+	"${ON0[@]}" wrk -t2 -c"$CONNS" -d"$((SECONDS_ + 60))s" "$url" >"$TMP/$name.wrk" 2>&1 &
+	local wrk_pid=$! # wrk itself (taskset execs it)
 	sleep 1
-	if [[ $name == fenec-entry ]]; then
-		curl -s --max-time 5 "http://127.0.0.1:$PPROF_PORT/debug/runtime-metrics" >"$TMP/rm0"
-		curl -s --max-time 5 "http://127.0.0.1:$ADMIN_PORT/metrics" >"$TMP/m0"
-		curl -s --max-time 5 -o "$TMP/allocs0.pprof" "http://127.0.0.1:$PPROF_PORT/debug/pprof/allocs"
-		curl -s --max-time "$((SECONDS_ + 10))" -o "$OUT/$name.cpu.pprof" \
-			"http://127.0.0.1:$PPROF_PORT/debug/pprof/profile?seconds=$SECONDS_" &
-		local prof_pid=$!
-	fi
-	read -r u0 s0 < <(proc_ticks "${pids[@]}")
-	read -r v0 n0 < <(ctx_switches "${pids[@]}")
-	read -r st0 tt0 < <(steal_ticks)
-	perf stat -x, -e 'syscalls:sys_enter_*' -p "$(
+	# Two windows of SECONDS_ in the same load: the first measures CPU, context switches and
+	# the entry's profile and allocations; the second counts system calls. perf's tracepoints
+	# slow every system call (the load ran at a third of its speed under them here), so they
+	# are kept out of the first; counts a request are not moved by that.
+	local script
+	script="$(declare -f window_edge proc_ticks ctx_switches steal_ticks served_count)
+		set -u
+		window_edge 0
+		if [[ \$WIN_NAME == fenec-entry ]]; then
+			curl -s --max-time $((SECONDS_ + 10)) -o '$OUT/$name.cpu.pprof' \
+				'http://127.0.0.1:$PPROF_PORT/debug/pprof/profile?seconds=$SECONDS_' &
+		fi
+		sleep $SECONDS_
+		wait
+		window_edge 1"
+	TMP=$TMP UP_PORT=$UP_PORT PPROF_PORT=$PPROF_PORT \
+		WIN_NAME=$name WIN_PIDS="${pids[*]}" WIN_UP=${PIDS[upstream]} WIN_WRK=$wrk_pid \
+		bash -c "$script"
+	# perf runs its workload (the window) once every counter is set up, and reads them after
+	# it ends: the requests counted first and last in it, by builtins, are those of its window.
+	script="$(declare -f served_count)
+		set -u
+		echo \"start \${EPOCHREALTIME/./} \$(served_count)\" >'$TMP/span'
+		sleep $SECONDS_
+		echo \"end \${EPOCHREALTIME/./} \$(served_count)\" >>'$TMP/span'"
+	TMP=$TMP UP_PORT=$UP_PORT perf stat -x, -e "$(perf_events)" -p "$(
 		IFS=,
 		echo "${pids[*]}"
-	)" -o "$TMP/$name.perf" -- sleep "$SECONDS_" 2>/dev/null
-	read -r u1 s1 < <(proc_ticks "${pids[@]}")
-	read -r v1 n1 < <(ctx_switches "${pids[@]}")
-	read -r st1 tt1 < <(steal_ticks)
-	if [[ $name == fenec-entry ]]; then
-		curl -s --max-time 5 "http://127.0.0.1:$PPROF_PORT/debug/runtime-metrics" >"$TMP/rm1"
-		curl -s --max-time 5 "http://127.0.0.1:$ADMIN_PORT/metrics" >"$TMP/m1"
-		curl -s --max-time 5 -o "$OUT/$name.allocs.pprof" "http://127.0.0.1:$PPROF_PORT/debug/pprof/allocs"
-		cp "$TMP/allocs0.pprof" "$OUT/$name.allocs0.pprof"
-		wait "$prof_pid"
-	fi
-	wait "$wrk_pid"
-	rps=$(awk '/^Requests\/sec:/ { print $2 }' "$TMP/$name.wrk")
-	reqs=$(awk -v r="$rps" -v s="$SECONDS_" 'BEGIN { printf "%.0f", r * s }')
-	if [[ $name == fenec-entry ]]; then # the entry counts its own requests: exact
-		local c0 c1
-		c0=$(awk '/^fenec_entry_requests_total\{/ { s += $2 } END { printf "%.0f", s }' "$TMP/m0")
-		c1=$(awk '/^fenec_entry_requests_total\{/ { s += $2 } END { printf "%.0f", s }' "$TMP/m1")
-		reqs=$((c1 - c0))
-	fi
+	)" -o "$TMP/$name.perf" -- bash -c "$script" 2>"$TMP/$name.perf.err" || {
+		cat "$TMP/$name.perf.err" >&2
+		die "$name: perf stat failed"
+	}
+	kill -INT "$wrk_pid" 2>/dev/null || true
+	wait "$wrk_pid" || true
+	[[ -s $TMP/edge1 ]] || die "$name: the window's end was not recorded"
+	[[ $name != fenec-entry ]] || cp "$TMP/allocs0.pprof" "$OUT/$name.allocs0.pprof"
+	[[ $name != fenec-entry ]] || cp "$TMP/allocs1.pprof" "$OUT/$name.allocs.pprof"
+	reqs=$(($(edge "$TMP/edge1" served) - $(edge "$TMP/edge0" served)))
 	((reqs > 0)) || die "$name: no request counted in the window"
+	secs=$(awk -v a="$(edge "$TMP/edge0" t)" -v b="$(edge "$TMP/edge1" t)" 'BEGIN { printf "%.3f", (b - a) / 1e6 }')
+	rps=$(awk -v n="$reqs" -v s="$secs" 'BEGIN { printf "%.0f", n / s }')
+	local perf_reqs # the requests in perf's window
+	perf_reqs=$(($(edge "$TMP/span" end 3) - $(edge "$TMP/span" start 3)))
+	((perf_reqs > 0)) || die "$name: no request counted in perf's window"
+	u=$(($(edge "$TMP/edge1" proxy) - $(edge "$TMP/edge0" proxy)))
+	s=$(($(edge "$TMP/edge1" proxy 3) - $(edge "$TMP/edge0" proxy 3)))
+	up=$(($(edge "$TMP/edge1" upstream) + $(edge "$TMP/edge1" upstream 3) - $(edge "$TMP/edge0" upstream) - $(edge "$TMP/edge0" upstream 3)))
+	w=$(($(edge "$TMP/edge1" wrk) + $(edge "$TMP/edge1" wrk 3) - $(edge "$TMP/edge0" wrk) - $(edge "$TMP/edge0" wrk 3)))
+	v=$(($(edge "$TMP/edge1" ctx) - $(edge "$TMP/edge0" ctx)))
+	n=$(($(edge "$TMP/edge1" ctx 3) - $(edge "$TMP/edge0" ctx 3)))
+	st=$(($(edge "$TMP/edge1" steal) - $(edge "$TMP/edge0" steal)))
+	tt=$(($(edge "$TMP/edge1" steal 3) - $(edge "$TMP/edge0" steal 3)))
 	cp "$TMP/$name.perf" "$OUT/$name.syscalls.csv"
 	{
 		echo "### $name"
 		echo
-		awk -v r="$rps" -v n="$reqs" -v u="$((u1 - u0))" -v s="$((s1 - s0))" -v hz="$hz" 'BEGIN {
-			printf "- requests/s %.0f; requests in the %s window %d; proxy CPU %.1f µs per request (user %.1f, kernel %.1f)\n",
-				r, "measured", n, (u + s) / hz * 1e6 / n, u / hz * 1e6 / n, s / hz * 1e6 / n }'
-		awk -v n="$reqs" -v v="$((v1 - v0))" -v i="$((n1 - n0))" 'BEGIN {
+		awk -v r="$rps" -v n="$reqs" -v secs="$secs" -v u="$u" -v s="$s" -v hz="$hz" 'BEGIN {
+			printf "- requests/s %.0f; requests in the %.1f s window %d (the upstream'"'"'s count); proxy CPU %.1f µs per request (user %.1f, kernel %.1f)\n",
+				r, secs, n, (u + s) / hz * 1e6 / n, u / hz * 1e6 / n, s / hz * 1e6 / n }'
+		# The others' CPU in the same window: where they share the proxy's CPUs (--pin none), a
+		# proxy that costs them more (fewer answers a wake-up) is slower for it.
+		awk -v wt="$w" -v ut="$up" -v n="$reqs" -v hz="$hz" 'BEGIN {
+			printf "- the others'"'"' CPU per request in the window: wrk %.1f µs, upstream %.1f µs\n",
+				wt / hz * 1e6 / n, ut / hz * 1e6 / n }'
+		awk -v n="$reqs" -v v="$v" -v i="$n" 'BEGIN {
 			printf "- context switches per request (all threads): %.2f voluntary, %.2f involuntary\n", v / n, i / n }'
-		awk -v s="$((st1 - st0))" -v t="$((tt1 - tt0))" 'BEGIN { if (t > 0) {
+		awk -v s="$st" -v t="$tt" 'BEGIN { if (t > 0) {
 			p = 100 * s / t
 			printf "- steal (the hypervisor running other guests): %.0f%% of the CPU time%s\n", p, (p > 10) ? ": this run is slowed by the host" : "" } }'
-		awk -F, -v n="$reqs" '$3 ~ /^syscalls:sys_enter_/ && $1 + 0 > 0 {
-				name = $3; sub(/^syscalls:sys_enter_/, "", name); total += $1 / n
+		awk -F, -v n="$perf_reqs" '$3 == "raw_syscalls:sys_enter" { total = $1 / n }
+			$3 ~ /^syscalls:sys_enter_/ && $1 + 0 > 0 {
+				name = $3; sub(/^syscalls:sys_enter_/, "", name); named += $1 / n
 				if ($1 / n >= 0.01) printf "%.2f %s\n", $1 / n, name }
-			END { printf "%.2f TOTAL\n", total }' "$TMP/$name.perf" | sort -rn |
+			END { if (total - named >= 0.01) printf "%.2f other\n", total - named; printf "%.2f TOTAL\n", total }' "$TMP/$name.perf" | sort -rn |
 			awk '$2 == "TOTAL" { total = $1; next } { list = list sep $2 " " $1; sep = ", " }
 				END { printf "- syscalls per request: %s (%s)\n", total, list }'
 		if [[ $name == fenec-entry ]]; then
@@ -268,7 +384,7 @@ for t in "${TARGETS[@]}"; do
 		free_port NGINX_PORT
 		mkdir -p "$TMP/nginx"
 		cat >"$TMP/nginx/nginx.conf" <<EOF
-worker_processes 1;
+worker_processes $([[ $PIN == split ]] && echo 1 || echo auto);
 pid $TMP/nginx/nginx.pid;
 error_log $TMP/nginx/error.log warn;
 events { worker_connections 4096; }
@@ -295,7 +411,7 @@ http {
     }
 }
 EOF
-		taskset -c 1 nginx -e "$TMP/nginx/error.log" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -g 'daemon off;' >"$TMP/nginx.log" 2>&1 &
+		"${ON1[@]}" nginx -e "$TMP/nginx/error.log" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -g 'daemon off;' >"$TMP/nginx.log" 2>&1 &
 		PIDS[nginx]=$!
 		wait_ok "http://127.0.0.1:$NGINX_PORT/t/acme/items/1"
 		mapfile -t nginx_pids < <(pgrep -P "${PIDS[nginx]}"; echo "${PIDS[nginx]}")
@@ -310,7 +426,9 @@ EOF
 		free_port GOSSIP_PORT
 		free_port RPC_PORT
 		free_port PPROF_PORT
-		FENEC_ENTRY_PPROF_ADDR=127.0.0.1:$PPROF_PORT GOMAXPROCS=1 taskset -c 1 "$TMP/fenec-entry" serve \
+		procs=()
+		[[ $PIN == none ]] || procs=(GOMAXPROCS=1)
+		"${ON1[@]}" env "${procs[@]}" FENEC_ENTRY_PPROF_ADDR="127.0.0.1:$PPROF_PORT" "$TMP/fenec-entry" serve \
 			--listen "127.0.0.1:$FE_PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
 			--routers "eu=http://127.0.0.1:$UP_PORT" --log-level warn \
 			--gossip-bind "127.0.0.1:$GOSSIP_PORT" --rpc-addr "127.0.0.1:$RPC_PORT" >"$TMP/fenec-entry.log" 2>&1 &

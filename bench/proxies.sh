@@ -191,6 +191,7 @@ REQ_PATH=/t/acme/items/1
 NCPU=$(nproc)
 CLIENT_CPUS=""
 SERVER_CPUS=""
+CLK_TCK=$(getconf CLK_TCK) # the ticks of /proc/PID/stat
 CLIENT_NCPU=0 # CPUs given to wrk alone; 0: none (unpinned)
 if [[ $PIN == split ]]; then
 	((NCPU >= 2)) || die "--pin split needs 2 CPUs or more (nproc: $NCPU); use --pin none"
@@ -1053,12 +1054,16 @@ proc_ticks() {
 	for p in $pids; do cat "/proc/$p/stat" 2>/dev/null || true; done | awk '{ sub(/.*\) /, ""); s += $12 + $13 } END { print s + 0 }'
 }
 
+# children_ticks: CPU ticks (user + system) of this shell's finished children (wrk).
+children_ticks() { awk '{ sub(/.*\) /, ""); print $14 + $15 }' "/proc/$$/stat"; }
+
 # wrk_run NAME THREADS CONNS SECONDS URL: runs wrk on the client CPUs and sets the globals
 # R_P50_US R_P99_US R_RPS R_REQUESTS R_DURATION_US R_SOCKET_ERRORS R_NON_2XX from its BENCH
-# line, R_BUSY, each CPU's busy % during the run (comma list), R_OTHER (other_load) and
-# R_STEAL (steal_pct).
+# line, R_BUSY, each CPU's busy % during the run (comma list), R_OTHER (other_load),
+# R_STEAL (steal_pct) and R_CLIENT_TICKS (wrk's CPU ticks).
 wrk_run() {
-	local name=$1 threads=$2 conns=$3 secs=$4 url=$5 before ours line steal0
+	local name=$1 threads=$2 conns=$3 secs=$4 url=$5 before ours line steal0 child0
+	child0=$(children_ticks)
 	ours=$(our_ticks)
 	before=$(cpu_ticks)
 	steal0=$(steal_ticks)
@@ -1067,6 +1072,7 @@ wrk_run() {
 	WRK_PID=$!
 	wait "$WRK_PID" || { cat "$TMP/wrk.$name.out" >&2; die "wrk against $name failed"; }
 	WRK_PID=""
+	R_CLIENT_TICKS=$(($(children_ticks) - child0))
 	R_BUSY=$(cpu_busy "$before")
 	R_OTHER=$(other_load "$before" "$ours")
 	R_STEAL=$(steal_pct "$steal0")
@@ -1139,10 +1145,15 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		wrk_run "$t" 2 "$CONNS" "$MEASURE_S" "${URL[$t]}"
 		cpu_t=$(($(proc_ticks "$t") - cpu_t0)) cpu_u=$(($(proc_ticks upstream) - cpu_u0))
 		cpu_vs_up=$(awk -v a="$cpu_t" -v b="$cpu_u" -v t="$t" 'BEGIN { if (b > 0 && t != "direct") printf "%.3f", a / b; else print "null" }')
-		printf '%d\t%s\t%s\n' "$r" "$t" "$cpu_vs_up" >>"$CPUS"
-		printf '{"kind":"round","round":%d,"position":%d,"target":"%s","p50_us":%d,"p99_us":%d,"latency_requests":%d,"latency_errors":%d,"latency_other_load_pct":%d,"rps":%s,"load_p50_us":%d,"load_p99_us":%d,"load_requests":%d,"load_errors":%d,"load_cpu_busy_pct":[%s],"load_other_load_pct":%d,"latency_steal_pct":%d,"load_steal_pct":%d,"load_cpu_vs_upstream":%s}\n' \
+		# Each process's CPU µs a request in that run: wrk's, the upstream's, the target's.
+		us_req=$(awk -v w="$R_CLIENT_TICKS" -v u="$cpu_u" -v a="$cpu_t" -v n="$R_REQUESTS" -v hz="$CLK_TCK" \
+			'BEGIN { k = (n > 0) ? 1e6 / hz / n : 0; printf "%.2f\t%.2f\t%.2f", w * k, u * k, a * k }')
+		printf '%d\t%s\t%s\t%s\n' "$r" "$t" "$cpu_vs_up" "$us_req" >>"$CPUS"
+		# shellcheck disable=SC2086 # $us_req is three fields
+		printf '{"kind":"round","round":%d,"position":%d,"target":"%s","p50_us":%d,"p99_us":%d,"latency_requests":%d,"latency_errors":%d,"latency_other_load_pct":%d,"rps":%s,"load_p50_us":%d,"load_p99_us":%d,"load_requests":%d,"load_errors":%d,"load_cpu_busy_pct":[%s],"load_other_load_pct":%d,"latency_steal_pct":%d,"load_steal_pct":%d,"load_cpu_vs_upstream":%s,"load_cpu_us_per_request":{"wrk":%s,"upstream":%s,"target":%s}}\n' \
 			"$r" "$((i + 1))" "$t" "$p50" "$p99" "$lreq" "$lerr" "$lother" "$R_RPS" "$R_P50_US" "$R_P99_US" \
-			"$R_REQUESTS" "$((R_SOCKET_ERRORS + R_NON_2XX))" "$R_BUSY" "$R_OTHER" "$lsteal" "$R_STEAL" "$cpu_vs_up" >>"$OUT"
+			"$R_REQUESTS" "$((R_SOCKET_ERRORS + R_NON_2XX))" "$R_BUSY" "$R_OTHER" "$lsteal" "$R_STEAL" "$cpu_vs_up" \
+			$us_req >>"$OUT"
 		printf '%d\t%s\t%d\n' "$r" "$t" "$((lsteal > R_STEAL ? lsteal : R_STEAL))" >>"$STEALS"
 		printf '%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n' "$r" "$t" "$p50" "$p99" "$R_RPS" \
 			"$(pick_busy "$R_BUSY" server)" "$(pick_busy "$R_BUSY" client)" "$((lother > R_OTHER ? lother : R_OTHER))" >>"$ROWS"
@@ -1268,7 +1279,10 @@ cpu_ratios() {
 		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 	}
 	function stat(x, n) { return n == 0 ? "-" : (n == 1 ? sprintf("%.2f", x[1]) : sprintf("%.2f (%.2f-%.2f)", med(x, n), x[1], x[n])) }
-	$3 != "null" { c[$1, $2] = $3; if ($1 > rounds) rounds = $1 }
+	function stat1(x, n) { return n == 1 ? sprintf("%.1f", x[1]) : sprintf("%.1f (%.1f-%.1f)", med(x, n), x[1], x[n]) }
+	{ if ($1 > rounds) rounds = $1 }
+	NF >= 6 { cw[$1, $2] = $4; cu[$1, $2] = $5; ca[$1, $2] = $6 }
+	$3 != "null" { c[$1, $2] = $3 }
 	END {
 		nt = split(targets, T, ",")
 		print ""
@@ -1288,6 +1302,24 @@ cpu_ratios() {
 			}
 			if (pin == "split") printf "| %s | %s | %s |\n", t, stat(x, n), stat(y, m)
 			else printf "| %s | %s |\n", t, stat(x, n)
+		}
+		# Where the CPU of a request goes, process by process: a target that costs wrk or the
+		# upstream more (smaller batches, more wake-ups) is slower for it on shared CPUs.
+		print ""
+		print "CPU µs a request in the c=32 run, by process (a host-speed change moves them all), and all three against nginx'"'"'s run, paired per round:"
+		print ""
+		print "| target | wrk | upstream | target | all | all vs nginx |"
+		print "|---|---|---|---|---|---|"
+		for (k = 1; k <= nt; k++) {
+			t = T[k]
+			n = 0; delete w; delete u; delete a; delete s; delete y; m = 0
+			for (r = 1; r <= rounds; r++) {
+				if (!((r, t) in cw)) continue
+				n++; w[n] = cw[r, t]; u[n] = cu[r, t]; a[n] = ca[r, t]; s[n] = w[n] + u[n] + a[n]
+				if (((r, "nginx") in cw) && cw[r, "nginx"] + cu[r, "nginx"] + ca[r, "nginx"] > 0)
+					y[++m] = s[n] / (cw[r, "nginx"] + cu[r, "nginx"] + ca[r, "nginx"])
+			}
+			if (n) printf "| %s | %s | %s | %s | %s | %s |\n", t, stat1(w, n), stat1(u, n), stat1(a, n), stat1(s, n), stat(y, m)
 		}
 	}' "$CPUS"
 }

@@ -6,6 +6,9 @@
 // no routing, no logging and no allocation of its own per request, so that what the
 // benchmark measures on top of it is the proxy's cost. It is the standard library's
 // HTTP/1.1 server, keep-alive on, because that is what the real routers are.
+//
+// GET /_bench/requests answers how many requests it served before (that one excluded): a
+// profile window counts its requests where both proxies are measured alike.
 package main
 
 import (
@@ -16,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,6 +51,7 @@ type handler struct {
 	contentType   []string
 	shard         []string
 	home          []string
+	served        atomic.Int64
 }
 
 func newHandler(size int) *handler {
@@ -64,6 +69,11 @@ func newHandler(size int) *handler {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/_bench/requests" {
+		_, _ = fmt.Fprintln(w, h.served.Load())
+		return
+	}
+	h.served.Add(1)
 	hdr := w.Header()
 	// Canonical keys assigned directly: no canonicalization, no allocation.
 	hdr["Content-Length"] = h.contentLength
