@@ -181,6 +181,18 @@ SYSCALLS=(read write readv writev pread64 recvfrom sendto recvmsg sendmsg epoll_
 	getsockopt setsockopt mmap munmap madvise mprotect brk tgkill rt_sigreturn rt_sigprocmask
 	sigaltstack getrusage openat newfstatat fcntl ioctl splice io_uring_enter getpid gettid
 	clone clone3 connect socket)
+# SCHED_EVENTS: the system-wide scheduler counts (those this kernel has).
+SCHED_EVENTS=(context-switches sched:sched_wakeup power:cpu_idle ipi:ipi_send_cpu)
+sched_events() {
+	local ev=() e
+	for e in "${SCHED_EVENTS[@]}"; do
+		if [[ $e == *:* ]]; then
+			[[ -d /sys/kernel/tracing/events/${e/://} || -d /sys/kernel/debug/tracing/events/${e/://} ]] || continue
+		fi
+		ev+=("$e")
+	done
+	(IFS=,; echo "${ev[*]}")
+}
 perf_events() { # the -e list: raw_syscalls:sys_enter and each of SYSCALLS this kernel traces
 	local ev=raw_syscalls:sys_enter c
 	for c in "${SYSCALLS[@]}"; do
@@ -265,6 +277,16 @@ measure() {
 		cat "$TMP/$name.perf.err" >&2
 		die "$name: perf stat failed"
 	}
+	cp "$TMP/span" "$TMP/span.syscalls"
+	# A third window, system-wide: how often threads switch, wake, and CPUs go idle and are
+	# woken by another's interrupt, for every process of the run (a proxy's timing moves
+	# the load generator's and the upstream's too).
+	TMP=$TMP UP_PORT=$UP_PORT perf stat -a -x, -e "$(sched_events)" -o "$TMP/$name.sched" \
+		-- bash -c "$script" 2>"$TMP/$name.sched.err" || {
+		cat "$TMP/$name.sched.err" >&2
+		die "$name: perf stat -a failed"
+	}
+	cp "$TMP/span" "$TMP/span.sched"
 	kill -INT "$wrk_pid" 2>/dev/null || true
 	wait "$wrk_pid" || true
 	[[ -s $TMP/edge1 ]] || die "$name: the window's end was not recorded"
@@ -275,8 +297,11 @@ measure() {
 	secs=$(awk -v a="$(edge "$TMP/edge0" t)" -v b="$(edge "$TMP/edge1" t)" 'BEGIN { printf "%.3f", (b - a) / 1e6 }')
 	rps=$(awk -v n="$reqs" -v s="$secs" 'BEGIN { printf "%.0f", n / s }')
 	local perf_reqs # the requests in perf's window
-	perf_reqs=$(($(edge "$TMP/span" end 3) - $(edge "$TMP/span" start 3)))
+	perf_reqs=$(($(edge "$TMP/span.syscalls" end 3) - $(edge "$TMP/span.syscalls" start 3)))
 	((perf_reqs > 0)) || die "$name: no request counted in perf's window"
+	local sched_reqs
+	sched_reqs=$(($(edge "$TMP/span.sched" end 3) - $(edge "$TMP/span.sched" start 3)))
+	((sched_reqs > 0)) || die "$name: no request counted in the system-wide window"
 	u=$(($(edge "$TMP/edge1" proxy) - $(edge "$TMP/edge0" proxy)))
 	s=$(($(edge "$TMP/edge1" proxy 3) - $(edge "$TMP/edge0" proxy 3)))
 	up=$(($(edge "$TMP/edge1" upstream) + $(edge "$TMP/edge1" upstream 3) - $(edge "$TMP/edge0" upstream) - $(edge "$TMP/edge0" upstream 3)))
@@ -309,6 +334,11 @@ measure() {
 			END { if (total - named >= 0.01) printf "%.2f other\n", total - named; printf "%.2f TOTAL\n", total }' "$TMP/$name.perf" | sort -rn |
 			awk '$2 == "TOTAL" { total = $1; next } { list = list sep $2 " " $1; sep = ", " }
 				END { printf "- syscalls per request: %s (%s)\n", total, list }'
+		awk -F, -v n="$sched_reqs" '
+			BEGIN { name["context-switches"] = "context switches"; name["sched:sched_wakeup"] = "wake-ups"
+				name["power:cpu_idle"] = "CPU idle entries and exits"; name["ipi:ipi_send_cpu"] = "inter-processor interrupts" }
+			$3 in name && $1 + 0 >= 0 { list = list sep name[$3] " " sprintf("%.3f", $1 / n); sep = ", " }
+			END { if (list != "") print "- system-wide, every process, per request: " list }' "$TMP/$name.sched"
 		if [[ $name == fenec-entry ]]; then
 			local k v0 v1
 			for k in /sched/goroutines-created:goroutines /gc/heap/allocs:objects /gc/heap/allocs:bytes /gc/cycles/total:gc-cycles; do
