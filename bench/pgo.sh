@@ -35,7 +35,7 @@ while (($#)); do
 	*) usage >&2; die "unknown flag $1" ;;
 	esac
 done
-[[ $SECS =~ ^[0-9]+$ ]] && ((SECS >= 5 && SECS <= 600)) || die "--seconds: want an integer in 5..600, got '$SECS'"
+if ! [[ $SECS =~ ^[0-9]+$ ]] || ((SECS < 5 || SECS > 600)); then die "--seconds: want an integer in 5..600, got '$SECS'"; fi
 for tool in wrk curl go ss; do
 	command -v "$tool" >/dev/null || die "$tool is missing (apt-get install -y wrk curl iproute2)"
 done
@@ -59,8 +59,7 @@ free_port() { # free_port VAR: a port with no TCP listener, from 19300 up
 	printf -v "$1" %d "$p"
 }
 wait_ok() { # wait_ok URL: until it answers 200, at most 10 s
-	local i
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$1") == 200 ]] && return 0
 		sleep 0.1
 	done

@@ -47,8 +47,8 @@ while (($#)); do
 	*) usage >&2; die "unknown argument: $1" ;;
 	esac
 done
-[[ $SECONDS_ =~ ^[0-9]+$ ]] && ((SECONDS_ >= 2 && SECONDS_ <= 600)) || die "--seconds: want an integer in 2..600, got '$SECONDS_'"
-[[ $CONNS =~ ^[0-9]+$ ]] && ((CONNS >= 1 && CONNS <= 10000)) || die "--conns: want an integer in 1..10000, got '$CONNS'"
+if ! [[ $SECONDS_ =~ ^[0-9]+$ ]] || ((SECONDS_ < 2 || SECONDS_ > 600)); then die "--seconds: want an integer in 2..600, got '$SECONDS_'"; fi
+if ! [[ $CONNS =~ ^[0-9]+$ ]] || ((CONNS < 1 || CONNS > 10000)); then die "--conns: want an integer in 1..10000, got '$CONNS'"; fi
 IFS=, read -r -a TARGETS <<<"$TARGETS_ARG"
 for t in "${TARGETS[@]}"; do
 	case $t in nginx | fenec-entry) ;; *) die "--targets: want a comma list from nginx,fenec-entry, got '$t'" ;; esac
@@ -84,8 +84,7 @@ free_port() { # free_port VAR: a port with no TCP listener, from 19000 up
 	printf -v "$1" %d "$p"
 }
 wait_ok() { # wait_ok URL: until it answers 200, at most 10 s
-	local i
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$1") == 200 ]] && return 0
 		sleep 0.1
 	done
@@ -138,7 +137,7 @@ served_count() { # served_count: the requests the upstream served (its /_bench/r
 # ON0 and ON1 prefix a command to pin it to CPU 0 or 1 (--pin split), or are empty (--pin
 # none); being no function, "${ON1[@]}" cmd & leaves $! the command's own pid.
 ON0=() ON1=()
-PPROF_PORT= ADMIN_PORT= # the entry's, set when it starts
+PPROF_PORT='' ADMIN_PORT='' # the entry's, set when it starts
 [[ $PIN == none ]] || ON0=(taskset -c 0) ON1=(taskset -c 1)
 runtime_metric() { # runtime_metric FILE NAME
 	awk -v n="$2" '$1 == n { print $2 }' "$1"
@@ -194,12 +193,12 @@ sched_events() {
 	(IFS=,; echo "${ev[*]}")
 }
 perf_events() { # the -e list: raw_syscalls:sys_enter and each of SYSCALLS this kernel traces
-	local ev=raw_syscalls:sys_enter c
+	local list=raw_syscalls:sys_enter c
 	for c in "${SYSCALLS[@]}"; do
 		[[ -d /sys/kernel/tracing/events/syscalls/sys_enter_$c || -d /sys/kernel/debug/tracing/events/syscalls/sys_enter_$c ]] &&
-			ev+=,syscalls:sys_enter_$c
+			list+=,syscalls:sys_enter_$c
 	done
-	echo "$ev"
+	echo "$list"
 }
 
 # window_edge 0|1: one edge of the measured window, run by perf stat as its workload, which
@@ -218,10 +217,14 @@ window_edge() {
 	{
 		[[ $e == 1 ]] || { printf 'served '; served_count; }
 		echo "t ${EPOCHREALTIME/./}"
-		printf 'proxy '; proc_ticks $WIN_PIDS
+		printf 'proxy '
+		# shellcheck disable=SC2086 # WIN_PIDS is a list
+		proc_ticks $WIN_PIDS
 		printf 'upstream '; proc_ticks "$WIN_UP"
 		printf 'wrk '; proc_ticks "$WIN_WRK"
-		printf 'ctx '; ctx_switches $WIN_PIDS
+		printf 'ctx '
+		# shellcheck disable=SC2086 # WIN_PIDS is a list
+		ctx_switches $WIN_PIDS
 		printf 'steal '; steal_ticks
 		[[ $e == 0 ]] || { printf 'served '; served_count; }
 	} >"$TMP/edge$e"
@@ -260,8 +263,8 @@ measure() {
 		sleep $SECONDS_
 		wait
 		window_edge 1"
-	TMP=$TMP UP_PORT=$UP_PORT PPROF_PORT=$PPROF_PORT \
-		WIN_NAME=$name WIN_PIDS="${pids[*]}" WIN_UP=${PIDS[upstream]} WIN_WRK=$wrk_pid \
+	export TMP UP_PORT PPROF_PORT # for the windows' scripts
+	WIN_NAME=$name WIN_PIDS="${pids[*]}" WIN_UP=${PIDS[upstream]} WIN_WRK=$wrk_pid \
 		bash -c "$script"
 	# perf runs its workload (the window) once every counter is set up, and reads them after
 	# it ends: the requests counted first and last in it, by builtins, are those of its window.
@@ -270,7 +273,7 @@ measure() {
 		echo \"start \${EPOCHREALTIME/./} \$(served_count)\" >'$TMP/span'
 		sleep $SECONDS_
 		echo \"end \${EPOCHREALTIME/./} \$(served_count)\" >>'$TMP/span'"
-	TMP=$TMP UP_PORT=$UP_PORT perf stat -x, -e "$(perf_events)" -p "$(
+	perf stat -x, -e "$(perf_events)" -p "$(
 		IFS=,
 		echo "${pids[*]}"
 	)" -o "$TMP/$name.perf" -- bash -c "$script" 2>"$TMP/$name.perf.err" || {
@@ -281,7 +284,7 @@ measure() {
 	# A third window, system-wide: how often threads switch, wake, and CPUs go idle and are
 	# woken by another's interrupt, for every process of the run (a proxy's timing moves
 	# the load generator's and the upstream's too).
-	TMP=$TMP UP_PORT=$UP_PORT perf stat -a -x, -e "$(sched_events)" -o "$TMP/$name.sched" \
+	perf stat -a -x, -e "$(sched_events)" -o "$TMP/$name.sched" \
 		-- bash -c "$script" 2>"$TMP/$name.sched.err" || {
 		cat "$TMP/$name.sched.err" >&2
 		die "$name: perf stat -a failed"
