@@ -15,7 +15,8 @@ func TestJoinerAtASmallSize(t *testing.T) {
 		t.Skip("builds and starts real entries")
 	}
 	bin := filepath.Join(t.TempDir(), "fenec-entry")
-	build := exec.Command("go", "build", "-o", bin, "github.com/fenec/fenec-entry/cmd/fenec-entry")
+	// -pgo=off, as the e2e tests' build: no minute of compiling beside the suite's other tests.
+	build := exec.Command("go", "build", "-pgo=off", "-o", bin, "github.com/fenec/fenec-entry/cmd/fenec-entry")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
