@@ -43,28 +43,10 @@ done
 cd "$ROOT"
 TMP=$(mktemp -d)
 PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() { # free_port VAR: a port with no TCP listener, from 19300 up
-	local p=${NEXT_PORT:-19300}
-	while [[ -n $(ss -Htln "sport = :$p") ]]; do ((p++)); done
-	NEXT_PORT=$((p + 1))
-	printf -v "$1" %d "$p"
-}
-wait_ok() { # wait_ok URL: until it answers 200, at most 10 s
-	for _ in $(seq 100); do
-		[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$1") == 200 ]] && return 0
-		sleep 0.1
-	done
-	die "$1 did not answer 200 within 10 s"
-}
+PORT_BASE=19300
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+bench_traps
 
 echo "pgo.sh: building bench/upstream and cmd/fenec-entry (-tags pprof)" >&2
 go build -trimpath -o "$TMP/upstream" ./bench/upstream

@@ -68,28 +68,9 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 TMP=$(mktemp -d)
 declare -A PIDS=()
-cleanup() {
-	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() { # free_port VAR: a port with no TCP listener, from 19000 up
-	local p=${NEXT_PORT:-19000}
-	while [[ -n $(ss -Htln "sport = :$p") ]]; do ((p++)); done
-	NEXT_PORT=$((p + 1))
-	printf -v "$1" %d "$p"
-}
-wait_ok() { # wait_ok URL: until it answers 200, at most 10 s
-	for _ in $(seq 100); do
-		[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$1") == 200 ]] && return 0
-		sleep 0.1
-	done
-	die "$1 did not answer 200 within 10 s"
-}
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+bench_traps
 # proc_ticks, ctx_switches, steal_ticks and served_count use bash builtins only: the window's
 # edges (window_edge) fork nothing, so on CPUs shared with the load they take microseconds,
 # not the tenths of a second a fork of curl or awk can take there.
