@@ -1063,10 +1063,10 @@ children_ticks() { awk '{ sub(/.*\) /, ""); print $14 + $15 }' "/proc/$$/stat"; 
 # R_STEAL (steal_pct) and R_CLIENT_TICKS (wrk's CPU ticks).
 wrk_run() {
 	local name=$1 threads=$2 conns=$3 secs=$4 url=$5 before ours line steal0 child0
-	child0=$(children_ticks)
 	ours=$(our_ticks)
 	before=$(cpu_ticks)
 	steal0=$(steal_ticks)
+	child0=$(children_ticks) # last before wrk: the forks above are this shell's children too
 	(pinned "$CLIENT_CPUS" wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout 2s --latency \
 		-s "$TMP/report.lua" "$url") >"$TMP/wrk.$name.out" 2>&1 &
 	WRK_PID=$!
