@@ -182,11 +182,11 @@ perf_events() { # the -e list: raw_syscalls:sys_enter and each of SYSCALLS this 
 	echo "$list"
 }
 
-# window_edge 0|1: one edge of the measured window, run by perf stat as its workload, which
-# starts once every counter is set up and ends before they are read: the CPU ticks, context
-# switches, steal, the upstream's request count and (for the entry) its runtime metrics are
-# then taken over the very window the system calls are counted in. Reads WIN_* from the
-# environment; writes $TMP/edge0 or edge1 and the entry's files.
+# window_edge 0|1: one edge of the first window (no perf): the upstream's request count, the
+# CPU ticks, context switches and steal, taken together by builtins; for the entry also its
+# runtime metrics and allocation profile, read just inside the edges (their curls take a few
+# milliseconds of an 8 s window). Reads WIN_* from the environment; writes $TMP/edge0 or
+# edge1 and the entry's files.
 window_edge() {
 	local e=$1
 	if [[ $e == 1 && $WIN_NAME == fenec-entry ]]; then
