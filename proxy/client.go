@@ -100,6 +100,30 @@ type conn struct {
 	// closeFn closes nc: made once, so that hooking it to each request's context allocates
 	// nothing.
 	closeFn func()
+	// wtr is nc when it can write a request and wait for its answer in one turn (a plain TCP
+	// router: sockio.Conn.WriteThenRead), else nil. deferLast makes the next Write (the
+	// request's last flush) wait in pending for the first Read, which sends it that way.
+	wtr       *sockio.Conn
+	deferLast bool
+	pending   []byte
+}
+
+// Write writes p to nc; the request's last flush (deferLast) is kept for Read instead: see wtr.
+func (c *conn) Write(p []byte) (int, error) {
+	if c.deferLast {
+		c.deferLast, c.pending = false, p
+		return len(p), nil
+	}
+	return c.nc.Write(p)
+}
+
+// flushRequest flushes bw, the request written to c, leaving its last bytes for the first Read
+// when c can send them with it (wtr); bw's buffer must then stay unused until that Read.
+func (c *conn) flushRequest(bw *bufio.Writer) error {
+	c.deferLast = c.wtr != nil && c.br.Buffered() == 0 // (bytes already there would be read without a Read)
+	err := bw.Flush()
+	c.deferLast = false
+	return err
 }
 
 // Read reads nc. Its first error stays: a later read returns it again, not what the socket
@@ -114,7 +138,14 @@ func (c *conn) Read(p []byte) (int, error) {
 		c.deadline = time.Time{}
 		c.nc.SetDeadline(time.Time{})
 	}
-	n, err := c.nc.Read(p)
+	var n int
+	var err error
+	if w := c.pending; w != nil {
+		c.pending = nil
+		n, err = c.wtr.WriteThenRead(w, p)
+	} else {
+		n, err = c.nc.Read(p)
+	}
 	c.read += int64(n)
 	if err != nil {
 		c.rerr = err
@@ -209,14 +240,16 @@ func (rt *router) dial(ctx context.Context) (*conn, error) {
 
 func newConn(nc net.Conn, rt *router) *conn {
 	c := &conn{nc: nc, rt: rt}
+	c.wtr, _ = nc.(*sockio.Conn)
 	c.closeFn = func() { c.nc.Close() }
 	c.br = bufio.NewReaderSize(c, 4<<10)
 	return c
 }
 
 // A connection's writer is taken from a pool for the request's head and body, and given back
-// once they are flushed: a connection waiting for its answer, streaming one for hours (an
-// event stream), or pooled idle holds no write buffer.
+// once they are sent and the answer's head has come (its last bytes are sent with the first
+// read: conn.wtr): a connection streaming an answer for hours (an event stream), or pooled
+// idle, holds no write buffer.
 var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 8<<10) }}
 
 func getWriter(w io.Writer) *bufio.Writer {

@@ -129,18 +129,19 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	sent := time.Now()
 	c.answerDeadline(sent, h.cfg.AnswerTimeout)
 
-	bw := getWriter(c.nc)
+	bw := getWriter(c)
 	writeHead(bw, &x.head, r.Header)
 	err = x.body.writeTo(bw)
 	if err == nil {
-		err = bw.Flush()
+		err = c.flushRequest(bw)
 	}
-	putWriter(bw)
 	var resp *http.Response
 	var pa *plainAnswer
 	if err == nil {
 		resp, pa, err = readAnswerHead(c.br, r, &c.spare)
 	}
+	c.pending = nil // sent by the first read; never left for a later one
+	putWriter(bw)
 	if err != nil {
 		stop()
 		c.nc.Close()

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // pair is a loopback TCP connection: the wrapped side and the plain peer.
@@ -164,6 +166,134 @@ func TestErrorsAsNetConn(t *testing.T) {
 		var oe *net.OpError
 		if !errors.Is(err, syscall.ECONNRESET) || !errors.As(err, &oe) || oe.Op != "read" {
 			t.Fatalf("read after the peer's reset: %v, want a *net.OpError read ECONNRESET", err)
+		}
+	})
+}
+
+// answerAfter has peer read want (all of it) and then, after delay, write answer; the bytes it
+// read, or its error, come on the channel.
+func answerAfter(peer *net.TCPConn, want int, delay time.Duration, answer string) <-chan []byte {
+	got := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, want)
+		if _, err := io.ReadFull(peer, buf); err != nil {
+			got <- []byte("peer: " + err.Error())
+			return
+		}
+		time.Sleep(delay)
+		peer.Write([]byte(answer))
+		got <- buf
+	}()
+	return got
+}
+
+func TestWriteThenRead(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		size  int
+		delay time.Duration
+	}{
+		{"answer at once", 5, 0},
+		{"answer later", 5, 30 * time.Millisecond},
+		{"a write that fills the socket", 8 << 20, 0}, // the EAGAIN path: finished by Write
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, peer := pair(t)
+			req := bytes.Repeat([]byte("q"), tc.size)
+			got := answerAfter(peer, len(req), tc.delay, "pong")
+			buf := make([]byte, 16)
+			n, err := c.WriteThenRead(req, buf)
+			if err != nil || string(buf[:n]) != "pong" {
+				t.Fatalf("WriteThenRead = %q, %v; want pong", buf[:n], err)
+			}
+			select {
+			case b := <-got:
+				if !bytes.Equal(b, req) {
+					t.Fatalf("the peer read %d bytes (%.40q), want the %d written", len(b), b, len(req))
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the peer read nothing")
+			}
+		})
+	}
+}
+
+// The point of WriteThenRead: the answer is read by one read system call, where Write and then
+// Read make two (the first meets an empty socket, the peer not having answered yet).
+func TestWriteThenReadSkipsTheEmptyRead(t *testing.T) {
+	reads := func(f func(c *Conn, buf []byte) (int, error)) int64 {
+		c, peer := pair(t)
+		got := answerAfter(peer, 4, 20*time.Millisecond, "pong")
+		buf := make([]byte, 16)
+		var n int
+		var err error
+		reads := testutil.ReadsDuring(t, func() { n, err = f(c, buf) })
+		if err != nil || string(buf[:n]) != "pong" {
+			t.Fatalf("read %q, %v; want pong", buf[:n], err)
+		}
+		<-got
+		return reads
+	}
+	split := reads(func(c *Conn, buf []byte) (int, error) {
+		if _, err := c.Write([]byte("ping")); err != nil {
+			return 0, err
+		}
+		return c.Read(buf)
+	})
+	joined := reads(func(c *Conn, buf []byte) (int, error) { return c.WriteThenRead([]byte("ping"), buf) })
+	if split != 2 || joined != 1 {
+		t.Fatalf("read system calls: Write and Read %d (want 2: one meets the empty socket), WriteThenRead %d (want 1)", split, joined)
+	}
+}
+
+func TestWriteThenReadErrors(t *testing.T) {
+	isOp := func(err error, op string) bool {
+		var oe *net.OpError
+		return errors.As(err, &oe) && oe.Op == op
+	}
+	t.Run("closed before", func(t *testing.T) {
+		c, _ := pair(t)
+		c.Close()
+		_, err := c.WriteThenRead([]byte("x"), make([]byte, 1))
+		if !errors.Is(err, net.ErrClosed) || !isOp(err, "write") {
+			t.Fatalf("after Close: %v, want a write error wrapping net.ErrClosed", err)
+		}
+	})
+	t.Run("reset before", func(t *testing.T) {
+		c, peer := pair(t)
+		peer.SetLinger(0)
+		peer.Close() // a reset
+		time.Sleep(20 * time.Millisecond)
+		_, err := c.WriteThenRead([]byte("x"), make([]byte, 1))
+		if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) || !isOp(err, "write") {
+			t.Fatalf("after the peer's reset: %v, want a write error (ECONNRESET or EPIPE)", err)
+		}
+	})
+	t.Run("deadline while waiting", func(t *testing.T) {
+		c, peer := pair(t)
+		c.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+		_, err := c.WriteThenRead([]byte("x"), make([]byte, 1))
+		if !errors.Is(err, os.ErrDeadlineExceeded) || !isOp(err, "read") {
+			t.Fatalf("no answer by the deadline: %v, want a read timeout", err)
+		}
+		if b, err := io.ReadAll(io.LimitReader(peer, 1)); err != nil || string(b) != "x" {
+			t.Fatalf("the peer read %q, %v; want the x written before the wait", b, err)
+		}
+	})
+	t.Run("close while waiting", func(t *testing.T) {
+		c, _ := pair(t)
+		time.AfterFunc(30*time.Millisecond, func() { c.Close() })
+		_, err := c.WriteThenRead([]byte("x"), make([]byte, 1))
+		if !errors.Is(err, net.ErrClosed) || !isOp(err, "read") {
+			t.Fatalf("Close while waiting: %v, want a read error wrapping net.ErrClosed", err)
+		}
+	})
+	t.Run("end", func(t *testing.T) {
+		c, peer := pair(t)
+		go func() { io.ReadFull(peer, make([]byte, 1)); peer.CloseWrite() }()
+		n, err := c.WriteThenRead([]byte("x"), make([]byte, 1))
+		if n != 0 || err != io.EOF {
+			t.Fatalf("the peer's end: %d, %v; want 0, io.EOF", n, err)
 		}
 	})
 }

@@ -1,0 +1,44 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
+)
+
+// A request to a plain TCP router is sent with the first read of its answer
+// (sockio.Conn.WriteThenRead): the answer, head and body in one packet, costs one read
+// system call, not two (the first of which would meet the empty socket).
+func TestRequestSentWithItsAnswersRead(t *testing.T) {
+	router := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(20 * time.Millisecond) // the answer is not there when the entry first looks
+		w.Header().Set("Fenec-Shard", "1")
+		w.Header().Set("Content-Length", "2")
+		w.Write([]byte("ok"))
+	}))
+	defer router.Close()
+	h := benchHandler(t, router.URL)
+	for _, tc := range []struct{ method, body string }{{"GET", ""}, {"POST", "a body"}, {"GET", ""}} {
+		var w *httptest.ResponseRecorder
+		reads := testutil.ReadsDuring(t, func() {
+			var body io.Reader
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			r := httptest.NewRequest(tc.method, "/t/acme/items/1", body)
+			w = httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+		})
+		if w.Code != 200 || w.Body.String() != "ok" {
+			t.Fatalf("%s: %d %q, want 200 ok", tc.method, w.Code, w.Body.String())
+		}
+		if reads != 1 {
+			t.Errorf("%s: %d read system calls for the answer, want 1", tc.method, reads)
+		}
+	}
+}
