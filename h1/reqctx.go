@@ -59,7 +59,13 @@ func (c *reqCtx) Err() error {
 
 // AfterFunc is context.AfterFunc's contract: f runs in its own goroutine once c is canceled
 // (at once if it is already); stop keeps it from running and reports whether it did.
-func (c *reqCtx) AfterFunc(f func()) (stop func() bool) {
+func (c *reqCtx) AfterFunc(f func()) (stop func() bool) { return c.afterFunc(f).stop }
+
+// OnCancel is AfterFunc with stop as a method of the record c keeps for f, not a func value
+// made for it: the first (the proxy's, usually the only one) allocates nothing.
+func (c *reqCtx) OnCancel(f func()) interface{ Stop() bool } { return c.afterFunc(f) }
+
+func (c *reqCtx) afterFunc(f func()) *afterFunc {
 	c.mu.Lock()
 	var a *afterFunc
 	if c.one.ctx == nil {
@@ -73,11 +79,14 @@ func (c *reqCtx) AfterFunc(f func()) (stop func() bool) {
 		a.state = afterStarted
 		c.mu.Unlock()
 		go f()
-		return a.stop
+		return a
 	}
 	c.mu.Unlock()
-	return a.stop
+	return a
 }
+
+// Stop is stop, for OnCancel.
+func (a *afterFunc) Stop() bool { return a.stop() }
 
 func (a *afterFunc) stop() bool {
 	a.ctx.mu.Lock()

@@ -93,3 +93,36 @@ func TestReqCtxWithStdlib(t *testing.T) {
 		t.Fatal("Value != nil")
 	}
 }
+
+var stopSink interface{ Stop() bool }
+
+// OnCancel is AfterFunc for the proxy's router connection: its first hook costs no allocation,
+// and its Stop is AfterFunc's stop.
+func TestReqCtxOnCancel(t *testing.T) {
+	ctxs := make([]reqCtx, 202)
+	i := 0
+	f := func() {}
+	if n := testing.AllocsPerRun(200, func() {
+		stopSink = ctxs[i].OnCancel(f) // kept, as the proxy keeps it: it must not need the heap
+		stopSink.Stop()
+		i++
+	}); n != 0 {
+		t.Fatalf("OnCancel and Stop: %v allocations, want 0", n)
+	}
+	ctx := &reqCtx{}
+	hooked, stopped := make(chan struct{}), make(chan struct{})
+	ctx.OnCancel(func() { close(hooked) })
+	s := ctx.OnCancel(func() { close(stopped) })
+	if !s.Stop() || s.Stop() {
+		t.Fatal("Stop before cancel: want true, then false")
+	}
+	ctx.cancel()
+	if !ran(hooked) {
+		t.Fatal("OnCancel's function did not run at cancel")
+	}
+	select {
+	case <-stopped:
+		t.Fatal("a stopped function ran")
+	case <-time.After(20 * time.Millisecond):
+	}
+}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -40,5 +41,44 @@ func TestRequestSentWithItsAnswersRead(t *testing.T) {
 		if reads != 1 {
 			t.Errorf("%s: %d read system calls for the answer, want 1", tc.method, reads)
 		}
+	}
+}
+
+type ownHooks struct {
+	context.Context
+	hook hookRecord
+}
+
+type hookRecord struct{ f func() }
+
+func (h *hookRecord) Stop() bool { return h.f != nil }
+
+func (o *ownHooks) OnCancel(f func()) interface{ Stop() bool } { o.hook.f = f; return &o.hook }
+
+var stopSink stopper
+
+// afterFunc uses a context's own OnCancel (h1's costs no allocation), and context.AfterFunc
+// for any other.
+func TestAfterFunc(t *testing.T) {
+	own := &ownHooks{Context: context.Background()}
+	f := func() {}
+	if n := testing.AllocsPerRun(100, func() { stopSink = afterFunc(own, f); stopSink.Stop() }); n != 0 {
+		t.Errorf("afterFunc with the context's OnCancel: %v allocations, want 0", n)
+	}
+	if own.hook.f == nil {
+		t.Error("afterFunc did not use the context's OnCancel")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	afterFunc(ctx, func() { close(ran) })
+	s := afterFunc(ctx, func() { t.Error("a stopped function ran") })
+	if !s.Stop() {
+		t.Error("Stop before cancel = false")
+	}
+	cancel()
+	select {
+	case <-ran:
+	case <-time.After(2 * time.Second):
+		t.Fatal("context.AfterFunc's function did not run")
 	}
 }

@@ -107,7 +107,7 @@ type attemptResult struct {
 	resp  *http.Response
 	pa    *plainAnswer // resp's storage when the fast path read it, for recycle
 	c     *conn
-	stop  func() bool // stops the cancellation hook; false if it already closed c
+	stop  stopper // stops the cancellation hook; false if it already closed c
 	shard bool
 	home  string
 }
@@ -143,7 +143,7 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	c.pending = nil // sent by the first read; never left for a later one
 	putWriter(bw)
 	if err != nil {
-		stop()
+		stop.Stop()
 		c.nc.Close()
 		return attemptResult{out: classifyFailure(err, ctx.Err() != nil, c.reused && c.read == 0), err: err}
 	}
@@ -165,18 +165,26 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	return at
 }
 
-// afterFuncer is a context that schedules its own AfterFunc calls (h1's request context does,
-// without the cancelCtx and closure context.AfterFunc adds around it).
-type afterFuncer interface {
-	AfterFunc(func()) func() bool
+// stopper stops a function waiting for a context's end (context.AfterFunc's stop).
+type stopper interface{ Stop() bool }
+
+type stopFunc func() bool
+
+func (f stopFunc) Stop() bool { return f() }
+
+// onCanceler is a context that schedules its own functions for its end, returning a stopper
+// that costs no allocation (h1's request context does, without the cancelCtx and closure
+// context.AfterFunc adds around it, and without the func value AfterFunc's stop would be).
+type onCanceler interface {
+	OnCancel(func()) interface{ Stop() bool }
 }
 
-// afterFunc is context.AfterFunc, calling ctx's own AfterFunc directly when it has one.
-func afterFunc(ctx context.Context, f func()) (stop func() bool) {
-	if a, ok := ctx.(afterFuncer); ok {
-		return a.AfterFunc(f)
+// afterFunc is context.AfterFunc, calling ctx's own OnCancel directly when it has one.
+func afterFunc(ctx context.Context, f func()) stopper {
+	if a, ok := ctx.(onCanceler); ok {
+		return a.OnCancel(f)
 	}
-	return context.AfterFunc(ctx, f)
+	return stopFunc(context.AfterFunc(ctx, f))
 }
 
 // readAnswerHead reads the answer head, skipping interim 1xx answers; spare as
@@ -212,7 +220,7 @@ func (at *attemptResult) finishConn(reusable bool) {
 	if at.c == nil {
 		return
 	}
-	if at.stop() && reusable {
+	if at.stop.Stop() && reusable {
 		at.c.reused = false
 		at.c.rt.put(at.c)
 	} else {
