@@ -332,6 +332,13 @@ measure() {
 					if (k ~ /cycles/) printf "- %s: %.2f per 10,000 requests\n", k, (b - a) / n * 10000
 					else printf "- %s: %.2f per request\n", k, (b - a) / n }'
 			done
+			# The runtime times one in 8 of a goroutine's runs (gTrackingPeriod), so the
+			# histogram's count times 8 estimates how often a goroutine was made to run: the
+			# wakes a request costs (each a chance to change CPU).
+			v0=$(runtime_metric "$TMP/rm0" /sched/latencies:seconds:count)
+			v1=$(runtime_metric "$TMP/rm1" /sched/latencies:seconds:count)
+			awk -v a="$v0" -v b="$v1" -v n="$reqs" 'BEGIN {
+				if (a != "" && b != "") printf "- goroutine runs (the runtime samples 1 in 8; times 8): %.2f per request\n", (b - a) * 8 / n }'
 			local g0 g1 t0 t1
 			g0=$(runtime_metric "$TMP/rm0" /cpu/classes/gc/total:cpu-seconds)
 			g1=$(runtime_metric "$TMP/rm1" /cpu/classes/gc/total:cpu-seconds)

@@ -6,7 +6,8 @@ package main
 // binary serves net/http/pprof on FENEC_ENTRY_PPROF_ADDR (default
 // 127.0.0.1:6060), and /debug/runtime-metrics: every scalar of runtime/metrics
 // as "name value" lines (goroutines created, heap allocations, GC cycles and CPU),
-// which bench/profile.sh reads before and after its load to count them per request.
+// and each histogram's count of samples as "name:count value", which
+// bench/profile.sh reads before and after its load to count them per request.
 // Release builds carry no profiler.
 
 import (
@@ -41,6 +42,12 @@ func serveRuntimeMetrics(w http.ResponseWriter, _ *http.Request) {
 			fmt.Fprintf(w, "%s %d\n", s.Name, s.Value.Uint64())
 		case metrics.KindFloat64:
 			fmt.Fprintf(w, "%s %g\n", s.Name, s.Value.Float64())
+		case metrics.KindFloat64Histogram:
+			var n uint64
+			for _, c := range s.Value.Float64Histogram().Counts {
+				n += c
+			}
+			fmt.Fprintf(w, "%s:count %d\n", s.Name, n)
 		}
 	}
 }
