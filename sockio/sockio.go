@@ -114,7 +114,8 @@ func (c *Conn) readRaw(p []byte, nowait bool) (int, error) {
 // read by Read.
 //
 // n is Read's; a failed write returns Write's error (a *net.OpError "write") and n 0. The
-// read deadline bounds the whole, and Close from another goroutine ends it, as for Read.
+// read deadline bounds the whole, and Close from another goroutine ends it, as for Read. It is
+// a read and a write: no other Read or Write may run on c meanwhile.
 func (c *Conn) WriteThenRead(w, p []byte) (n int, err error) {
 	if len(w) == 0 {
 		return c.Read(p)
