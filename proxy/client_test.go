@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -80,5 +81,45 @@ func TestAfterFunc(t *testing.T) {
 	case <-ran:
 	case <-time.After(2 * time.Second):
 		t.Fatal("context.AfterFunc's function did not run")
+	}
+}
+
+// A streamed body longer than the request's writer goes out whole and in order: the writer
+// flushes it to the router connection in pieces, and its last piece with the answer's first
+// read.
+func TestLongBodyThroughTheWriter(t *testing.T) {
+	got := make(chan string, 1)
+	router := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			got <- "read: " + err.Error()
+		} else {
+			got <- string(b)
+		}
+		w.Header().Set("Fenec-Shard", "1")
+		w.Header().Set("Content-Length", "2")
+		w.Write([]byte("ok"))
+	}))
+	defer router.Close()
+	h := benchHandler(t, router.URL)
+	var sb strings.Builder
+	for i := 0; sb.Len() < 1<<20; i++ {
+		fmt.Fprintf(&sb, "%07d\n", i) // each line its own: a piece lost or reordered shows
+	}
+	body := sb.String()
+	r := httptest.NewRequest("POST", "/t/acme/items", strings.NewReader(body))
+	r.Header.Set("Idempotency-Key", "long")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != 200 || w.Body.String() != "ok" {
+		t.Fatalf("%d %q, want 200 ok", w.Code, w.Body.String())
+	}
+	select {
+	case b := <-got:
+		if b != body {
+			t.Fatalf("the router read %d bytes, not the %d sent as they were", len(b), len(body))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the router read no body")
 	}
 }
