@@ -72,6 +72,11 @@ type Gossip struct {
 	syncSrv    *http.Server
 	syncClient *http.Client
 
+	// tagMu orders SetTag's calls, whose wait for serf's broadcast is made without mu.
+	tagMu sync.Mutex
+	// setAgentTags is agentSetTags (tags.go); a test's stand-in waits as serf can.
+	setAgentTags func(*agent.Agent, map[string]string) error
+
 	mu        sync.Mutex // guards the following
 	started   bool
 	closed    bool
@@ -129,6 +134,7 @@ func New(cfg Config) (*Gossip, error) {
 		recvq:          make(chan inbound, cfg.RecvQueue),
 		membersChanged: make(chan struct{}, 1),
 		syncLn:         newConnListener(pipeAddr("gossip sync streams"), syncBacklog),
+		setAgentTags:   agentSetTags,
 	}
 	if g.m, err = newMetrics(cfg.Registerer, g.Up); err != nil {
 		return nil, err

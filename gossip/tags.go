@@ -3,6 +3,8 @@ package gossip
 import (
 	"fmt"
 	"maps"
+
+	"github.com/hashicorp/serf/cmd/serf/command/agent"
 )
 
 // maxTagsBytes bounds this entry's tags as serf encodes them: memberlist carries a node's meta
@@ -15,12 +17,32 @@ const maxTagsBytes = 400
 // serf started again after a name conflict. It fails, changing nothing, when the tags would
 // pass maxTagsBytes, or "role" is named. Safe for concurrent use; before Start it only
 // records the tag.
+//
+// serf's SetTags waits for its broadcast to go out, up to BroadcastTimeout (5 s) while a peer
+// is alive. That wait is made without g.mu: Members, Up, Addr and the member count behind
+// Joined take g.mu, and a start whose first tag waited held them all (the joiner's wait for a
+// first peer then ended with none, and the entry served alone with an empty table; the
+// status page hung). tagMu keeps the calls in order instead.
 func (g *Gossip) SetTag(key, value string) error {
 	if key == "role" {
 		return fmt.Errorf("gossip: tag %q is fixed", key)
 	}
+	g.tagMu.Lock()
+	defer g.tagMu.Unlock()
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	tags, err := g.newTagsLocked(key, value)
+	if err != nil || tags == nil || g.inc == nil || g.left || g.closed {
+		g.mu.Unlock()
+		return err
+	}
+	a := g.inc.agent
+	g.mu.Unlock()
+	return g.setAgentTags(a, tags)
+}
+
+// newTagsLocked records the tags with key set to value in g.cfg.Tags (the next incarnation's)
+// and returns a copy for serf; nil when nothing changes.
+func (g *Gossip) newTagsLocked(key, value string) (map[string]string, error) {
 	tags := maps.Clone(g.cfg.Tags)
 	if value == "" {
 		delete(tags, key)
@@ -28,17 +50,17 @@ func (g *Gossip) SetTag(key, value string) error {
 		tags[key] = value
 	}
 	if n := tagsSize(tags); n > maxTagsBytes {
-		return fmt.Errorf("gossip: tags would take %d bytes, at most %d", n, maxTagsBytes)
+		return nil, fmt.Errorf("gossip: tags would take %d bytes, at most %d", n, maxTagsBytes)
 	}
 	if maps.Equal(tags, g.cfg.Tags) {
-		return nil
+		return nil, nil
 	}
 	g.cfg.Tags = tags
-	if g.inc == nil || g.left || g.closed {
-		return nil
-	}
-	return g.inc.agent.SetTags(maps.Clone(tags))
+	return maps.Clone(tags), nil
 }
+
+// agentSetTags is serf's SetTags through the agent (a test's stand-in in tests).
+func agentSetTags(a *agent.Agent, tags map[string]string) error { return a.SetTags(tags) }
 
 // tagsSize is an upper bound of the tags' encoded size (serf's msgpack map: a few bytes of
 // header per key and value).

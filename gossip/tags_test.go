@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fenec/fenec-entry/internal/testutil"
+	"github.com/hashicorp/serf/cmd/serf/command/agent"
 )
 
 // A tag set on one entry reaches its peers' member lists; a removed one goes; too many bytes
@@ -66,5 +67,68 @@ func TestDirectPeersCached(t *testing.T) {
 	})
 	if len(first) != 1 || first[0].Name != "b" {
 		t.Errorf("a list handed out changed: %v", first)
+	}
+}
+
+// serf's SetTags may wait seconds for its broadcast. Meanwhile the entry's view of itself
+// (Up, Members, Addr, Joined) answers at once, and a second SetTag waits for the first.
+func TestSetTagWaitsWithoutTheLock(t *testing.T) {
+	nodes := startCluster(t, 2)
+	a := nodes[0]
+	entered := make(chan string, 2)
+	release := make(chan struct{})
+	a.g.setAgentTags = func(_ *agent.Agent, tags map[string]string) error {
+		entered <- tags["lat"]
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+		return nil
+	}
+	done := make(chan error, 2)
+	go func() { done <- a.g.SetTag("lat", "eu:1") }()
+	select {
+	case v := <-entered:
+		if v != "eu:1" {
+			t.Fatalf("serf was given lat=%q, want eu:1", v)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("SetTag did not reach serf")
+	}
+	go func() { done <- a.g.SetTag("lat", "eu:2") }()
+
+	answered := make(chan struct{})
+	go func() {
+		a.g.Up()
+		a.g.Members()
+		a.g.Addr()
+		a.g.countMembers()
+		close(answered)
+	}()
+	select {
+	case <-answered:
+	case <-time.After(2 * time.Second):
+		close(release)
+		t.Fatal("Up, Members, Addr and the member count waited for serf's tag broadcast")
+	}
+	select {
+	case v := <-entered:
+		close(release)
+		t.Fatalf("a second SetTag (lat=%s) reached serf while the first waited", v)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("SetTag did not return once serf did")
+		}
+	}
+	if v := <-entered; v != "eu:2" {
+		t.Fatalf("the second SetTag gave serf lat=%q, want eu:2", v)
 	}
 }
