@@ -32,6 +32,11 @@ type Config struct {
 	// connection is parked in epoll, no goroutine and no buffer) or "std" (Go's net/http
 	// server). TLS, h2c and PROXY-protocol connections are net/http's either way.
 	HTTP1Server string
+	// ReusePort (--reuse-port) opens Listen with SO_REUSEPORT, so other entries of this user on
+	// this host may listen on the same address: the kernel spreads new connections over
+	// them. One entry per CPU, each on one P, as nginx runs a worker per CPU; or a new entry
+	// started beside one that drains (docs/DECISIONS.md, "One entry per CPU").
+	ReusePort bool
 
 	// Routers.
 

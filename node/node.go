@@ -263,7 +263,11 @@ func (n *Node) startLocked(ctx context.Context) error {
 	n.resolveRouters(ctx, n.cfg)
 	n.rediscovered()
 	var lc net.ListenConfig
-	cl, err := lc.Listen(ctx, "tcp", n.cfg.Listen)
+	clc := lc
+	if n.cfg.ReusePort {
+		clc.Control = reusePort
+	}
+	cl, err := clc.Listen(ctx, "tcp", n.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}

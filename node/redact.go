@@ -118,6 +118,7 @@ func (c Config) summary() []keyVal {
 		{"max_inflight", fmt.Sprint(c.MaxInflight)},
 		{"header_timeout", c.HeaderTimeout.String()},
 		{"http1_server", c.HTTP1Server},
+		{"reuse_port", fmt.Sprint(c.ReusePort)},
 		{"routers", strings.Join(regions, ";")},
 		{"resolve_interval", c.ResolveInterval.String()},
 		{"dns_server", c.DNSServer},

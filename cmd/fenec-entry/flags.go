@@ -72,6 +72,10 @@ var flags = []*flagDef{
 		usage: "plain HTTP/1.x: lean (an idle connection holds no goroutine and no buffer) or std (Go's net/http server); " +
 			"TLS, h2c and proxy-protocol connections are net/http's either way",
 		apply: setString(func(c *node.Config) *string { return &c.HTTP1Server })},
+	{name: "reuse-port", group: groupClient, isBool: true, def: "false",
+		usage: "let other entries on this host listen on the same --listen (SO_REUSEPORT; the kernel spreads " +
+			"new connections over them): one entry per CPU, or a new entry started beside one that drains",
+		apply: setBool(func(c *node.Config) *bool { return &c.ReusePort })},
 
 	{name: "routers", arg: "spec", group: groupRouters,
 		usage: "required: regions and their routers, in fallback order, eu=http://r1:7000,http://r2:7000;us=http://r3:7000; " +
