@@ -34,6 +34,11 @@ usage: bash bench/proxies.sh [flags]
   --ab-bin PATH    a second fenec-entry binary, measured as target fenec-entry-b in the same
                    interleaved rounds as fenec-entry (env BENCH_AB_BIN): a before/after A/B
                    whose two sides see the same machine noise
+  --entry-procs N  run fenec-entry as N processes on one port (--reuse-port), each on one P
+                   (GOMAXPROCS=1, or --workers), as nginx runs a worker per CPU; requests mode
+                   (env BENCH_ENTRY_PROCS, default 1: one process, its Ps its own)
+  --ab-procs N     the same for fenec-entry-b (env BENCH_AB_PROCS, default 1); with --ab-bin
+                   the same binary, an A/B of the two layouts
   --out FILE       raw per-round numbers, JSON lines (env BENCH_OUT,
                    default bench/out/proxies-<UTC time>.jsonl)
   --check          exit 1 when fenec-entry misses issue 10's floor (added p50 <= 1.1x
@@ -68,6 +73,8 @@ OUT=${BENCH_OUT:-}
 WORKERS=${BENCH_WORKERS:-}
 ENTRY_BIN=${BENCH_ENTRY_BIN:-}
 AB_BIN=${BENCH_AB_BIN:-}
+ENTRY_N=${BENCH_ENTRY_PROCS:-1}
+AB_N=${BENCH_AB_PROCS:-1}
 IDLE_WAIT_S=${BENCH_IDLE_WAIT:-30}
 IDLE_MAX=15 # % of one CPU that other processes may use before a round counts as noisy
 IDLE_CONNS=${BENCH_IDLE_CONNS:-10000}
@@ -93,6 +100,8 @@ while (($#)); do
 	--idle-wait) IDLE_WAIT_S=${2:?--idle-wait needs a value}; shift 2 ;;
 	--entry-bin) ENTRY_BIN=${2:?--entry-bin needs a value}; shift 2 ;;
 	--ab-bin) AB_BIN=${2:?--ab-bin needs a value}; shift 2 ;;
+	--entry-procs) ENTRY_N=${2:?--entry-procs needs a value}; shift 2 ;;
+	--ab-procs) AB_N=${2:?--ab-procs needs a value}; shift 2 ;;
 	--targets) TARGETS_ARG=${2:?--targets needs a value}; shift 2 ;;
 	--base-port) BASE_PORT=${2:?--base-port needs a value}; shift 2 ;;
 	--out) OUT=${2:?--out needs a value}; shift 2 ;;
@@ -130,6 +139,9 @@ want_int warmup "$WARMUP_S" 0 3600
 want_int idle-wait "$IDLE_WAIT_S" 0 3600
 want_int conns "$CONNS" 2 10000
 want_int base-port "$BASE_PORT" 1024 64999
+want_int entry-procs "$ENTRY_N" 1 64
+want_int ab-procs "$AB_N" 1 64
+[[ $MODE == requests ]] || ((ENTRY_N == 1 && AB_N == 1)) || die "--entry-procs, --ab-procs: requests mode only"
 case $PIN in split | none) ;; *) die "--pin: want split or none, got '$PIN'" ;; esac
 if [[ $MODE == conns ]]; then
 	want_int idle-conns "$IDLE_CONNS" 1 60000
@@ -954,31 +966,62 @@ EOF
 	wait_ready haproxy "${URL[haproxy]}"
 fi
 
-if has_target fenec-entry; then
-	port FE_PORT
-	port FE_ADMIN
-	port FE_GOSSIP
-	port FE_RPC
-	start fenec-entry "$SERVER_CPUS" env "${ENTRY_ENV[@]}" "$TMP/bin/fenec-entry" serve \
-		--listen "127.0.0.1:$FE_PORT" --admin-listen "127.0.0.1:$FE_ADMIN" \
-		--routers "eu=http://127.0.0.1:$UP_PORT" \
-		--gossip-bind "127.0.0.1:$FE_GOSSIP" --rpc-addr "127.0.0.1:$FE_RPC"
-	URL[fenec-entry]="http://127.0.0.1:$FE_PORT$REQ_PATH"
-	wait_ready fenec-entry "${URL[fenec-entry]}"
-fi
-
+# start_entry NAME N: fenec-entry as target NAME, one process (its Ps its own, or --workers),
+# or N processes on one port (--reuse-port), each on one P (or --workers), started by a small
+# launcher that is the target's process: the CPU of its children is the target's (proc_ticks),
+# and a SIGTERM to it is passed on to each (stop_all sends two: a drain, then the exit).
+start_entry() {
+	local name=$1 n=$2 listen i admin gossip rpc launch env=("${ENTRY_ENV[@]}")
+	port listen
+	if ((n == 1)); then
+		port admin
+		port gossip
+		port rpc
+		start "$name" "$SERVER_CPUS" env "${env[@]}" "$TMP/bin/$name" serve \
+			--listen "127.0.0.1:$listen" --admin-listen "127.0.0.1:$admin" \
+			--routers "eu=http://127.0.0.1:$UP_PORT" \
+			--gossip-bind "127.0.0.1:$gossip" --rpc-addr "127.0.0.1:$rpc"
+	else
+		((${#env[@]})) || env=(GOMAXPROCS=1)
+		launch=$TMP/$name.launch.sh
+		{
+			cat <<'EOS'
+#!/usr/bin/env bash
+pids=()
+trap 'kill -TERM "${pids[@]}" 2>/dev/null' TERM
+EOS
+			for ((i = 0; i < n; i++)); do
+				port admin
+				port gossip
+				port rpc
+				printf '%q ' env "${env[@]}" "$TMP/bin/$name" serve --reuse-port \
+					--listen "127.0.0.1:$listen" --admin-listen "127.0.0.1:$admin" \
+					--routers "eu=http://127.0.0.1:$UP_PORT" \
+					--gossip-bind "127.0.0.1:$gossip" --rpc-addr "127.0.0.1:$rpc"
+				echo '& pids+=("$!")'
+			done
+			cat <<'EOS'
+# wait returns above 128 when the trap ran; 0 once every entry has exited.
+while :; do wait; (($? > 128)) || break; done
+EOS
+		} >"$launch"
+		start "$name" "$SERVER_CPUS" bash "$launch"
+	fi
+	URL[$name]="http://127.0.0.1:$listen$REQ_PATH"
+	wait_ready "$name" "${URL[$name]}"
+}
+# entry_layout N: how start_entry runs fenec-entry with N processes, for the report.
+entry_layout() {
+	if (($1 == 1)); then
+		echo "$ENTRY_PROCS"
+	else
+		echo "$1 processes on one port (--reuse-port), $( ((${#ENTRY_ENV[@]})) && echo "GOMAXPROCS=$WORKERS" || echo GOMAXPROCS=1) each"
+	fi
+}
+if has_target fenec-entry; then start_entry fenec-entry "$ENTRY_N"; fi
 if has_target fenec-entry-b; then
 	cp "$AB_BIN" "$TMP/bin/fenec-entry-b"
-	port FEB_PORT
-	port FEB_ADMIN
-	port FEB_GOSSIP
-	port FEB_RPC
-	start fenec-entry-b "$SERVER_CPUS" env "${ENTRY_ENV[@]}" "$TMP/bin/fenec-entry-b" serve \
-		--listen "127.0.0.1:$FEB_PORT" --admin-listen "127.0.0.1:$FEB_ADMIN" \
-		--routers "eu=http://127.0.0.1:$UP_PORT" \
-		--gossip-bind "127.0.0.1:$FEB_GOSSIP" --rpc-addr "127.0.0.1:$FEB_RPC"
-	URL[fenec-entry-b]="http://127.0.0.1:$FEB_PORT$REQ_PATH"
-	wait_ready fenec-entry-b "${URL[fenec-entry-b]}"
+	start_entry fenec-entry-b "$AB_N"
 fi
 
 for t in "${TARGETS[@]}"; do verify "$t" "${URL[$t]}"; done
@@ -1087,7 +1130,7 @@ wrk_run() {
 open_out
 facts
 ver_wrk=$(wrk -v 2>&1 | awk 'NR == 1 { print $2 }' || true) # wrk -v exits 1
-REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN${ENTRY_ENV[0]:+ --workers $WORKERS} --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}"
+REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN${ENTRY_ENV[0]:+ --workers $WORKERS} --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}$( ((ENTRY_N == 1)) || echo " --entry-procs $ENTRY_N")$( ((AB_N == 1)) || echo " --ab-procs $AB_N")"
 {
 	printf '{"kind":"meta","started":%s,"nproc":%d,"cpu":%s,"kernel":%s' \
 		"$(json_str "$started")" "$NCPU" "$(json_str "$cpu_model")" "$(json_str "$(uname -r)")"
@@ -1345,9 +1388,9 @@ set +e
 				(worst > max) ? "; runs above " max "% are slowed by the host, not by the targets" : "" }' "$STEALS"
 	echo "- versions: nginx $ver_nginx, haproxy $ver_haproxy, wrk $ver_wrk, go $ver_go; fenec-entry: $ver_entry; repo at $git_rev"
 	if [[ $PIN == split ]]; then
-		echo "- layout: wrk on CPU $CLIENT_CPUS; upstream and proxy on CPU $SERVER_CPUS; $WORKERS nginx worker(s), haproxy thread(s); fenec-entry $ENTRY_PROCS"
+		echo "- layout: wrk on CPU $CLIENT_CPUS; upstream and proxy on CPU $SERVER_CPUS; $WORKERS nginx worker(s), haproxy thread(s); fenec-entry $(entry_layout "$ENTRY_N")$(has_target fenec-entry-b && echo "; fenec-entry-b $(entry_layout "$AB_N")")"
 	else
-		echo "- layout: nothing pinned; $WORKERS nginx worker(s), haproxy thread(s); fenec-entry $ENTRY_PROCS"
+		echo "- layout: nothing pinned; $WORKERS nginx worker(s), haproxy thread(s); fenec-entry $(entry_layout "$ENTRY_N")$(has_target fenec-entry-b && echo "; fenec-entry-b $(entry_layout "$AB_N")")"
 	fi
 	has_target fenec-entry || echo "- fenec-entry was not measured: ./cmd/fenec-entry does not build yet"
 	echo "- raw: $OUT"
