@@ -1009,6 +1009,14 @@ EOS
 	fi
 	URL[$name]="http://127.0.0.1:$listen$REQ_PATH"
 	wait_ready "$name" "${URL[$name]}"
+	if ((n > 1)); then # one entry up answers too: every one must be
+		local up
+		up=$(ps -o pid= --ppid "${PIDS[$name]}" | wc -l)
+		((up == n)) || {
+			show_log "$name"
+			die "$name: $up of its $n entries are running"
+		}
+	fi
 }
 # entry_layout N: how start_entry runs fenec-entry with N processes, for the report.
 entry_layout() {

@@ -262,12 +262,11 @@ func (n *Node) startLocked(ctx context.Context) error {
 	// fails leaves its region to the others until a later round finds it).
 	n.resolveRouters(ctx, n.cfg)
 	n.rediscovered()
-	var lc net.ListenConfig
-	clc := lc
+	var lc, clientLC net.ListenConfig // the admin listener's, the client listener's
 	if n.cfg.ReusePort {
-		clc.Control = reusePort
+		clientLC.Control = reusePort
 	}
-	cl, err := clc.Listen(ctx, "tcp", n.cfg.Listen)
+	cl, err := clientLC.Listen(ctx, "tcp", n.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
