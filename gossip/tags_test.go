@@ -128,7 +128,12 @@ func TestSetTagWaitsWithoutTheLock(t *testing.T) {
 			t.Fatal("SetTag did not return once serf did")
 		}
 	}
-	if v := <-entered; v != "eu:2" {
-		t.Fatalf("the second SetTag gave serf lat=%q, want eu:2", v)
+	select {
+	case v := <-entered:
+		if v != "eu:2" {
+			t.Fatalf("the second SetTag gave serf lat=%q, want eu:2", v)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second SetTag returned without giving serf its tag")
 	}
 }
