@@ -135,8 +135,11 @@ func TestRestartedEntryGetsTableBeforeReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e == old || e.Table.Len() != 0 {
-		t.Fatalf("restart kept the incarnation or its table (%d homes)", e.Table.Len())
+	// A new incarnation with a table of its own. Not "an empty table": its fetch of a peer's
+	// table starts with it and may be done before Restart returns (CI met 54 homes here); the
+	// snapshot metrics below say the table came from the fetch.
+	if e == old || e.Table == old.Table {
+		t.Fatal("restart kept the incarnation or its table")
 	}
 	if err := e.WaitReady(within(t, 10*time.Second)); err != nil {
 		t.Fatalf("bootstrap: %v", err)
