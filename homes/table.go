@@ -82,6 +82,8 @@ type Table struct {
 	hlc   hlc
 	marks [MaxRegions]regionMarks // by region ID
 	feed  chan Change
+	// mirrorFn is Config.Mirror; nil: none.
+	mirrorFn func(Change, Source)
 
 	evicted, dropped, unknown, regionRemoved atomic.Uint64
 	gen                                      atomic.Uint64 // changes to the homes held (Generation)
@@ -101,6 +103,7 @@ func New(cfg Config) (*Table, error) {
 		ring:     newRing(cfg.Capacity),
 		self:     unique.Make(cfg.Origin),
 		feed:     make(chan Change, cfg.FeedSize),
+		mirrorFn: cfg.Mirror,
 	}
 	t.regs.Store(newRegionSet(cfg.Regions))
 	t.backoff.Store(int64(cfg.ReadBackoff))
@@ -201,7 +204,9 @@ func (t *Table) Learn(tenant string, region int) bool {
 	}
 	h, changed := t.put(s, tag, tenant, uint8(region), SourceLocal, Version{}, true)
 	if changed {
-		t.emit(Change{Kind: ChangeHome, Home: h})
+		c := Change{Kind: ChangeHome, Home: h}
+		t.emit(c)
+		t.mirror(c, SourceLocal)
 	}
 	return changed
 }
@@ -236,8 +241,40 @@ func (t *Table) Apply(h Home) bool {
 	}
 	t.hlc.observe(h.Version.HLC)
 	s, tag := t.locate(h.Tenant)
-	_, changed := t.put(s, tag, h.Tenant, uint8(id), SourceGossip, h.Version, false)
+	stored, changed := t.put(s, tag, h.Tenant, uint8(id), SourceGossip, h.Version, false)
+	if changed {
+		t.mirror(Change{Kind: ChangeHome, Home: stored}, SourceGossip)
+	}
 	return changed
+}
+
+// Adopt stores a home another part of this entry heard from a router (an entry's worker
+// process, with its own table under this table's Origin): as Learn would have, SourceLocal
+// and sent on the feed, but with the Version it was given, and only if newer than the home
+// held (Apply's rule). It advances the clock past h.Version. An unknown region is ignored,
+// counted (Stats.UnknownRegion), and returns false.
+func (t *Table) Adopt(h Home) bool {
+	id, ok := t.regionSet().ids[h.Region]
+	if !ok {
+		t.unknown.Add(1)
+		return false
+	}
+	t.hlc.observe(h.Version.HLC)
+	s, tag := t.locate(h.Tenant)
+	stored, changed := t.put(s, tag, h.Tenant, uint8(id), SourceLocal, h.Version, false)
+	if changed {
+		c := Change{Kind: ChangeHome, Home: stored}
+		t.emit(c)
+		t.mirror(c, SourceLocal)
+	}
+	return changed
+}
+
+// mirror calls Config.Mirror, if set.
+func (t *Table) mirror(c Change, src Source) {
+	if t.mirrorFn != nil {
+		t.mirrorFn(c, src)
+	}
 }
 
 // Restore stores a home read back from this entry's own earlier run (a state file) with the
@@ -258,7 +295,10 @@ func (t *Table) Restore(h Home, src Source) bool {
 	}
 	t.hlc.observe(h.Version.HLC)
 	s, tag := t.locate(h.Tenant)
-	_, changed := t.put(s, tag, h.Tenant, uint8(id), src, h.Version, false)
+	stored, changed := t.put(s, tag, h.Tenant, uint8(id), src, h.Version, false)
+	if changed {
+		t.mirror(Change{Kind: ChangeHome, Home: stored}, src)
+	}
 	return changed
 }
 
