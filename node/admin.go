@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -27,7 +28,7 @@ import (
 //	              error naming the setting (nothing applied), 409 without --config
 func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.gatherer(), promhttp.HandlerOpts{
 		Registry:          reg,
 		EnableOpenMetrics: false,
 		ErrorHandling:     promhttp.ContinueOnError,
@@ -138,6 +139,16 @@ func (n *Node) Status() status.Status {
 	}
 	s.Closest = n.proxy.Closest()
 	states := n.proxy.RouterStatus() // the routing in force: its regions and routers in order
+	if reports := n.workerReports(context.Background()); reports != nil {
+		// With --workers the requests are the workers': theirs are the router states and the
+		// requests in flight.
+		states = mergeRouterStates(states, reports)
+		for _, r := range reports {
+			if r != nil {
+				s.Inflight += r.Inflight
+			}
+		}
+	}
 	names := n.disc.Names()          // not reloadMu: a reload resolving names must not hold up /status
 	for _, r := range n.proxy.Routing().Regions {
 		id, _ := n.homes.RegionID(r.Name)

@@ -37,6 +37,11 @@ type Config struct {
 	// them. One entry per CPU, each on one P, as nginx runs a worker per CPU; or a new entry
 	// started beside one that drains (docs/DECISIONS.md, "One entry per CPU").
 	ReusePort bool
+	// Workers (--workers) serves clients from this many worker processes, each on one P (a
+	// process per CPU, as nginx's workers), while this process, the master, is the member of
+	// the cluster, holds the home table, serves the admin listener and serves no client
+	// itself; 0: this process serves clients too (workers.go).
+	Workers int
 
 	// Routers.
 
@@ -104,13 +109,13 @@ type Config struct {
 	ConfigFile string
 	// Reloader re-reads the configuration for Reload (SIGHUP, POST /reload); nil without
 	// --config. Not a flag.
-	Reloader Reloader `json:"-"`
+	Reloader Reloader `json:"-" msgpack:"-"`
 	// ReloadOn delivers a value for each reload asked by signal (SIGHUP); nil for none. Not a
 	// flag. Without a Reloader each one is logged and changes nothing.
-	ReloadOn <-chan struct{} `json:"-"`
+	ReloadOn <-chan struct{} `json:"-" msgpack:"-"`
 	// SetLogLevel, when not nil, is called with the new level when a reload changes
 	// --log-level (the process owns its loggers). Not a flag.
-	SetLogLevel func(level string) `json:"-"`
+	SetLogLevel func(level string) `json:"-" msgpack:"-"`
 	// AdaptProcs runs the process on as many Ps (GOMAXPROCS) as its load needs, from one up to
 	// Go's default (package procs). Not a flag: cmd sets it unless the environment fixes
 	// GOMAXPROCS, which is then the operator's choice.
@@ -120,7 +125,7 @@ type Config struct {
 	// backoff, versions), the proxy (idle router connections, Fenec-Client stamps), gossip's
 	// stamps and checks, and the status (its time, the start, the gossip rates). Not a flag;
 	// nil is the system clock, tests inject one. Timers and socket deadlines run on real time.
-	Clock homes.Clock
+	Clock homes.Clock `msgpack:"-"`
 }
 
 // Defaults of DefaultConfig, as CONTRACT.md section 3 gives them. Each setting a package owns

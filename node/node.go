@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,38 +114,59 @@ type Node struct {
 	closeOnce sync.Once
 
 	procs *procs.Controller // nil: GOMAXPROCS is the operator's (Config.AdaptProcs)
+
+	// workers is the master's side of --workers (workers.go), set by Start; nil without.
+	workers atomic.Pointer[workerSet]
+	// workerOut receives the workers' stdout and stderr (their logs): os.Stderr unless a
+	// test sets it before Start.
+	workerOut io.Writer
+	// worker: this Node is a worker process's (worker.go): no admin listener, gossip or state.
+	worker bool
 }
 
 // New builds a Node from cfg: it validates cfg, reads --router-ca and the TLS certificate, and
 // builds the home table, the proxy and the metrics. It binds nothing and starts no goroutine.
 // Errors from a bad cfg or an unreadable file are *ConfigError.
-func New(cfg Config, logger zerolog.Logger) (*Node, error) {
+func New(cfg Config, logger zerolog.Logger) (*Node, error) { return newNode(cfg, logger, false) }
+
+// newNode is New, for an entry or (worker) a worker process's part of one.
+func newNode(cfg Config, logger zerolog.Logger, worker bool) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
 	}
-	table, err := homes.New(homes.Config{
+	n := &Node{
+		cfg:        cfg,
+		cur:        cfg,
+		log:        logger,
+		failed:     make(chan error, 2),
+		closed:     make(chan struct{}),
+		grace:      ShutdownGrace,
+		certsEvery: certs.CheckEvery,
+		workerOut:  os.Stderr,
+		worker:     worker,
+	}
+	hc := homes.Config{
 		Regions:     cfg.RegionNames(),
 		Capacity:    cfg.Homes,
 		ReadBackoff: cfg.ReadBackoff,
 		Origin:      cfg.Node,
 		Clock:       cfg.Clock,
-	})
+	}
+	if cfg.Workers > 0 {
+		hc.Mirror = func(c homes.Change, src homes.Source) {
+			if s := n.workers.Load(); s != nil {
+				s.mirror(c, src)
+			}
+		}
+	}
+	table, err := homes.New(hc)
 	if err != nil {
 		return nil, fmt.Errorf("node: home table: %w", err)
 	}
-	n := &Node{
-		cfg:        cfg,
-		cur:        cfg,
-		log:        logger,
-		homes:      table,
-		failed:     make(chan error, 2),
-		closed:     make(chan struct{}),
-		grace:      ShutdownGrace,
-		certsEvery: certs.CheckEvery,
-	}
+	n.homes = table
 	n.ready.Store(true)
 
 	var routerTLS *tls.Config
@@ -165,7 +188,16 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 			n.log.Debug().Int("from", from).Int("to", to).Msg("Ps (GOMAXPROCS) follow the load")
 		}})
 	}
-	reg, metrics := n.newRegistry()
+	var reg *prometheus.Registry
+	var metrics *proxy.Metrics
+	if worker {
+		// A worker's registry holds what it counts serving clients, for the master to add to
+		// its own (workermetrics.go); the process, the table and the cluster are the master's.
+		reg = prometheus.NewRegistry()
+		metrics = proxy.NewMetrics(reg)
+	} else {
+		reg, metrics = n.newRegistry()
+	}
 	n.reg = reg
 	if err := n.openState(); err != nil {
 		return nil, err
@@ -262,44 +294,34 @@ func (n *Node) startLocked(ctx context.Context) error {
 	// fails leaves its region to the others until a later round finds it).
 	n.resolveRouters(ctx, n.cfg)
 	n.rediscovered()
-	var lc, clientLC net.ListenConfig // the admin listener's, the client listener's
-	if n.cfg.ReusePort {
-		clientLC.Control = reusePort
-	}
-	cl, err := clientLC.Listen(ctx, "tcp", n.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
-	}
-	if n.pp != nil {
-		cl = n.pp.Wrap(cl) // under TLS too: the PROXY header comes before the handshake
-	}
+	var lc net.ListenConfig // the admin listener's
 	al, err := lc.Listen(ctx, "tcp", n.cfg.AdminListen)
 	if err != nil {
-		cl.Close()
 		return fmt.Errorf("--admin-listen: %w", err)
 	}
-	n.clientAddr, n.adminAddr = cl.Addr(), al.Addr()
-
-	switch {
-	case n.certs != nil:
-		n.serve("--listen", func() error { return n.client.ServeTLS(cl, "", "") })
-	case n.cfg.HTTP1Server == "lean":
-		// h1 serves plain HTTP/1.x and hands net/http the rest (h2c, PROXY-protocol
-		// connections) through a listener of its own.
-		handoff := h1.NewHandoff(cl.Addr())
-		n.lean = &h1.Server{Handler: n.proxy, ReadHeaderTimeout: n.client.ReadHeaderTimeout,
-			IdleTimeout: n.client.IdleTimeout, MaxHeaderBytes: n.client.MaxHeaderBytes, Fallback: handoff.Give,
-			ErrorLog: func(msg string) { n.log.Error().Str("server", "client").Msg(msg) }}
-		lean := n.lean
-		n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "fenec_entry_http1_idle_workers",
-			Help: "Goroutines kept to serve the next woken plain HTTP/1.x connection (at most h1.MaxIdleWorkers; past it one exits after its connection parks).",
-		}, func() float64 { return float64(lean.IdleWorkers()) }))
-		n.serve("--listen", func() error { return n.lean.Serve(cl) })
-		n.serve("--listen", func() error { return n.client.Serve(handoff) })
-	default:
-		n.serve("--listen", func() error { return n.client.Serve(cl) })
+	if n.cfg.Workers > 0 {
+		// The master: the workers serve the clients (workers.go).
+		addr, err := n.startWorkers(ctx)
+		if err != nil {
+			al.Close()
+			return err
+		}
+		n.clientAddr = addr
+		n.wg.Go(n.refreshWorkerReports)
+	} else {
+		var clientLC net.ListenConfig
+		if n.cfg.ReusePort {
+			clientLC.Control = reusePort
+		}
+		cl, err := clientLC.Listen(ctx, "tcp", n.cfg.Listen)
+		if err != nil {
+			al.Close()
+			return fmt.Errorf("--listen: %w", err)
+		}
+		n.clientAddr = cl.Addr()
+		n.serveClient(cl)
 	}
+	n.adminAddr = al.Addr()
 	n.serve("--admin-listen", func() error { return n.admin.Serve(al) })
 	n.wg.Go(func() { n.disc.Run(n.bg) })
 	if n.cfg.ReloadOn != nil {
@@ -337,13 +359,50 @@ func (n *Node) startLocked(ctx context.Context) error {
 	n.wg.Go(n.runLatency) // after the cluster: its first round gossips the latency tag
 	now := n.cfg.Clock.Now()
 	n.startedAt.Store(&now)
+	n.pushWorkerState()
 	n.logStart()
 	return nil
+}
+
+// serveClient serves clients on cl: HTTPS (h2 and HTTP/1.1) with --tls-cert, else plain
+// HTTP/1.x by h1 (lean) or net/http, and h2c by net/http.
+func (n *Node) serveClient(cl net.Listener) {
+	if n.pp != nil {
+		cl = n.pp.Wrap(cl) // under TLS too: the PROXY header comes before the handshake
+	}
+	switch {
+	case n.certs != nil:
+		n.serve("--listen", func() error { return n.client.ServeTLS(cl, "", "") })
+	case n.cfg.HTTP1Server == "lean":
+		// h1 serves plain HTTP/1.x and hands net/http the rest (h2c, PROXY-protocol
+		// connections) through a listener of its own.
+		handoff := h1.NewHandoff(cl.Addr())
+		n.lean = &h1.Server{Handler: n.proxy, ReadHeaderTimeout: n.client.ReadHeaderTimeout,
+			IdleTimeout: n.client.IdleTimeout, MaxHeaderBytes: n.client.MaxHeaderBytes, Fallback: handoff.Give,
+			ErrorLog: func(msg string) { n.log.Error().Str("server", "client").Msg(msg) }}
+		lean := n.lean
+		n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_entry_http1_idle_workers",
+			Help: "Goroutines kept to serve the next woken plain HTTP/1.x connection (at most h1.MaxIdleWorkers; past it one exits after its connection parks).",
+		}, func() float64 { return float64(lean.IdleWorkers()) }))
+		n.serve("--listen", func() error { return n.lean.Serve(cl) })
+		n.serve("--listen", func() error { return n.client.Serve(handoff) })
+	default:
+		n.serve("--listen", func() error { return n.client.Serve(cl) })
+	}
 }
 
 // shutdownClient shuts the client servers down (net/http's, and h1's when it serves), each
 // waiting for its open requests until ctx ends.
 func (n *Node) shutdownClient(ctx context.Context) error {
+	if ws := n.workers.Load(); ws != nil {
+		grace := time.Duration(0)
+		if d, ok := ctx.Deadline(); ok {
+			grace = max(time.Until(d), 0)
+		}
+		ws.stop(grace)
+		return nil
+	}
 	errs := make(chan error, 1)
 	go func() {
 		if n.lean == nil {
@@ -357,6 +416,9 @@ func (n *Node) shutdownClient(ctx context.Context) error {
 }
 
 func (n *Node) closeClient() {
+	if ws := n.workers.Load(); ws != nil {
+		ws.stop(0)
+	}
 	if n.lean != nil {
 		n.lean.Close()
 	}
@@ -410,10 +472,19 @@ func (n *Node) logStart() {
 // SetReady sets the condition /readyz reports besides "started and not draining". It is true
 // from New; gossip will set it false until the joining entry holds the home table of a peer
 // (CONTRACT.md §6). Safe for concurrent use, before or after Start.
-func (n *Node) SetReady(ok bool) { n.ready.Store(ok) }
+func (n *Node) SetReady(ok bool) {
+	n.ready.Store(ok)
+	n.pushWorkerState()
+}
 
-// isReady reports whether the node is started and SetReady holds (draining aside).
-func (n *Node) isReady() bool { return n.startedAt.Load() != nil && n.ready.Load() }
+// isReady reports whether the node is started and SetReady holds (draining aside); with
+// --workers, every worker serves too.
+func (n *Node) isReady() bool {
+	if ws := n.workers.Load(); ws != nil && !ws.serving() {
+		return false
+	}
+	return n.startedAt.Load() != nil && n.ready.Load()
+}
 
 // ClientAddr returns the client listener's address, nil before Start.
 func (n *Node) ClientAddr() net.Addr {
@@ -462,6 +533,7 @@ func (n *Node) drain(ctx context.Context) error {
 	}
 
 	n.draining.Store(true)
+	n.pushWorkerState()
 	// Peers see this entry "left" at once and stop sending it anything.
 	n.leaveCluster()
 	n.client.SetKeepAlivesEnabled(false)

@@ -119,6 +119,7 @@ func (c Config) summary() []keyVal {
 		{"header_timeout", c.HeaderTimeout.String()},
 		{"http1_server", c.HTTP1Server},
 		{"reuse_port", fmt.Sprint(c.ReusePort)},
+		{"workers", fmt.Sprint(c.Workers)},
 		{"routers", strings.Join(regions, ";")},
 		{"resolve_interval", c.ResolveInterval.String()},
 		{"dns_server", c.DNSServer},

@@ -90,6 +90,7 @@ func (n *Node) reload(ctx context.Context) (ReloadResult, error) {
 		n.cfg.SetLogLevel(merged.LogLevel)
 	}
 	n.cur = merged
+	n.pushWorkerSettings()
 	res.Forgotten = n.homes.Stats().RegionRemoved - before
 	return res, nil
 }

@@ -76,6 +76,10 @@ var flags = []*flagDef{
 		usage: "let other entries on this host listen on the same --listen (SO_REUSEPORT; the kernel spreads " +
 			"new connections over them): one entry per CPU, or a new entry started beside one that drains",
 		apply: setBool(func(c *node.Config) *bool { return &c.ReusePort })},
+	{name: "workers", arg: "n", group: groupClient, def: "0",
+		usage: "serve clients from n worker processes, each on one CPU (GOMAXPROCS=1), as nginx's workers; this " +
+			"process stays the cluster member and the admin listener; 0: this process serves clients itself",
+		apply: setInt(func(c *node.Config) *int { return &c.Workers })},
 
 	{name: "routers", arg: "spec", group: groupRouters,
 		usage: "required: regions and their routers, in fallback order, eu=http://r1:7000,http://r2:7000;us=http://r3:7000; " +

@@ -1,0 +1,149 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/proto"
+)
+
+// With --workers, the master's /metrics is its own registry plus the workers' (the requests,
+// attempts, router connections and client-side counters live in the workers), summed where a
+// family's name and a metric's labels agree: the entry's totals, as one process would count
+// them. A worker that exited leaves its counters and histograms as its last report had them
+// (gauges go with it), so that the entry's counters do not go back when a worker is started
+// again; what it counted after that report is lost (at most workerReportEvery).
+
+// gatherer is what /metrics serves: the registry alone without workers.
+func (n *Node) gatherer() prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		fams, err := n.reg.Gather()
+		s := n.workers.Load()
+		if s == nil {
+			return fams, err
+		}
+		for _, r := range s.reports(context.Background()) {
+			if r != nil {
+				fams = mergeFamilies(fams, decodeFamilies(r.Metrics), false)
+			}
+		}
+		s.retiredMu.Lock()
+		fams = mergeFamilies(fams, s.retired, false)
+		s.retiredMu.Unlock()
+		return fams, err
+	})
+}
+
+// retire keeps the cumulative metrics of a worker's last report.
+func (s *workerSet) retire(r *wireReport) {
+	if r == nil {
+		return
+	}
+	fams := decodeFamilies(r.Metrics)
+	s.retiredMu.Lock()
+	s.retired = mergeFamilies(s.retired, fams, true)
+	s.retiredMu.Unlock()
+}
+
+// decodeFamilies reads families written by workerReport; a bad one ends the list.
+func decodeFamilies(b []byte) []*dto.MetricFamily {
+	dec := expfmt.NewDecoder(bytes.NewReader(b), expfmt.NewFormat(expfmt.TypeProtoDelim))
+	var out []*dto.MetricFamily
+	for {
+		f := new(dto.MetricFamily)
+		if err := dec.Decode(f); err != nil {
+			if !errors.Is(err, io.EOF) {
+				return out
+			}
+			return out
+		}
+		out = append(out, f)
+	}
+}
+
+// mergeFamilies adds add's metrics into dst's (dst is changed and returned, sorted by name):
+// a metric whose family and labels dst has is summed into it, any other is copied in. With
+// cumulative, only counters, histograms and summaries are taken (a retired worker's gauges
+// are gone with it).
+func mergeFamilies(dst, add []*dto.MetricFamily, cumulative bool) []*dto.MetricFamily {
+	byName := make(map[string]*dto.MetricFamily, len(dst))
+	for _, f := range dst {
+		byName[f.GetName()] = f
+	}
+	for _, f := range add {
+		t := f.GetType()
+		if cumulative && t != dto.MetricType_COUNTER && t != dto.MetricType_HISTOGRAM && t != dto.MetricType_SUMMARY {
+			continue
+		}
+		have, ok := byName[f.GetName()]
+		if !ok {
+			have = &dto.MetricFamily{Name: f.Name, Help: f.Help, Type: f.Type, Unit: f.Unit}
+			byName[f.GetName()] = have
+			dst = append(dst, have)
+		}
+		if have.GetType() != t {
+			continue // not the same metric: left out rather than summed wrong
+		}
+		for _, m := range f.Metric {
+			if i := slices.IndexFunc(have.Metric, func(h *dto.Metric) bool { return sameLabels(h.Label, m.Label) }); i >= 0 {
+				addMetric(have.Metric[i], m, t)
+			} else {
+				have.Metric = append(have.Metric, proto.Clone(m).(*dto.Metric))
+			}
+		}
+	}
+	slices.SortFunc(dst, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return dst
+}
+
+func sameLabels(a, b []*dto.LabelPair) bool {
+	return slices.EqualFunc(a, b, func(x, y *dto.LabelPair) bool { return x.GetName() == y.GetName() && x.GetValue() == y.GetValue() })
+}
+
+// addMetric adds m's value into into's, both of type t.
+func addMetric(into, m *dto.Metric, t dto.MetricType) {
+	switch t {
+	case dto.MetricType_COUNTER:
+		if into.Counter != nil && m.Counter != nil {
+			into.Counter.Value = proto.Float64(into.Counter.GetValue() + m.Counter.GetValue())
+		}
+	case dto.MetricType_GAUGE:
+		if into.Gauge != nil && m.Gauge != nil {
+			into.Gauge.Value = proto.Float64(into.Gauge.GetValue() + m.Gauge.GetValue())
+		}
+	case dto.MetricType_UNTYPED:
+		if into.Untyped != nil && m.Untyped != nil {
+			into.Untyped.Value = proto.Float64(into.Untyped.GetValue() + m.Untyped.GetValue())
+		}
+	case dto.MetricType_HISTOGRAM:
+		h, a := into.Histogram, m.Histogram
+		if h == nil || a == nil || len(h.Bucket) != len(a.Bucket) {
+			return
+		}
+		for i := range h.Bucket {
+			if h.Bucket[i].GetUpperBound() != a.Bucket[i].GetUpperBound() {
+				return
+			}
+		}
+		for i := range h.Bucket {
+			h.Bucket[i].CumulativeCount = proto.Uint64(h.Bucket[i].GetCumulativeCount() + a.Bucket[i].GetCumulativeCount())
+		}
+		h.SampleCount = proto.Uint64(h.GetSampleCount() + a.GetSampleCount())
+		h.SampleSum = proto.Float64(h.GetSampleSum() + a.GetSampleSum())
+	case dto.MetricType_SUMMARY:
+		s, a := into.Summary, m.Summary
+		if s == nil || a == nil {
+			return
+		}
+		s.SampleCount = proto.Uint64(s.GetSampleCount() + a.GetSampleCount())
+		s.SampleSum = proto.Float64(s.GetSampleSum() + a.GetSampleSum())
+		s.Quantile = nil // quantiles of parts do not add up to the whole's
+	}
+}

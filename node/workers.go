@@ -1,0 +1,651 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sys/unix"
+
+	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/proxy"
+)
+
+// An entry with --workers N is a master and N worker processes (docs/DECISIONS.md, "A master
+// and a worker per CPU"). The master is the entry as the cluster and the operator see it: the
+// serf member, the home table, the admin listener, --state-dir, the DNS names, reloads and
+// the drain. It binds the client listener N times (SO_REUSEPORT: the kernel spreads new
+// connections over the sockets) and serves no client. Each worker is this binary again
+// (WorkerArg), on one P, with one of those sockets and a Unix socket to the master: it serves
+// clients with its own copy of the home table, which the master keeps in step (every change,
+// through homes.Config.Mirror), and sends up what it hears from routers (homes, marks), which
+// the master adopts and gossips. A worker that exits is started again; its socket stays open
+// in the master meanwhile, so connections the kernel gives it wait for the new worker rather
+// than being refused.
+
+// WorkerArg is the first argument of a worker process: the command's main hands such a process
+// to RunWorker.
+const WorkerArg = "_worker"
+
+// Bounds of the master's side.
+const (
+	MaxWorkers         = 256              // --workers
+	workerPendingMax   = 1 << 16          // changes waiting for one worker; past it the worker's table is sent again whole
+	workerStartTimeout = 10 * time.Second // a worker not serving within it fails the start (or is started again)
+	workerWriteTimeout = 5 * time.Second  // a worker that takes no frame within it is stopped and started again
+	workerReportWait   = 2 * time.Second  // a report not back within it: the worker's last one is used
+	workerReportEvery  = 10 * time.Second // reports are also asked this often, so a dead worker's counters are recent
+	workerRestartMin   = 100 * time.Millisecond
+	workerRestartMax   = 5 * time.Second
+	workerExitWait     = 2 * time.Second // after the grace, a worker still running is killed
+)
+
+// workerSet is the master's side: the client sockets and one workerProc each.
+type workerSet struct {
+	n     *Node
+	exe   string
+	socks []*os.File // the client sockets, one per worker; open until the master stops
+	lns   []net.Listener
+	procs []*workerProc
+	ids   atomic.Uint64
+	// stopping: no worker is started again from now on.
+	stopping atomic.Bool
+	wg       sync.WaitGroup
+
+	// retired holds the counters and histograms of worker processes that exited, from their
+	// last report (workermetrics.go): bounded by the families' labels, not by the exits.
+	retiredMu sync.Mutex
+	retired   []*dto.MetricFamily
+
+	restarts atomic.Uint64
+	resyncs  atomic.Uint64
+}
+
+// workerProc is one worker's slot: the process running in it now, if any.
+type workerProc struct {
+	set *workerSet
+	idx int
+
+	mu      sync.Mutex
+	conn    net.Conn // the process's control socket; nil while none runs
+	cmd     *exec.Cmd
+	live    bool // changes are queued for it (from its start until its exit)
+	pending []wireHome
+	marks   []wireMark
+	ctrl    []wireMsg // control messages, in order, before the pending changes
+	resync  bool      // the pending changes were too many: send the whole table
+	asks    map[uint64]chan *wireReport
+	last    *wireReport // the latest report of the process running now
+	kick    chan struct{}
+
+	serving atomic.Bool
+	started chan error // the first start's outcome (nil: serving); capacity 1
+	once    sync.Once  // guards the send on started
+}
+
+// startedAs reports the first start's outcome to startWorkers, once.
+func (p *workerProc) startedAs(err error) { p.once.Do(func() { p.started <- err }) }
+
+// startWorkers binds the client sockets and starts the workers; it returns once every
+// worker serves, or with the first failure (then nothing is left running).
+func (n *Node) startWorkers(ctx context.Context) (net.Addr, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("--workers: the binary to start: %w", err)
+	}
+	s := &workerSet{n: n, exe: exe}
+	lc := net.ListenConfig{Control: reusePort}
+	addr := n.cfg.Listen
+	for i := range n.cfg.Workers {
+		l, err := lc.Listen(ctx, "tcp", addr)
+		if err != nil {
+			s.closeSockets()
+			return nil, fmt.Errorf("--listen: %w", err)
+		}
+		if i == 0 {
+			addr = l.Addr().String() // a port 0 is the kernel's choice once, then the same for all
+		}
+		f, err := l.(*net.TCPListener).File()
+		if err != nil {
+			l.Close()
+			s.closeSockets()
+			return nil, fmt.Errorf("--listen: %w", err)
+		}
+		s.lns = append(s.lns, l)
+		s.socks = append(s.socks, f)
+	}
+	for i := range n.cfg.Workers {
+		s.procs = append(s.procs, &workerProc{set: s, idx: i, kick: make(chan struct{}, 1), started: make(chan error, 1),
+			asks: map[uint64]chan *wireReport{}})
+	}
+	n.workers.Store(s)
+	for _, p := range s.procs {
+		s.wg.Go(p.supervise)
+	}
+	t := time.NewTimer(workerStartTimeout)
+	defer t.Stop()
+	for _, p := range s.procs {
+		select {
+		case err := <-p.started:
+			if err != nil {
+				s.stop(0)
+				return nil, fmt.Errorf("--workers: worker %d: %w", p.idx, err)
+			}
+		case <-t.C:
+			s.stop(0)
+			return nil, fmt.Errorf("--workers: worker %d not serving within %v", p.idx, workerStartTimeout)
+		case <-ctx.Done():
+			s.stop(0)
+			return nil, ctx.Err()
+		}
+	}
+	return s.lns[0].Addr(), nil
+}
+
+func (s *workerSet) closeSockets() {
+	for _, l := range s.lns {
+		l.Close()
+	}
+	for _, f := range s.socks {
+		f.Close()
+	}
+}
+
+// serving reports whether every worker serves now.
+func (s *workerSet) serving() bool {
+	for _, p := range s.procs {
+		if !p.serving.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// supervise runs the slot's worker and starts it again when it exits, until the set stops.
+func (p *workerProc) supervise() {
+	wait := workerRestartMin
+	first := true
+	for !p.set.stopping.Load() {
+		t0 := time.Now()
+		err := p.run(first)
+		if first {
+			first = false
+			if !p.serving.Load() && p.set.stopping.Load() {
+				return
+			}
+		}
+		if p.set.stopping.Load() {
+			return
+		}
+		p.set.restarts.Add(1)
+		if time.Since(t0) > time.Minute {
+			wait = workerRestartMin
+		}
+		p.set.n.log.Error().Int("worker", p.idx).Str("error", errText(err)).Stringer("restart_in", wait).
+			Msg("worker stopped: starting it again")
+		select {
+		case <-time.After(wait):
+		case <-p.set.n.closed:
+			return
+		}
+		wait = min(2*wait, workerRestartMax)
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "exited"
+	}
+	return err.Error()
+}
+
+// run starts one worker process and serves its control socket until it exits.
+func (p *workerProc) run(first bool) error {
+	s := p.set
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return p.fail(first, err)
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "worker-control"), os.NewFile(uintptr(fds[1]), "worker-control")
+	conn, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		theirs.Close()
+		return p.fail(first, err)
+	}
+	cmd := exec.Command(s.exe, WorkerArg)
+	cmd.ExtraFiles = []*os.File{theirs, s.socks[p.idx]} // fd 3 and fd 4
+	cmd.Env = workerEnv(os.Environ())
+	cmd.Stdout, cmd.Stderr = s.n.workerOut, s.n.workerOut
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		theirs.Close()
+		conn.Close()
+		return p.fail(first, err)
+	}
+	theirs.Close()
+
+	p.mu.Lock()
+	p.conn, p.cmd, p.live, p.resync, p.last = conn, cmd, true, true, nil
+	p.pending, p.marks = nil, nil
+	init, err := s.n.workerInit(p.idx)
+	if err != nil {
+		p.mu.Unlock()
+		cmd.Process.Kill()
+		cmd.Wait()
+		conn.Close()
+		return p.fail(first, err)
+	}
+	p.ctrl = append(p.ctrl[:0], init, s.n.workerState())
+	p.mu.Unlock()
+	p.poke()
+
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { p.write(conn, done) })
+	readErr := p.read(conn, first)
+	close(done)
+	conn.Close()
+	wg.Wait()
+	waitErr := cmd.Wait()
+
+	p.mu.Lock()
+	p.conn, p.cmd, p.live = nil, nil, false
+	last := p.last
+	p.last = nil
+	for id, ch := range p.asks {
+		close(ch)
+		delete(p.asks, id)
+	}
+	p.mu.Unlock()
+	p.serving.Store(false)
+	s.retire(last)
+	if first {
+		p.startedAs(fmt.Errorf("exited before serving: %v", errText(waitErr)))
+	}
+	if readErr != nil && !errors.Is(readErr, io.EOF) && !errors.Is(readErr, net.ErrClosed) {
+		return readErr
+	}
+	return waitErr
+}
+
+// fail reports a start that failed: on the first start, to startWorkers.
+func (p *workerProc) fail(first bool, err error) error {
+	if first {
+		p.startedAs(err)
+	}
+	return err
+}
+
+// workerEnv is the master's environment for a worker: one P (the point of a worker), and the
+// rest as the master has it.
+func workerEnv(env []string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, e := range env {
+		if !strings.HasPrefix(e, "GOMAXPROCS=") {
+			out = append(out, e)
+		}
+	}
+	return append(out, "GOMAXPROCS=1")
+}
+
+// poke wakes the slot's writer.
+func (p *workerProc) poke() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// send queues a control message for the running worker (dropped when none runs: the next
+// one starts from the state of the moment).
+func (p *workerProc) send(m wireMsg) bool {
+	p.mu.Lock()
+	ok := p.live
+	if ok {
+		p.ctrl = append(p.ctrl, m)
+	}
+	p.mu.Unlock()
+	if ok {
+		p.poke()
+	}
+	return ok
+}
+
+// mirror queues a change of the master's table for the running worker.
+func (p *workerProc) mirror(c homes.Change, src homes.Source) {
+	p.mu.Lock()
+	if !p.live || p.resync {
+		p.mu.Unlock()
+		return // the whole table goes next, with this change in it
+	}
+	switch c.Kind {
+	case homes.ChangeHome:
+		p.pending = append(p.pending, homeToWire(c.Home, src))
+	case homes.ChangeMark:
+		p.marks = append(p.marks, markToWire(c.Mark))
+	}
+	if len(p.pending)+len(p.marks) > workerPendingMax {
+		p.pending, p.marks, p.resync = nil, nil, true
+		p.set.resyncs.Add(1)
+	}
+	p.mu.Unlock()
+	p.poke()
+}
+
+// write sends the slot's queue to conn until done: control messages first, then the whole
+// table if due, then the pending changes.
+func (p *workerProc) write(conn net.Conn, done <-chan struct{}) {
+	w := bufio.NewWriterSize(conn, 64<<10)
+	flush := func(m *wireMsg) error {
+		conn.SetWriteDeadline(time.Now().Add(workerWriteTimeout))
+		if err := writeFrame(w, m); err != nil {
+			return err
+		}
+		return nil
+	}
+	for {
+		select {
+		case <-done:
+			return
+		case <-p.kick:
+		}
+		p.mu.Lock()
+		ctrl, resync, pending, marks := p.ctrl, p.resync, p.pending, p.marks
+		p.ctrl, p.resync, p.pending, p.marks = nil, false, nil, nil
+		p.mu.Unlock()
+		err := func() error {
+			for i := range ctrl {
+				if err := flush(&ctrl[i]); err != nil {
+					return err
+				}
+			}
+			if resync {
+				if err := p.set.n.sendTable(flush); err != nil {
+					return err
+				}
+			}
+			for len(pending) > 0 {
+				k := min(len(pending), wireBatch)
+				if err := flush(&wireMsg{Kind: wHomes, Homes: pending[:k]}); err != nil {
+					return err
+				}
+				pending = pending[k:]
+			}
+			if len(marks) > 0 {
+				if err := flush(&wireMsg{Kind: wMarks, Marks: marks}); err != nil {
+					return err
+				}
+			}
+			conn.SetWriteDeadline(time.Now().Add(workerWriteTimeout))
+			return w.Flush()
+		}()
+		if err != nil {
+			// A worker that cannot take what it is sent is stopped; its slot starts another.
+			p.set.n.log.Error().Int("worker", p.idx).Err(err).Msg("worker control socket: write failed; stopping the worker")
+			conn.Close()
+			p.kill()
+			return
+		}
+	}
+}
+
+func (p *workerProc) kill() {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		cmd.Process.Kill()
+	}
+}
+
+// read handles what the worker sends until its socket ends.
+func (p *workerProc) read(conn net.Conn, first bool) error {
+	r := bufio.NewReaderSize(conn, 64<<10)
+	t := p.set.n.homes
+	for {
+		var m wireMsg
+		if err := readFrame(r, &m); err != nil {
+			return err
+		}
+		switch m.Kind {
+		case wHomes:
+			for _, h := range m.Homes {
+				if len(h.Tenant) > 0 && len(h.Tenant) <= 255 && h.Origin == p.set.n.cfg.Node {
+					t.Adopt(h.home())
+				}
+			}
+		case wMarks:
+			for _, mk := range m.Marks {
+				t.AdoptMark(mk.mark())
+			}
+		case wServing:
+			p.serving.Store(true)
+			if first {
+				p.startedAs(nil)
+			}
+			p.set.n.log.Debug().Int("worker", p.idx).Int("pid", p.pid()).Msg("worker serving")
+		case wReport:
+			if m.Report == nil {
+				continue
+			}
+			p.mu.Lock()
+			p.last = m.Report
+			ch := p.asks[m.ID]
+			delete(p.asks, m.ID)
+			p.mu.Unlock()
+			if ch != nil {
+				ch <- m.Report
+			}
+		}
+	}
+}
+
+func (p *workerProc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil && p.cmd.Process != nil {
+		return p.cmd.Process.Pid
+	}
+	return 0
+}
+
+// report asks the running worker for a report and waits for it until ctx ends; then, or
+// when no worker runs, it returns the worker's last one (nil if none).
+func (p *workerProc) report(ctx context.Context) *wireReport {
+	id := p.set.ids.Add(1)
+	ch := make(chan *wireReport, 1)
+	p.mu.Lock()
+	if !p.live {
+		p.mu.Unlock()
+		return nil
+	}
+	p.asks[id] = ch
+	p.ctrl = append(p.ctrl, wireMsg{Kind: wReportAsk, ID: id})
+	p.mu.Unlock()
+	p.poke()
+	select {
+	case r, ok := <-ch:
+		if ok {
+			return r
+		}
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	delete(p.asks, id)
+	last := p.last
+	p.mu.Unlock()
+	return last
+}
+
+// reports gathers every worker's report, in parallel, within workerReportWait.
+func (s *workerSet) reports(ctx context.Context) []*wireReport {
+	ctx, cancel := context.WithTimeout(ctx, workerReportWait)
+	defer cancel()
+	out := make([]*wireReport, len(s.procs))
+	var wg sync.WaitGroup
+	for i, p := range s.procs {
+		wg.Go(func() { out[i] = p.report(ctx) })
+	}
+	wg.Wait()
+	return out
+}
+
+// broadcast queues m for every running worker.
+func (s *workerSet) broadcast(m wireMsg) {
+	for _, p := range s.procs {
+		p.send(m)
+	}
+}
+
+// mirror passes a change of the master's table to every worker.
+func (s *workerSet) mirror(c homes.Change, src homes.Source) {
+	for _, p := range s.procs {
+		p.mirror(c, src)
+	}
+}
+
+// stop ends the workers: each is told to stop listening and to finish its open requests
+// within grace (0: at once), and killed if it still runs workerExitWait after that. The
+// master's copies of the client sockets close at the same time. It returns when every
+// worker has exited.
+func (s *workerSet) stop(grace time.Duration) {
+	s.stopping.Store(true)
+	s.broadcast(wireMsg{Kind: wStop, Grace: grace})
+	s.closeSockets()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	t := time.NewTimer(grace + workerExitWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	for _, p := range s.procs {
+		p.kill()
+	}
+	<-done
+}
+
+// sendTable writes the master's whole table (homes, then marks) through flush.
+func (n *Node) sendTable(flush func(*wireMsg) error) error {
+	batch := make([]wireHome, 0, wireBatch)
+	var err error
+	n.homes.Range(func(h homes.Home, src homes.Source) bool {
+		batch = append(batch, homeToWire(h, src))
+		if len(batch) == wireBatch {
+			err = flush(&wireMsg{Kind: wHomes, Homes: batch})
+			batch = batch[:0]
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(batch) > 0 {
+		if err := flush(&wireMsg{Kind: wHomes, Homes: batch}); err != nil {
+			return err
+		}
+	}
+	var marks []wireMark
+	for _, m := range n.homes.Marks() {
+		marks = append(marks, markToWire(m))
+	}
+	if len(marks) > 0 {
+		return flush(&wireMsg{Kind: wMarks, Marks: marks})
+	}
+	return nil
+}
+
+// workerInit is the first message to worker idx: its configuration and the routing in force.
+func (n *Node) workerInit(idx int) (wireMsg, error) {
+	n.reloadMu.Lock()
+	cur := n.cur
+	n.reloadMu.Unlock()
+	b, err := encodeWorkerConfig(cur)
+	if err != nil {
+		return wireMsg{}, err
+	}
+	return wireMsg{Kind: wInit, Index: idx, Config: b, Settings: settingsToWire(n.proxy.Routing(), cur)}, nil
+}
+
+// workerState is the state message of the moment: ready, draining.
+func (n *Node) workerState() wireMsg {
+	return wireMsg{Kind: wState, Ready: n.ready.Load(), Draining: n.draining.Load()}
+}
+
+// pushWorkerSettings sends the routing in force and the reloadable settings to the workers
+// (after a reload or a DNS round changed them). reloadMu is held.
+func (n *Node) pushWorkerSettings() {
+	if s := n.workers.Load(); s != nil {
+		s.broadcast(wireMsg{Kind: wSettings, Settings: settingsToWire(n.proxy.Routing(), n.cur)})
+	}
+}
+
+// pushWorkerState sends ready and draining to the workers.
+func (n *Node) pushWorkerState() {
+	if s := n.workers.Load(); s != nil {
+		s.broadcast(n.workerState())
+	}
+}
+
+// refreshWorkerReports asks the workers for a report every workerReportEvery, so that the
+// counters of one that exits are recent (workermetrics.go), until the entry stops.
+func (n *Node) refreshWorkerReports() {
+	t := time.NewTicker(workerReportEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.bg.Done():
+			return
+		case <-t.C:
+			n.workerReports(n.bg)
+		}
+	}
+}
+
+// workerReports returns the workers' reports (nil without workers).
+func (n *Node) workerReports(ctx context.Context) []*wireReport {
+	if s := n.workers.Load(); s != nil {
+		return s.reports(ctx)
+	}
+	return nil
+}
+
+// mergeRouterStates merges the workers' router states: per router, the one whose last attempt
+// ended last.
+func mergeRouterStates(base []proxy.RouterState, reports []*wireReport) []proxy.RouterState {
+	type key struct{ region, router string }
+	at := map[key]int{}
+	for i, st := range base {
+		at[key{st.Region, st.Router}] = i
+	}
+	for _, r := range reports {
+		if r == nil {
+			continue
+		}
+		for _, w := range r.Routers {
+			i, ok := at[key{w.Region, w.Router}]
+			if !ok {
+				continue // a router of an older routing
+			}
+			if w.LastAt > base[i].LastAt.UnixNano() || base[i].LastAt.IsZero() && w.LastAt != 0 {
+				base[i] = proxy.RouterState{Region: w.Region, Router: w.Router, LastOutcome: w.LastOutcome,
+					LastStatus: w.LastStatus, LastAt: time.Unix(0, w.LastAt), Failures: w.Failures}
+			}
+		}
+	}
+	return base
+}

@@ -1,0 +1,246 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/testutil"
+	"github.com/fenec/fenec-entry/status"
+)
+
+// TestMain lets this test binary be a worker process: the master starts its own executable
+// with WorkerArg.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == WorkerArg {
+		os.Exit(RunWorker(os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// startWorkersNode starts an entry with --workers 2 whose workers' logs go to the test's.
+func startWorkersNode(t *testing.T, cfg Config) (*Node, *testutil.LogBuffer) {
+	t.Helper()
+	cfg.Workers = 2
+	log, logs := testLogger(t)
+	n, err := New(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.workerOut = logs
+	t.Cleanup(n.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return n, logs
+}
+
+// askFresh sends one request on a fresh connection and returns the status and body.
+func askFresh(t *testing.T, method, url string) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	req, _ := http.NewRequest(method, url, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func workerPids(n *Node) []int {
+	var out []int
+	for _, p := range n.workers.Load().procs {
+		out = append(out, p.pid())
+	}
+	return out
+}
+
+// An entry with workers: each worker serves clients; a home one worker hears reaches the
+// master (adopted as this entry's own, on the feed for gossip) and the other worker; a mark
+// the master holds reaches the workers; /metrics and /status.json count the workers'
+// requests; a drain stops the workers.
+func TestWorkersServe(t *testing.T) {
+	var euHits, usHits atomic.Int64
+	eu := newRouter(t, "eu", func(w http.ResponseWriter, r *http.Request) {
+		euHits.Add(1)
+		if strings.HasPrefix(r.URL.Path, "/t/acme/") {
+			w.Header().Set("Fenec-Home", "us") // eu relays acme to its home
+		}
+		io.WriteString(w, "eu")
+	})
+	us := newRouter(t, "us", func(w http.ResponseWriter, _ *http.Request) {
+		usHits.Add(1)
+		io.WriteString(w, "us")
+	})
+	n, _ := startWorkersNode(t, testConfig(t, "eu", eu.URL, "us", us.URL))
+	base := "http://" + n.ClientAddr().String()
+	pids := workerPids(n)
+	if len(pids) != 2 || pids[0] == 0 || pids[1] == 0 || pids[0] == os.Getpid() {
+		t.Fatalf("worker pids %v", pids)
+	}
+
+	// The first request goes to the default region, whose router names acme's home.
+	if code, body := askFresh(t, "GET", base+"/t/acme/x"); code != 200 || body != "eu" {
+		t.Fatalf("first request: %d %q", code, body)
+	}
+	testutil.Eventually(t, 5*time.Second, "the master adopts the home a worker heard", func() bool {
+		h, src, ok := n.homes.Get("acme")
+		return ok && h.Region == "us" && src == homes.SourceLocal
+	})
+	// Every worker's table has it, though only one asked eu: 64 fresh connections (spread over
+	// both workers) all go to us.
+	testutil.Eventually(t, 5*time.Second, "every worker's table holds acme", func() bool {
+		for _, r := range n.workers.Load().reports(context.Background()) {
+			if r == nil || r.Homes != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for range 64 {
+		askFresh(t, "GET", base+"/t/acme/x")
+	}
+	if got := euHits.Load(); got != 1 {
+		t.Errorf("eu asked %d times for acme, want once: a worker did not have the home", got)
+	}
+
+	// A mark the master holds (as gossip delivers it) reaches the workers: a plain write for
+	// a tenant heard nowhere asks the marked default region last.
+	n.homes.ApplyMark(homes.Mark{Region: "eu", Observer: "peer", At: time.Now(),
+		Version: homes.Version{HLC: uint64(time.Now().UnixNano()) << 16, Origin: "peer"}})
+	testutil.Eventually(t, 5*time.Second, "workers ask a marked region last", func() bool {
+		before := usHits.Load()
+		for range 16 {
+			askFresh(t, "POST", base+"/t/new-tenant/x")
+		}
+		return usHits.Load() == before+16
+	})
+
+	// Both workers served, and /metrics adds their counts up.
+	var served int
+	for i, r := range n.workers.Load().reports(context.Background()) {
+		if r == nil {
+			t.Fatalf("worker %d: no report", i)
+		}
+		c := counterSum(decodeFamilies(r.Metrics), "fenec_entry_requests_total")
+		if c == 0 {
+			t.Errorf("worker %d served no request", i)
+		}
+		served += int(c)
+	}
+	_, metrics := get(t, http.DefaultClient, "http://"+n.AdminAddr().String()+"/metrics")
+	if total := scrapeSum(metrics, "fenec_entry_requests_total"); total != float64(served) || served == 0 {
+		t.Errorf("/metrics fenec_entry_requests_total = %v, the workers' reports %d", total, served)
+	}
+	_, js := get(t, http.DefaultClient, "http://"+n.AdminAddr().String()+"/status.json")
+	var st status.Status
+	if err := json.Unmarshal([]byte(js), &st); err != nil {
+		t.Fatal(err)
+	}
+	var answered bool
+	for _, r := range st.Regions {
+		for _, rs := range r.RouterStates {
+			answered = answered || rs.LastOutcome == "answer"
+		}
+	}
+	if !answered || !st.Ready {
+		t.Errorf("/status.json: ready %v, a router answered %v: %s", st.Ready, answered, js)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("worker %d still runs after the drain", pid)
+		}
+	}
+	if c, err := net.DialTimeout("tcp", n.ClientAddr().String(), time.Second); err == nil {
+		c.Close()
+		t.Error("the client port still takes connections after the drain")
+	}
+}
+
+// A worker that dies is started again; meanwhile the entry is not ready; its counts stay in
+// /metrics.
+func TestWorkerRestarted(t *testing.T) {
+	router := newRouter(t, "eu", nil)
+	n, _ := startWorkersNode(t, testConfig(t, "eu", router.URL))
+	base := "http://" + n.ClientAddr().String()
+	for range 32 {
+		if code, _ := askFresh(t, "GET", base+"/t/acme/x"); code != 200 {
+			t.Fatalf("status %d", code)
+		}
+	}
+	admin := "http://" + n.AdminAddr().String()
+	_, before := get(t, http.DefaultClient, admin+"/metrics")
+	if got := scrapeSum(before, "fenec_entry_requests_total"); got != 32 {
+		t.Fatalf("requests before the kill: %v, want 32", got)
+	}
+	old := workerPids(n)
+	syscall.Kill(old[0], syscall.SIGKILL)
+	testutil.Eventually(t, 10*time.Second, "a new worker in the slot, serving", func() bool {
+		p := workerPids(n)[0]
+		return p != 0 && p != old[0] && n.workers.Load().serving()
+	})
+	if !n.isReady() {
+		t.Error("not ready once every worker serves again")
+	}
+	for range 8 {
+		if code, _ := askFresh(t, "GET", base+"/t/acme/x"); code != 200 {
+			t.Fatalf("status %d after the restart", code)
+		}
+	}
+	_, after := get(t, http.DefaultClient, admin+"/metrics")
+	if got := scrapeSum(after, "fenec_entry_requests_total"); got != 40 {
+		t.Errorf("requests after the restart: %v, want 40 (the dead worker's 32 kept)", got)
+	}
+	if got := n.workers.Load().restarts.Load(); got != 1 {
+		t.Errorf("restarts %d, want 1", got)
+	}
+}
+
+func counterSum(fams []*dto.MetricFamily, name string) float64 {
+	var sum float64
+	for _, f := range fams {
+		if f.GetName() == name {
+			for _, m := range f.Metric {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// scrapeSum adds up every sample of name in a text exposition.
+func scrapeSum(text, name string) float64 {
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		f := strings.Fields(line)
+		var v float64
+		if err := json.Unmarshal([]byte(f[len(f)-1]), &v); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
