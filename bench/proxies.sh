@@ -39,6 +39,10 @@ usage: bash bench/proxies.sh [flags]
                    (env BENCH_ENTRY_PROCS, default 1: one process, its Ps its own)
   --ab-procs N     the same for fenec-entry-b (env BENCH_AB_PROCS, default 1); with --ab-bin
                    the same binary, an A/B of the two layouts
+  --entry-workers N  run fenec-entry with --workers N: a master and N worker processes of one
+                   P each on one port, one entry (env BENCH_ENTRY_WORKERS, default 0: none);
+                   its CPU is the master's and the workers'
+  --ab-workers N   the same for fenec-entry-b (env BENCH_AB_WORKERS, default 0)
   --out FILE       raw per-round numbers, JSON lines (env BENCH_OUT,
                    default bench/out/proxies-<UTC time>.jsonl)
   --check          exit 1 when fenec-entry misses issue 10's floor (added p50 <= 1.1x
@@ -75,6 +79,8 @@ ENTRY_BIN=${BENCH_ENTRY_BIN:-}
 AB_BIN=${BENCH_AB_BIN:-}
 ENTRY_N=${BENCH_ENTRY_PROCS:-1}
 AB_N=${BENCH_AB_PROCS:-1}
+ENTRY_W=${BENCH_ENTRY_WORKERS:-0}
+AB_W=${BENCH_AB_WORKERS:-0}
 IDLE_WAIT_S=${BENCH_IDLE_WAIT:-30}
 IDLE_MAX=15 # % of one CPU that other processes may use before a round counts as noisy
 IDLE_CONNS=${BENCH_IDLE_CONNS:-10000}
@@ -102,6 +108,8 @@ while (($#)); do
 	--ab-bin) AB_BIN=${2:?--ab-bin needs a value}; shift 2 ;;
 	--entry-procs) ENTRY_N=${2:?--entry-procs needs a value}; shift 2 ;;
 	--ab-procs) AB_N=${2:?--ab-procs needs a value}; shift 2 ;;
+	--entry-workers) ENTRY_W=${2:?--entry-workers needs a value}; shift 2 ;;
+	--ab-workers) AB_W=${2:?--ab-workers needs a value}; shift 2 ;;
 	--targets) TARGETS_ARG=${2:?--targets needs a value}; shift 2 ;;
 	--base-port) BASE_PORT=${2:?--base-port needs a value}; shift 2 ;;
 	--out) OUT=${2:?--out needs a value}; shift 2 ;;
@@ -140,6 +148,9 @@ want_int idle-wait "$IDLE_WAIT_S" 0 3600
 want_int conns "$CONNS" 2 10000
 want_int base-port "$BASE_PORT" 1024 64999
 want_int entry-procs "$ENTRY_N" 1 64
+want_int entry-workers "$ENTRY_W" 0 64
+want_int ab-workers "$AB_W" 0 64
+(((ENTRY_W == 0 || ENTRY_N == 1) && (AB_W == 0 || AB_N == 1))) || die "--entry-workers with --entry-procs: one or the other"
 want_int ab-procs "$AB_N" 1 64
 [[ $MODE == requests ]] || ((ENTRY_N == 1 && AB_N == 1)) || die "--entry-procs, --ab-procs: requests mode only"
 case $PIN in split | none) ;; *) die "--pin: want split or none, got '$PIN'" ;; esac
@@ -971,7 +982,7 @@ fi
 # launcher that is the target's process: the CPU of its children is the target's (proc_ticks),
 # and a SIGTERM to it is passed on to each (stop_all sends two: a drain, then the exit).
 start_entry() {
-	local name=$1 n=$2 listen i admin gossip rpc launch env=("${ENTRY_ENV[@]}")
+	local name=$1 n=$2 w=${3:-0} listen i admin gossip rpc launch env=("${ENTRY_ENV[@]}")
 	port listen
 	if ((n == 1)); then
 		port admin
@@ -980,7 +991,7 @@ start_entry() {
 		start "$name" "$SERVER_CPUS" env "${env[@]}" "$TMP/bin/$name" serve \
 			--listen "127.0.0.1:$listen" --admin-listen "127.0.0.1:$admin" \
 			--routers "eu=http://127.0.0.1:$UP_PORT" \
-			--gossip-bind "127.0.0.1:$gossip" --rpc-addr "127.0.0.1:$rpc"
+			--gossip-bind "127.0.0.1:$gossip" --rpc-addr "127.0.0.1:$rpc" --workers "$w"
 	else
 		((${#env[@]})) || env=(GOMAXPROCS=1)
 		launch=$TMP/$name.launch.sh
@@ -1009,27 +1020,30 @@ EOS
 	fi
 	URL[$name]="http://127.0.0.1:$listen$REQ_PATH"
 	wait_ready "$name" "${URL[$name]}"
-	if ((n > 1)); then # one entry up answers too: every one must be
-		local up
+	if ((n > 1 || w > 0)); then # one entry (or worker) up answers too: every one must be
+		local up want=$n
+		((w == 0)) || want=$w
 		up=$(ps -o pid= --ppid "${PIDS[$name]}" | wc -l)
-		((up == n)) || {
+		((up == want)) || {
 			show_log "$name"
-			die "$name: $up of its $n entries are running"
+			die "$name: $up of its $want processes are running"
 		}
 	fi
 }
 # entry_layout N: how start_entry runs fenec-entry with N processes, for the report.
 entry_layout() {
-	if (($1 == 1)); then
+	if ((${2:-0} > 0)); then
+		echo "a master and $2 workers of one P each (--workers $2)"
+	elif (($1 == 1)); then
 		echo "$ENTRY_PROCS"
 	else
 		echo "$1 processes on one port (--reuse-port), $( ((${#ENTRY_ENV[@]})) && echo "GOMAXPROCS=$WORKERS" || echo GOMAXPROCS=1) each"
 	fi
 }
-if has_target fenec-entry; then start_entry fenec-entry "$ENTRY_N"; fi
+if has_target fenec-entry; then start_entry fenec-entry "$ENTRY_N" "$ENTRY_W"; fi
 if has_target fenec-entry-b; then
 	cp "$AB_BIN" "$TMP/bin/fenec-entry-b"
-	start_entry fenec-entry-b "$AB_N"
+	start_entry fenec-entry-b "$AB_N" "$AB_W"
 fi
 
 for t in "${TARGETS[@]}"; do verify "$t" "${URL[$t]}"; done
@@ -1138,7 +1152,7 @@ wrk_run() {
 open_out
 facts
 ver_wrk=$(wrk -v 2>&1 | awk 'NR == 1 { print $2 }' || true) # wrk -v exits 1
-REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN${ENTRY_ENV[0]:+ --workers $WORKERS} --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}$( ((ENTRY_N == 1)) || echo " --entry-procs $ENTRY_N")$( ((AB_N == 1)) || echo " --ab-procs $AB_N")"
+REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN${ENTRY_ENV[0]:+ --workers $WORKERS} --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}$( ((ENTRY_N == 1)) || echo " --entry-procs $ENTRY_N")$( ((AB_N == 1)) || echo " --ab-procs $AB_N")$( ((ENTRY_W == 0)) || echo " --entry-workers $ENTRY_W")$( ((AB_W == 0)) || echo " --ab-workers $AB_W")"
 {
 	printf '{"kind":"meta","started":%s,"nproc":%d,"cpu":%s,"kernel":%s' \
 		"$(json_str "$started")" "$NCPU" "$(json_str "$cpu_model")" "$(json_str "$(uname -r)")"
@@ -1396,9 +1410,9 @@ set +e
 				(worst > max) ? "; runs above " max "% are slowed by the host, not by the targets" : "" }' "$STEALS"
 	echo "- versions: nginx $ver_nginx, haproxy $ver_haproxy, wrk $ver_wrk, go $ver_go; fenec-entry: $ver_entry; repo at $git_rev"
 	if [[ $PIN == split ]]; then
-		echo "- layout: wrk on CPU $CLIENT_CPUS; upstream and proxy on CPU $SERVER_CPUS; $WORKERS nginx worker(s), haproxy thread(s); fenec-entry $(entry_layout "$ENTRY_N")$(has_target fenec-entry-b && echo "; fenec-entry-b $(entry_layout "$AB_N")")"
+		echo "- layout: wrk on CPU $CLIENT_CPUS; upstream and proxy on CPU $SERVER_CPUS; $WORKERS nginx worker(s), haproxy thread(s); fenec-entry $(entry_layout "$ENTRY_N" "$ENTRY_W")$(has_target fenec-entry-b && echo "; fenec-entry-b $(entry_layout "$AB_N" "$AB_W")")"
 	else
-		echo "- layout: nothing pinned; $WORKERS nginx worker(s), haproxy thread(s); fenec-entry $(entry_layout "$ENTRY_N")$(has_target fenec-entry-b && echo "; fenec-entry-b $(entry_layout "$AB_N")")"
+		echo "- layout: nothing pinned; $WORKERS nginx worker(s), haproxy thread(s); fenec-entry $(entry_layout "$ENTRY_N" "$ENTRY_W")$(has_target fenec-entry-b && echo "; fenec-entry-b $(entry_layout "$AB_N" "$AB_W")")"
 	fi
 	has_target fenec-entry || echo "- fenec-entry was not measured: ./cmd/fenec-entry does not build yet"
 	echo "- raw: $OUT"

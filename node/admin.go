@@ -149,7 +149,7 @@ func (n *Node) Status() status.Status {
 			}
 		}
 	}
-	names := n.disc.Names()          // not reloadMu: a reload resolving names must not hold up /status
+	names := n.disc.Names() // not reloadMu: a reload resolving names must not hold up /status
 	for _, r := range n.proxy.Routing().Regions {
 		id, _ := n.homes.RegionID(r.Name)
 		rs := status.RegionStatus{Name: r.Name, Marked: n.homes.Marked(id, homes.Strict),

@@ -69,6 +69,8 @@ func TestValidate(t *testing.T) {
 		{"listen bad host", "listen", "neither an IP address nor a host name", func(c *Config) { c.Listen = "a b:80" }},
 		{"tls cert alone", "tls-cert", "without --tls-key", func(c *Config) { c.TLSCert = "c.pem" }},
 		{"tls key alone", "tls-key", "without --tls-cert", func(c *Config) { c.TLSKey = "k.pem" }},
+		{"workers negative", "workers", "want 0 to", func(c *Config) { c.Workers = -1 }},
+		{"workers huge", "workers", "want 0 to", func(c *Config) { c.Workers = MaxWorkers + 1 }},
 		{"max inflight zero", "max-inflight", "want 1 to", func(c *Config) { c.MaxInflight = 0 }},
 		{"max inflight huge", "max-inflight", "want 1 to", func(c *Config) { c.MaxInflight = MaxMaxInflight + 1 }},
 		{"header timeout zero", "header-timeout", "more than 0s", func(c *Config) { c.HeaderTimeout = 0 }},

@@ -540,7 +540,7 @@ func (n *Node) drain(ctx context.Context) error {
 	if n.lean != nil {
 		n.lean.StopKeepAlives()
 	}
-	n.log.Info().Stringer("drain", n.cfg.Drain).Int64("inflight", n.proxy.Inflight()).
+	n.log.Info().Stringer("drain", n.cfg.Drain).Int64("inflight", n.inflight()).
 		Msg("draining: answers carry Connection: close")
 	t := time.NewTimer(n.cfg.Drain)
 	select {
@@ -561,7 +561,7 @@ func (n *Node) drain(ctx context.Context) error {
 		case <-stop:
 		}
 	}()
-	n.log.Info().Int64("inflight", n.proxy.Inflight()).Stringer("grace", n.grace).
+	n.log.Info().Int64("inflight", n.inflight()).Stringer("grace", n.grace).
 		Msg("stopped listening; waiting for open requests")
 	if err := n.shutdownClient(sctx); err != nil {
 		n.log.Warn().Int64("inflight", n.proxy.Inflight()).Msg("open requests ended at the end of the grace")

@@ -274,8 +274,8 @@ func (p *workerProc) run(first bool) error {
 	if first {
 		p.startedAs(fmt.Errorf("exited before serving: %v", errText(waitErr)))
 	}
-	if readErr != nil && !errors.Is(readErr, io.EOF) && !errors.Is(readErr, net.ErrClosed) {
-		return readErr
+	if !errors.Is(readErr, io.EOF) && !errors.Is(readErr, net.ErrClosed) {
+		return readErr // the socket failed before the process exited
 	}
 	return waitErr
 }
@@ -614,6 +614,18 @@ func (n *Node) refreshWorkerReports() {
 			n.workerReports(n.bg)
 		}
 	}
+}
+
+// inflight is the entry's requests in flight: its own proxy's and, with --workers, the
+// workers' (asked, within workerReportWait).
+func (n *Node) inflight() int64 {
+	v := n.proxy.Inflight()
+	for _, r := range n.workerReports(context.Background()) {
+		if r != nil {
+			v += r.Inflight
+		}
+	}
+	return v
 }
 
 // workerReports returns the workers' reports (nil without workers).

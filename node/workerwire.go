@@ -56,6 +56,7 @@ type wireMsg struct {
 }
 
 type wireHome struct {
+	//lint:ignore U1000 read by msgpack through its tag: encode the struct as an array
 	_msgpack struct{} `msgpack:",as_array"`
 	Tenant   string
 	Region   string
@@ -65,6 +66,7 @@ type wireHome struct {
 }
 
 type wireMark struct {
+	//lint:ignore U1000 read by msgpack through its tag: encode the struct as an array
 	_msgpack struct{} `msgpack:",as_array"`
 	Region   string
 	Clear    bool
@@ -94,6 +96,7 @@ type wireRegion struct {
 }
 
 type wireRouter struct {
+	//lint:ignore U1000 read by msgpack through its tag: encode the struct as an array
 	_msgpack   struct{} `msgpack:",as_array"`
 	URL        string
 	ServerName string
@@ -108,6 +111,7 @@ type wireReport struct {
 }
 
 type wireRouterState struct {
+	//lint:ignore U1000 read by msgpack through its tag: encode the struct as an array
 	_msgpack    struct{} `msgpack:",as_array"`
 	Region      string
 	Router      string

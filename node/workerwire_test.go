@@ -91,3 +91,29 @@ func TestWireFrames(t *testing.T) {
 		t.Fatal("a frame that is not msgpack was read")
 	}
 }
+
+// Whatever bytes come, readFrame returns an error or a message: never a panic.
+func FuzzReadFrame(f *testing.F) {
+	var buf bytes.Buffer
+	writeFrame(&buf, &wireMsg{Kind: wHomes, Homes: []wireHome{{Tenant: "t", Region: "eu", HLC: 1, Origin: "e"}}})
+	f.Add(buf.Bytes())
+	f.Add([]byte{0, 0, 0, 1, 0x80})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := bufio.NewReader(bytes.NewReader(b))
+		for range 4 {
+			var m wireMsg
+			if readFrame(r, &m) != nil {
+				return
+			}
+			for _, h := range m.Homes {
+				h.home()
+			}
+			for _, mk := range m.Marks {
+				mk.mark()
+			}
+			if m.Settings != nil {
+				m.Settings.routing()
+			}
+		}
+	})
+}
