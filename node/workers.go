@@ -59,8 +59,10 @@ type workerSet struct {
 	lns   []net.Listener
 	procs []*workerProc
 	ids   atomic.Uint64
-	// stopping: no worker is started again from now on.
+	// stopping: no worker is started again from now on; stopped is closed then (once).
 	stopping atomic.Bool
+	stopped  chan struct{}
+	stopOnce sync.Once
 	wg       sync.WaitGroup
 
 	// retired holds the counters and histograms of worker processes that exited, from their
@@ -104,7 +106,7 @@ func (n *Node) startWorkers(ctx context.Context) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--workers: the binary to start: %w", err)
 	}
-	s := &workerSet{n: n, exe: exe}
+	s := &workerSet{n: n, exe: exe, stopped: make(chan struct{})}
 	lc := net.ListenConfig{Control: reusePort}
 	addr := n.cfg.Listen
 	for i := range n.cfg.Workers {
@@ -196,7 +198,7 @@ func (p *workerProc) supervise() {
 			Msg("worker stopped: starting it again")
 		select {
 		case <-time.After(wait):
-		case <-p.set.n.closed:
+		case <-p.set.stopped:
 			return
 		}
 		wait = min(2*wait, workerRestartMax)
@@ -236,19 +238,24 @@ func (p *workerProc) run(first bool) error {
 	}
 	theirs.Close()
 
-	p.mu.Lock()
-	p.conn, p.cmd, p.live, p.resync, p.last = conn, cmd, true, true, nil
-	p.pending, p.marks = nil, nil
+	// Not under p.mu: workerInit takes reloadMu, which a reload holds while it takes p.mu.
 	init, err := s.n.workerInit(p.idx)
 	if err != nil {
-		p.mu.Unlock()
 		cmd.Process.Kill()
 		cmd.Wait()
 		conn.Close()
 		return p.fail(first, err)
 	}
+	p.mu.Lock()
+	p.conn, p.cmd, p.live, p.resync, p.last = conn, cmd, true, true, nil
+	p.pending, p.marks = nil, nil
+	// A reload between workerInit and here queued nothing for this process (not live yet):
+	// the state and the settings of this moment follow the init.
 	p.ctrl = append(p.ctrl[:0], init, s.n.workerState())
 	p.mu.Unlock()
+	s.n.reloadMu.Lock()
+	p.send(wireMsg{Kind: wSettings, Settings: settingsToWire(s.n.proxy.Routing(), s.n.cur)})
+	s.n.reloadMu.Unlock()
 	p.poke()
 
 	done := make(chan struct{})
@@ -521,9 +528,12 @@ func (s *workerSet) mirror(c homes.Change, src homes.Source) {
 // master's copies of the client sockets close at the same time. It returns when every
 // worker has exited.
 func (s *workerSet) stop(grace time.Duration) {
-	s.stopping.Store(true)
+	s.stopOnce.Do(func() {
+		s.stopping.Store(true)
+		close(s.stopped)
+		s.closeSockets()
+	})
 	s.broadcast(wireMsg{Kind: wStop, Grace: grace})
-	s.closeSockets()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	t := time.NewTimer(grace + workerExitWait)

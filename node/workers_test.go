@@ -17,6 +17,7 @@ import (
 
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/internal/testutil"
+	"github.com/fenec/fenec-entry/proxy"
 	"github.com/fenec/fenec-entry/status"
 )
 
@@ -243,4 +244,32 @@ func scrapeSum(text, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// A reload reaches every worker: after it, a tenant heard nowhere goes to the new default
+// region, whichever worker serves it.
+func TestWorkersFollowReload(t *testing.T) {
+	eu, ap := newRouter(t, "eu", nil), newRouter(t, "ap", nil)
+	cfg := testConfig(t, "eu", eu.URL)
+	fr := &fakeReloader{}
+	cfg.Reloader = fr.reload
+	n, _ := startWorkersNode(t, cfg)
+	base := "http://" + n.ClientAddr().String()
+	if code, body := askFresh(t, "GET", base+"/t/acme/x"); code != 200 || body != "hello from eu" {
+		t.Fatalf("before: %d %q", code, body)
+	}
+	next := cfg
+	next.Routers = []proxy.Region{regionOf(t, "ap", ap.URL)}
+	fr.set(next, nil, nil)
+	if _, err := n.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "every worker routes to ap", func() bool {
+		for range 32 {
+			if _, body := askFresh(t, "GET", base+"/t/other/x"); body != "hello from ap" {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -106,10 +106,14 @@ func FuzzReadFrame(f *testing.F) {
 				return
 			}
 			for _, h := range m.Homes {
-				h.home()
+				if got := h.home(); got.Tenant != h.Tenant || got.Version.HLC != h.HLC {
+					t.Fatalf("home %+v from %+v", got, h)
+				}
 			}
 			for _, mk := range m.Marks {
-				mk.mark()
+				if got := mk.mark(); got.Region != mk.Region || got.Version.HLC != mk.HLC {
+					t.Fatalf("mark %+v from %+v", got, mk)
+				}
 			}
 			if m.Settings != nil {
 				m.Settings.routing()
