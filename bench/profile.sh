@@ -457,7 +457,7 @@ EOF
 				free_port ADMIN_PORT
 				free_port GOSSIP_PORT
 				free_port RPC_PORT
-				"${ON1[@]}" env GOMAXPROCS=1 "$TMP/fenec-entry" serve --reuse-port \
+				"${ON1[@]}" env GOMAXPROCS=1 "$TMP/fenec-entry" serve --reuse-port --workers 0 \
 					--listen "127.0.0.1:$FE_PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
 					--routers "eu=http://127.0.0.1:$UP_PORT" --log-level warn \
 					--gossip-bind "127.0.0.1:$GOSSIP_PORT" --rpc-addr "127.0.0.1:$RPC_PORT" >>"$TMP/fenec-entry.log" 2>&1 &
@@ -479,7 +479,7 @@ EOF
 		free_port PPROF_PORT
 		procs=()
 		[[ $PIN == none ]] || procs=(GOMAXPROCS=1)
-		"${ON1[@]}" env "${procs[@]}" FENEC_ENTRY_PPROF_ADDR="127.0.0.1:$PPROF_PORT" "$TMP/fenec-entry" serve \
+		"${ON1[@]}" env "${procs[@]}" FENEC_ENTRY_PPROF_ADDR="127.0.0.1:$PPROF_PORT" "$TMP/fenec-entry" serve --workers 0 \
 			--listen "127.0.0.1:$FE_PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
 			--routers "eu=http://127.0.0.1:$UP_PORT" --log-level warn \
 			--gossip-bind "127.0.0.1:$GOSSIP_PORT" --rpc-addr "127.0.0.1:$RPC_PORT" >"$TMP/fenec-entry.log" 2>&1 &

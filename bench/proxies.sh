@@ -39,10 +39,12 @@ usage: bash bench/proxies.sh [flags]
                    (env BENCH_ENTRY_PROCS, default 1: one process, its Ps its own)
   --ab-procs N     the same for fenec-entry-b (env BENCH_AB_PROCS, default 1); with --ab-bin
                    the same binary, an A/B of the two layouts
-  --entry-workers N  run fenec-entry with --workers N: a master and N worker processes of one
-                   P each on one port, one entry (env BENCH_ENTRY_WORKERS, default 0: none);
-                   its CPU is the master's and the workers'
-  --ab-workers N   the same for fenec-entry-b (env BENCH_AB_WORKERS, default 0)
+  --entry-workers N  run fenec-entry with --workers N (auto, or 0 for one process): a master and
+                   N worker processes of one P each on one port, one entry (env
+                   BENCH_ENTRY_WORKERS, default auto, the entry's own default: a worker per
+                   CPU the servers may use, none on one); its CPU is the master's and the
+                   workers'; requests mode (the conns mode runs one process, as nginx's one worker)
+  --ab-workers N   the same for fenec-entry-b (env BENCH_AB_WORKERS, default auto)
   --out FILE       raw per-round numbers, JSON lines (env BENCH_OUT,
                    default bench/out/proxies-<UTC time>.jsonl)
   --check          exit 1 when fenec-entry misses issue 10's floor (added p50 <= 1.1x
@@ -79,8 +81,8 @@ ENTRY_BIN=${BENCH_ENTRY_BIN:-}
 AB_BIN=${BENCH_AB_BIN:-}
 ENTRY_N=${BENCH_ENTRY_PROCS:-1}
 AB_N=${BENCH_AB_PROCS:-1}
-ENTRY_W=${BENCH_ENTRY_WORKERS:-0}
-AB_W=${BENCH_AB_WORKERS:-0}
+ENTRY_W=${BENCH_ENTRY_WORKERS:-auto}
+AB_W=${BENCH_AB_WORKERS:-auto}
 IDLE_WAIT_S=${BENCH_IDLE_WAIT:-30}
 IDLE_MAX=15 # % of one CPU that other processes may use before a round counts as noisy
 IDLE_CONNS=${BENCH_IDLE_CONNS:-10000}
@@ -148,9 +150,8 @@ want_int idle-wait "$IDLE_WAIT_S" 0 3600
 want_int conns "$CONNS" 2 10000
 want_int base-port "$BASE_PORT" 1024 64999
 want_int entry-procs "$ENTRY_N" 1 64
-want_int entry-workers "$ENTRY_W" 0 64
-want_int ab-workers "$AB_W" 0 64
-(((ENTRY_W == 0 || ENTRY_N == 1) && (AB_W == 0 || AB_N == 1))) || die "--entry-workers with --entry-procs: one or the other"
+[[ $ENTRY_W == auto ]] || want_int entry-workers "$ENTRY_W" 0 64
+[[ $AB_W == auto ]] || want_int ab-workers "$AB_W" 0 64
 want_int ab-procs "$AB_N" 1 64
 [[ $MODE == requests ]] || ((ENTRY_N == 1 && AB_N == 1)) || die "--entry-procs, --ab-procs: requests mode only"
 case $PIN in split | none) ;; *) die "--pin: want split or none, got '$PIN'" ;; esac
@@ -620,7 +621,7 @@ EOF
 		start "$name" "$SERVER_CPUS" env "${ENTRY_ENV[@]}" "$TMP/bin/$name" serve \
 			--listen "127.0.0.1:$p_listen" --admin-listen "127.0.0.1:$p_admin" \
 			--routers "eu=http://127.0.0.1:$up" \
-			--gossip-bind "127.0.0.1:$p_gossip" --rpc-addr "127.0.0.1:$p_rpc" "${extra[@]}"
+			--gossip-bind "127.0.0.1:$p_gossip" --rpc-addr "127.0.0.1:$p_rpc" --workers 0 "${extra[@]}"
 		ADMIN[$name]=$p_admin
 		;;
 	esac
@@ -982,7 +983,7 @@ fi
 # launcher that is the target's process: the CPU of its children is the target's (proc_ticks),
 # and a SIGTERM to it is passed on to each (stop_all sends two: a drain, then the exit).
 start_entry() {
-	local name=$1 n=$2 w=${3:-0} listen i admin gossip rpc launch env=("${ENTRY_ENV[@]}")
+	local name=$1 n=$2 w=${3:-auto} listen i admin gossip rpc launch env=("${ENTRY_ENV[@]}")
 	port listen
 	if ((n == 1)); then
 		port admin
@@ -1005,7 +1006,7 @@ EOS
 				port admin
 				port gossip
 				port rpc
-				printf '%q ' env "${env[@]}" "$TMP/bin/$name" serve --reuse-port \
+				printf '%q ' env "${env[@]}" "$TMP/bin/$name" serve --reuse-port --workers 0 \
 					--listen "127.0.0.1:$listen" --admin-listen "127.0.0.1:$admin" \
 					--routers "eu=http://127.0.0.1:$UP_PORT" \
 					--gossip-bind "127.0.0.1:$gossip" --rpc-addr "127.0.0.1:$rpc"
@@ -1020,9 +1021,13 @@ EOS
 	fi
 	URL[$name]="http://127.0.0.1:$listen$REQ_PATH"
 	wait_ready "$name" "${URL[$name]}"
-	if ((n > 1 || w > 0)); then # one entry (or worker) up answers too: every one must be
-		local up want=$n
-		((w == 0)) || want=$w
+	local want=$n # processes under the target's: entries (--entry-procs) or workers
+	if ((n == 1)); then
+		want=$w
+		[[ $w != auto ]] || want=$(workers_auto)
+	fi
+	if ((n > 1 || want > 0)); then # one entry (or worker) up answers too: every one must be
+		local up
 		up=$(ps -o pid= --ppid "${PIDS[$name]}" | wc -l)
 		((up == want)) || {
 			show_log "$name"
@@ -1030,10 +1035,20 @@ EOS
 		}
 	fi
 }
-# entry_layout N: how start_entry runs fenec-entry with N processes, for the report.
+# workers_auto: the workers --workers auto starts here: one per CPU the servers may use (the
+# CPUs the entry's Go runtime sees, or GOMAXPROCS), none on one.
+workers_auto() {
+	local procs=${ENTRY_ENV[0]:-}
+	procs=${procs#GOMAXPROCS=}
+	[[ -n $procs ]] || procs=$SERVER_NCPU
+	((procs > 1)) && echo "$procs" || echo 0
+}
+# entry_layout N W: how start_entry runs fenec-entry with N processes and --workers W, for the report.
 entry_layout() {
-	if ((${2:-0} > 0)); then
-		echo "a master and $2 workers of one P each (--workers $2)"
+	local w=${2:-auto}
+	[[ $w != auto ]] || w=$(workers_auto)
+	if (($1 == 1 && w > 0)); then
+		echo "a master and $w workers of one P each (--workers ${2:-auto})"
 	elif (($1 == 1)); then
 		echo "$ENTRY_PROCS"
 	else
@@ -1152,7 +1167,7 @@ wrk_run() {
 open_out
 facts
 ver_wrk=$(wrk -v 2>&1 | awk 'NR == 1 { print $2 }' || true) # wrk -v exits 1
-REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN${ENTRY_ENV[0]:+ --workers $WORKERS} --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}$( ((ENTRY_N == 1)) || echo " --entry-procs $ENTRY_N")$( ((AB_N == 1)) || echo " --ab-procs $AB_N")$( ((ENTRY_W == 0)) || echo " --entry-workers $ENTRY_W")$( ((AB_W == 0)) || echo " --ab-workers $AB_W")"
+REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN${ENTRY_ENV[0]:+ --workers $WORKERS} --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}$( ((ENTRY_N == 1)) || echo " --entry-procs $ENTRY_N")$( ((AB_N == 1)) || echo " --ab-procs $AB_N")$([[ $ENTRY_W == auto ]] || echo " --entry-workers $ENTRY_W")$([[ $AB_W == auto ]] || echo " --ab-workers $AB_W")"
 {
 	printf '{"kind":"meta","started":%s,"nproc":%d,"cpu":%s,"kernel":%s' \
 		"$(json_str "$started")" "$NCPU" "$(json_str "$cpu_model")" "$(json_str "$(uname -r)")"

@@ -40,7 +40,8 @@ type Config struct {
 	// Workers (--workers) serves clients from this many worker processes, each on one P (a
 	// process per CPU, as nginx's workers), while this process, the master, is the member of
 	// the cluster, holds the home table, serves the admin listener and serves no client
-	// itself; 0: this process serves clients too (workers.go).
+	// itself; 0: this process serves clients; WorkersAuto (the default): one worker per CPU
+	// the process may use (GOMAXPROCS at start), none on one CPU (workers.go).
 	Workers int
 
 	// Routers.
@@ -174,6 +175,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Listen:          DefaultListen,
+		Workers:         WorkersAuto,
 		MaxInflight:     DefaultMaxInflight,
 		HeaderTimeout:   DefaultHeaderTimeout,
 		HTTP1Server:     DefaultHTTP1Server,

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,9 @@ func newNode(cfg Config, logger zerolog.Logger, worker bool) (*Node, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
+	}
+	if cfg.Workers == WorkersAuto {
+		cfg.Workers = autoWorkers(runtime.GOMAXPROCS(0))
 	}
 	n := &Node{
 		cfg:        cfg,

@@ -119,7 +119,7 @@ func (c Config) summary() []keyVal {
 		{"header_timeout", c.HeaderTimeout.String()},
 		{"http1_server", c.HTTP1Server},
 		{"reuse_port", fmt.Sprint(c.ReusePort)},
-		{"workers", fmt.Sprint(c.Workers)},
+		{"workers", workersText(c.Workers)},
 		{"routers", strings.Join(regions, ";")},
 		{"resolve_interval", c.ResolveInterval.String()},
 		{"dns_server", c.DNSServer},
@@ -155,4 +155,12 @@ func (c Config) summary() []keyVal {
 		{"state_dir", c.StateDir},
 		{"version", c.Version},
 	}
+}
+
+// workersText is --workers as the flag takes it.
+func workersText(n int) string {
+	if n == WorkersAuto {
+		return "auto"
+	}
+	return fmt.Sprint(n)
 }

@@ -60,6 +60,7 @@ func RunWorker(stderr io.Writer) int {
 	}
 	// The worker is a server of clients only.
 	cfg.Workers, cfg.StateDir, cfg.GossipKey, cfg.InsecureGossip, cfg.AdaptProcs = 0, "", nil, false, false
+	cfg.Join, cfg.JoinDNS = nil, "" // gossip off, so these would be refused without a key
 	all := cfg
 	all.LogLevel = zerolog.TraceLevel.String()
 	logger := NewLogger(all, stderr).With().Int("worker", init.Index).Logger()
@@ -250,15 +251,20 @@ func (n *Node) forwardChanges(w *ctrlWriter) {
 				break more
 			}
 		}
+		err := error(nil)
 		if len(hs) > 0 {
-			if err := w.send(&wireMsg{Kind: wHomes, Homes: hs}); err != nil {
-				return // the socket is gone: the main loop sees it
-			}
+			err = w.send(&wireMsg{Kind: wHomes, Homes: hs})
 		}
-		if len(ms) > 0 {
-			if err := w.send(&wireMsg{Kind: wMarks, Marks: ms}); err != nil {
-				return
-			}
+		if err == nil && len(ms) > 0 {
+			err = w.send(&wireMsg{Kind: wMarks, Marks: ms})
+		}
+		if err != nil {
+			// A master that takes nothing for workerWriteTimeout is gone or stuck: the worker
+			// stops (closing the socket ends the main loop) rather than serve with a table
+			// that no longer reaches the cluster; the master starts another when it can.
+			n.log.Error().Err(err).Msg("worker: the master takes no more; stopping")
+			w.conn.Close()
+			return
 		}
 	}
 }

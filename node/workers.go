@@ -38,6 +38,19 @@ import (
 // to RunWorker.
 const WorkerArg = "_worker"
 
+// WorkersAuto is Config.Workers's default: a worker per CPU the process may use, none on
+// one CPU.
+const WorkersAuto = -1
+
+// autoWorkers is WorkersAuto for a process of procs Ps (runtime.GOMAXPROCS(0) at start: the
+// CPUs it may use, or the operator's GOMAXPROCS).
+func autoWorkers(procs int) int {
+	if procs <= 1 {
+		return 0
+	}
+	return min(procs, MaxWorkers)
+}
+
 // Bounds of the master's side.
 const (
 	MaxWorkers         = 256              // --workers
@@ -109,6 +122,18 @@ func (n *Node) startWorkers(ctx context.Context) (net.Addr, error) {
 	s := &workerSet{n: n, exe: exe, stopped: make(chan struct{})}
 	lc := net.ListenConfig{Control: reusePort}
 	addr := n.cfg.Listen
+	if !n.cfg.ReusePort {
+		// The workers' sockets share the port (SO_REUSEPORT), and so would any other's that
+		// asks: without --reuse-port the port must be free, as a one-process entry's must.
+		// A plain bind fails if any socket holds it; the sockets follow at once.
+		var plain net.ListenConfig
+		l, err := plain.Listen(ctx, "tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("--listen: %w", err)
+		}
+		addr = l.Addr().String()
+		l.Close()
+	}
 	for i := range n.cfg.Workers {
 		l, err := lc.Listen(ctx, "tcp", addr)
 		if err != nil {

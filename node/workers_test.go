@@ -273,3 +273,39 @@ func TestWorkersFollowReload(t *testing.T) {
 		return true
 	})
 }
+
+// --workers auto: a worker per P at start, none on one.
+func TestAutoWorkers(t *testing.T) {
+	for procs, want := range map[int]int{1: 0, 2: 2, 8: 8, 1000: MaxWorkers} {
+		if got := autoWorkers(procs); got != want {
+			t.Errorf("autoWorkers(%d) = %d, want %d", procs, got, want)
+		}
+	}
+}
+
+// Without --reuse-port, a port another socket holds is refused as a one-process entry refuses
+// it, though the workers' own sockets share the port among themselves: even a socket that
+// would share it (another entry's workers, SO_REUSEPORT).
+func TestWorkersPortInUse(t *testing.T) {
+	lc := net.ListenConfig{Control: reusePort}
+	held, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	router := newRouter(t, "eu", nil)
+	cfg := testConfig(t, "eu", router.URL)
+	cfg.Listen, cfg.Workers = held.Addr().String(), 2
+	log, _ := testLogger(t)
+	n, err := New(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = n.Start(ctx)
+	if err == nil || !strings.HasPrefix(err.Error(), "--listen: ") || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("Start on a held port: %v, want --listen: ... address already in use", err)
+	}
+}

@@ -76,10 +76,17 @@ var flags = []*flagDef{
 		usage: "let other entries on this host listen on the same --listen (SO_REUSEPORT; the kernel spreads " +
 			"new connections over them): one entry per CPU, or a new entry started beside one that drains",
 		apply: setBool(func(c *node.Config) *bool { return &c.ReusePort })},
-	{name: "workers", arg: "n", group: groupClient, def: "0",
-		usage: "serve clients from n worker processes, each on one CPU (GOMAXPROCS=1), as nginx's workers; this " +
-			"process stays the cluster member and the admin listener; 0: this process serves clients itself",
-		apply: setInt(func(c *node.Config) *int { return &c.Workers })},
+	{name: "workers", arg: "n", group: groupClient, def: "auto",
+		usage: "serve clients from n worker processes of one P (GOMAXPROCS=1) each, as nginx's workers; this " +
+			"process stays the cluster member, the home table and the admin listener; auto: one per CPU the " +
+			"process may use (GOMAXPROCS), none on one CPU; 0: this process serves clients itself",
+		apply: func(c *node.Config, v string) error {
+			if strings.TrimSpace(v) == "auto" {
+				c.Workers = node.WorkersAuto
+				return nil
+			}
+			return setInt(func(c *node.Config) *int { return &c.Workers })(c, v)
+		}},
 
 	{name: "routers", arg: "spec", group: groupRouters,
 		usage: "required: regions and their routers, in fallback order, eu=http://r1:7000,http://r2:7000;us=http://r3:7000; " +

@@ -104,6 +104,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad routers", []string{"--routers", "eu="}, nil, "routers", `region "eu" has no routers`},
 		{"router scheme", []string{"--routers", "eu=ftp://r:1"}, nil, "routers", "scheme must be http or https"},
 		{"bad int", []string{"--max-inflight", "many"}, nil, "max-inflight", `"many" is not a whole number`},
+		{"bad workers", []string{"--routers", testRouters, "--workers", "all"}, nil, "workers", `"all" is not a whole number`},
+		{"workers out of range", []string{"--routers", testRouters, "--workers", "-3"}, nil, "workers", "want auto or 0 to 256"},
 		{"bad duration", []string{"--read-backoff", "10"}, nil, "read-backoff", "not a duration"},
 		{"bad size", []string{"--body-buffer", "2XB"}, nil, "body-buffer", "not a size"},
 		{"size too big", []string{"--body-buffer", "2GiB"}, nil, "body-buffer", "1 byte to 1GiB"},
@@ -271,5 +273,27 @@ func TestBuildEnvNotWarned(t *testing.T) {
 	defer delete(buildEnv, name)
 	if got := unknownEnv([]string{name + "=x"}); len(got) != 0 {
 		t.Errorf("a build's variable warned about: %q", got)
+	}
+}
+
+// --workers takes auto (the default) or a number.
+func TestWorkersFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{nil, node.WorkersAuto},
+		{[]string{"--workers", "auto"}, node.WorkersAuto},
+		{[]string{"--workers", "0"}, 0},
+		{[]string{"--workers=3"}, 3},
+	} {
+		cfg, err := parseWith(append([]string{"--routers", testRouters}, c.args...), func(string) string { return "" },
+			func() (string, error) { return "h", nil })
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if cfg.Workers != c.want {
+			t.Errorf("%v: Workers %d, want %d", c.args, cfg.Workers, c.want)
+		}
 	}
 }
