@@ -147,3 +147,48 @@ func addMetric(into, m *dto.Metric, t dto.MetricType) {
 		s.Quantile = nil // quantiles of parts do not add up to the whole's
 	}
 }
+
+// registerWorkerMetrics registers the master's metrics of its workers.
+func (n *Node) registerWorkerMetrics(reg *prometheus.Registry) {
+	count := func(serving bool) float64 {
+		s := n.workers.Load()
+		if s == nil {
+			return 0
+		}
+		c := 0
+		for _, p := range s.procs {
+			if p.serving.Load() == serving {
+				c++
+			}
+		}
+		return float64(c)
+	}
+	for _, st := range []struct {
+		state   string
+		serving bool
+	}{{"serving", true}, {"down", false}} {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "fenec_entry_workers",
+			Help:        "Worker processes (--workers) by state: serving, or down (starting, or started again after an exit).",
+			ConstLabels: prometheus.Labels{"state": st.state},
+		}, func() float64 { return count(st.serving) }))
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "fenec_entry_worker_restarts_total",
+		Help: "Worker processes started again after one exited or was stopped (100 ms after, doubling to 5 s while they keep exiting).",
+	}, func() float64 {
+		if s := n.workers.Load(); s != nil {
+			return float64(s.restarts.Load())
+		}
+		return 0
+	}))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "fenec_entry_worker_table_resyncs_total",
+		Help: "Times a worker was sent the whole home table again because more than 65536 changes waited for it.",
+	}, func() float64 {
+		if s := n.workers.Load(); s != nil {
+			return float64(s.resyncs.Load())
+		}
+		return 0
+	}))
+}

@@ -213,8 +213,11 @@ func TestWorkerRestarted(t *testing.T) {
 	if got := scrapeSum(after, "fenec_entry_requests_total"); got != 40 {
 		t.Errorf("requests after the restart: %v, want 40 (the dead worker's 32 kept)", got)
 	}
-	if got := n.workers.Load().restarts.Load(); got != 1 {
-		t.Errorf("restarts %d, want 1", got)
+	if got := scrapeSum(after, "fenec_entry_worker_restarts_total"); got != 1 {
+		t.Errorf("fenec_entry_worker_restarts_total %v, want 1", got)
+	}
+	if !strings.Contains(after, `fenec_entry_workers{state="serving"} 2`) || !strings.Contains(after, `fenec_entry_workers{state="down"} 0`) {
+		t.Errorf("/metrics does not show two workers serving:\n%s", after)
 	}
 }
 
