@@ -115,8 +115,10 @@ func (p *workerProc) startedAs(err error) { p.once.Do(func() { p.started <- err 
 // startWorkers binds the client sockets and starts the workers; it returns once every
 // worker serves, or with the first failure (then nothing is left running).
 func (n *Node) startWorkers(ctx context.Context) (net.Addr, error) {
-	exe, err := os.Executable()
-	if err != nil {
+	// The master's own binary, even once a package upgrade replaced the file: a worker started
+	// again later must speak the master's protocol, so never the path's newer binary.
+	exe := "/proc/self/exe"
+	if _, err := os.Stat(exe); err != nil {
 		return nil, fmt.Errorf("--workers: the binary to start: %w", err)
 	}
 	s := &workerSet{n: n, exe: exe, stopped: make(chan struct{})}
@@ -252,6 +254,7 @@ func (p *workerProc) run(first bool) error {
 		return p.fail(first, err)
 	}
 	cmd := exec.Command(s.exe, WorkerArg)
+	cmd.Args[0] = os.Args[0]                            // what ps shows: "fenec-entry _worker"
 	cmd.ExtraFiles = []*os.File{theirs, s.socks[p.idx]} // fd 3 and fd 4
 	cmd.Env = workerEnv(os.Environ())
 	cmd.Stdout, cmd.Stderr = s.n.workerOut, s.n.workerOut

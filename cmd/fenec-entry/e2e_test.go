@@ -95,7 +95,13 @@ type entry struct {
 
 func startEntry(t *testing.T, args []string, env []string) *entry {
 	t.Helper()
-	e := &entry{cmd: exec.Command(binary(t), append([]string{"serve"}, args...)...), waited: make(chan struct{})}
+	return startEntryBin(t, binary(t), args, env)
+}
+
+// startEntryBin is startEntry with the binary at bin.
+func startEntryBin(t *testing.T, bin string, args []string, env []string) *entry {
+	t.Helper()
+	e := &entry{cmd: exec.Command(bin, append([]string{"serve"}, args...)...), waited: make(chan struct{})}
 	e.cmd.Env = env
 	stderr, err := e.cmd.StderrPipe()
 	if err != nil {
