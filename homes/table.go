@@ -234,18 +234,24 @@ func (t *Table) LearnName(tenant, region string) bool {
 // the caller's job. A new tenant at full capacity evicts the oldest, so once the table is full
 // which homes remain depends on arrival order.
 func (t *Table) Apply(h Home) bool {
-	id, ok := t.regionSet().ids[h.Region]
-	if !ok {
-		t.unknown.Add(1)
-		return false
-	}
-	t.hlc.observe(h.Version.HLC)
-	s, tag := t.locate(h.Tenant)
-	stored, changed := t.put(s, tag, h.Tenant, uint8(id), SourceGossip, h.Version, false)
+	stored, changed := t.store(h, SourceGossip)
 	if changed {
 		t.mirror(Change{Kind: ChangeHome, Home: stored}, SourceGossip)
 	}
 	return changed
+}
+
+// store is Apply, Adopt and Restore without what each does after: h stored as src if news
+// (Apply's rule), the clock advanced past h.Version, an unknown region counted.
+func (t *Table) store(h Home, src Source) (Home, bool) {
+	id, ok := t.regionSet().ids[h.Region]
+	if !ok {
+		t.unknown.Add(1)
+		return Home{}, false
+	}
+	t.hlc.observe(h.Version.HLC)
+	s, tag := t.locate(h.Tenant)
+	return t.put(s, tag, h.Tenant, uint8(id), src, h.Version, false)
 }
 
 // Adopt stores a home another part of this entry heard from a router (an entry's worker
@@ -254,14 +260,7 @@ func (t *Table) Apply(h Home) bool {
 // held (Apply's rule). It advances the clock past h.Version. An unknown region is ignored,
 // counted (Stats.UnknownRegion), and returns false.
 func (t *Table) Adopt(h Home) bool {
-	id, ok := t.regionSet().ids[h.Region]
-	if !ok {
-		t.unknown.Add(1)
-		return false
-	}
-	t.hlc.observe(h.Version.HLC)
-	s, tag := t.locate(h.Tenant)
-	stored, changed := t.put(s, tag, h.Tenant, uint8(id), SourceLocal, h.Version, false)
+	stored, changed := t.store(h, SourceLocal)
 	if changed {
 		c := Change{Kind: ChangeHome, Home: stored}
 		t.emit(c)
@@ -285,17 +284,10 @@ func (t *Table) mirror(c Change, src Source) {
 // homes oldest first keeps their eviction order. A src other than SourceLocal and SourceGossip
 // is stored as SourceGossip.
 func (t *Table) Restore(h Home, src Source) bool {
-	id, ok := t.regionSet().ids[h.Region]
-	if !ok {
-		t.unknown.Add(1)
-		return false
-	}
 	if src != SourceLocal {
 		src = SourceGossip
 	}
-	t.hlc.observe(h.Version.HLC)
-	s, tag := t.locate(h.Tenant)
-	stored, changed := t.put(s, tag, h.Tenant, uint8(id), src, h.Version, false)
+	stored, changed := t.store(h, src)
 	if changed {
 		t.mirror(Change{Kind: ChangeHome, Home: stored}, src)
 	}

@@ -58,7 +58,8 @@ const (
 	workerStartTimeout = 10 * time.Second // a worker not serving within it fails the start (or is started again)
 	workerWriteTimeout = 5 * time.Second  // a worker that takes no frame within it is stopped and started again
 	workerReportWait   = 2 * time.Second  // a report not back within it: the worker's last one is used
-	workerReportEvery  = 10 * time.Second // reports are also asked this often, so a dead worker's counters are recent
+	workerReportEvery  = 2 * time.Second  // reports are also asked this often: a dead worker's counters are this recent, a stuck one is found
+	workerMissedKill   = 5                // a worker that missed this many of those in a row is killed (and started again)
 	workerRestartMin   = 100 * time.Millisecond
 	workerRestartMax   = 5 * time.Second
 	workerExitWait     = 2 * time.Second // after the grace, a worker still running is killed
@@ -105,8 +106,10 @@ type workerProc struct {
 	kick    chan struct{}
 
 	serving atomic.Bool
-	started chan error // the first start's outcome (nil: serving); capacity 1
-	once    sync.Once  // guards the send on started
+	served  atomic.Bool  // the process running now said it serves (wServing)
+	missed  atomic.Int32 // heartbeat reports the process running now did not answer in a row
+	started chan error   // the first start's outcome (nil: serving); capacity 1
+	once    sync.Once    // guards the send on started
 }
 
 // startedAs reports the first start's outcome to startWorkers, once.
@@ -274,6 +277,8 @@ func (p *workerProc) run(first bool) error {
 		conn.Close()
 		return p.fail(first, err)
 	}
+	p.served.Store(false)
+	p.missed.Store(0)
 	p.mu.Lock()
 	p.conn, p.cmd, p.live, p.resync, p.last = conn, cmd, true, true, nil
 	p.pending, p.marks = nil, nil
@@ -466,6 +471,7 @@ func (p *workerProc) read(conn net.Conn, first bool) error {
 				t.AdoptMark(mk.mark())
 			}
 		case wServing:
+			p.served.Store(true)
 			p.serving.Store(true)
 			if first {
 				p.startedAs(nil)
@@ -497,14 +503,15 @@ func (p *workerProc) pid() int {
 }
 
 // report asks the running worker for a report and waits for it until ctx ends; then, or
-// when no worker runs, it returns the worker's last one (nil if none).
-func (p *workerProc) report(ctx context.Context) *wireReport {
+// when no worker runs, it returns the worker's last one (nil if none). fresh: the worker
+// answered this ask.
+func (p *workerProc) report(ctx context.Context) (r *wireReport, fresh bool) {
 	id := p.set.ids.Add(1)
 	ch := make(chan *wireReport, 1)
 	p.mu.Lock()
 	if !p.live {
 		p.mu.Unlock()
-		return nil
+		return nil, false
 	}
 	p.asks[id] = ch
 	p.ctrl = append(p.ctrl, wireMsg{Kind: wReportAsk, ID: id})
@@ -513,7 +520,7 @@ func (p *workerProc) report(ctx context.Context) *wireReport {
 	select {
 	case r, ok := <-ch:
 		if ok {
-			return r
+			return r, true
 		}
 	case <-ctx.Done():
 	}
@@ -521,7 +528,7 @@ func (p *workerProc) report(ctx context.Context) *wireReport {
 	delete(p.asks, id)
 	last := p.last
 	p.mu.Unlock()
-	return last
+	return last, false
 }
 
 // reports gathers every worker's report, in parallel, within workerReportWait.
@@ -531,7 +538,7 @@ func (s *workerSet) reports(ctx context.Context) []*wireReport {
 	out := make([]*wireReport, len(s.procs))
 	var wg sync.WaitGroup
 	for i, p := range s.procs {
-		wg.Go(func() { out[i] = p.report(ctx) })
+		wg.Go(func() { out[i], _ = p.report(ctx) })
 	}
 	wg.Wait()
 	return out
@@ -639,8 +646,11 @@ func (n *Node) pushWorkerState() {
 	}
 }
 
-// refreshWorkerReports asks the workers for a report every workerReportEvery, so that the
-// counters of one that exits are recent (workermetrics.go), until the entry stops.
+// refreshWorkerReports asks the workers for a report every workerReportEvery, until the
+// entry stops: the counters of one that exits are then recent (workermetrics.go), and one
+// that does not answer within workerReportWait (stopped, stuck) is counted down (not
+// serving: /readyz says not ready) until it answers again; after workerMissedKill such
+// misses in a row it is killed, and its slot starts another.
 func (n *Node) refreshWorkerReports() {
 	t := time.NewTicker(workerReportEvery)
 	defer t.Stop()
@@ -649,7 +659,40 @@ func (n *Node) refreshWorkerReports() {
 		case <-n.bg.Done():
 			return
 		case <-t.C:
-			n.workerReports(n.bg)
+		}
+		s := n.workers.Load()
+		if s == nil {
+			continue
+		}
+		var wg sync.WaitGroup
+		for _, p := range s.procs {
+			wg.Go(func() { p.heartbeat(n.bg) })
+		}
+		wg.Wait()
+	}
+}
+
+// heartbeat asks the running worker for a report and notes whether it answered in time.
+func (p *workerProc) heartbeat(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, workerReportWait)
+	defer cancel()
+	_, fresh := p.report(ctx)
+	switch {
+	case fresh:
+		if p.missed.Swap(0) > 0 && p.served.Load() {
+			p.serving.Store(true)
+			p.set.n.log.Info().Int("worker", p.idx).Msg("worker answers again: serving")
+		}
+	case ctx.Err() != nil && p.set.n.bg.Err() == nil:
+		n := p.missed.Add(1)
+		if p.serving.Swap(false) {
+			p.set.n.log.Warn().Int("worker", p.idx).Int("pid", p.pid()).Stringer("within", workerReportWait).
+				Msg("worker does not answer: counted down (not ready) until it does")
+		}
+		if n >= workerMissedKill {
+			p.set.n.log.Error().Int("worker", p.idx).Int("pid", p.pid()).Int("missed", int(n)).
+				Msg("worker stuck: killing it; its slot starts another")
+			p.kill()
 		}
 	}
 }

@@ -312,3 +312,28 @@ func TestWorkersPortInUse(t *testing.T) {
 		t.Fatalf("Start on a held port: %v, want --listen: ... address already in use", err)
 	}
 }
+
+// A worker that stops answering (SIGSTOP) is counted down within two heartbeats: the entry
+// is not ready and /metrics says so; once it answers again, it serves.
+func TestWorkerFrozen(t *testing.T) {
+	router := newRouter(t, "eu", nil)
+	n, _ := startWorkersNode(t, testConfig(t, "eu", router.URL))
+	pid := workerPids(n)[0]
+	syscall.Kill(pid, syscall.SIGSTOP)
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	admin := "http://" + n.AdminAddr().String()
+	testutil.Eventually(t, 3*(workerReportEvery+workerReportWait), "the frozen worker counted down", func() bool {
+		return !n.isReady()
+	})
+	if resp, _ := get(t, http.DefaultClient, admin+"/readyz"); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz %d with a worker frozen, want 503", resp.StatusCode)
+	}
+	if _, m := get(t, http.DefaultClient, admin+"/metrics"); !strings.Contains(m, `fenec_entry_workers{state="down"} 1`) {
+		t.Errorf("/metrics does not count the frozen worker down")
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+	testutil.Eventually(t, 3*(workerReportEvery+workerReportWait), "the worker serving again", n.isReady)
+	if got := workerPids(n)[0]; got != pid {
+		t.Errorf("the worker was replaced (%d, was %d): two missed heartbeats are not five", got, pid)
+	}
+}
