@@ -19,11 +19,7 @@ func NewLogger(cfg Config, w io.Writer) zerolog.Logger {
 	if cfg.LogFormat == "console" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339Nano, NoColor: !isTerminal(w)}
 	}
-	level, err := zerolog.ParseLevel(cfg.LogLevel)
-	if err != nil || cfg.LogLevel == "" {
-		level = zerolog.InfoLevel
-	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+	return zerolog.New(w).Level(parseLevel(cfg.LogLevel)).With().Timestamp().Logger()
 }
 
 func isTerminal(w io.Writer) bool {

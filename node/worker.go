@@ -99,6 +99,7 @@ func (c *ctrlWriter) send(m *wireMsg) error {
 	return c.w.Flush()
 }
 
+// parseLevel is a --log-level as zerolog's level (validated already; info if not).
 func parseLevel(s string) zerolog.Level {
 	l, err := zerolog.ParseLevel(s)
 	if err != nil || s == "" {
