@@ -143,10 +143,15 @@ func (n *Node) Status() status.Status {
 		// With --workers the requests are the workers': theirs are the router states and the
 		// requests in flight.
 		states = mergeRouterStates(states, reports)
-		for _, r := range reports {
+		ws := n.workers.Load()
+		for i, r := range reports {
+			p := ws.procs[i]
+			w := status.WorkerStatus{Index: i, PID: p.pid(), Serving: p.serving.Load(), Restarts: p.restarts.Load()}
 			if r != nil {
 				s.Inflight += r.Inflight
+				w.Homes, w.Inflight = r.Homes, r.Inflight
 			}
+			s.Workers = append(s.Workers, w)
 		}
 	}
 	names := n.disc.Names() // not reloadMu: a reload resolving names must not hold up /status

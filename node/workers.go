@@ -105,11 +105,12 @@ type workerProc struct {
 	last    *wireReport // the latest report of the process running now
 	kick    chan struct{}
 
-	serving atomic.Bool
-	served  atomic.Bool  // the process running now said it serves (wServing)
-	missed  atomic.Int32 // heartbeat reports the process running now did not answer in a row
-	started chan error   // the first start's outcome (nil: serving); capacity 1
-	once    sync.Once    // guards the send on started
+	serving  atomic.Bool
+	served   atomic.Bool   // the process running now said it serves (wServing)
+	restarts atomic.Uint64 // processes started again in this slot
+	missed   atomic.Int32  // heartbeat reports the process running now did not answer in a row
+	started  chan error    // the first start's outcome (nil: serving); capacity 1
+	once     sync.Once     // guards the send on started
 }
 
 // startedAs reports the first start's outcome to startWorkers, once.
@@ -221,6 +222,7 @@ func (p *workerProc) supervise() {
 			return
 		}
 		p.set.restarts.Add(1)
+		p.restarts.Add(1)
 		if time.Since(t0) > time.Minute {
 			wait = workerRestartMin
 		}

@@ -162,6 +162,10 @@ func TestWorkersServe(t *testing.T) {
 	if !answered || !st.Ready {
 		t.Errorf("/status.json: ready %v, a router answered %v: %s", st.Ready, answered, js)
 	}
+	if len(st.Workers) != 2 || st.Workers[0].PID != pids[0] || st.Workers[1].PID != pids[1] ||
+		!st.Workers[0].Serving || !st.Workers[1].Serving || st.Workers[0].Homes < 1 || st.Workers[1].Homes < 1 {
+		t.Errorf("/status.json workers %+v, want both serving with pids %v, each holding acme at least", st.Workers, pids)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
