@@ -272,7 +272,7 @@ func (n *Node) forwardChanges(w *ctrlWriter) {
 
 // workerReport is this worker's part of the master's /metrics and /status.json.
 func (n *Node) workerReport() *wireReport {
-	rep := &wireReport{Inflight: n.proxy.Inflight(), Homes: n.homes.Len()}
+	rep := &wireReport{Inflight: n.proxy.Inflight(), Homes: n.homes.Len(), Failing: n.homes.Failing()}
 	if fams, err := n.reg.Gather(); err == nil {
 		var buf bytes.Buffer
 		enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeProtoDelim))

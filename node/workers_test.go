@@ -120,17 +120,27 @@ func TestWorkersServe(t *testing.T) {
 		t.Errorf("eu asked %d times for acme, want once: a worker did not have the home", got)
 	}
 
-	// A mark the master holds (as gossip delivers it) reaches the workers: a plain write for
-	// a tenant heard nowhere asks the marked default region last.
+	// A mark the master holds (as gossip delivers it) reaches every worker's table; then a
+	// plain write for a tenant heard nowhere asks the marked default region last. (Asked
+	// before a worker holds the mark, eu would answer and clear it, as it should.)
 	n.homes.ApplyMark(homes.Mark{Region: "eu", Observer: "peer", At: time.Now(),
 		Version: homes.Version{HLC: uint64(time.Now().UnixNano()) << 16, Origin: "peer"}})
-	testutil.Eventually(t, 5*time.Second, "workers ask a marked region last", func() bool {
-		before := usHits.Load()
-		for range 16 {
-			askFresh(t, "POST", base+"/t/new-tenant/x")
+	euID, _ := n.homes.RegionID("eu")
+	testutil.Eventually(t, 5*time.Second, "every worker's table holds the mark", func() bool {
+		for _, r := range n.workers.Load().reports(context.Background()) {
+			if r == nil || r.Failing&(1<<euID) == 0 {
+				return false
+			}
 		}
-		return usHits.Load() == before+16
+		return true
 	})
+	before := usHits.Load()
+	for range 16 {
+		askFresh(t, "POST", base+"/t/new-tenant/x")
+	}
+	if got := usHits.Load() - before; got != 16 {
+		t.Errorf("us asked %d times of 16 plain writes with eu marked, want every one", got)
+	}
 
 	// Both workers served, and /metrics adds their counts up.
 	var served int

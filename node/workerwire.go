@@ -106,6 +106,7 @@ type wireRouter struct {
 type wireReport struct {
 	Inflight int64             `msgpack:"i"`
 	Homes    int               `msgpack:"h"` // homes its table holds
+	Failing  uint64            `msgpack:"f"` // regions its table holds failing (homes.Table.Failing, by region ID)
 	Metrics  []byte            `msgpack:"m"` // its registry's families, protobuf, length-delimited
 	Routers  []wireRouterState `msgpack:"r,omitempty"`
 }
