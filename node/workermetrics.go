@@ -3,8 +3,6 @@ package node
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"slices"
 	"strings"
 
@@ -52,16 +50,14 @@ func (s *workerSet) retire(r *wireReport) {
 	s.retiredMu.Unlock()
 }
 
-// decodeFamilies reads families written by workerReport; a bad one ends the list.
+// decodeFamilies reads families written by workerReport, up to the end or the first it
+// cannot read.
 func decodeFamilies(b []byte) []*dto.MetricFamily {
 	dec := expfmt.NewDecoder(bytes.NewReader(b), expfmt.NewFormat(expfmt.TypeProtoDelim))
 	var out []*dto.MetricFamily
 	for {
 		f := new(dto.MetricFamily)
-		if err := dec.Decode(f); err != nil {
-			if !errors.Is(err, io.EOF) {
-				return out
-			}
+		if dec.Decode(f) != nil {
 			return out
 		}
 		out = append(out, f)

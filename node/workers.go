@@ -94,9 +94,8 @@ type workerProc struct {
 	idx int
 
 	mu      sync.Mutex
-	conn    net.Conn // the process's control socket; nil while none runs
-	cmd     *exec.Cmd
-	live    bool // changes are queued for it (from its start until its exit)
+	cmd     *exec.Cmd // the process running in the slot; nil while none runs
+	live    bool      // changes are queued for it (from its start until its exit)
 	pending []wireHome
 	marks   []wireMark
 	ctrl    []wireMsg // control messages, in order, before the pending changes
@@ -282,7 +281,7 @@ func (p *workerProc) run(first bool) error {
 	p.served.Store(false)
 	p.missed.Store(0)
 	p.mu.Lock()
-	p.conn, p.cmd, p.live, p.resync, p.last = conn, cmd, true, true, nil
+	p.cmd, p.live, p.resync, p.last = cmd, true, true, nil
 	p.pending, p.marks = nil, nil
 	// A reload between workerInit and here queued nothing for this process (not live yet):
 	// the state and the settings of this moment follow the init.
@@ -303,7 +302,7 @@ func (p *workerProc) run(first bool) error {
 	waitErr := cmd.Wait()
 
 	p.mu.Lock()
-	p.conn, p.cmd, p.live = nil, nil, false
+	p.cmd, p.live = nil, false
 	last := p.last
 	p.last = nil
 	for id, ch := range p.asks {
@@ -390,12 +389,9 @@ func (p *workerProc) mirror(c homes.Change, src homes.Source) {
 // table if due, then the pending changes.
 func (p *workerProc) write(conn net.Conn, done <-chan struct{}) {
 	w := bufio.NewWriterSize(conn, 64<<10)
-	flush := func(m *wireMsg) error {
+	flush := func(m *wireMsg) error { // a frame; the buffer goes out when full, and at the end
 		conn.SetWriteDeadline(time.Now().Add(workerWriteTimeout))
-		if err := writeFrame(w, m); err != nil {
-			return err
-		}
-		return nil
+		return writeFrame(w, m)
 	}
 	for {
 		select {
