@@ -15,6 +15,10 @@ usage: bash bench/proxies.sh [flags]
                    conns: memory (RSS) per held connection, idle and streaming (env BENCH_MODE)
   --rounds N       interleaved rounds (env BENCH_ROUNDS, default 5; 3 in conns mode)
   --seconds S      seconds per measurement (env BENCH_SECONDS, default 5)
+  --latency-slices N  the latency run (one connection) of each round is N slices of S/N
+                   seconds, the targets taking turns slice by slice, their latencies merged
+                   per target: host speed that drifts within a round hits every target alike
+                   (env BENCH_LATENCY_SLICES, default S, one-second slices; 1: one run each)
   --warmup S       seconds of warm-up load per target before the rounds (env BENCH_WARMUP, default 3)
   --conns N        connections of the throughput run (env BENCH_CONNS, default 32)
   --pin MODE       split: wrk on the first half of the CPUs, upstream and proxy on the
@@ -69,6 +73,7 @@ die() {
 MODE=${BENCH_MODE:-requests}
 ROUNDS=${BENCH_ROUNDS:-} # default by mode, below
 MEASURE_S=${BENCH_SECONDS:-5}
+SLICES=${BENCH_LATENCY_SLICES:-}
 WARMUP_S=${BENCH_WARMUP:-3}
 CONNS=${BENCH_CONNS:-32}
 PIN=${BENCH_PIN:-split}
@@ -101,6 +106,7 @@ while (($#)); do
 	--scenarios) SCENARIOS_ARG=${2:?--scenarios needs a value}; shift 2 ;;
 	--rounds) ROUNDS=${2:?--rounds needs a value}; shift 2 ;;
 	--seconds) MEASURE_S=${2:?--seconds needs a value}; shift 2 ;;
+	--latency-slices) SLICES=${2:?--latency-slices needs a value}; shift 2 ;;
 	--warmup) WARMUP_S=${2:?--warmup needs a value}; shift 2 ;;
 	--conns) CONNS=${2:?--conns needs a value}; shift 2 ;;
 	--pin) PIN=${2:?--pin needs a value}; shift 2 ;;
@@ -145,6 +151,10 @@ conns)
 esac
 want_int rounds "$ROUNDS" 1 1000
 want_int seconds "$MEASURE_S" 1 3600
+SLICES=${SLICES:-$MEASURE_S}
+want_int latency-slices "$SLICES" 1 "$MEASURE_S"
+((MEASURE_S % SLICES == 0)) || die "--latency-slices: want a divisor of --seconds ($MEASURE_S), got $SLICES"
+SLICE_S=$((MEASURE_S / SLICES))
 want_int warmup "$WARMUP_S" 0 3600
 want_int idle-wait "$IDLE_WAIT_S" 0 3600
 want_int conns "$CONNS" 2 10000
@@ -1073,6 +1083,14 @@ done = function(summary, latency, requests)
     latency:percentile(50.0), latency:percentile(99.0),
     summary.requests / (summary.duration / 1e6), summary.requests, summary.duration,
     e.connect + e.read + e.write + e.timeout, e.status))
+  -- The latencies themselves, "µs:count" for each value seen, for runs merged into one
+  -- (--latency-slices).
+  local parts = {}
+  for i = 1, #latency do
+    local v, c = latency(i)
+    parts[#parts + 1] = string.format("%d:%d", v, c)
+  end
+  io.write("HIST " .. table.concat(parts, " ") .. "\n")
 end
 EOF
 
@@ -1167,13 +1185,13 @@ wrk_run() {
 open_out
 facts
 ver_wrk=$(wrk -v 2>&1 | awk 'NR == 1 { print $2 }' || true) # wrk -v exits 1
-REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN${ENTRY_ENV[0]:+ --workers $WORKERS} --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}$( ((ENTRY_N == 1)) || echo " --entry-procs $ENTRY_N")$( ((AB_N == 1)) || echo " --ab-procs $AB_N")$([[ $ENTRY_W == auto ]] || echo " --entry-workers $ENTRY_W")$([[ $AB_W == auto ]] || echo " --ab-workers $AB_W")"
+REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --latency-slices $SLICES --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN${ENTRY_ENV[0]:+ --workers $WORKERS} --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}$( ((ENTRY_N == 1)) || echo " --entry-procs $ENTRY_N")$( ((AB_N == 1)) || echo " --ab-procs $AB_N")$([[ $ENTRY_W == auto ]] || echo " --entry-workers $ENTRY_W")$([[ $AB_W == auto ]] || echo " --ab-workers $AB_W")"
 {
 	printf '{"kind":"meta","started":%s,"nproc":%d,"cpu":%s,"kernel":%s' \
 		"$(json_str "$started")" "$NCPU" "$(json_str "$cpu_model")" "$(json_str "$(uname -r)")"
-	printf ',"pin":%s,"client_cpus":%s,"server_cpus":%s,"workers":%d,"rounds":%d,"seconds":%d,"conns":%d' \
+	printf ',"pin":%s,"client_cpus":%s,"server_cpus":%s,"workers":%d,"rounds":%d,"seconds":%d,"latency_slices":%d,"conns":%d' \
 		"$(json_str "$PIN")" "$(json_str "$CLIENT_CPUS")" "$(json_str "$SERVER_CPUS")" "$WORKERS" \
-		"$ROUNDS" "$MEASURE_S" "$CONNS"
+		"$ROUNDS" "$MEASURE_S" "$SLICES" "$CONNS"
 	printf ',"git":%s,"fenec_entry":%s,"nginx":%s,"haproxy":%s,"wrk":%s,"go":%s,"targets":%s,"reproduce":%s}\n' \
 		"$(json_str "$git_rev")" "$(json_str "$ver_entry")" "$(json_str "$ver_nginx")" \
 		"$(json_str "$ver_haproxy")" "$(json_str "$ver_wrk")" "$(json_str "$ver_go")" \
@@ -1181,7 +1199,7 @@ REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --warmup $WAR
 } >>"$OUT"
 
 n=${#TARGETS[@]}
-echo "proxies.sh: targets ${TARGETS[*]}; $ROUNDS rounds x $n targets x 2 runs x ${MEASURE_S}s; about $((n * WARMUP_S + ROUNDS * (1 + n * 2 * MEASURE_S)))s, more if it waits for quiet" >&2
+echo "proxies.sh: targets ${TARGETS[*]}; $ROUNDS rounds x $n targets x 2 runs x ${MEASURE_S}s (the latency run in $SLICES slices); about $((n * WARMUP_S + ROUNDS * (1 + n * 2 * MEASURE_S + n * SLICES / 4)))s, more if it waits for quiet" >&2
 for t in "${TARGETS[@]}"; do
 	((WARMUP_S == 0)) || wrk_run "$t" 2 "$CONNS" "$WARMUP_S" "${URL[$t]}"
 done
@@ -1209,15 +1227,43 @@ wait_idle() { # wait_idle ROUND
 	done
 	((other <= IDLE_MAX)) || echo "proxies.sh: warning: round $1 starts with other processes at ${other}% of a CPU: its numbers will be noisy" >&2
 }
+# hist_pct FILE: "p50 p99" in µs of the latencies in FILE's HIST lines (report.lua), merged;
+# the rank as wrk's own percentile takes it.
+hist_pct() {
+	tr ' ' '\n' <"$1" | awk -F: 'NF == 2 { c[$1] += $2 } END { for (v in c) print v, c[v] }' | sort -n |
+		awk '{ v[NR] = $1; c[NR] = $2; total += $2 }
+		END {
+			r50 = int(0.50 * total + 1); r99 = int(0.99 * total + 1); t = 0; p50 = p99 = 0
+			for (i = 1; i <= NR; i++) { t += c[i]; if (!p50 && t >= r50) p50 = v[i]; if (!p99 && t >= r99) p99 = v[i] }
+			if (!p99) p99 = v[NR]
+			print p50 + 0, p99 + 0 }'
+}
 for ((r = 1; r <= ROUNDS; r++)); do
 	order=()
 	for ((i = 0; i < n; i++)); do order+=("${TARGETS[$(((i + r - 1) % n))]}"); done
 	wait_idle "$r"
 	echo "proxies.sh: round $r/$ROUNDS: ${order[*]}" >&2
+	# The latency runs: --latency-slices slices per target, the targets taking turns (their
+	# order rotated by one each slice too), each target's latencies merged over its slices.
+	declare -A LREQ=() LERR=() LOTHER=() LSTEAL=()
+	for t in "${TARGETS[@]}"; do
+		: >"$TMP/hist.$t"
+		LREQ[$t]=0 LERR[$t]=0 LOTHER[$t]=0 LSTEAL[$t]=0
+	done
+	for ((k = 0; k < SLICES; k++)); do
+		for ((i = 0; i < n; i++)); do
+			t=${order[$(((i + k) % n))]}
+			wrk_run "$t" 1 1 "$SLICE_S" "${URL[$t]}"
+			grep '^HIST ' "$TMP/wrk.$t.out" >>"$TMP/hist.$t" || die "wrk printed no HIST line against $t"
+			LREQ[$t]=$((LREQ[$t] + R_REQUESTS)) LERR[$t]=$((LERR[$t] + R_SOCKET_ERRORS + R_NON_2XX))
+			((R_OTHER <= LOTHER[$t])) || LOTHER[$t]=$R_OTHER
+			((R_STEAL <= LSTEAL[$t])) || LSTEAL[$t]=$R_STEAL
+		done
+	done
 	for ((i = 0; i < n; i++)); do
 		t=${order[$i]}
-		wrk_run "$t" 1 1 "$MEASURE_S" "${URL[$t]}"
-		p50=$R_P50_US p99=$R_P99_US lreq=$R_REQUESTS lerr=$((R_SOCKET_ERRORS + R_NON_2XX)) lother=$R_OTHER lsteal=$R_STEAL
+		read -r p50 p99 < <(hist_pct "$TMP/hist.$t")
+		lreq=${LREQ[$t]} lerr=${LERR[$t]} lother=${LOTHER[$t]} lsteal=${LSTEAL[$t]}
 		# The target's CPU and the upstream's during the load run: the target's CPU a request
 		# against the upstream's, measured in the same seconds on the same CPUs, is not moved
 		# by the host's speed (steal), which moves both alike.
@@ -1414,7 +1460,7 @@ set +e
 	cpu_ratios
 	echo
 	echo "Median over $ROUNDS interleaved rounds (min-max); added p50 and the ratios are paired per round."
-	echo "p50/p99: wrk -t1 -c1 --latency, ${MEASURE_S}s; rps: wrk -t2 -c$CONNS, ${MEASURE_S}s."
+	echo "p50/p99: wrk -t1 -c1 --latency, ${MEASURE_S}s in $SLICES slices taking turns with the other targets, merged; rps: wrk -t2 -c$CONNS, ${MEASURE_S}s."
 	echo
 	echo "- machine: nproc $NCPU ($cpu_model), kernel $(uname -r), $started"
 	awk -F'\t' -v max="$STEAL_MAX" '{ n++; v[n] = $3; if ($3 > worst) { worst = $3; at = "round " $1 ", " $2 } }
