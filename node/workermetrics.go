@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/procfs"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -144,8 +147,67 @@ func addMetric(into, m *dto.Metric, t dto.MetricType) {
 	}
 }
 
+// workerProcs reports each worker slot's CPU time and resident memory, read by the master from
+// /proc: process_cpu_seconds_total and process_resident_memory_bytes are the master's own, and
+// summed the workers' Go runtime figures would mean nothing. A slot's CPU counter keeps the
+// CPU of the processes that exited in it, so it never goes back; its memory is the process
+// running now, 0 while none does.
+type workerProcs struct {
+	n        *Node
+	cpu, rss *prometheus.Desc
+}
+
+func (c workerProcs) Describe(ch chan<- *prometheus.Desc) { ch <- c.cpu; ch <- c.rss }
+
+func (c workerProcs) Collect(ch chan<- prometheus.Metric) {
+	s := c.n.workers.Load()
+	if s == nil {
+		return
+	}
+	for _, p := range s.procs {
+		cpu, rss := p.usage()
+		slot := strconv.Itoa(p.idx)
+		ch <- prometheus.MustNewConstMetric(c.cpu, prometheus.CounterValue, cpu.Seconds(), slot)
+		ch <- prometheus.MustNewConstMetric(c.rss, prometheus.GaugeValue, float64(rss), slot)
+	}
+}
+
+// usage reads the slot's process from /proc (outside p.mu: a scrape does not hold up the
+// slot's writer) and returns the slot's CPU time and the process's resident memory. A
+// reading that fails (the process exiting) leaves the last one.
+func (p *workerProc) usage() (time.Duration, int64) {
+	p.mu.Lock()
+	cmd, reaping := p.cmd, p.reaping
+	p.mu.Unlock()
+	var cpu time.Duration
+	var rss int64
+	read := false
+	if cmd != nil && !reaping && cmd.Process != nil {
+		if pr, err := procfs.NewProc(cmd.Process.Pid); err == nil {
+			if st, err := pr.Stat(); err == nil {
+				cpu = time.Duration(st.CPUTime() * float64(time.Second))
+				rss, read = int64(st.ResidentMemory()), true
+			}
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if read && p.cmd == cmd && !p.reaping { // still the same process, not yet waited for
+		p.lastCPU, p.lastRSS = max(p.lastCPU, cpu), rss
+	}
+	return p.exitedCPU + p.lastCPU, p.lastRSS
+}
+
 // registerWorkerMetrics registers the master's metrics of its workers.
 func (n *Node) registerWorkerMetrics(reg *prometheus.Registry) {
+	reg.MustRegister(workerProcs{n: n,
+		cpu: prometheus.NewDesc("fenec_entry_worker_cpu_seconds_total",
+			"CPU time (user and system) of the worker processes (--workers) by slot, the exited ones' included; process_cpu_seconds_total is the master's.",
+			[]string{"worker"}, nil),
+		rss: prometheus.NewDesc("fenec_entry_worker_resident_memory_bytes",
+			"Resident memory of the worker process running in each slot (--workers), 0 while none runs; process_resident_memory_bytes is the master's.",
+			[]string{"worker"}, nil),
+	})
 	count := func(serving bool) float64 {
 		s := n.workers.Load()
 		if s == nil {

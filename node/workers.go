@@ -104,6 +104,15 @@ type workerProc struct {
 	last    *wireReport // the latest report of the process running now
 	kick    chan struct{}
 
+	// The CPU and memory of the slot's processes, for /metrics (workermetrics.go), under mu:
+	// exitedCPU is the CPU time of the processes that exited (their rusage); lastCPU and
+	// lastRSS the latest reading of the one running now; reaping is set while its exit is
+	// waited for, when its pid may already name another process.
+	exitedCPU time.Duration
+	lastCPU   time.Duration
+	lastRSS   int64
+	reaping   bool
+
 	serving  atomic.Bool
 	served   atomic.Bool   // the process running now said it serves (wServing)
 	restarts atomic.Uint64 // processes started again in this slot
@@ -282,6 +291,7 @@ func (p *workerProc) run(first bool) error {
 	p.missed.Store(0)
 	p.mu.Lock()
 	p.cmd, p.live, p.resync, p.last = cmd, true, true, nil
+	p.lastCPU, p.lastRSS, p.reaping = 0, 0, false
 	p.pending, p.marks = nil, nil
 	// A reload between workerInit and here queued nothing for this process (not live yet):
 	// the state and the settings of this moment follow the init.
@@ -299,9 +309,18 @@ func (p *workerProc) run(first bool) error {
 	close(done)
 	conn.Close()
 	wg.Wait()
+	p.mu.Lock()
+	p.reaping = true
+	p.mu.Unlock()
 	waitErr := cmd.Wait()
 
 	p.mu.Lock()
+	if ps := cmd.ProcessState; ps != nil {
+		p.exitedCPU += max(ps.UserTime()+ps.SystemTime(), p.lastCPU)
+	} else {
+		p.exitedCPU += p.lastCPU
+	}
+	p.lastCPU, p.lastRSS = 0, 0
 	p.cmd, p.live = nil, false
 	last := p.last
 	p.last = nil

@@ -210,6 +210,26 @@ func TestWorkerRestarted(t *testing.T) {
 		return scrapeSum(m, "fenec_entry_requests_total")
 	}
 	testutil.Eventually(t, 5*time.Second, "32 requests counted", func() bool { return requests() == 32 })
+	// Each slot's process CPU and memory, read from /proc: the memory of a running Go process
+	// is megabytes, and its CPU shows within a few requests (/proc counts in 10 ms ticks).
+	asked := 32.0
+	testutil.Eventually(t, 10*time.Second, "each worker's CPU and memory in /metrics", func() bool {
+		if code, _ := askFresh(t, "GET", base+"/t/acme/x"); code != 200 {
+			t.Fatalf("status %d", code)
+		}
+		asked++
+		_, m := get(t, http.DefaultClient, admin+"/metrics")
+		for _, w := range []string{"0", "1"} {
+			if scrapeLabeled(m, "fenec_entry_worker_cpu_seconds_total", "worker", w) <= 0 ||
+				scrapeLabeled(m, "fenec_entry_worker_resident_memory_bytes", "worker", w) < 1<<20 {
+				return false
+			}
+		}
+		return true
+	})
+	testutil.Eventually(t, 5*time.Second, "the requests made meanwhile counted", func() bool { return requests() == asked })
+	_, m := get(t, http.DefaultClient, admin+"/metrics")
+	cpuBefore := scrapeLabeled(m, "fenec_entry_worker_cpu_seconds_total", "worker", "0")
 	// The kill comes after a report that holds them: the master keeps a dead worker's last.
 	n.workers.Load().reports(context.Background())
 	old := workerPids(n)
@@ -226,9 +246,15 @@ func TestWorkerRestarted(t *testing.T) {
 			t.Fatalf("status %d after the restart", code)
 		}
 	}
-	testutil.Eventually(t, 5*time.Second, "40 requests counted after the restart (the dead worker's kept)",
-		func() bool { return requests() == 40 })
+	testutil.Eventually(t, 5*time.Second, "8 more requests counted after the restart (the dead worker's kept)",
+		func() bool { return requests() == asked+8 })
 	_, after := get(t, http.DefaultClient, admin+"/metrics")
+	if got := scrapeLabeled(after, "fenec_entry_worker_cpu_seconds_total", "worker", "0"); got < cpuBefore {
+		t.Errorf("worker 0's CPU went back from %v to %v over its restart", cpuBefore, got)
+	}
+	if got := scrapeLabeled(after, "fenec_entry_worker_resident_memory_bytes", "worker", "0"); got < 1<<20 {
+		t.Errorf("worker 0's new process has %v bytes resident, want its memory", got)
+	}
 	if got := scrapeSum(after, "fenec_entry_worker_restarts_total"); got != 1 {
 		t.Errorf("fenec_entry_worker_restarts_total %v, want 1", got)
 	}
@@ -247,6 +273,21 @@ func counterSum(fams []*dto.MetricFamily, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// scrapeLabeled is the sample of name whose one label is label="value" in a text exposition,
+// -1 when there is none.
+func scrapeLabeled(text, name, label, value string) float64 {
+	prefix := name + "{" + label + "=\"" + value + "\"} "
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			var f float64
+			if err := json.Unmarshal([]byte(v), &f); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
 
 // scrapeSum adds up every sample of name in a text exposition.
