@@ -156,7 +156,11 @@ func TestStatusPageChromium(t *testing.T) {
 		}
 		return k
 	}
-	testutil.Eventually(t, 15*time.Second, "four alive members at entry-fra", func() bool { return members(fra, "alive") == 4 })
+	// syd's join is done once it knows the others too (fra learns of syd first, in the middle of
+	// the join's exchange): a leave before that reaches no one, and fra would see syd fail.
+	testutil.Eventually(t, 15*time.Second, "four alive members at entry-fra and entry-syd", func() bool {
+		return members(fra, "alive") == 4 && members(syd, "alive") == 4
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := syd.Drain(ctx); err != nil {
