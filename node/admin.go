@@ -147,6 +147,8 @@ func (n *Node) Status() status.Status {
 		for i, r := range reports {
 			p := ws.procs[i]
 			w := status.WorkerStatus{Index: i, PID: p.pid(), Serving: p.serving.Load(), Restarts: p.restarts.Load()}
+			cpu, rss := p.usage()
+			w.CPUSeconds, w.ResidentBytes = cpu.Seconds(), rss
 			if r != nil {
 				s.Inflight += r.Inflight
 				w.Homes, w.Inflight = r.Homes, r.Inflight

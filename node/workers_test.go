@@ -255,6 +255,10 @@ func TestWorkerRestarted(t *testing.T) {
 	if got := scrapeLabeled(after, "fenec_entry_worker_resident_memory_bytes", "worker", "0"); got < 1<<20 {
 		t.Errorf("worker 0's new process has %v bytes resident, want its memory", got)
 	}
+	// /status lists the same for each worker.
+	if ws := n.Status().Workers; len(ws) != 2 || ws[0].CPUSeconds < cpuBefore || ws[0].ResidentBytes < 1<<20 || ws[1].ResidentBytes < 1<<20 {
+		t.Errorf("/status lists workers %+v, want worker 0's CPU at least %v and each one's memory", ws, cpuBefore)
+	}
 	if got := scrapeSum(after, "fenec_entry_worker_restarts_total"); got != 1 {
 		t.Errorf("fenec_entry_worker_restarts_total %v, want 1", got)
 	}

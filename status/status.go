@@ -57,6 +57,10 @@ type WorkerStatus struct {
 	Restarts uint64 `json:"restarts"`      // processes started again in this slot
 	Homes    int    `json:"homes"`         // homes its copy of the table held at its last report
 	Inflight int64  `json:"inflight"`      // its requests in flight at its last report
+	// CPU time of the slot's processes, the exited ones' included, and the resident memory of
+	// the one running now (0 while none does), read by the master from /proc.
+	CPUSeconds    float64 `json:"cpu_seconds"`
+	ResidentBytes int64   `json:"resident_bytes"`
 }
 
 // RelayStatus is how this entry's homes travel (above 64 alive members, through relays).
