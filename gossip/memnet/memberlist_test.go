@@ -1,6 +1,7 @@
 package memnet
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -46,7 +47,19 @@ func TestMemberlistPartitionAndHeal(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "converged", func() bool { return allSeeAlive(c.ms, c.names) })
 
 	nw.Partition([]string{"n0"})
+	// What each side saw last, logged if the split is not seen in time: one CI run (on a
+	// loaded host) missed the 30 s where this takes about 4 s, with nothing to tell why.
+	var seen string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last seen alive: %s; %+v", seen, nw.Stats())
+		}
+	})
 	split := testutil.Eventually(t, 30*time.Second, "sides see each other failed", func() bool {
+		seen = ""
+		for i, m := range c.ms {
+			seen += fmt.Sprintf("%s: %v ", c.names[i], aliveSet(m))
+		}
 		if !allSeeAlive(c.ms[:1], c.names[:1]) {
 			return false
 		}
