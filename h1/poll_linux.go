@@ -35,14 +35,21 @@ type poller struct {
 	free  []int32
 	mods  atomic.Int64 // registrations changed (EPOLL_CTL_MOD): none for a keep-alive request
 	leads atomic.Int64 // connections run served itself, having handed its role on
+	waits atomic.Int64 // epoll_wait calls: one a wake-up, and one a full batch
 	// oneP: GOMAXPROCS is 1 (no leader/follower), read by the sweeper every period (it can
 	// change at run time) rather than by run, under the scheduler's lock, every batch.
 	oneP atomic.Bool
 
+	// dispatch and handOn are run's (set once, before the first run): dispatch hands an event
+	// to its connection, and says whether the caller serves it (it woke, and was the batch's
+	// last); handOn hands the poller's role to another goroutine.
+	dispatch func(c *conn, events uint32, last bool) (serve bool)
+	handOn   func()
+
 	// run's wait, made once: the function given to raw.Read and its results (a closure per
 	// wait would allocate).
 	events []unix.EpollEvent
-	n      int
+	lead   *conn // the connection run's goroutine serves
 	werr   error
 	waitFn func(uintptr) bool
 
@@ -155,37 +162,31 @@ func (p *poller) release(c *conn) {
 	p.mu.Unlock()
 }
 
-// wait is raw.Read's: false waits until epfd is readable.
+// wait is raw.Read's: it takes the events there are and hands each to its connection
+// (dispatch). true: run returns (a connection to serve, in lead; or epoll_wait failed, in
+// werr); false: raw.Read waits until epfd is readable again and calls wait again.
+//
+// Staying in the one raw.Read is what spares an epoll_wait a wake-up: raw.Read forgets a
+// readiness that came before it is called (its prepareRead), so a new raw.Read must look
+// first, and after each batch run would call epoll_wait once more only to find nothing. In
+// one raw.Read, a readiness that comes after the batch's epoll_wait is kept for its wait.
+// A batch that fills events may have left others behind, which no new readiness announces
+// (epfd's registration is edge-triggered): wait takes the next batch at once.
 func (p *poller) wait(fd uintptr) bool {
 	if e := p.failNext.Load(); e != nil {
-		p.n, p.werr = 0, *e
+		p.werr = *e
 		return true
 	}
-	p.n, p.werr = epollWait(int(fd), p.events)
-	if p.werr == unix.EINTR {
-		p.n, p.werr = 0, nil
-		return true
-	}
-	return p.n > 0 || p.werr != nil
-}
-
-// run waits for events and hands each to its connection (dispatch), until close. The last
-// event of a batch, if it wakes an idle connection, is not handed to a worker: run hands its
-// own role to one (handOn) and returns the connection, for its goroutine to serve at once
-// (leader/follower): the request then waits for no thread woken on another CPU. Only with more
-// than one P: with one, nothing runs beside it, and the role's hand-off only put the new
-// poller first in line, to wake for nothing (docs/BENCHMARKS.md, issue 10's fourth step).
-// nil: closed, or epoll_wait failed (err: why; the poller is dead then).
-func (p *poller) run(dispatch func(c *conn, events uint32, last bool) (serve bool), handOn func()) (*conn, error) {
 	events := p.events
 	for {
-		p.n, p.werr = 0, nil
-		if err := p.raw.Read(p.waitFn); err != nil {
-			return nil, nil // closed
+		n, err := epollWait(int(fd), events)
+		p.waits.Add(1)
+		if err == unix.EINTR {
+			continue
 		}
-		n := p.n
-		if p.werr != nil {
-			return nil, p.werr
+		if err != nil {
+			p.werr = err
+			return true
 		}
 		lead := n - 1 // the event whose connection this goroutine serves, if it wakes one
 		if p.oneP.Load() {
@@ -200,13 +201,37 @@ func (p *poller) run(dispatch func(c *conn, events uint32, last bool) (serve boo
 			}
 			ok := c != nil && c.gen == ev.Pad
 			p.mu.Unlock()
-			if ok && dispatch(c, ev.Events, i == lead) {
-				p.leads.Add(1)
-				handOn()
-				return c, nil
+			if ok && p.dispatch(c, ev.Events, i == lead) {
+				p.lead = c
+				return true
 			}
 		}
+		if n < len(events) {
+			return false
+		}
 	}
+}
+
+// run waits for events and hands each to its connection (dispatch), until close. The last
+// event of a batch, if it wakes an idle connection, is not handed to a worker: run hands its
+// own role to one (handOn) and returns the connection, for its goroutine to serve at once
+// (leader/follower): the request then waits for no thread woken on another CPU. Only with more
+// than one P: with one, nothing runs beside it, and the role's hand-off only put the new
+// poller first in line, to wake for nothing (docs/BENCHMARKS.md, issue 10's fourth step).
+// nil: closed, or epoll_wait failed (err: why; the poller is dead then).
+func (p *poller) run() (*conn, error) {
+	p.lead, p.werr = nil, nil
+	if err := p.raw.Read(p.waitFn); err != nil {
+		return nil, nil // closed
+	}
+	if p.werr != nil {
+		return nil, p.werr
+	}
+	c := p.lead
+	p.lead = nil
+	p.leads.Add(1)
+	p.handOn() // out of raw.Read: the next poller's raw.Read would wait for this one's lock
+	return c, nil
 }
 
 // checkProcs notes whether GOMAXPROCS is 1.

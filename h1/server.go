@@ -94,6 +94,8 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.mu.Unlock()
 			return err
 		}
+		p.dispatch = s.dispatch
+		p.handOn = func() { s.work.serve(pollRole) }
 		s.poll = p
 		s.conns = map[*conn]struct{}{}
 		s.stopSweep = make(chan struct{})
@@ -305,7 +307,7 @@ func (s *Server) dispatch(c *conn, events uint32, last bool) (serve bool) {
 // poll1 holds the poller's role until it hands it on with a connection to serve, or the
 // poller is closed (nil, and the role is done).
 func (s *Server) poll1() *conn {
-	c, err := s.poll.run(s.dispatch, func() { s.work.serve(pollRole) })
+	c, err := s.poll.run()
 	if c == nil {
 		if err != nil {
 			// epoll_wait failed: no connection would be woken again. The server closes, and
