@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // A request to a plain TCP router is sent with the first read of its answer
@@ -26,16 +24,15 @@ func TestRequestSentWithItsAnswersRead(t *testing.T) {
 	defer router.Close()
 	h := benchHandler(t, router.URL)
 	for _, tc := range []struct{ method, body string }{{"GET", ""}, {"POST", "a body"}, {"GET", ""}} {
-		var w *httptest.ResponseRecorder
-		reads := testutil.ReadsDuring(t, func() {
-			var body io.Reader
-			if tc.body != "" {
-				body = strings.NewReader(tc.body)
-			}
-			r := httptest.NewRequest(tc.method, "/t/acme/items/1", body)
-			w = httptest.NewRecorder()
-			h.ServeHTTP(w, r)
-		})
+		before := routerReads(h)
+		var body io.Reader
+		if tc.body != "" {
+			body = strings.NewReader(tc.body)
+		}
+		r := httptest.NewRequest(tc.method, "/t/acme/items/1", body)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		reads := routerReads(h) - before
 		if w.Code != 200 || w.Body.String() != "ok" {
 			t.Fatalf("%s: %d %q, want 200 ok", tc.method, w.Code, w.Body.String())
 		}
@@ -43,6 +40,27 @@ func TestRequestSentWithItsAnswersRead(t *testing.T) {
 			t.Errorf("%s: %d read system calls for the answer, want 1", tc.method, reads)
 		}
 	}
+}
+
+// routerReads is the read system calls made by h's pooled router connections (one, here: each
+// request takes it and gives it back).
+func routerReads(h *Handler) int {
+	n := 0
+	for _, rr := range h.rt.Load().byID {
+		if rr == nil {
+			continue
+		}
+		for _, rt := range rr.routers {
+			rt.mu.Lock()
+			for _, c := range rt.idle {
+				if c.wtr != nil {
+					n += c.wtr.Reads()
+				}
+			}
+			rt.mu.Unlock()
+		}
+	}
+	return n
 }
 
 type ownHooks struct {

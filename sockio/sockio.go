@@ -40,6 +40,7 @@ type Conn struct {
 	rerr   syscall.Errno
 	nowait bool // ReadNow's: do not wait for the socket
 	again  bool // ReadNow's read met EAGAIN
+	reads  int  // read system calls made (Reads)
 	readFn func(uintptr) bool
 	// WriteThenRead's write, made by the read's first call: what is left of it, and why it
 	// stopped (EAGAIN: the socket was full).
@@ -164,6 +165,7 @@ func (c *Conn) read(fd uintptr) bool {
 		return false // the answer cannot be here yet: wait for it
 	}
 	n, e := ReadFD(int(fd), c.rp)
+	c.reads++
 	switch e {
 	case 0:
 		c.rn = n
@@ -176,25 +178,32 @@ func (c *Conn) read(fd uintptr) bool {
 	return true
 }
 
-// ReadFD is one read(2) of non-blocking fd into p (len(p) > 0), by a raw system call, retried
-// on EINTR: syscall.EAGAIN when nothing can be read now, 0 bytes and no error at the end.
+// Reads is how many read system calls c made (the point of WriteThenRead is one less). It
+// may not be called while a read runs.
+func (c *Conn) Reads() int { return c.reads }
+
+// ReadFD is one read of non-blocking socket fd into p (len(p) > 0), by a raw system call,
+// retried on EINTR: syscall.EAGAIN when nothing can be read now, 0 bytes and no error at the
+// end. The call is recvfrom(2), not read(2): the same on a socket, less the file layer's work
+// (docs/BENCHMARKS.md, issue 10's eleventh step).
 func ReadFD(fd int, p []byte) (int, syscall.Errno) {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), 0, 0, 0)
 		if e != syscall.EINTR {
 			return int(n), e
 		}
 	}
 }
 
-// WriteFD writes p (len(p) > 0) to non-blocking fd by raw system calls until it is all
-// written, an error, or the socket is full (syscall.EAGAIN): the bytes written, and why it
-// stopped (0: all written).
+// WriteFD writes p (len(p) > 0) to non-blocking socket fd by raw system calls until it is
+// all written, an error, or the socket is full (syscall.EAGAIN): the bytes written, and why it
+// stopped (0: all written). The call is sendto(2) with MSG_NOSIGNAL, as ReadFD's: a peer
+// gone is EPIPE, with no SIGPIPE sent for Go's runtime to ignore.
 func WriteFD(fd int, p []byte) (int, syscall.Errno) {
 	done := 0
 	for done < len(p) {
 		rest := p[done:]
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)), syscall.MSG_NOSIGNAL, 0, 0)
 		switch e {
 		case 0:
 			done += int(n)
