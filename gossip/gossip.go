@@ -87,6 +87,7 @@ type Gossip struct {
 	cancel    context.CancelFunc // stops every goroutine
 	joinStop  context.CancelFunc // stops the joiner (Leave)
 	leaveDone chan struct{}      // closed when the leave ended; nil before Leave
+	joining   chan struct{}      // closed when the joiner's join in flight returns; nil: none
 	leaveErr  error
 	pub       *publisher
 	known     []string // members the snapshot listed at Start, for the joiner; read-only after
@@ -782,8 +783,19 @@ func (g *Gossip) Leave(ctx context.Context) error {
 		g.left = true
 		g.leaveDone = make(chan struct{})
 		g.joinStop()
-		a, done := g.inc.agent, g.leaveDone
+		a, done, joining := g.inc.agent, g.leaveDone, g.joining
 		go func() { // ends within serf's bounded leave, whoever waits
+			if joining != nil {
+				// A join in flight: the peer it reached counts this entry alive, but the
+				// entry learns the peer only from its answer. Leaving before that answer
+				// would tell no one, and the peer would see this entry fail, not leave.
+				t := time.NewTimer(leaveJoinWait)
+				select {
+				case <-joining:
+				case <-t.C:
+				}
+				t.Stop()
+			}
 			err := a.Leave()
 			g.mu.Lock()
 			g.leaveErr = err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -280,6 +281,72 @@ func TestLeaveIsSeenLeft(t *testing.T) {
 	if err := c.g.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
+}
+
+// A leave that comes while the entry's join is in flight (the peer has counted the entry
+// alive; its answer has not come back) still reaches that peer as a leave: Leave waits for
+// the join's answer first. Without the wait it told no one, and the peer saw the entry fail.
+func TestLeaveDuringJoinIsSeenLeft(t *testing.T) {
+	// a gossips and probes seldom: b learns a from the join's answer only (a's gossip, or its
+	// own alive message riding on a probe, would tell b too).
+	a := startNode(t, "a", func(c *Config) {
+		c.GossipInterval, c.ProbeInterval, c.ProbeTimeout = 3*time.Second, 3*time.Second, time.Second
+	})
+	slow := delayedAnswers(t, a.g.Addr(), 700*time.Millisecond)
+	b := startNode(t, "b", func(c *Config) { c.Join = []string{slow} })
+	testutil.EventuallyEvery(t, 5*time.Second, 5*time.Millisecond, "a sees b alive", func() bool { return memberState(a, "b") == "alive" })
+	if b.g.Joined() || len(b.g.Peers()) > 0 {
+		t.Fatal("b knows a already: the join is not in flight, and the test tests nothing")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.g.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "a sees b gone", func() bool {
+		st := memberState(a, "b")
+		return st != "alive" && st != "leaving"
+	})
+	if st := memberState(a, "b"); st != "left" {
+		t.Errorf("a sees b %q, want left", st)
+	}
+}
+
+// delayedAnswers forwards TCP connections to target and holds each of target's answers for
+// delay: a join through it is in flight that long after the target has taken the joiner in.
+func delayedAnswers(t *testing.T, target string, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				u, err := net.DialTimeout("tcp", target, 2*time.Second)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				end := time.Now().Add(10 * time.Second) // nothing here outlives a test
+				c.SetDeadline(end)
+				u.SetDeadline(end)
+				go io.Copy(u, c)
+				time.Sleep(delay)
+				io.Copy(c, u)
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
 
 func TestInvalidEventsChangeNothing(t *testing.T) {

@@ -9,6 +9,10 @@ import (
 	"github.com/hashicorp/serf/serf"
 )
 
+// leaveJoinWait bounds how long Leave waits for a join in flight to take its peer's answer (a
+// live peer answers in milliseconds; one that does not is not waited for longer).
+const leaveJoinWait = time.Second
+
 // joiner resolves Join and JoinDNS every JoinInterval and joins the addresses that are not
 // alive members: the first join (retried until a peer answers; meanwhile the entry serves
 // alone), and the rejoin after a restart or a healed partition, when the other side's
@@ -29,8 +33,22 @@ func (g *Gossip) joiner(ctx context.Context) {
 			continue
 		}
 		if targets := g.joinTargets(ctx, s); len(targets) > 0 && ctx.Err() == nil {
+			// Leave waits for this join to return (leaveJoinWait at most); after Leave, none
+			// starts.
+			g.mu.Lock()
+			if g.left {
+				g.mu.Unlock()
+				return
+			}
+			joining := make(chan struct{})
+			g.joining = joining
+			g.mu.Unlock()
 			// Old events are not replayed: a joiner gets the table by snapshot.
 			n, err := s.Join(targets, true)
+			g.mu.Lock()
+			g.joining = nil
+			g.mu.Unlock()
+			close(joining)
 			ev := g.log.Debug()
 			if err != nil && n == 0 {
 				ev = g.log.Info()
