@@ -319,34 +319,19 @@ func TestLeaveDuringJoinIsSeenLeft(t *testing.T) {
 // delay: a join through it is in flight that long after the target has taken the joiner in.
 func delayedAnswers(t *testing.T, target string, delay time.Duration) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				u, err := net.DialTimeout("tcp", target, 2*time.Second)
-				if err != nil {
-					return
-				}
-				defer u.Close()
-				end := time.Now().Add(10 * time.Second) // nothing here outlives a test
-				c.SetDeadline(end)
-				u.SetDeadline(end)
-				go io.Copy(u, c)
-				time.Sleep(delay)
-				io.Copy(c, u)
-			}()
+	return testutil.ServeTCP(t, func(c net.Conn) {
+		u, err := net.DialTimeout("tcp", target, 2*time.Second)
+		if err != nil {
+			return
 		}
-	}()
-	return ln.Addr().String()
+		defer u.Close()
+		end := time.Now().Add(10 * time.Second) // nothing here outlives a test
+		c.SetDeadline(end)
+		u.SetDeadline(end)
+		go io.Copy(u, c)
+		time.Sleep(delay)
+		io.Copy(c, u)
+	})
 }
 
 func TestInvalidEventsChangeNothing(t *testing.T) {

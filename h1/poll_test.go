@@ -6,38 +6,34 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
-func TestPollerWakes(t *testing.T) {
+// runPoller runs a poller with one connection registered for a request (evRead), whose
+// events dispatch sends to got; client is the connection's other end, nc its server end.
+func runPoller(t *testing.T) (p *poller, client, nc net.Conn, got chan uint32) {
+	t.Helper()
 	p, err := newPoller()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	nc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	client, nc = testutil.TCPPair(t)
 	c := &conn{slot: -1}
 	raw, _ := nc.(*net.TCPConn).SyscallConn()
 	raw.Control(func(fd uintptr) { c.fd = int(fd) })
-	got := make(chan uint32, 4)
+	got = make(chan uint32, 4)
 	p.dispatch = func(_ *conn, ev uint32, _ bool) bool { got <- ev; return false }
 	go p.run()
-	defer p.close()
+	t.Cleanup(func() { p.close() })
 	if err := p.add(c, evRead); err != nil {
 		t.Fatal(err)
 	}
+	return p, client, nc, got
+}
+
+func TestPollerWakes(t *testing.T) {
+	_, client, _, got := runPoller(t)
 	// The registration waits for room to write too: a new socket has it, and says so at once.
 	select {
 	case ev := <-got:
@@ -61,35 +57,7 @@ func TestPollerWakes(t *testing.T) {
 // Each wake-up costs the poller one epoll_wait, the one that takes the event: it stays in one
 // raw.Read between batches rather than look again (and find nothing) after each.
 func TestPollerOneWaitAWake(t *testing.T) {
-	p, err := newPoller()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	nc, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	c := &conn{slot: -1}
-	raw, _ := nc.(*net.TCPConn).SyscallConn()
-	raw.Control(func(fd uintptr) { c.fd = int(fd) })
-	got := make(chan uint32, 4)
-	p.dispatch = func(_ *conn, ev uint32, _ bool) bool { got <- ev; return false }
-	go p.run()
-	defer p.close()
-	if err := p.add(c, evRead); err != nil {
-		t.Fatal(err)
-	}
+	p, client, nc, got := runPoller(t)
 	next := func() {
 		t.Helper()
 		select {

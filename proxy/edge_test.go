@@ -98,37 +98,23 @@ func TestRowProxyStatuses(t *testing.T) {
 // router drops a keep-alive connection it had already given up on.
 func staleRouter(t *testing.T) (addr string, requests *atomic.Int32) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	requests = new(atomic.Int32)
-	go func() {
-		for {
-			c, err := ln.Accept()
+	addr = testutil.ServeTCP(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for i := 0; ; i++ {
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for i := 0; ; i++ {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					if i == 1 {
-						return // the stale case: read, then closed without answer
-					}
-					requests.Add(1)
-					req.Body.Close()
-					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nFenec-Shard: 1\r\nContent-Length: 2\r\n\r\nok")
-				}
-			}()
+			if i == 1 {
+				return // the stale case: read, then closed without answer
+			}
+			requests.Add(1)
+			req.Body.Close()
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nFenec-Shard: 1\r\nContent-Length: 2\r\n\r\nok")
 		}
-	}()
-	return "http://" + ln.Addr().String(), requests
+	})
+	return "http://" + addr, requests
 }
 
 // A retryable request that meets a stale keep-alive connection is repeated
@@ -182,31 +168,18 @@ func TestStaleKeepAlive(t *testing.T) {
 // request: the entry notices before it writes (the peek before reuse), so a
 // plain write goes on a fresh connection instead of failing as may_have_run.
 func TestClosedIdleConnectionNotUsedForWrites(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	closed := make(chan struct{}, 8)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				br := bufio.NewReader(c)
-				req, err := http.ReadRequest(br)
-				if err == nil {
-					req.Body.Close()
-					fmt.Fprintf(c, "HTTP/1.1 201 Created\r\nFenec-Shard: 1\r\nContent-Length: 0\r\n\r\n")
-				}
-				c.Close() // answered as keep-alive, then dropped
-				closed <- struct{}{}
-			}()
+	addr := testutil.ServeTCP(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		req, err := http.ReadRequest(br)
+		if err == nil {
+			req.Body.Close()
+			fmt.Fprintf(c, "HTTP/1.1 201 Created\r\nFenec-Shard: 1\r\nContent-Length: 0\r\n\r\n")
 		}
-	}()
-	srv, h := entryFor(t, "http://"+ln.Addr().String())
+		c.Close() // answered as keep-alive, then dropped
+		closed <- struct{}{}
+	})
+	srv, h := entryFor(t, "http://"+addr)
 	for i := 0; i < 2; i++ {
 		if i == 1 {
 			waitIdle(t, h)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 func errCode(t *testing.T, r result) string {
@@ -355,20 +356,7 @@ func TestAnswerDeadlineKeptWhileInItsWindow(t *testing.T) {
 // A pooled connection whose last answer's deadline has passed is still seen alive: the
 // deadline is kept between requests, and the check must look at the socket, not meet it.
 func TestAliveWithAPastDeadline(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	peer, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, peer := testutil.TCPPair(t)
 	c := newConn(nc, nil)
 	c.deadline = time.Now().Add(-time.Second)
 	nc.SetDeadline(c.deadline)
