@@ -52,8 +52,8 @@ func TestMemberlistPartitionAndHeal(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "converged", func() bool { return allSeeAlive(c.ms, c.names) })
 
 	nw.Partition([]string{"n0"})
-	// What each side saw last, logged if the split is not seen in time: one CI run (on a
-	// loaded host) missed the 30 s where this takes about 4 s, with nothing to tell why.
+	// What each node saw alive at the last look, logged if the split or the merge is not seen
+	// in time (two CI runs on a loaded host missed them, with nothing to tell why).
 	var seen string
 	t.Cleanup(func() {
 		if t.Failed() {
