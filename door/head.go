@@ -1,0 +1,456 @@
+package door
+
+import (
+	"bytes"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/fenec/fenec-entry/internal/httpsyntax"
+)
+
+// head is what the door knows of the request head it is reading: how far its lines are
+// checked, and the facts that decide its framing. The zero value is a head not yet begun.
+type head struct {
+	off      int // bytes of the head checked, whole lines
+	searched int // bytes after off already searched for the line's LF
+	skip     int // bytes of empty lines before the request line
+	empty    int // those empty lines
+	line     bool
+	http10   bool
+	preface  bool // the request line is HTTP/2's preface (PRI * HTTP/2.0)
+	fields   int
+	hosts    int
+	hostBad  Reason // EmptyHost or BadHost, from the first Host line
+	cls      int    // Content-Length lines
+	cl       int64
+	clBad    Reason // BadContentLength or ContentLengths
+	tes      int    // Transfer-Encoding lines
+	teBad    bool   // a list element that is not a coding, or empty
+	chunked  int    // chunked codings
+	other    bool   // a coding other than chunked
+}
+
+// framing is how a complete head's body is delimited.
+type framing uint8
+
+const (
+	noBody framing = iota
+	withLength
+	chunkedBody
+	preface // HTTP/2 with prior knowledge: not HTTP/1 from here on
+)
+
+// step checks the lines of b, a head from its first byte, from where the last call stopped.
+// n > 0: the head is whole and n bytes long (its blank line included); r: the head is
+// refused; both zero: the head goes on past b. b may run past the head's end.
+func (h *head) step(b []byte, connStart bool) (n int, r Reason) {
+	for {
+		rest := b[h.off:]
+		i := bytes.IndexByte(rest[h.searched:], '\n')
+		if i < 0 {
+			h.searched = len(rest)
+			switch {
+			case !h.line && len(rest) > MaxRequestLine+1:
+				return 0, RequestLineTooLong
+			case h.line && len(rest) > MaxFieldLine+1:
+				return 0, FieldLineTooLong
+			case len(b) > MaxHead:
+				return 0, HeadTooLarge
+			}
+			return 0, None
+		}
+		eol := h.off + h.searched + i
+		h.searched = 0
+		line := b[h.off:eol]
+		h.off = eol + 1
+		if len(line) == 0 || line[len(line)-1] != '\r' {
+			return 0, BareLF
+		}
+		line = line[:len(line)-1]
+		if bytes.IndexByte(line, '\r') >= 0 {
+			return 0, BareCR
+		}
+		if h.off > MaxHead {
+			return 0, HeadTooLarge
+		}
+		if !h.line {
+			if len(line) == 0 {
+				if h.empty++; h.empty > maxEmptyLines {
+					return 0, BadRequestLine
+				}
+				h.skip = h.off
+				continue
+			}
+			if len(line) > MaxRequestLine {
+				return 0, RequestLineTooLong
+			}
+			if r := h.requestLine(line, connStart && h.empty == 0); r != None {
+				return 0, r
+			}
+			h.line = true
+			continue
+		}
+		if len(line) == 0 {
+			return h.off, h.finish()
+		}
+		if len(line) > MaxFieldLine {
+			return 0, FieldLineTooLong
+		}
+		if h.fields++; h.fields > MaxFields {
+			return 0, TooManyFields
+		}
+		if r := h.field(line); r != None {
+			return 0, r
+		}
+	}
+}
+
+// h2Line is the first line of HTTP/2's connection preface (RFC 9113 section 3.4).
+const h2Line = "PRI * HTTP/2.0"
+
+func (h *head) requestLine(line []byte, connStart bool) Reason {
+	if connStart && string(line) == h2Line {
+		h.preface = true
+		return None
+	}
+	sp1 := bytes.IndexByte(line, ' ')
+	if sp1 <= 0 {
+		return BadRequestLine
+	}
+	method, rest := line[:sp1], line[sp1+1:]
+	sp2 := bytes.IndexByte(rest, ' ')
+	if sp2 <= 0 {
+		return BadRequestLine
+	}
+	target, version := rest[:sp2], rest[sp2+1:]
+	if bytes.IndexByte(version, ' ') >= 0 {
+		return BadRequestLine
+	}
+	if !upperToken(method) {
+		return BadMethod
+	}
+	switch {
+	case len(version) == 8 && string(version[:7]) == "HTTP/1." && '0' <= version[7] && version[7] <= '9':
+		h.http10 = version[7] == '0'
+	case len(version) == 8 && string(version[:5]) == "HTTP/" && isDigit(version[5]) && version[6] == '.' && isDigit(version[7]):
+		return BadVersion
+	default:
+		return BadRequestLine
+	}
+	if r := MethodRule(string(method)); r != None {
+		return r
+	}
+	return targetRule(string(method), target)
+}
+
+// MethodRule is the door's rule for a method (RFC 9110 section 9, CONTRACT.md section 4):
+// an uppercase token, and neither CONNECT nor TRACE.
+func MethodRule(m string) Reason {
+	switch m {
+	case "GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS":
+		return None
+	case "CONNECT", "TRACE":
+		return MethodNotAllowed
+	}
+	if !upperToken([]byte(m)) {
+		return BadMethod
+	}
+	return None
+}
+
+func upperToken(m []byte) bool {
+	if len(m) == 0 {
+		return false
+	}
+	for _, c := range m {
+		if !httpsyntax.IsTokenByte(c) || 'a' <= c && c <= 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// targetRule: an origin-form target ("/..."), an absolute http(s) URL, or "*" for OPTIONS,
+// of visible ASCII only and as net/url parses a request target (its escapes valid).
+func targetRule(method string, t []byte) Reason {
+	plain := true
+	for _, c := range t {
+		if c <= ' ' || c >= 0x7f || c == '#' {
+			return BadTarget
+		}
+		if c == '%' {
+			plain = false
+		}
+	}
+	switch {
+	case len(t) == 1 && t[0] == '*':
+		if method != "OPTIONS" {
+			return BadTarget
+		}
+		return None
+	case t[0] == '/':
+		if plain {
+			return None
+		}
+		if _, err := url.ParseRequestURI(string(t)); err != nil {
+			return BadTarget
+		}
+		return None
+	}
+	s := string(t)
+	if !hasFoldPrefix(s, "http://") && !hasFoldPrefix(s, "https://") {
+		return BadTarget
+	}
+	u, err := url.ParseRequestURI(s)
+	if err != nil || u.Host == "" || !validHost(u.Host) {
+		return BadTarget
+	}
+	return None
+}
+
+func hasFoldPrefix(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// field checks one field line (without its CRLF) and notes the facts of framing and Host.
+func (h *head) field(line []byte) Reason {
+	if line[0] == ' ' || line[0] == '\t' {
+		return ObsFold
+	}
+	colon := bytes.IndexByte(line, ':')
+	if colon <= 0 {
+		return BadFieldName
+	}
+	name := line[:colon]
+	if c := name[len(name)-1]; c == ' ' || c == '\t' {
+		return SpaceBeforeColon
+	}
+	for _, c := range name {
+		if !httpsyntax.IsTokenByte(c) {
+			return BadFieldName
+		}
+	}
+	value, ok := httpsyntax.FieldValue(string(line[colon+1:]))
+	if !ok {
+		return BadFieldValue
+	}
+	switch len(name) {
+	case 4:
+		if foldEq(name, "host") {
+			if h.hosts++; h.hosts == 1 {
+				switch {
+				case value == "":
+					h.hostBad = EmptyHost
+				case !validHost(value):
+					h.hostBad = BadHost
+				}
+			}
+		}
+	case 14:
+		if foldEq(name, "content-length") {
+			h.contentLength(value)
+		}
+	case 17:
+		if foldEq(name, "transfer-encoding") {
+			h.transferEncoding(value)
+		}
+	}
+	return None
+}
+
+// foldEq reports whether b is lower (ASCII lower case) in any case.
+func foldEq(b []byte, lower string) bool {
+	if len(b) != len(lower) {
+		return false
+	}
+	for i, c := range b {
+		if c|0x20 != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// maxLength is the largest Content-Length taken: 2^62, far past any body, and short of
+// int64's overflow however it is added to.
+const maxLength = 1 << 62
+
+func (h *head) contentLength(v string) {
+	h.cls++
+	var n int64
+	if v == "" {
+		h.clBad = BadContentLength
+		return
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !isDigit(c) || n > (maxLength-9)/10 {
+			h.clBad = BadContentLength
+			return
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if h.cls > 1 && n != h.cl && h.clBad == None {
+		h.clBad = ContentLengths
+	}
+	h.cl = n
+}
+
+// transferEncoding notes a Transfer-Encoding line: a list of codings (RFC 9112 section 6.1),
+// each a token with optional parameters.
+func (h *head) transferEncoding(v string) {
+	h.tes++
+	for elem := range strings.SplitSeq(v, ",") {
+		elem = strings.Trim(elem, " \t")
+		coding, _, hasParams := strings.Cut(elem, ";")
+		coding = strings.TrimRight(coding, " \t")
+		if coding == "" || !token(coding) {
+			h.teBad = true
+			continue
+		}
+		if strings.EqualFold(coding, "chunked") && !hasParams {
+			h.chunked++
+			continue
+		}
+		h.other = true
+	}
+}
+
+func token(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !httpsyntax.IsTokenByte(s[i]) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// finish judges a whole head: its framing, then its Host.
+func (h *head) finish() Reason {
+	if h.preface {
+		if h.fields > 0 {
+			return BadVersion
+		}
+		return None
+	}
+	if h.tes > 0 {
+		switch {
+		case h.http10:
+			return TransferCoding10
+		case h.cls > 0:
+			return LengthAndChunked
+		case h.teBad || h.chunked > 1:
+			return BadTransferCoding
+		case h.other:
+			return UnknownCoding
+		}
+	}
+	if h.clBad != None {
+		return h.clBad
+	}
+	switch {
+	case h.hosts > 1:
+		return RepeatedHost
+	case h.hosts == 0 && !h.http10:
+		return NoHost
+	case h.hostBad == BadHost, h.hostBad == EmptyHost && !h.http10:
+		return h.hostBad
+	}
+	return None
+}
+
+// framing is how the body of a whole, accepted head is delimited.
+func (h *head) framing() framing {
+	switch {
+	case h.preface:
+		return preface
+	case h.chunked == 1:
+		return chunkedBody
+	case h.cls > 0 && h.cl > 0:
+		return withLength
+	}
+	return noBody
+}
+
+// validHost reports whether h is a Host value (RFC 9110 section 7.2, RFC 3986 section 3.2.2):
+// uri-host [ ":" port ], the host an IP literal in brackets or a reg-name (which holds IPv4
+// addresses too) that is not empty, the port digits. Stricter than net/http's check, so net/http
+// never refuses a Host the door let through.
+func validHost(h string) bool {
+	host, port := h, ""
+	if strings.HasPrefix(h, "[") {
+		end := strings.IndexByte(h, ']')
+		if end < 0 {
+			return false
+		}
+		a, err := netip.ParseAddr(h[1:end])
+		if err != nil || !a.Is6() || a.Zone() != "" {
+			return false
+		}
+		rest := h[end+1:]
+		if rest != "" {
+			if rest[0] != ':' {
+				return false
+			}
+			port = rest[1:]
+		}
+		host = ""
+	} else if i := strings.IndexByte(h, ':'); i >= 0 {
+		host, port = h[:i], h[i+1:]
+		if host == "" {
+			return false
+		}
+	}
+	if len(port) > 5 {
+		return false
+	}
+	for i := 0; i < len(port); i++ {
+		if !isDigit(port[i]) {
+			return false
+		}
+	}
+	for i := 0; i < len(host); i++ {
+		switch b := host[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		case strings.IndexByte("-._~!$&'()*+,;=", b) >= 0: // unreserved and sub-delims
+		case b == '%':
+			if i+2 >= len(host) {
+				return false
+			}
+			if _, ok := hexValue(host[i+1]); !ok {
+				return false
+			}
+			if _, ok := hexValue(host[i+2]); !ok {
+				return false
+			}
+			i += 2
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Rule is the door's judgement of a request that no Reader read: an HTTP/2 request, whose
+// framing is HTTP/2's own, meets the rules of a request the door can still judge from it (its
+// method, its target, its number of header fields).
+func Rule(r *http.Request) Reason {
+	if reason := MethodRule(r.Method); reason != None {
+		return reason
+	}
+	if r.RequestURI == "*" && r.Method != http.MethodOptions {
+		return BadTarget
+	}
+	n := 0
+	for _, vv := range r.Header {
+		n += len(vv)
+	}
+	if n > MaxFields {
+		return TooManyFields
+	}
+	return None
+}
