@@ -3,6 +3,8 @@ package proxy
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/fenec/fenec-entry/door"
 )
 
 // The entry's own error codes (CONTRACT.md section 8).
@@ -63,7 +65,13 @@ type errorBody struct {
 // in x for the request's log line and count (finish).
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, x *exchange, e entryError) {
 	row := &entryErrors[e]
-	x.result, x.status = row.code, row.status
+	writeJSONError(w, r, x, row.code, row.status, row.msg)
+}
+
+// writeJSONError is the one writer of the entry's JSON errors: entryErrors' rows, and the
+// door's refusals (door.Reason's code, status and message).
+func writeJSONError(w http.ResponseWriter, r *http.Request, x *exchange, code string, status int, msg string) {
+	x.result, x.status = code, status
 	reqID := x.requestID(r)
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/json")
@@ -72,10 +80,24 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, x *exchange
 		hdr.Set("X-Request-Id", reqID)
 	}
 	x.rt.cors.decorate(hdr, r)
-	b, _ := json.Marshal(errorBody{Error: row.code, Message: row.msg, RequestID: reqID})
+	b, _ := json.Marshal(errorBody{Error: code, Message: msg, RequestID: reqID})
 	b = append(b, '\n')
-	w.WriteHeader(row.status)
+	w.WriteHeader(status)
 	w.Write(b)
+}
+
+// refuseAtDoor answers a request the door refused (CONTRACT.md section 4, "At the door") with
+// the reason's JSON error, closes the connection after the answer, and counts and logs it.
+// Nothing of the request has reached a router.
+func (h *Handler) refuseAtDoor(w http.ResponseWriter, r *http.Request, x *exchange, reason door.Reason) {
+	w.Header().Set("Connection", "close")
+	x.refusal = reason
+	if x.addr == "" {
+		x.addr = h.clientAddr(r)
+	}
+	writeJSONError(w, r, x, reason.Code(), reason.Status(), reason.Message())
+	h.met.refused[reason].Inc()
+	h.finish(x, r, x.requestID(r), x.result, x.status)
 }
 
 // refuse answers a request the entry turns away before asking any router with e, and

@@ -3,11 +3,13 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/fenec/fenec-entry/door"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -61,6 +63,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 					h.writeError(w, r, x, entryMayHaveRun)
 					return
 				case actStop:
+					var cbe *clientBodyError
+					if errors.As(at.err, &cbe) {
+						// The client's streamed body broke off: the router's request was
+						// cut (its connection closed), and the client is told.
+						h.refuseAtDoor(w, r, x, door.BodyReason(cbe.err))
+						return
+					}
 					x.result = resCanceled
 					return
 				}
@@ -130,7 +139,9 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	c.answerDeadline(sent, h.cfg.AnswerTimeout)
 
 	bw := getWriter(c)
-	writeHead(bw, &x.head, r.Header)
+	if dropped := writeHead(bw, &x.head, r.Header); dropped > 0 && x.tries == 1 {
+		h.met.m.UnderscoreDrops.Add(float64(dropped))
+	}
 	err = x.body.writeTo(bw)
 	if err == nil {
 		err = c.flushRequest(bw)

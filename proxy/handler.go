@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/door"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -94,11 +95,12 @@ type exchange struct {
 	body      reqBody
 
 	// for the log line
-	region int // -1: none asked
-	router *router
-	status int
-	result string
-	tries  int
+	region  int // -1: none asked
+	router  *router
+	status  int
+	result  string
+	tries   int
+	refusal door.Reason // the door refused the request, or its body
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -124,6 +126,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.met.requests[resHealth].Inc()
 		return
+	case door.RefusedPath:
+		// The door's stand-in for a head it refused (h1 and net/http's HTTP/1 read through it).
+		if reason, ok := door.Refusal(r); ok {
+			h.refuseEarly(w, r, reason)
+			return
+		}
+	}
+	if r.ProtoMajor != 1 {
+		// HTTP/2 frames its own requests and no door reads them: its requests meet the
+		// door's rules for a request here.
+		if reason := door.Rule(r); reason != door.None {
+			h.refuseEarly(w, r, reason)
+			return
+		}
 	}
 	rt := h.rt.Load()
 	if rt.cors != nil && isPreflight(r) {
@@ -162,8 +178,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.refuse(w, r, &x, entryLengthRequired)
 			return
 		}
-		// The client's body broke off: the client is gone or broken.
-		h.finish(&x, r, reqID, resCanceled, 0)
+		// The client's body broke off or broke the door's rules: it is answered 400 (if the
+		// client is still there to read it), never as if it had been sent.
+		h.refuseAtDoor(w, r, &x, door.BodyReason(err))
 		return
 	}
 	x.body = body
@@ -191,6 +208,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	h.forward(w, r, &x)
 	h.finish(&x, r, reqID, x.result, x.status)
+	if x.result == resCanceled && x.status == 0 {
+		// The client went away before any answer: the connection is closed without one,
+		// rather than the server's implicit 200 for a handler that wrote nothing (a client
+		// that only half-closed would read it as a success).
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// refuseEarly refuses, for reason, a request refused before the handler began its exchange.
+func (h *Handler) refuseEarly(w http.ResponseWriter, r *http.Request, reason door.Reason) {
+	x := exchange{rt: h.rt.Load(), start: time.Now(), region: -1}
+	if r.Header.Get("X-Request-Id") == "" {
+		x.head.requestID = h.newRequestID()
+	}
+	h.refuseAtDoor(w, r, &x, reason)
 }
 
 // requestURI is the request target to send on: the client's own, still
@@ -237,7 +269,13 @@ func (h *Handler) finish(x *exchange, r *http.Request, reqID, result string, sta
 	if e == nil {
 		return
 	}
-	e = e.Str("method", r.Method).Str("path", r.URL.Path).Str("tenant", x.tenant)
+	if x.refusal != door.None {
+		e = e.Str("refused", x.refusal.Label())
+	}
+	if _, standIn := door.Refusal(r); !standIn { // a stand-in's method and path are not the client's
+		e = e.Str("method", r.Method).Str("path", r.URL.Path)
+	}
+	e = e.Str("tenant", x.tenant)
 	if x.region >= 0 {
 		e = e.Str("region", x.rt.byID[x.region].st.name)
 	}

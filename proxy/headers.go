@@ -119,10 +119,11 @@ type outHead struct {
 }
 
 // writeHead writes an HTTP/1.1 request head for a router: the client's
-// headers less those dropToRouter, Connection and h.strip name, then the
-// entry's own.
+// headers less those dropToRouter, Connection and h.strip name and those whose
+// name holds "_" (many router frameworks read Fenec_Client as Fenec-Client: CONTRACT.md
+// section 4), then the entry's own. It returns how many it left out for a "_".
 // It writes straight into the connection's buffer and does not allocate.
-func writeHead(w *bufio.Writer, h *outHead, hdr http.Header) {
+func writeHead(w *bufio.Writer, h *outHead, hdr http.Header) (underscores int) {
 	w.WriteString(h.method)
 	w.WriteByte(' ')
 	w.WriteString(h.uri)
@@ -133,6 +134,10 @@ func writeHead(w *bufio.Writer, h *outHead, hdr http.Header) {
 	for k, vv := range hdr {
 		if dropToRouter(k) || (len(conn) > 0 && namedByConnection(conn, k)) ||
 			(len(h.strip) > 0 && stripped(h.strip, k)) {
+			continue
+		}
+		if strings.IndexByte(k, '_') >= 0 {
+			underscores += len(vv)
 			continue
 		}
 		for _, v := range vv {
@@ -160,6 +165,7 @@ func writeHead(w *bufio.Writer, h *outHead, hdr http.Header) {
 		w.WriteString("\r\n")
 	}
 	w.WriteString("\r\n")
+	return underscores
 }
 
 func appendInt(b []byte, n int64) []byte {

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fenec/fenec-entry/door"
 )
 
 // Metrics are the request path's Prometheus metrics. No metric has a
@@ -18,8 +20,10 @@ type Metrics struct {
 	BodiesStreamed   prometheus.Counter       // request bodies longer than --body-buffer, streamed to one router
 	BodiesSqueezed   prometheus.Counter       // bodies short enough to keep, streamed because MaxBufferedBytes was spent
 	reg              prometheus.Registerer
-	IdleConnsDropped prometheus.Counter // connections closed because the idle pool of their router was full
-	Probes           prometheus.Counter // TCP connects to regions no request asked lately (latency)
+	IdleConnsDropped prometheus.Counter     // connections closed because the idle pool of their router was full
+	Probes           prometheus.Counter     // TCP connects to regions no request asked lately (latency)
+	Refused          *prometheus.CounterVec // requests the door refused, by reason (door.Reason's label)
+	UnderscoreDrops  prometheus.Counter     // client headers whose name holds "_", left out of the router's request
 }
 
 // NewMetrics creates the metrics and registers them with reg (if non-nil).
@@ -59,10 +63,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "fenec_entry_latency_probes_total",
 			Help: "TCP connects to a router of a region no request reached within 30 s, to measure its latency (failed ones too).",
 		}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_entry_refused_total",
+			Help: "Requests refused at the door before any router was asked, by reason (a malformed head or body, a method not served, a limit).",
+		}, []string{"reason"}),
+		UnderscoreDrops: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_underscore_headers_dropped_total",
+			Help: "Client request headers whose name holds an underscore, left out of the request to the router (as nginx does).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Requests, m.HomeLookups, m.Relays, m.Attempts, m.UpstreamSeconds,
-			m.UnknownHome, m.BodiesStreamed, m.BodiesSqueezed, m.IdleConnsDropped, m.Probes)
+			m.UnknownHome, m.BodiesStreamed, m.BodiesSqueezed, m.IdleConnsDropped, m.Probes,
+			m.Refused, m.UnderscoreDrops)
 	}
 	m.reg = reg
 	return m
@@ -99,13 +112,15 @@ const (
 )
 
 var resultNames = []string{resAnswer, resMayHaveRun, resNoRegionReachable, resBadPath, resLengthRequired,
-	resOverloaded, resPreflight, resHealth, resCanceled, resAborted}
+	resOverloaded, resPreflight, resHealth, resCanceled, resAborted,
+	door.CodeBadRequest, door.CodeNotImplemented, door.CodeMethodNotAllowed, door.CodeURITooLong, door.CodeHeadersTooLarge}
 
 // boundMetrics holds the children resolved once, so that a request does no label lookup;
 // the per-region ones live in each regionState.
 type boundMetrics struct {
 	requests map[string]prometheus.Counter
 	lookup   [3]prometheus.Counter // local, gossip, miss
+	refused  map[door.Reason]prometheus.Counter
 	m        *Metrics
 }
 
@@ -119,6 +134,10 @@ func bindMetrics(m *Metrics) *boundMetrics {
 	}
 	for i, name := range []string{"local", "gossip", "miss"} {
 		b.lookup[i] = m.HomeLookups.WithLabelValues(name)
+	}
+	b.refused = map[door.Reason]prometheus.Counter{}
+	for _, r := range door.Reasons() {
+		b.refused[r] = m.Refused.WithLabelValues(r.Label())
 	}
 	return b
 }
