@@ -11,11 +11,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/door"
 )
 
 // The differential harness: one handler behind net/http's server and behind this one, the
-// same raw bytes sent to both, and what comes back compared. Both parse with http.ReadRequest's
-// code, so a difference is in what the servers check around it, or in how they answer.
+// same raw bytes sent to both, and what comes back compared. Both read through the door and
+// parse with http.ReadRequest's code, so a difference is in what the servers check around
+// it, or in how they answer.
 
 // echoHandler answers with what it saw: method, target, host, the body's length or its read
 // error, so that a request framed differently by the two servers shows.
@@ -30,8 +33,6 @@ func echoHandler(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "%s %s host=%q body=%d te=%q\n", r.Method, r.RequestURI, r.Host, len(body), r.TransferEncoding)
 }
 
-const diffMaxHeaderBytes = 2048
-
 type servers struct{ std, lean string }
 
 func startBoth(t testing.TB, h http.Handler) servers {
@@ -42,14 +43,14 @@ func startBoth(t testing.TB, h http.Handler) servers {
 	}
 	protos := new(http.Protocols)
 	protos.SetHTTP1(true)
-	std := &http.Server{Handler: h, Protocols: protos, MaxHeaderBytes: diffMaxHeaderBytes,
+	std := &http.Server{Handler: h, Protocols: protos, MaxHeaderBytes: door.MaxHead, // the door's limit decides
 		ReadHeaderTimeout: 5 * time.Second, ErrorLog: nil}
-	go std.Serve(stdLn)
+	go std.Serve(door.Listen(stdLn, nil, 0, nil)) // as the entry serves what h1 hands it
 	leanLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lean := &Server{Handler: h, MaxHeaderBytes: diffMaxHeaderBytes, ReadHeaderTimeout: 5 * time.Second}
+	lean := &Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go lean.Serve(leanLn)
 	t.Cleanup(func() { std.Close(); lean.Close() })
 	return servers{std: stdLn.Addr().String(), lean: leanLn.Addr().String()}
@@ -145,7 +146,8 @@ var diffCases = []struct{ name, raw string }{
 	{"HTTP/1.2", "GET / HTTP/1.2\r\nHost: e\r\n\r\n"},
 	{"lower-case version", "GET / http/1.1\r\nHost: e\r\n\r\n"},
 	{"no target", "GET HTTP/1.1\r\nHost: e\r\n\r\n"},
-	{"head too large", "GET / HTTP/1.1\r\nHost: e\r\nX-Big: " + strings.Repeat("a", 8000) + "\r\n\r\n"},
+	{"field line too long", "GET / HTTP/1.1\r\nHost: e\r\nX-Big: " + strings.Repeat("a", 20000) + "\r\n\r\n"},
+	{"head too large", "GET / HTTP/1.1\r\nHost: e\r\n" + strings.Repeat("X-Big: "+strings.Repeat("a", 8000)+"\r\n", 9) + "\r\n"},
 	{"expect 100-continue", "POST / HTTP/1.1\r\nHost: e\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi"},
 	{"expect other", "POST / HTTP/1.1\r\nHost: e\r\nExpect: 200-ok\r\nContent-Length: 2\r\n\r\nhi"},
 	{"HTTP/1.0 close", "GET / HTTP/1.0\r\n\r\nGET /again HTTP/1.0\r\n\r\n"},

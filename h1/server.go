@@ -2,7 +2,6 @@ package h1
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fenec/fenec-entry/door"
 )
 
 // Server serves HTTP/1.x on plain TCP connections with an http.Handler. A connection waiting
@@ -34,7 +35,6 @@ type Server struct {
 	Handler           http.Handler
 	ReadHeaderTimeout time.Duration // from the first byte of a request to the end of its head; 0: none
 	IdleTimeout       time.Duration // an idle connection is closed after this; 0: never
-	MaxHeaderBytes    int           // the request head's size, as net/http's Server.MaxHeaderBytes
 	// Fallback serves a connection this server does not: one that starts with the HTTP/2
 	// preface (its first bytes replayed by the net.Conn given), or that is not a TCP
 	// connection. Nil: such connections are closed.
@@ -504,8 +504,7 @@ type conn struct {
 	rd, wr    waitPoint              // a busy c's goroutine waiting to read or write
 	mu        sync.Mutex             // serialises re-arming between the poller and the serving goroutine, and guards fdClosed
 	fdClosed  bool
-	lastPost  bool // the last request was a POST (only the serving goroutine touches it)
-	served    bool // a request was read (the next is not the first; as lastPost)
+	served    bool // a request was read (the next is not the first; only the serving goroutine touches it)
 	// gone: the event that woke c said the client had closed its side too. Edge-triggered,
 	// no event will say it again, so c reads on to the end instead of parking.
 	gone atomic.Bool
@@ -577,22 +576,24 @@ func (c *conn) wantData() error {
 type session struct {
 	br    *bufio.Reader
 	bw    *bufio.Writer
+	door  door.Reader // between br and lr: br sees only what the door lets in
 	lr    limitReader
 	io    sockIO
 	plain plainStore // readPlainInto's
 }
 
 var sessionPool = sync.Pool{New: func() any {
-	ss := &session{br: bufio.NewReaderSize(nil, 4096), bw: bufio.NewWriterSize(nil, 4096), io: newSockIO()}
-	ss.lr.head.host = make([]byte, 0, 64)
-	return ss
+	return &session{br: bufio.NewReaderSize(nil, 4096), bw: bufio.NewWriterSize(nil, 4096), io: newSockIO()}
 }}
 
+// getSession gives c a session. c is at a request's first byte: it parks only between
+// requests, with nothing read and not yet served (serve).
 func getSession(c *conn) *session {
 	ss := sessionPool.Get().(*session)
 	ss.io.reset(c)
 	ss.lr.r = &ss.io
-	ss.br.Reset(&ss.lr)
+	ss.door.Reset(&ss.lr, !c.served)
+	ss.br.Reset(&ss.door)
 	ss.bw.Reset(&ss.io)
 	return ss
 }
@@ -600,6 +601,7 @@ func getSession(c *conn) *session {
 func putSession(ss *session) {
 	ss.br.Reset(nil)
 	ss.bw.Reset(nil)
+	ss.door.Reset(nil, false)
 	ss.lr.r = nil
 	ss.io.reset(nil)
 	ss.plain.release()
@@ -644,11 +646,17 @@ func (c *conn) serve() {
 			return
 		}
 		if !keep {
+			refused := ss.door.Refused()
 			putSession(ss)
+			if refused {
+				// The client may still be sending what the door refused: the answer must
+				// reach it before the reset that closing with unread data sends.
+				c.closeWriteAndWait()
+			}
 			c.shut()
 			return
 		}
-		if ss.br.Buffered() > 0 || c.gone.Load() { // a pipelined request read already, or the end
+		if ss.br.Buffered() > 0 || ss.door.Buffered() > 0 || c.gone.Load() { // a pipelined request read already, or the end
 			continue
 		}
 		putSession(ss)
@@ -704,30 +712,18 @@ func (c *conn) shut() {
 	c.close()
 }
 
-// limitReader is net/http's connReader limit: the head may not be longer than MaxHeaderBytes
-// (plus the 4096 bytes of slack net/http gives); the body is read without a limit. While the
-// head is read it also counts the head's Host lines (hostLines), which http.ReadRequest
-// folds into one: net/http's server refuses a request with two.
+// limitReader reads the socket for the door, and keeps the head's deadline: headTimeout,
+// while a head is read, is the read deadline set at the head's first read that has to wait
+// for the client (armed); a head that is there whole when the connection wakes, as nearly
+// every one is, costs no deadline (two timer changes a request). The head's size is the
+// door's to limit.
 type limitReader struct {
-	r      *sockIO
-	remain int64 // <0: no limit, and the head is not watched
-	hit    bool
-	head   headScan
-	// headTimeout, while a head is read: the read deadline set at the head's first read that
-	// has to wait for the client (armed); a head that is there whole when the connection
-	// wakes, as nearly every one is, costs no deadline (two timer changes a request).
+	r           *sockIO
 	headTimeout time.Duration
 	armed       bool
 }
 
 func (l *limitReader) Read(p []byte) (int, error) {
-	if l.remain == 0 {
-		l.hit = true
-		return 0, io.EOF
-	}
-	if l.remain > 0 && int64(len(p)) > l.remain {
-		p = p[:l.remain]
-	}
 	var n int
 	var err error
 	if l.headTimeout > 0 && !l.armed {
@@ -740,65 +736,7 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	} else {
 		n, err = l.r.Read(p)
 	}
-	if l.remain > 0 {
-		l.remain -= int64(n)
-		l.head.scan(p[:n])
-	}
 	return n, err
-}
-
-// headScan counts the lines of a request head that start with "Host:" (any case), up to the
-// blank line that ends the head, and keeps the first one's value (with its continuation
-// lines, as textproto joins them). It sees the bytes as they come from the socket, in pieces.
-type headScan struct {
-	hostLines int
-	host      []byte // the first Host line's value, as read
-	col       int    // bytes since the line's start
-	match     bool   // the line so far matches "host:"
-	inHost    bool   // capturing the first Host line (or its continuation)
-	blank     bool   // the current line is empty so far (only a CR)
-	done      bool   // the blank line was seen
-}
-
-func (h *headScan) reset() {
-	*h = headScan{match: true, blank: true, host: h.host[:0]}
-}
-
-func (h *headScan) scan(p []byte) {
-	const want = "host:"
-	for _, b := range p {
-		if h.done {
-			return
-		}
-		if b == '\n' {
-			if h.blank && h.col <= 1 {
-				h.done = true
-				return
-			}
-			h.col, h.match, h.blank = 0, true, true
-			continue
-		}
-		if h.col == 0 && h.inHost && b != ' ' && b != '\t' {
-			h.inHost = false // the Host line had no continuation
-		}
-		if b != '\r' {
-			h.blank = false
-		}
-		switch {
-		case h.col == 0 && h.inHost: // a continuation of the Host line: '\n' marks it
-			h.host = append(h.host, '\n')
-		case h.inHost && b != '\r':
-			h.host = append(h.host, b)
-		case h.match && h.col < len(want):
-			if b|0x20 != want[h.col] && b != want[h.col] {
-				h.match = false
-			} else if h.col == len(want)-1 {
-				h.hostLines++
-				h.inHost = h.hostLines == 1
-			}
-		}
-		h.col++
-	}
 }
 
 // serveOne reads one request from br and answers it. keep: the connection may carry another
@@ -807,28 +745,20 @@ func (c *conn) serveOne(ss *session, first bool) (keep, handedOff bool) {
 	s := c.srv
 	br, bw, lr := ss.br, ss.bw, &ss.lr
 	lr.headTimeout, lr.armed = s.ReadHeaderTimeout, false
-	maxHead := s.MaxHeaderBytes
-	if maxHead <= 0 {
-		maxHead = http.DefaultMaxHeaderBytes
-	}
-	lr.remain, lr.hit = int64(maxHead)+4096, false // as net/http: for what is read from now on
 	if !first {
 		// As net/http: a next request is read only once 4 bytes of it are there; less and
 		// the end of the stream closes the connection without an answer.
-		peek, err := br.Peek(4)
-		if err != nil {
+		if _, err := br.Peek(4); err != nil {
 			return false, false
-		}
-		if c.lastPost { // net/http's tolerance of old clients' CRLF after a POST body
-			br.Discard(leadingCRorLF(peek))
 		}
 	}
 	if first {
-		// The HTTP/2 preface with prior knowledge goes to Fallback, its bytes replayed.
+		// The HTTP/2 preface with prior knowledge goes to Fallback, its bytes replayed (the
+		// door lets it through as a connection's first bytes, and nothing after it).
 		if b, _ := br.Peek(4); string(b) == h2Preface[:4] {
 			if b, err := br.Peek(len(h2Preface)); err == nil && string(b) == h2Preface && s.Fallback != nil {
 				buffered, _ := br.Peek(br.Buffered())
-				replay := append([]byte(nil), buffered...)
+				replay := append(append([]byte(nil), buffered...), ss.door.Drain()...)
 				if tc := c.handOff(); tc != nil {
 					s.Fallback(&replayConn{TCPConn: tc, pending: replay})
 				}
@@ -848,8 +778,7 @@ func (c *conn) serveOne(ss *session, first bool) (keep, handedOff bool) {
 	} else if lr.armed {
 		ss.io.SetReadDeadline(time.Time{}) // a read of its first bytes waited (Peek above)
 	}
-	lr.remain, lr.headTimeout, lr.armed = -1, 0, false
-	c.lastPost = req.Method == http.MethodPost
+	lr.headTimeout, lr.armed = 0, false
 	// c stays registered for the next request or the client leaving while this one is
 	// served: with no body and no pipelining nothing comes, and parking after the answer
 	// costs no syscall.
@@ -874,28 +803,16 @@ func (c *conn) serveOne(ss *session, first bool) (keep, handedOff bool) {
 
 // readRequest reads a request head with http.ReadRequest and makes net/http's server's
 // checks, answering what it refuses as net/http does; false: refused (or the client left),
-// and the connection closes.
+// and the connection closes. The door has checked the head before (the head's size, its Host,
+// its lines, its framing), so what net/http would refuse of it does not come here: the
+// answers below are net/http's, kept for a head the door let through and net/http would not.
 func (c *conn) readRequest(ss *session) (*http.Request, bool) {
 	br, lr := ss.br, &ss.lr
-	// The head's Host lines are counted from what is buffered now (after any CRLF dropped
-	// above) and then as the parser reads more.
-	lr.head.reset()
-	if br.Buffered() > 0 {
-		b, _ := br.Peek(br.Buffered())
-		lr.head.scan(b)
-	}
 	req, err := http.ReadRequest(br)
-	hostLines := lr.head.hostLines
-	// As net/http's hitReadLimit: the limit was reached, by a read that met it or one that
-	// took the last byte allowed (bufio reads ahead of the parser), whatever the parser said.
-	hitLimit := lr.hit || lr.remain == 0
-	lr.remain = -1
 	armed := lr.armed
 	lr.headTimeout, lr.armed = 0, false
 	if err != nil {
 		switch {
-		case hitLimit:
-			writeRaw(&ss.io, "431 Request Header Fields Too Large", "")
 		case isCommonNetReadError(err): // the client left or was too slow: no answer
 		case fmt.Sprintf("%T", err) == "*http.unsupportedTEError": // net/http answers it 501
 			writeRaw(&ss.io, "501 Not Implemented", "unsupported transfer encoding")
@@ -907,7 +824,7 @@ func (c *conn) readRequest(ss *session) (*http.Request, bool) {
 	if armed {
 		ss.io.SetReadDeadline(time.Time{})
 	}
-	if status, msg := checkRequest(req, hostLines, lr.head.host); status != "" {
+	if status, msg := checkRequest(req); status != "" {
 		writeRaw(&ss.io, status, msg)
 		return nil, false
 	}
@@ -928,50 +845,12 @@ func (s *Server) runHandler(w *response, req *http.Request) (ok bool) {
 	return true
 }
 
-// checkRequest is what net/http's server checks beyond http.ReadRequest, with its answers:
-// the protocol version, one valid Host header (hostLines: how many the head had), valid
-// header names and values, and an Expect it knows.
-// hostHeaderValue is the Host value as textproto reads it from the raw bytes of its line and
-// continuations ('\n' between them, as headScan keeps them): each part trimmed of SP and
-// HTAB, joined by a space, the start trimmed. An empty continuation leaves a trailing space,
-// which net/http's Host check then refuses. Without a continuation (every real request) it
-// is raw trimmed, in place.
-func hostHeaderValue(raw []byte) []byte {
-	if bytes.IndexByte(raw, '\n') < 0 {
-		return bytes.Trim(raw, " \t")
-	}
-	var b []byte
-	for i, part := range bytes.Split(raw, []byte{'\n'}) {
-		if i > 0 {
-			b = append(b, ' ')
-		}
-		b = append(b, bytes.Trim(part, " \t")...)
-	}
-	return bytes.TrimLeft(b, " \t")
-}
-
-func checkRequest(req *http.Request, hostLines int, hostValue []byte) (status, msg string) {
+// checkRequest is what net/http's server checks beyond http.ReadRequest that the door does
+// not (the door checks the version, the Host and the names and values of the header): an
+// Expect it knows.
+func checkRequest(req *http.Request) (status, msg string) {
 	if req.ProtoMajor != 1 {
 		return "505 HTTP Version Not Supported", "unsupported protocol version"
-	}
-	if req.ProtoAtLeast(1, 1) && hostLines == 0 && req.Method != "CONNECT" {
-		return "400 Bad Request", "missing required Host header"
-	}
-	if hostLines > 1 {
-		return "400 Bad Request", "too many Host headers"
-	}
-	if hostLines == 1 && !validHost(hostHeaderValue(hostValue)) {
-		return "400 Bad Request", "malformed Host header"
-	}
-	for k, vv := range req.Header {
-		if !validFieldName(k) {
-			return "400 Bad Request", "invalid header name"
-		}
-		for _, v := range vv {
-			if !validFieldValue(v) {
-				return "400 Bad Request", "invalid header value"
-			}
-		}
 	}
 	if e := req.Header.Get("Expect"); e != "" && !hasToken([]string{e}, "100-continue") {
 		return "417 Expectation Failed", ""
@@ -988,17 +867,6 @@ func bodyDone(req *http.Request) bool {
 	var one [1]byte
 	n, err := req.Body.Read(one[:])
 	return n == 0 && errors.Is(err, io.EOF)
-}
-
-func leadingCRorLF(b []byte) int {
-	n := 0
-	for _, c := range b {
-		if c != '\r' && c != '\n' {
-			break
-		}
-		n++
-	}
-	return n
 }
 
 // isCommonNetReadError is net/http's: the errors after which it closes without an answer.

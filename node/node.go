@@ -20,6 +20,7 @@ import (
 	"github.com/fenec/fenec-entry/certs"
 	"github.com/fenec/fenec-entry/clientinfo"
 	"github.com/fenec/fenec-entry/discover"
+	"github.com/fenec/fenec-entry/door"
 	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/h1"
 	"github.com/fenec/fenec-entry/homes"
@@ -31,8 +32,7 @@ import (
 
 // Limits of the listeners that are not flags.
 const (
-	maxHead        = 1 << 20           // request heads over 1 MiB are refused (CONTRACT.md §3)
-	maxHeaderBytes = maxHead - 4096    // net/http reads up to MaxHeaderBytes+4096 bytes of head (TestHeadLimit)
+	maxHeaderBytes = door.MaxHead      // net/http's limit, above the door's (it reads up to 4096 bytes more): the door refuses first
 	idleTimeout    = 120 * time.Second // an idle client keep-alive connection is closed after this
 	ShutdownGrace  = 10 * time.Second  // after the drain, open requests get this long (then are ended); CONTRACT.md §10
 	adminGrace     = time.Second       // the admin listener's own shutdown grace
@@ -260,7 +260,8 @@ func newNode(cfg Config, logger zerolog.Logger, worker bool) (*Node, error) {
 	}
 	if n.certs != nil {
 		protos.SetHTTP2(true)
-		n.client.TLSConfig = &tls.Config{GetCertificate: n.certs.GetCertificate, MinVersion: tls.VersionTLS12}
+		n.client.TLSConfig = &tls.Config{GetCertificate: n.certs.GetCertificate, MinVersion: tls.VersionTLS12,
+			NextProtos: []string{"h2", "http/1.1"}}
 	} else {
 		protos.SetUnencryptedHTTP2(true)
 	}
@@ -368,7 +369,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 	return nil
 }
 
-// serveClient serves clients on cl: HTTPS (h2 and HTTP/1.1) with --tls-cert, else plain
+// serveClient serves clients on cl, every HTTP/1 request read through the door: HTTPS (h2 and HTTP/1.1) with --tls-cert, else plain
 // HTTP/1.x by h1 (lean) or net/http, and h2c by net/http.
 func (n *Node) serveClient(cl net.Listener) {
 	if n.pp != nil {
@@ -376,13 +377,20 @@ func (n *Node) serveClient(cl net.Listener) {
 	}
 	switch {
 	case n.certs != nil:
-		n.serve("--listen", func() error { return n.client.ServeTLS(cl, "", "") })
+		// The door terminates TLS, so that it reads HTTP/1.1 in the clear; h2 goes on to
+		// net/http as the TLS connection it is.
+		handshakeLog := func(format string, args ...any) {
+			n.log.Debug().Str("server", "client").Msgf(format, args...)
+		}
+		n.serve("--listen", func() error {
+			return n.client.Serve(door.Listen(cl, n.client.TLSConfig, n.client.ReadHeaderTimeout, handshakeLog))
+		})
 	case n.cfg.HTTP1Server == "lean":
 		// h1 serves plain HTTP/1.x and hands net/http the rest (h2c, PROXY-protocol
 		// connections) through a listener of its own.
 		handoff := h1.NewHandoff(cl.Addr())
 		n.lean = &h1.Server{Handler: n.proxy, ReadHeaderTimeout: n.client.ReadHeaderTimeout,
-			IdleTimeout: n.client.IdleTimeout, MaxHeaderBytes: n.client.MaxHeaderBytes, Fallback: handoff.Give,
+			IdleTimeout: n.client.IdleTimeout, Fallback: handoff.Give,
 			ErrorLog: func(msg string) { n.log.Error().Str("server", "client").Msg(msg) }}
 		lean := n.lean
 		n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -390,9 +398,9 @@ func (n *Node) serveClient(cl net.Listener) {
 			Help: "Goroutines kept to serve the next woken plain HTTP/1.x connection (at most h1.MaxIdleWorkers; past it one exits after its connection parks).",
 		}, func() float64 { return float64(lean.IdleWorkers()) }))
 		n.serve("--listen", func() error { return n.lean.Serve(cl) })
-		n.serve("--listen", func() error { return n.client.Serve(handoff) })
+		n.serve("--listen", func() error { return n.client.Serve(door.Listen(handoff, nil, 0, nil)) })
 	default:
-		n.serve("--listen", func() error { return n.client.Serve(cl) })
+		n.serve("--listen", func() error { return n.client.Serve(door.Listen(cl, nil, 0, nil)) })
 	}
 }
 

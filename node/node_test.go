@@ -412,47 +412,6 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// TestHeadLimit pins CONTRACT.md §3: a request head (request line and header fields) over
-// 1 MiB is refused with 431 before any router is asked; one just under is forwarded.
-func TestHeadLimit(t *testing.T) {
-	asked := make(chan struct{}, 4)
-	router := newRouter(t, "eu", func(w http.ResponseWriter, r *http.Request) {
-		asked <- struct{}{}
-		w.Write([]byte("ok"))
-	})
-	n, _ := startNode(t, testConfig(t, "eu", router.URL))
-	status := func(headSize int) int {
-		c, err := net.Dial("tcp", n.ClientAddr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second)) // a stalled answer fails, not hangs
-		const prefix = "GET /t/acme/x HTTP/1.1\r\nHost: x\r\nX-Pad: "
-		const suffix = "\r\n\r\n"
-		go io.WriteString(c, prefix+strings.Repeat("p", headSize-len(prefix)-len(suffix))+suffix)
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatalf("head of %d bytes: %v", headSize, err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	// With h2c on, net/http reads the 24 bytes of a possible HTTP/2 preface before it
-	// starts counting, so the limit is 1 MiB + 24 bytes.
-	if got := status(1<<20 + 64); got != http.StatusRequestHeaderFieldsTooLarge {
-		t.Errorf("head of 1 MiB + 64 bytes: %d, want 431", got)
-	}
-	select {
-	case <-asked:
-		t.Error("a router was asked for a head over 1 MiB")
-	default:
-	}
-	if got := status(1<<20 - 64); got != http.StatusOK {
-		t.Errorf("head just under 1 MiB: %d, want 200", got)
-	}
-}
-
 // With AdaptProcs (GOMAXPROCS unset), an idle entry steps down to one P within DownAfter
 // periods, says so on /metrics, and gives the process its Ps back when it closes. With one CPU
 // there is nothing to choose: no change.

@@ -1,0 +1,268 @@
+package node
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
+)
+
+// doorRows: CONTRACT.md section 4, "At the door", a row a rule, as raw bytes on a socket.
+// Every refusal is the JSON error with the status and code of its row, the connection closed
+// after it, and no router asked. halfClose: the client stops sending after raw (the rules
+// about a body the client did not finish).
+var doorRows = []struct {
+	name      string
+	raw       string
+	status    int
+	code      string
+	reason    string
+	halfClose bool
+}{
+	// 400 bad_request: framing
+	{"content-length and transfer-encoding", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, "bad_request", "length_and_chunked", false},
+	{"content-length not a number", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nContent-Length: +5\r\n\r\nhello", 400, "bad_request", "bad_content_length", false},
+	{"content-lengths that differ", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", 400, "bad_request", "content_lengths", false},
+	{"transfer-encoding other than chunked alone", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", 400, "bad_request", "bad_transfer_coding", false},
+	{"a coding the entry does not take", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501, "not_implemented", "unknown_coding", false},
+	{"transfer-encoding on HTTP/1.0", "POST /t/acme/items HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\nhello", 400, "bad_request", "transfer_coding_http10", false},
+	// 400 bad_request: a malformed chunked body, anywhere in it
+	{"chunk size 5_0 (a keyed write)", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding: chunked\r\nIdempotency-Key: k1\r\n\r\n5_0\r\n{\"a\":1}\r\n0\r\n\r\n", 400, "bad_request", "bad_chunk", false},
+	{"chunk size 0x5", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n", 400, "bad_request", "bad_chunk", false},
+	{"overflowing chunk size", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\nhello\r\n0\r\n\r\n", 400, "bad_request", "bad_chunk", false},
+	{"bad chunk extension", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding: chunked\r\n\r\n5;\r\nhello\r\n0\r\n\r\n", 400, "bad_request", "bad_chunk", false},
+	{"bare CR in a chunk line", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding: chunked\r\n\r\n5\rhello\r\n0\r\n\r\n", 400, "bad_request", "bad_chunk", false},
+	{"bare LF in a chunk line", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n", 400, "bad_request", "bad_chunk", false},
+	{"no CRLF after the data", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello0\r\n\r\n", 400, "bad_request", "bad_chunk", false},
+	{"a bad chunk after good ones", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n5\r\nworld\r\n+1\r\n!\r\n0\r\n\r\n", 400, "bad_request", "bad_chunk", false},
+	{"no last chunk before the client stops", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", 400, "bad_request", "body_cut", true},
+	{"a short content-length body", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nContent-Length: 10\r\n\r\nhello", 400, "bad_request", "body_cut", true},
+	// 400 bad_request: the head's lines
+	{"obs-fold", "GET /t/acme/x HTTP/1.1\r\nHost: e\r\nX-A: a\r\n b\r\n\r\n", 400, "bad_request", "obs_fold", false},
+	{"folded transfer-encoding", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n", 400, "bad_request", "obs_fold", false},
+	{"whitespace before a colon", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n", 400, "bad_request", "space_before_colon", false},
+	{"an invalid header name", "GET /t/acme/x HTTP/1.1\r\nHost: e\r\nX(A): b\r\n\r\n", 400, "bad_request", "bad_field_name", false},
+	{"missing Host", "GET /t/acme/x HTTP/1.1\r\n\r\n", 400, "bad_request", "no_host", false},
+	{"empty Host", "GET /t/acme/x HTTP/1.1\r\nHost:\r\n\r\n", 400, "bad_request", "empty_host", false},
+	{"repeated Host", "GET /t/acme/x HTTP/1.1\r\nHost: e\r\nHost: e\r\n\r\n", 400, "bad_request", "repeated_host", false},
+	{"* for GET", "GET * HTTP/1.1\r\nHost: e\r\n\r\n", 400, "bad_request", "bad_target", false},
+	{"a lowercase method", "get /t/acme/x HTTP/1.1\r\nHost: e\r\n\r\n", 400, "bad_request", "bad_method", false},
+	{"a method that is not a token", "G{T /t/acme/x HTTP/1.1\r\nHost: e\r\n\r\n", 400, "bad_request", "bad_method", false},
+	// 405
+	{"CONNECT", "CONNECT e:443 HTTP/1.1\r\nHost: e:443\r\n\r\n", 405, "method_not_allowed", "method_not_allowed", false},
+	{"TRACE", "TRACE /t/acme/x HTTP/1.1\r\nHost: e\r\n\r\n", 405, "method_not_allowed", "method_not_allowed", false},
+	// 414, 431
+	{"request line over 8 KiB", "GET /t/acme/" + strings.Repeat("a", 8<<10) + " HTTP/1.1\r\nHost: e\r\n\r\n", 414, "uri_too_long", "request_line_too_long", false},
+	{"header line over 16 KiB", "GET /t/acme/x HTTP/1.1\r\nHost: e\r\nX-A: " + strings.Repeat("a", 16<<10) + "\r\n\r\n", 431, "headers_too_large", "field_line_too_long", false},
+	{"head over 64 KiB", "GET /t/acme/x HTTP/1.1\r\nHost: e\r\n" + strings.Repeat("X-A: "+strings.Repeat("a", 8000)+"\r\n", 9) + "\r\n", 431, "headers_too_large", "head_too_large", false},
+	{"more than 100 header fields", "GET /t/acme/x HTTP/1.1\r\nHost: e\r\n" + strings.Repeat("X-A: b\r\n", 100) + "\r\n", 431, "headers_too_large", "too_many_fields", false},
+}
+
+// doorListener is one way a client reaches the entry: dial returns a connection ready for
+// the request's bytes (its TLS handshake made, its PROXY header sent).
+type doorListener struct {
+	name   string
+	config func(c *Config)
+	dial   func(t *testing.T, addr string) net.Conn
+}
+
+func doorListeners(t *testing.T) []doorListener {
+	certFile, keyFile := testutil.CertFiles(t)
+	cert := testutil.WriteCert(t, certFile, keyFile, "door")
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	plain := func(t *testing.T, addr string) net.Conn {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	withTLS := func(t *testing.T, c net.Conn) net.Conn {
+		tc := tls.Client(c, &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{"http/1.1"}})
+		tc.SetDeadline(time.Now().Add(5 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		return tc
+	}
+	withProxy := func(t *testing.T, c net.Conn) net.Conn {
+		if _, err := io.WriteString(c, "PROXY TCP4 192.0.2.7 192.0.2.1 4000 80\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return []doorListener{
+		{"lean", func(c *Config) {}, plain},
+		{"std", func(c *Config) { c.HTTP1Server = "std" }, plain},
+		{"tls", func(c *Config) { c.TLSCert, c.TLSKey = certFile, keyFile },
+			func(t *testing.T, addr string) net.Conn { return withTLS(t, plain(t, addr)) }},
+		{"proxy-protocol", func(c *Config) { c.ClientIP = ClientIPProxyProtocol },
+			func(t *testing.T, addr string) net.Conn { return withProxy(t, plain(t, addr)) }},
+		{"proxy-protocol tls", func(c *Config) {
+			c.ClientIP = ClientIPProxyProtocol
+			c.TLSCert, c.TLSKey = certFile, keyFile
+		}, func(t *testing.T, addr string) net.Conn { return withTLS(t, withProxy(t, plain(t, addr))) }},
+	}
+}
+
+// doorAnswer is what a client read back: the answer, its JSON error, and whether the
+// connection then ended.
+type doorAnswer struct {
+	status int
+	code   string
+	closed bool
+	err    error
+}
+
+// sendRaw writes raw on c (and stops sending, with halfClose), reads one answer and then
+// whether the connection ends within 3 s.
+func sendRaw(c net.Conn, raw string, halfClose bool) doorAnswer {
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	go func() {
+		io.WriteString(c, raw) // may fail once the entry has refused and closed: its answer counts
+		if halfClose {
+			if cw, ok := c.(interface{ CloseWrite() error }); ok {
+				cw.CloseWrite()
+			}
+		}
+	}()
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return doorAnswer{err: err}
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e struct{ Error string }
+	json.Unmarshal(body, &e)
+	a := doorAnswer{status: resp.StatusCode, code: e.Error}
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	_, err = br.ReadByte()
+	var ne net.Error
+	a.closed = err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	return a
+}
+
+func TestDoor(t *testing.T) {
+	for _, l := range doorListeners(t) {
+		t.Run(l.name, func(t *testing.T) {
+			t.Parallel()
+			var asked atomic.Int64
+			var mu sync.Mutex
+			var seen []http.Header
+			router := newRouter(t, "eu", func(w http.ResponseWriter, r *http.Request) {
+				asked.Add(1)
+				io.Copy(io.Discard, r.Body)
+				mu.Lock()
+				seen = append(seen, r.Header.Clone())
+				mu.Unlock()
+				w.Write([]byte("ok"))
+			})
+			cfg := testConfig(t, "eu", router.URL)
+			l.config(&cfg)
+			n, _ := startNode(t, cfg)
+			addr := n.ClientAddr().String()
+			for _, row := range doorRows {
+				before := asked.Load()
+				c := l.dial(t, addr)
+				a := sendRaw(c, row.raw, row.halfClose)
+				c.Close()
+				if a.err != nil || a.status != row.status || a.code != row.code || !a.closed {
+					t.Errorf("%s: status %d, code %q, closed %v (%v); want %d %q, closed",
+						row.name, a.status, a.code, a.closed, a.err, row.status, row.code)
+				}
+				if got := asked.Load(); got != before {
+					t.Errorf("%s: a router was asked", row.name)
+				}
+			}
+			// Each refusal counted by reason.
+			_, metrics := get(t, http.DefaultClient, "http://"+n.AdminAddr().String()+"/metrics")
+			want := map[string]float64{}
+			for _, row := range doorRows {
+				want[row.reason]++
+			}
+			for reason, count := range want {
+				if got := scrapeLabeled(metrics, "fenec_entry_refused_total", "reason", reason); got != count {
+					t.Errorf("fenec_entry_refused_total{reason=%q} = %v, want %v", reason, got, count)
+				}
+			}
+
+			// The same connection serves a good request, and then the refusal of a bad one
+			// after it; a header whose name holds "_" is dropped before the router.
+			mu.Lock()
+			seen = nil
+			mu.Unlock()
+			before := asked.Load()
+			c := l.dial(t, addr)
+			defer c.Close()
+			good := sendRaw(c, "GET /t/acme/x HTTP/1.1\r\nHost: e\r\nFenec_Client: 203.0.113.9 1 forged\r\nX-Fine: 1\r\n\r\n", false)
+			if good.status != 200 || good.closed {
+				t.Fatalf("a good request: %+v, want 200 on a connection kept open", good)
+			}
+			bad := sendRaw(c, "GET /t/acme/x HTTP/1.1\r\nHost: e\r\nHost: f\r\n\r\n", false)
+			if bad.status != 400 || bad.code != "bad_request" || !bad.closed {
+				t.Errorf("a refusal after a good request: %+v", bad)
+			}
+			if asked.Load() != before+1 {
+				t.Errorf("the router was asked %d times, want once", asked.Load()-before)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) != 1 || seen[0].Get("X-Fine") != "1" {
+				t.Fatalf("the router saw %v", seen)
+			}
+			for k := range seen[0] {
+				if strings.Contains(k, "_") {
+					t.Errorf("the router saw %q", k)
+				}
+			}
+			_, metrics = get(t, http.DefaultClient, "http://"+n.AdminAddr().String()+"/metrics")
+			if got := scrapeSum(metrics, "fenec_entry_underscore_headers_dropped_total"); got != 1 {
+				t.Errorf("fenec_entry_underscore_headers_dropped_total = %v, want 1", got)
+			}
+		})
+	}
+}
+
+// A streamed body (longer than --body-buffer) that breaks off: the router's request is cut
+// off (it never reads a whole body), and the client is answered 400, not a success.
+func TestDoorStreamedBodyCut(t *testing.T) {
+	got := make(chan error, 1)
+	router := newRouter(t, "eu", func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		got <- err
+		w.Write([]byte("ok"))
+	})
+	cfg := testConfig(t, "eu", router.URL)
+	cfg.BodyBuffer = 1 << 10
+	n, _ := startNode(t, cfg)
+	c, err := net.DialTimeout("tcp", n.ClientAddr().String(), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := sendRaw(c, "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 50000), true)
+	if a.status != 400 || a.code != "bad_request" {
+		t.Errorf("answer %+v, want 400 bad_request", a)
+	}
+	select {
+	case err := <-got:
+		if err == nil {
+			t.Error("the router read a whole body")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the router's request was not cut off")
+	}
+}
