@@ -56,7 +56,7 @@ const (
 	MaxFieldLine   = 16 << 10 // bytes of one field line, without its CRLF
 	MaxHead        = 64 << 10 // bytes of a head (or a trailer section), from its first byte to its blank line
 	MaxFields      = 100      // field lines of a head (or of a trailer section)
-	maxChunkLine   = 4 << 10  // bytes of a chunk's size line, extensions included
+	maxChunkLine   = 1 << 10  // bytes of a chunk's size line, extensions and CRLF included
 	maxEmptyLines  = 8        // empty lines taken before a request line (RFC 9112 section 2.2)
 )
 
