@@ -395,3 +395,30 @@ func TestReasons(t *testing.T) {
 		labels[r.Label()] = true
 	}
 }
+
+// Rule judges what can be judged of a request no Reader read (HTTP/2's).
+func TestRule(t *testing.T) {
+	many := http.Header{}
+	for i := range MaxFields + 1 {
+		many.Add("X-A", strings.Repeat("b", i%3+1))
+	}
+	for _, tc := range []struct {
+		method, uri string
+		header      http.Header
+		want        Reason
+	}{
+		{"GET", "/t/acme/x", http.Header{"X-A": {"b"}}, None},
+		{"OPTIONS", "*", nil, None},
+		{"PURGE", "/t/acme/x", nil, None},
+		{"TRACE", "/t/acme/x", nil, MethodNotAllowed},
+		{"CONNECT", "e:443", nil, MethodNotAllowed},
+		{"get", "/t/acme/x", nil, BadMethod},
+		{"GET", "*", nil, BadTarget},
+		{"GET", "/t/acme/x", many, TooManyFields},
+	} {
+		r := &http.Request{Method: tc.method, RequestURI: tc.uri, Header: tc.header}
+		if got := Rule(r); got != tc.want {
+			t.Errorf("%s %s (%d fields): %v, want %v", tc.method, tc.uri, len(tc.header["X-A"]), got, tc.want)
+		}
+	}
+}

@@ -266,3 +266,58 @@ func TestDoorStreamedBodyCut(t *testing.T) {
 		t.Fatal("the router's request was not cut off")
 	}
 }
+
+// HTTP/2 frames its own requests: over TLS (ALPN h2, which the door hands to net/http as the
+// TLS connection it is) and over h2c with prior knowledge, a request the door's rules refuse
+// (TRACE here) is refused the same, and a good one is served as HTTP/2.
+func TestDoorHTTP2(t *testing.T) {
+	var asked atomic.Int64
+	router := newRouter(t, "eu", func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Write([]byte("ok"))
+	})
+	certFile, keyFile := testutil.CertFiles(t)
+	cert := testutil.WriteCert(t, certFile, keyFile, "door")
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	for _, tc := range []struct {
+		name   string
+		config func(*Config)
+		scheme string
+		protos func(*http.Protocols)
+	}{
+		{"tls", func(c *Config) { c.TLSCert, c.TLSKey = certFile, keyFile }, "https", func(p *http.Protocols) { p.SetHTTP2(true) }},
+		{"h2c", func(c *Config) {}, "http", func(p *http.Protocols) { p.SetUnencryptedHTTP2(true) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, "eu", router.URL)
+			tc.config(&cfg)
+			n, _ := startNode(t, cfg)
+			protos := new(http.Protocols)
+			tc.protos(protos)
+			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+				Protocols: protos, TLSClientConfig: &tls.Config{RootCAs: pool}}}
+			defer client.CloseIdleConnections()
+			base := tc.scheme + "://" + n.ClientAddr().String()
+			resp, body := get(t, client, base+"/t/acme/x")
+			if resp.ProtoMajor != 2 || body != "ok" {
+				t.Fatalf("GET: %s %q, want HTTP/2 and the router's answer", resp.Proto, body)
+			}
+			before := asked.Load()
+			req, _ := http.NewRequest("TRACE", base+"/t/acme/x", nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e struct{ Error string }
+			json.NewDecoder(resp.Body).Decode(&e)
+			resp.Body.Close()
+			if resp.StatusCode != 405 || e.Error != "method_not_allowed" || resp.ProtoMajor != 2 {
+				t.Errorf("TRACE: %s %d %q, want HTTP/2 405 method_not_allowed", resp.Proto, resp.StatusCode, e.Error)
+			}
+			if asked.Load() != before {
+				t.Error("a router was asked for TRACE")
+			}
+		})
+	}
+}
