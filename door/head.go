@@ -139,33 +139,35 @@ func (h *head) requestLine(line []byte, connStart bool) Reason {
 	default:
 		return BadRequestLine
 	}
-	if r := MethodRule(string(method)); r != None {
+	if r := methodRule(method); r != None {
 		return r
 	}
-	return targetRule(string(method), target)
+	return targetRule(string(method) == "OPTIONS", target)
 }
 
 // MethodRule is the door's rule for a method (RFC 9110 section 9, CONTRACT.md section 4):
 // an uppercase token, and neither CONNECT nor TRACE.
-func MethodRule(m string) Reason {
-	switch m {
+func MethodRule(m string) Reason { return methodRule(m) }
+
+func methodRule[T string | []byte](m T) Reason {
+	switch string(m) {
 	case "GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS":
 		return None
 	case "CONNECT", "TRACE":
 		return MethodNotAllowed
 	}
-	if !upperToken([]byte(m)) {
+	if !upperToken(m) {
 		return BadMethod
 	}
 	return None
 }
 
-func upperToken(m []byte) bool {
+func upperToken[T string | []byte](m T) bool {
 	if len(m) == 0 {
 		return false
 	}
-	for _, c := range m {
-		if !httpsyntax.IsTokenByte(c) || 'a' <= c && c <= 'z' {
+	for i := 0; i < len(m); i++ {
+		if c := m[i]; !httpsyntax.IsTokenByte(c) || 'a' <= c && c <= 'z' {
 			return false
 		}
 	}
@@ -176,7 +178,7 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // targetRule: an origin-form target ("/..."), an absolute http(s) URL, or "*" for OPTIONS,
 // of visible ASCII only and as net/url parses a request target (its escapes valid).
-func targetRule(method string, t []byte) Reason {
+func targetRule(options bool, t []byte) Reason {
 	plain := true
 	for _, c := range t {
 		if c <= ' ' || c >= 0x7f || c == '#' {
@@ -188,7 +190,7 @@ func targetRule(method string, t []byte) Reason {
 	}
 	switch {
 	case len(t) == 1 && t[0] == '*':
-		if method != "OPTIONS" {
+		if !options {
 			return BadTarget
 		}
 		return None
@@ -230,36 +232,50 @@ func (h *head) field(line []byte) Reason {
 		return SpaceBeforeColon
 	}
 	for _, c := range name {
-		if !httpsyntax.IsTokenByte(c) {
+		if !isToken[c] {
 			return BadFieldName
 		}
 	}
-	value, ok := httpsyntax.FieldValue(string(line[colon+1:]))
-	if !ok {
-		return BadFieldValue
+	value := line[colon+1:]
+	for _, c := range value {
+		if isCtl[c] {
+			return BadFieldValue // as net/http: no control byte but HTAB
+		}
 	}
 	switch len(name) {
 	case 4:
 		if foldEq(name, "host") {
 			if h.hosts++; h.hosts == 1 {
-				switch {
-				case value == "":
+				switch v := trimOWS(value); {
+				case len(v) == 0:
 					h.hostBad = EmptyHost
-				case !validHost(value):
+				case !validHost(v):
 					h.hostBad = BadHost
 				}
 			}
 		}
 	case 14:
 		if foldEq(name, "content-length") {
-			h.contentLength(value)
+			h.contentLength(trimOWS(value))
 		}
 	case 17:
 		if foldEq(name, "transfer-encoding") {
-			h.transferEncoding(value)
+			h.transferEncoding(string(trimOWS(value)))
 		}
 	}
 	return None
+}
+
+// trimOWS is v without the SP and HTAB around it (a field value, RFC 9110 section 5.5).
+func trimOWS(v []byte) []byte {
+	i, j := 0, len(v)
+	for i < j && (v[i] == ' ' || v[i] == '\t') {
+		i++
+	}
+	for j > i && (v[j-1] == ' ' || v[j-1] == '\t') {
+		j--
+	}
+	return v[i:j]
 }
 
 // foldEq reports whether b is lower (ASCII lower case) in any case.
@@ -279,10 +295,10 @@ func foldEq(b []byte, lower string) bool {
 // int64's overflow however it is added to.
 const maxLength = 1 << 62
 
-func (h *head) contentLength(v string) {
+func (h *head) contentLength(v []byte) {
 	h.cls++
 	var n int64
-	if v == "" {
+	if len(v) == 0 {
 		h.clBad = BadContentLength
 		return
 	}
@@ -380,28 +396,28 @@ func (h *head) framing() framing {
 // uri-host [ ":" port ], the host an IP literal in brackets or a reg-name (which holds IPv4
 // addresses too) that is not empty, the port digits. Stricter than net/http's check, so net/http
 // never refuses a Host the door let through.
-func validHost(h string) bool {
-	host, port := h, ""
-	if strings.HasPrefix(h, "[") {
-		end := strings.IndexByte(h, ']')
+func validHost[T string | []byte](h T) bool {
+	host, port := h, h[:0]
+	if len(h) > 0 && h[0] == '[' {
+		end := bytesOrString(h, ']')
 		if end < 0 {
 			return false
 		}
-		a, err := netip.ParseAddr(h[1:end])
+		a, err := netip.ParseAddr(string(h[1:end]))
 		if err != nil || !a.Is6() || a.Zone() != "" {
 			return false
 		}
 		rest := h[end+1:]
-		if rest != "" {
+		if len(rest) > 0 {
 			if rest[0] != ':' {
 				return false
 			}
 			port = rest[1:]
 		}
-		host = ""
-	} else if i := strings.IndexByte(h, ':'); i >= 0 {
+		host = h[:0]
+	} else if i := bytesOrString(h, ':'); i >= 0 {
 		host, port = h[:i], h[i+1:]
-		if host == "" {
+		if len(host) == 0 {
 			return false
 		}
 	}
@@ -416,7 +432,7 @@ func validHost(h string) bool {
 	for i := 0; i < len(host); i++ {
 		switch b := host[i]; {
 		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		case strings.IndexByte("-._~!$&'()*+,;=", b) >= 0: // unreserved and sub-delims
+		case isHostMark[b]: // unreserved and sub-delims
 		case b == '%':
 			if i+2 >= len(host) {
 				return false
@@ -433,6 +449,33 @@ func validHost(h string) bool {
 		}
 	}
 	return true
+}
+
+// Byte classes, by table: the door reads every byte of every head.
+var (
+	isToken    [256]bool // RFC 9110 tchar
+	isCtl      [256]bool // a control byte but HTAB, or DEL
+	isHostMark [256]bool // RFC 3986 unreserved and sub-delims, but letters and digits
+)
+
+func init() {
+	for c := range 256 {
+		isToken[c] = httpsyntax.IsTokenByte(byte(c))
+		isCtl[c] = c < ' ' && c != '\t' || c == 0x7f
+	}
+	for _, c := range []byte("-._~!$&'()*+,;=") {
+		isHostMark[c] = true
+	}
+}
+
+// bytesOrString is the index of c in s, -1 if none.
+func bytesOrString[T string | []byte](s T, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
 }
 
 // Rule is the door's judgement of a request that no Reader read: an HTTP/2 request, whose
