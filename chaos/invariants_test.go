@@ -34,6 +34,9 @@ type summary struct {
 	Unexpected5xx int // 5xx with no router fault and no home move around the request
 	MayHaveRun    int
 	ClientErrors  int
+	Malformed     int           // malformed requests sent (raw bytes, apart from the counts above)
+	MalRefused    int           // of them, answered 4xx or 5xx by the entry itself
+	FalseSuccess  int           // malformed requests answered 2xx, or applied (they or their smuggled twin)
 	Converge      time.Duration // after the last fault: every entry holds the same homes
 	Digest        string        // the table digest every entry showed then ("differ": none)
 	TableProbe    string        // the routing probe: ok / n mismatches
@@ -53,8 +56,8 @@ func printSummary(w io.Writer) {
 		return
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| scenario | seed | requests | writes | applies | duplicate applies | keyed writes lost | false 502s | unexpected 5xx | may_have_run | client errors | time to converge | table digest | table probe | leak | verdict |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| scenario | seed | requests | writes | applies | duplicate applies | keyed writes lost | false 502s | unexpected 5xx | may_have_run | client errors | malformed | malformed refused | false successes | time to converge | table digest | table probe | leak | verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range summaries {
 		fmt.Fprintln(w, s.row())
 	}
@@ -74,9 +77,10 @@ func (s *summary) row() string {
 	if digest == "" {
 		digest = "-"
 	}
-	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s | %s |",
+	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s | %s |",
 		s.Scenario, s.Seed, s.Requests, s.Writes, s.Applies, s.Duplicates, s.KeyedLost, s.False502,
-		s.Unexpected5xx, s.MayHaveRun, s.ClientErrors, conv, digest, s.TableProbe, s.Leak, verdict)
+		s.Unexpected5xx, s.MayHaveRun, s.ClientErrors, s.Malformed, s.MalRefused, s.FalseSuccess,
+		conv, digest, s.TableProbe, s.Leak, verdict)
 }
 
 func (s *summary) fail(format string, args ...any) {
@@ -451,6 +455,7 @@ func (h *harness) checkLedger(s *summary) {
 	checkNothingLost(s, ix)
 	h.checkNoFalse502(s, ix)
 	h.checkNoUnexpected5xx(s, ix)
+	h.checkMalformed(s, ix)
 	h.logOutcomes(ix)
 	if len(s.Failures) > 40 { // keep the log readable
 		n := len(s.Failures)
@@ -463,15 +468,23 @@ type ledgerIndex struct {
 	recs         []*record
 	led          []apply
 	byID         map[string]*record
-	keyOK        map[string]string  // key -> a request id that succeeded
-	appliesByID  map[string][]apply // plain writes
-	appliesByKey map[string][]apply // keyed writes, by tenant NUL key
+	keyOK        map[string]string     // key -> a request id that succeeded
+	appliesByID  map[string][]apply    // plain writes
+	appliesByKey map[string][]apply    // keyed writes, by tenant NUL key
+	mal          []*malRecord          // the malformed requests
+	malByID      map[string]*malRecord // by X-Request-Id, the smuggled twin's included
+	malByKey     map[string]*malRecord // by Idempotency-Key, the smuggled twin's included
 }
 
 // indexLedger joins records and ledger, and fills the summary's counts.
 func (h *harness) indexLedger(s *summary) *ledgerIndex {
 	ix := &ledgerIndex{recs: h.rec.records(), led: h.ledger(), byID: map[string]*record{}, keyOK: map[string]string{},
-		appliesByID: map[string][]apply{}, appliesByKey: map[string][]apply{}}
+		appliesByID: map[string][]apply{}, appliesByKey: map[string][]apply{},
+		mal: h.rec.malformed(), malByID: map[string]*malRecord{}, malByKey: map[string]*malRecord{}}
+	for _, m := range ix.mal {
+		ix.malByID[m.ID], ix.malByID[m.smuggledID()] = m, m
+		ix.malByKey[m.Key], ix.malByKey[m.smuggledKey()] = m, m
+	}
 	s.Requests = len(ix.recs)
 	s.Applies = len(ix.led)
 	for _, r := range ix.recs {
@@ -505,6 +518,9 @@ func (h *harness) checkApplies(s *summary, ix *ledgerIndex) {
 	unknown := 0
 	for _, a := range ix.led {
 		r := ix.byID[a.RequestID]
+		if r == nil && ix.malByID[a.RequestID] != nil {
+			continue // a malformed request applied: checkMalformed counts it a false success
+		}
 		if r == nil {
 			unknown++
 			continue
@@ -595,6 +611,99 @@ func (h *harness) checkNoUnexpected5xx(s *summary, ix *ledgerIndex) {
 			s.Unexpected5xx++
 			s.fail("unexpected 5xx: %s %s %s via %s: %s with no router fault or home move around it", r.Op, r.ID, r.Tenant, r.Entry, r.outcome())
 		}
+	}
+}
+
+// checkMalformed: no malformed request was answered 2xx or applied (by its key or request id,
+// nor its smuggled twin): each is a false success; and no smuggled twin reached a router at
+// all. It logs how the entry answered each kind, how many reached a router (a head the door
+// let through whose body it then refused), and every answer other than the entry's own 400.
+func (h *harness) checkMalformed(s *summary, ix *ledgerIndex) {
+	s.Malformed = len(ix.mal)
+	whyFalse := map[*malRecord][]string{}
+	for _, m := range ix.mal {
+		if m.refused() {
+			s.MalRefused++
+		}
+		if m.falseSuccess() {
+			whyFalse[m] = append(whyFalse[m], "answered "+m.outcome())
+		}
+	}
+	for _, a := range ix.led {
+		m := ix.malByID[a.RequestID]
+		if m == nil && a.Key != "" {
+			m = ix.malByKey[a.Key]
+		}
+		if m != nil {
+			whyFalse[m] = append(whyFalse[m], fmt.Sprintf("applied as %s (key %s) at %s/%s", a.RequestID, a.Key, a.Region, a.Router))
+		}
+	}
+	for _, m := range ix.mal {
+		if why := whyFalse[m]; len(why) > 0 {
+			s.FalseSuccess++
+			s.fail("false success: malformed %s %s (%s via %s, key %s): %s", m.Kind, m.ID, m.Tenant, m.Entry, m.Key, strings.Join(why, "; "))
+		}
+	}
+	reached := map[string]int{}
+	for _, x := range h.seenSince(0) {
+		m := ix.malByID[x.RequestID]
+		if m == nil {
+			continue
+		}
+		if x.RequestID == m.smuggledID() {
+			s.fail("smuggled request %s (in the body of malformed %s via %s) reached router %s/%s", x.RequestID, m.ID, m.Entry, x.Region, x.Router)
+			continue
+		}
+		if x.From == "" {
+			reached[m.Kind.String()]++
+		}
+	}
+	hist := map[string]int{}
+	var odd []string
+	for _, m := range ix.mal {
+		hist[m.Kind.String()+" "+m.outcome()]++
+		var notes []string
+		if m.Status != 400 || m.Code != "bad_request" || m.Shard {
+			notes = append(notes, m.outcome())
+		}
+		if m.NotClosed {
+			notes = append(notes, fmt.Sprintf("connection still open %v after the answer", malformedDrain))
+		}
+		if m.After != "" {
+			notes = append(notes, fmt.Sprintf("then %q", m.After))
+		}
+		if len(notes) == 0 {
+			continue
+		}
+		around := "no router fault or home move around it"
+		if h.faults.anyFault(m.Start.Add(-time.Second), m.End) || h.dirLog.moved(m.Tenant, m.Start.Add(-time.Second), m.End) {
+			around = "during a router fault or home move"
+		}
+		if m.WriteErr != "" {
+			around += ", write: " + m.WriteErr
+		}
+		odd = append(odd, fmt.Sprintf("%s %s via %s at +%s after %v: %s (%s)", m.Kind, m.ID, m.Entry,
+			m.Start.Sub(h.rec.t0).Round(100*time.Millisecond), m.End.Sub(m.Start).Round(time.Millisecond),
+			strings.Join(notes, ", "), around))
+	}
+	hk := make([]string, 0, len(hist))
+	for k, n := range hist {
+		hk = append(hk, fmt.Sprintf("%s: %d", k, n))
+	}
+	sort.Strings(hk)
+	h.logf("malformed: %d sent, %d refused by the entry, %d false successes; %s", s.Malformed, s.MalRefused, s.FalseSuccess, strings.Join(hk, ", "))
+	rk := make([]string, 0, len(reached))
+	for k, n := range reached {
+		rk = append(rk, fmt.Sprintf("%s: %d", k, n))
+	}
+	sort.Strings(rk)
+	h.logf("malformed requests whose head reached a router (body refused after): %d kinds [%s]", len(rk), strings.Join(rk, ", "))
+	for i, o := range odd {
+		if i == 30 {
+			h.logf("malformed: ... and %d more answers other than the entry's 400", len(odd)-30)
+			break
+		}
+		h.logf("malformed, not the entry's 400: %s", o)
 	}
 }
 

@@ -3,11 +3,14 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -62,6 +65,7 @@ type recorder struct {
 	client *http.Client
 	mu     sync.Mutex
 	recs   []*record
+	mal    []*malRecord // the malformed requests, apart: none of recs' checks applies to them
 	seq    atomic.Uint64
 }
 
@@ -76,6 +80,12 @@ func (rc *recorder) records() []*record {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return append([]*record(nil), rc.recs...)
+}
+
+func (rc *recorder) malformed() []*malRecord {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]*malRecord(nil), rc.mal...)
 }
 
 func (rc *recorder) newID(client int) string {
@@ -253,9 +263,18 @@ func (tr *traffic) pickEntry(rng *rand.Rand) string {
 
 func (tr *traffic) client(i int, rng *rand.Rand, ts []string) {
 	rc := tr.h.rec
-	nkey := 0
+	nkey, nmal := 0, 0
 	for !tr.stopped.Load() {
 		tenant := ts[rng.IntN(len(ts))]
+		if rng.IntN(100) < malformedShare {
+			// Each client rotates through the kinds, from its own offset.
+			m := &malRecord{ID: rc.newID(i), Client: i, Entry: tr.pickEntry(rng), Tenant: tenant,
+				Kind: malKind((i + nmal) % int(numMalKinds)), Key: fmt.Sprintf("m-%d-%d-%d", tr.seed, i, nmal)}
+			nmal++
+			rc.sendMalformed(m)
+			time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+			continue
+		}
 		r := &record{ID: rc.newID(i), Client: i, Entry: tr.pickEntry(rng), Tenant: tenant}
 		switch x := rng.IntN(100); {
 		case x < 40:
@@ -284,6 +303,183 @@ func (tr *traffic) client(i int, rng *rand.Rand, ts []string) {
 		}
 		time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
 	}
+}
+
+// ---- malformed requests ----
+
+// malformedShare is the percentage of each client's requests that are malformed writes: a
+// keyed POST to a real tenant's items whose framing the entry must refuse itself (400, the
+// connection closed), sent as raw bytes over a connection of its own. Drawn from the client's
+// seeded generator before the kind of a well-formed request; the other kinds keep their
+// shares of the rest.
+const malformedShare = 5
+
+// malformedTimeout bounds the dial and every write and read of a malformed request; after the
+// answer, malformedDrain bounds the wait for the entry to close the connection.
+const (
+	malformedTimeout = 5 * time.Second
+	malformedDrain   = 2 * time.Second
+)
+
+type malKind uint8
+
+const (
+	malChunkSize       malKind = iota // chunk size 5_0
+	malLengthChunked                  // Content-Length and Transfer-Encoding, a request smuggled in the body
+	malNoCRLFAfterData                // 5\r\nhello0\r\n\r\n
+	malObsFold                        // Transfer-Encoding:\r\n chunked
+	malCutChunked                     // the client stops in the middle of a chunk (CloseWrite)
+	malHexChunkSize                   // chunk size 0x5
+	malBareCR                         // a CR alone in a chunk's size line
+	numMalKinds
+)
+
+var malNames = [...]string{"chunk_size_5_0", "length_and_chunked", "no_crlf_after_data", "obs_fold",
+	"cut_chunked", "chunk_size_0x5", "bare_cr_chunk_line"}
+
+func (k malKind) String() string { return malNames[k] }
+
+// malRecord is one malformed request as the client saw it. Its X-Request-Id and
+// Idempotency-Key (and those of the smuggled twin, with "-smuggled") are unique, so the ledger
+// and the routers' record of requests tell whether it ever reached a router or was applied.
+type malRecord struct {
+	ID     string // X-Request-Id
+	Client int
+	Entry  string
+	Tenant string
+	Kind   malKind
+	Key    string // Idempotency-Key
+	Start  time.Time
+	End    time.Time
+	Status int    // 0: no answer head
+	Code   string // "error" of a JSON body
+	Shard  bool   // the answer carries Fenec-Shard (a router's answer)
+	Err    string // no answer: dial, read (a reset, a timeout, the connection closed)
+	// WriteErr: the write failed (the entry may have answered and closed first; not an error
+	// by itself).
+	WriteErr string
+	// After: bytes the entry sent after its answer (a second answer: the smuggled request);
+	// NotClosed: the entry kept the connection open malformedDrain after its answer.
+	After     string
+	NotClosed bool
+}
+
+func (m *malRecord) smuggledKey() string { return m.Key + "-smuggled" }
+func (m *malRecord) smuggledID() string  { return m.ID + "-smuggled" }
+
+// refused: the entry itself answered 4xx or 5xx.
+func (m *malRecord) refused() bool { return m.Err == "" && m.Status >= 400 && !m.Shard }
+
+// falseSuccess: answered 2xx.
+func (m *malRecord) falseSuccess() bool { return m.Status >= 200 && m.Status < 300 }
+
+func (m *malRecord) outcome() string {
+	if m.Status == 0 {
+		return "no answer: " + m.Err
+	}
+	s := fmt.Sprintf("%d", m.Status)
+	if m.Code != "" {
+		s += " " + m.Code
+	}
+	if m.Shard {
+		s += " (router)"
+	}
+	return s
+}
+
+// request returns the bytes of m's request and, for malCutChunked, true: the client then closes
+// its side of the connection with the body unfinished.
+func (m *malRecord) request(host string) (string, bool) {
+	head := "POST /t/" + m.Tenant + "/items HTTP/1.1\r\nHost: " + host + "\r\nX-Request-Id: " + m.ID +
+		"\r\nIdempotency-Key: " + m.Key + "\r\nContent-Type: application/json\r\n"
+	const te = "Transfer-Encoding: chunked\r\n"
+	switch m.Kind {
+	case malChunkSize:
+		return head + te + "\r\n" + "5_0\r\n{\"a\":1}\r\n0\r\n\r\n", false
+	case malLengthChunked:
+		return head + "Content-Length: 4\r\n" + te + "\r\n" +
+			"0\r\n\r\nPOST /t/" + m.Tenant + "/items HTTP/1.1\r\nHost: x\r\nX-Request-Id: " + m.smuggledID() +
+			"\r\nIdempotency-Key: " + m.smuggledKey() + "\r\nContent-Length: 2\r\n\r\n{}", false
+	case malNoCRLFAfterData:
+		return head + te + "\r\n" + "5\r\nhello0\r\n\r\n", false
+	case malObsFold:
+		return head + "Transfer-Encoding:\r\n chunked\r\n\r\n" + "7\r\n{\"a\":1}\r\n0\r\n\r\n", false
+	case malCutChunked:
+		return head + te + "\r\n" + "10\r\n{\"a\":", true
+	case malHexChunkSize:
+		return head + te + "\r\n" + "0x5\r\nhello\r\n0\r\n\r\n", false
+	case malBareCR:
+		return head + te + "\r\n" + "5\rX\r\nhello\r\n0\r\n\r\n", false
+	}
+	panic("unknown malformed kind")
+}
+
+// sendMalformed sends m over a TCP connection of its own to the entry's client address and
+// records what came back. Every step is bounded by a deadline: nothing can hang.
+func (rc *recorder) sendMalformed(m *malRecord) {
+	e := rc.h.entry(m.Entry)
+	req, cut := m.request(e.listen)
+	m.Start = time.Now()
+	defer func() {
+		m.End = time.Now()
+		rc.mu.Lock()
+		rc.mal = append(rc.mal, m)
+		rc.mu.Unlock()
+	}()
+	d := net.Dialer{Deadline: time.Now().Add(malformedTimeout)}
+	c, err := d.Dial("tcp", e.listen)
+	if err != nil {
+		m.Err = "dial: " + netErrClass(err)
+		return
+	}
+	defer c.Close()
+	c.SetWriteDeadline(time.Now().Add(malformedTimeout))
+	if _, err := io.WriteString(c, req); err != nil {
+		m.WriteErr = netErrClass(err)
+	}
+	if cut {
+		if err := c.(*net.TCPConn).CloseWrite(); err != nil && m.WriteErr == "" {
+			m.WriteErr = netErrClass(err)
+		}
+	}
+	c.SetReadDeadline(time.Now().Add(malformedTimeout))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		m.Err = "read: " + netErrClass(err)
+		return
+	}
+	m.Status = resp.StatusCode
+	m.Shard = resp.Header.Get("Fenec-Shard") != ""
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	var eb struct {
+		Error string `json:"error"`
+	}
+	if err == nil && json.Unmarshal(b, &eb) == nil {
+		m.Code = eb.Error
+	}
+	// The entry closes the connection after a refusal: anything more is a second answer.
+	c.SetReadDeadline(time.Now().Add(malformedDrain))
+	rest, err := io.ReadAll(io.LimitReader(br, 4096))
+	if len(rest) > 0 {
+		m.After = string(rest[:min(len(rest), 120)])
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		m.NotClosed = true
+	}
+}
+
+func netErrClass(err error) string {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timeout"
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "eof"
+	}
+	return errClass(err)
 }
 
 // ---- timelines of router faults and home moves ----
