@@ -18,7 +18,8 @@ type refReq struct {
 }
 
 // refFrame frames raw the plainest way, independently of the door: CRLF lines, token names,
-// an exact "Content-Length: digits" or one "Transfer-Encoding: chunked", chunks of plain hex
+// an exact "Content-Length: digits" (several that agree taken as one) or one
+// "Transfer-Encoding: chunked", chunks of plain hex
 // sizes with no extensions and no trailers. It returns the requests it could frame, up to
 // the first it could not: past that point it has nothing to say (the door may refuse it, or
 // frame what refFrame does not take).

@@ -208,8 +208,8 @@ func targetRule(options bool, t []byte) Reason {
 		return BadTarget
 	}
 	u, err := url.ParseRequestURI(s)
-	if err != nil || u.Host == "" || !validHost(u.Host) {
-		return BadTarget
+	if err != nil || u.Host == "" || !validHost(u.Host) || u.User != nil {
+		return BadTarget // userinfo: RFC 9110 section 4.2.4 has a recipient treat it as an error
 	}
 	return None
 }
@@ -310,7 +310,9 @@ func (h *head) contentLength(v []byte) {
 		}
 		n = n*10 + int64(c-'0')
 	}
-	if h.cls > 1 && n != h.cl && h.clBad == None {
+	if h.cls > 1 && h.clBad == None {
+		// RFC 9110 section 8.6 lets a recipient take several that agree; nginx refuses them,
+		// and no client sends them: one framing field, said once.
 		h.clBad = ContentLengths
 	}
 	h.cl = n

@@ -28,7 +28,7 @@ const (
 	BadHost          // a Host holding bytes a host may not
 	// 400 bad_request: the framing of the body.
 	BadContentLength  // a Content-Length that is not one decimal number
-	ContentLengths    // several Content-Length lines that differ
+	ContentLengths    // several Content-Length lines
 	LengthAndChunked  // both Content-Length and Transfer-Encoding
 	BadTransferCoding // a Transfer-Encoding that is not a list of codings, or chunked twice
 	TransferCoding10  // a Transfer-Encoding on an HTTP/1.0 request
@@ -90,7 +90,7 @@ var reasons = [numReasons]struct {
 	RepeatedHost:       {"repeated_host", 400, "A request must carry one Host header, not several."},
 	BadHost:            {"bad_host", 400, "The Host header holds bytes a host name may not."},
 	BadContentLength:   {"bad_content_length", 400, "Content-Length must be one decimal number."},
-	ContentLengths:     {"content_lengths", 400, "Several Content-Length headers must not differ."},
+	ContentLengths:     {"content_lengths", 400, "A request must carry one Content-Length header, not several."},
 	LengthAndChunked:   {"length_and_chunked", 400, "A request must not carry both Content-Length and Transfer-Encoding."},
 	BadTransferCoding:  {"bad_transfer_coding", 400, "Transfer-Encoding must be chunked, once."},
 	TransferCoding10:   {"transfer_coding_http10", 400, "An HTTP/1.0 request must not carry Transfer-Encoding."},

@@ -34,6 +34,7 @@ var doorRows = []struct {
 	{"content-length and transfer-encoding", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, "bad_request", "length_and_chunked", false},
 	{"content-length not a number", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nContent-Length: +5\r\n\r\nhello", 400, "bad_request", "bad_content_length", false},
 	{"content-lengths that differ", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", 400, "bad_request", "content_lengths", false},
+	{"content-lengths that agree", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello", 400, "bad_request", "content_lengths", false},
 	{"transfer-encoding other than chunked alone", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", 400, "bad_request", "bad_transfer_coding", false},
 	{"a coding the entry does not take", "POST /t/acme/items HTTP/1.1\r\nHost: e\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501, "not_implemented", "unknown_coding", false},
 	{"transfer-encoding on HTTP/1.0", "POST /t/acme/items HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\nhello", 400, "bad_request", "transfer_coding_http10", false},

@@ -120,3 +120,15 @@ func TestCanceledGetsNoAnswer(t *testing.T) {
 		t.Errorf("a client gone before the answer read %q", got)
 	}
 }
+
+// OPTIONS * asks about the server: the entry answers it, and no router is asked.
+func TestOptionsStar(t *testing.T) {
+	e := newEnv(t)
+	answers := serveThroughDoor(t, e.h, "OPTIONS * HTTP/1.1\r\nHost: e\r\n\r\n")
+	if len(answers) != 1 || answers[0].Code != 204 || answers[0].Header().Get("Allow") == "" {
+		t.Fatalf("answers %+v", answers)
+	}
+	if n := e.direct("eu") + e.direct("us"); n != 0 {
+		t.Errorf("%d router requests", n)
+	}
+}

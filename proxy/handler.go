@@ -126,6 +126,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.met.requests[resHealth].Inc()
 		return
+	case "*":
+		// OPTIONS * (the only method the door lets have it) asks about the server, not a
+		// tenant: the entry answers it, as no router's answer would mean anything.
+		if r.Method == http.MethodOptions {
+			w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+			w.WriteHeader(http.StatusNoContent)
+			h.met.requests[resServerOptions].Inc()
+			return
+		}
 	case door.RefusedPath:
 		// The door's stand-in for a head it refused (h1 and net/http's HTTP/1 read through it).
 		if reason, ok := door.Refusal(r); ok {

@@ -109,10 +109,11 @@ const (
 	resHealth            = "health"
 	resCanceled          = "canceled"
 	resAborted           = "aborted"
+	resServerOptions     = "server_options" // OPTIONS *, answered by the entry
 )
 
 var resultNames = []string{resAnswer, resMayHaveRun, resNoRegionReachable, resBadPath, resLengthRequired,
-	resOverloaded, resPreflight, resHealth, resCanceled, resAborted,
+	resOverloaded, resPreflight, resHealth, resCanceled, resAborted, resServerOptions,
 	door.CodeBadRequest, door.CodeNotImplemented, door.CodeMethodNotAllowed, door.CodeURITooLong, door.CodeHeadersTooLarge}
 
 // boundMetrics holds the children resolved once, so that a request does no label lookup;
