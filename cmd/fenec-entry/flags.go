@@ -66,7 +66,7 @@ var flags = []*flagDef{
 		usage: "requests in flight at once; beyond it the entry answers 503 overloaded at once",
 		apply: setInt(func(c *node.Config) *int { return &c.MaxInflight })},
 	{name: "header-timeout", arg: "duration", group: groupClient, def: node.DefaultHeaderTimeout.String(),
-		usage: "a connection whose request head is incomplete after this is closed; heads over 1 MiB are refused",
+		usage: "a connection whose request head is incomplete after this is closed (a head past the door's limits is refused: 414, 431)",
 		apply: setDuration(func(c *node.Config) *time.Duration { return &c.HeaderTimeout })},
 	{name: "http1-server", arg: "kind", group: groupClient, def: node.DefaultHTTP1Server,
 		usage: "plain HTTP/1.x: lean (an idle connection holds no goroutine and no buffer) or std (Go's net/http server); " +
