@@ -61,17 +61,6 @@ func looseToken(v, token string) bool {
 	return false
 }
 
-// validFieldValue reports whether v may be a header field value: no control byte but HTAB
-// (net/http's rule, httpguts.ValidHeaderFieldValue).
-func validFieldValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
 // validHost reports whether h holds only bytes a Host header may (httpguts.ValidHostHeader).
 func validHost[T string | []byte](h T) bool {
 	for i := 0; i < len(h); i++ {

@@ -59,10 +59,7 @@ func (p Paths) Expand(s string) string {
 	srx := strconv.FormatInt(int64(len(sr)), 16)
 	s = strings.NewReplacer("{P}", p.P, "{SRX}", srx, "{SR}", sr, "{S}", p.S,
 		"{TECL}", strconv.Itoa(len(srx)+2)).Replace(s)
-	if strings.Contains(s, "{CL}") {
-		s = strings.Replace(s, "{CL}", strconv.Itoa(len(s)-bodyStart(s)), 1)
-	}
-	return s
+	return strings.Replace(s, "{CL}", strconv.Itoa(len(s)-bodyStart(s)), 1)
 }
 
 // bodyStart is where the body starts: after the first empty line (LF or CRLF ended).
