@@ -31,6 +31,15 @@ func NewConn(c net.Conn) net.Conn {
 
 func (c *Conn) Read(p []byte) (int, error) { return c.rd.Read(p) }
 
+// CloseWrite shuts the connection's write side when it has one (a TCP or TLS connection), as
+// net/http does before it closes one whose client may still be sending.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // Close closes the connection. After a refusal, the client may still be sending what was
 // refused, and closing with unread data sends a reset that can reach the client before the
 // answer: so the write side is closed first, and what comes is read and dropped for up to
@@ -49,7 +58,7 @@ const (
 
 func linger(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
+		cw.CloseWrite() // the FIN after the answer
 	}
 	c.SetReadDeadline(time.Now().Add(lingerTime))
 	io.Copy(io.Discard, io.LimitReader(c, lingerBytes))
