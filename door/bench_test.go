@@ -47,3 +47,37 @@ func BenchmarkChunkedBody(b *testing.B) {
 		}
 	}
 }
+
+// oneByte yields its bytes one a read: a client sending its head a byte at a time.
+type oneByte struct {
+	b []byte
+	i int
+}
+
+func (o *oneByte) Read(p []byte) (int, error) {
+	if o.i == len(o.b) {
+		o.i = 0
+	}
+	p[0] = o.b[o.i]
+	o.i++
+	return 1, nil
+}
+
+// BenchmarkHeadByteAtATime is a 60 KiB head that comes a byte at a time: the door's cost must
+// stay linear in the bytes (it once moved the held head at every read, quadratic).
+func BenchmarkHeadByteAtATime(b *testing.B) {
+	head := "GET / HTTP/1.1\r\nHost: e\r\n" + strings.Repeat("X-A: "+strings.Repeat("a", 600)+"\r\n", 99) + "\r\n"
+	d := NewReader(&oneByte{b: []byte(head)})
+	buf := make([]byte, 4096)
+	b.SetBytes(int64(len(head)))
+	b.ReportAllocs()
+	for b.Loop() {
+		for n := 0; n < len(head); {
+			m, err := d.Read(buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += m
+		}
+	}
+}

@@ -100,9 +100,9 @@ func TestTLSListener(t *testing.T) {
 	if _, err := io.ReadAll(silent); err != nil || time.Since(start) > 3*time.Second {
 		t.Errorf("a silent client: %v after %v, want closed after the handshake timeout", err, time.Since(start))
 	}
-	if logged.Load() != 2 {
-		t.Errorf("%d handshake failures logged, want 2", logged.Load())
-	}
+	// crypto/tls closes a connection whose handshake context ends, so the client may see
+	// the close before the failure is told.
+	testutil.Eventually(t, 2*time.Second, "both handshake failures told", func() bool { return logged.Load() == 2 })
 	waiting := dial()
 	defer waiting.Close()
 	ln.Close()

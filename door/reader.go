@@ -165,11 +165,17 @@ func (d *Reader) Read(p []byte) (int, error) {
 		}
 		d.held = d.held[:len(d.held)+n]
 		b, good, stop := d.advance(d.held)
-		d.out = append(d.outBuffer(), b[:good]...)
+		if good > 0 {
+			d.out = append(d.outBuffer(), b[:good]...)
+		}
 		rest := b[good:]
 		switch stop {
 		case stopHold:
-			d.held = d.held[:copy(d.held, rest)]
+			if good > 0 { // the head's first byte to the front: once a head, not once a read
+				d.held = d.held[:copy(d.held, rest)]
+			} else {
+				d.held = b // all of it is the head, in place (no head ended, so nothing dropped)
+			}
 		case stopRefuse:
 			d.dropHeld()
 			d.refuse()
@@ -310,14 +316,19 @@ func (d *Reader) dropHeld() {
 	}
 }
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
+// bufPool holds the buffers of held heads and of what waits to be passed on, by their arrays
+// (a slice put in a pool would be allocated to box it).
+var bufPool = sync.Pool{New: func() any { return new([bufSize]byte) }}
 
-func getBuf() []byte { return *bufPool.Get().(*[]byte) }
+const bufSize = 4096
 
+func getBuf() []byte { return bufPool.Get().(*[bufSize]byte)[:] }
+
+// putBuf gives b back to the pool if it is one of its buffers (one grown past it is left to
+// the collector).
 func putBuf(b []byte) {
-	if cap(b) == 4096 {
-		b = b[:cap(b)]
-		bufPool.Put(&b)
+	if cap(b) == bufSize {
+		bufPool.Put((*[bufSize]byte)(b[:bufSize]))
 	}
 }
 
