@@ -29,8 +29,9 @@ type Config struct {
 	MaxInflight   int           // --max-inflight: requests in flight at once, 1..MaxMaxInflight
 	HeaderTimeout time.Duration // --header-timeout: how long a request head may take to arrive
 	// HTTP1Server (--http1-server) serves plain HTTP/1.x: "lean" (package h1: an idle
-	// connection is parked in epoll, no goroutine and no buffer) or "std" (Go's net/http
-	// server). TLS, h2c and PROXY-protocol connections are net/http's either way.
+	// connection is parked in epoll, no goroutine and no buffer; Linux only, and the default
+	// there) or "std" (Go's net/http server; the default elsewhere: DefaultHTTP1Server). TLS,
+	// h2c and PROXY-protocol connections are net/http's either way.
 	HTTP1Server string
 	// ReusePort (--reuse-port) opens Listen with SO_REUSEPORT, so other entries of this user on
 	// this host may listen on the same address: the kernel spreads new connections over
@@ -135,7 +136,6 @@ const (
 	DefaultListen          = ":8080"
 	DefaultMaxInflight     = proxy.DefaultMaxInflight
 	DefaultHeaderTimeout   = 10 * time.Second
-	DefaultHTTP1Server     = "lean"
 	DefaultAnswerTimeout   = proxy.DefaultAnswerTimeout
 	DefaultBodyBuffer      = proxy.DefaultBodyBuffer
 	DefaultReadBackoff     = homes.DefaultReadBackoff

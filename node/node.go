@@ -22,7 +22,6 @@ import (
 	"github.com/fenec/fenec-entry/discover"
 	"github.com/fenec/fenec-entry/door"
 	"github.com/fenec/fenec-entry/gossip"
-	"github.com/fenec/fenec-entry/h1"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/procs"
 	"github.com/fenec/fenec-entry/proxy"
@@ -74,7 +73,7 @@ type Node struct {
 	pp     *clientinfo.ProxyProtocol // nil unless --client-ip proxy-protocol
 	geoip  *clientinfo.GeoIP         // nil without --geoip
 	client *http.Server
-	lean   *h1.Server // plain HTTP/1.x under --http1-server lean; nil otherwise
+	lean   leanServer // plain HTTP/1.x under --http1-server lean; nil otherwise
 	disc   *discover.Discoverer
 	admin  *http.Server
 	reg    *prometheus.Registry
@@ -387,16 +386,9 @@ func (n *Node) serveClient(cl net.Listener) {
 		})
 	case n.cfg.HTTP1Server == "lean":
 		// h1 serves plain HTTP/1.x and hands net/http the rest (h2c, PROXY-protocol
-		// connections) through a listener of its own.
-		handoff := h1.NewHandoff(cl.Addr())
-		n.lean = &h1.Server{Handler: n.proxy, ReadHeaderTimeout: n.client.ReadHeaderTimeout,
-			IdleTimeout: n.client.IdleTimeout, Fallback: handoff.Give,
-			ErrorLog: func(msg string) { n.log.Error().Str("server", "client").Msg(msg) }}
-		lean := n.lean
-		n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "fenec_entry_http1_idle_workers",
-			Help: "Goroutines kept to serve the next woken plain HTTP/1.x connection (at most h1.MaxIdleWorkers; past it one exits after its connection parks).",
-		}, func() float64 { return float64(lean.IdleWorkers()) }))
+		// connections) through a listener of its own (lean_linux.go).
+		var handoff net.Listener
+		n.lean, handoff = n.newLean(cl.Addr())
 		n.serve("--listen", func() error { return n.lean.Serve(cl) })
 		n.serve("--listen", func() error { return n.client.Serve(door.Listen(handoff, nil, 0, nil)) })
 	default:

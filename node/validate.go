@@ -61,7 +61,11 @@ func (c Config) validateListen() error {
 		return cfgErr("max-inflight", "%d is out of range (want 1 to %d)", c.MaxInflight, MaxMaxInflight)
 	}
 	switch c.HTTP1Server {
-	case "lean", "std":
+	case "std":
+	case "lean":
+		if !leanBuilt {
+			return cfgErr("http1-server", "lean needs Linux's epoll; on this system the server is std")
+		}
 	default:
 		return cfgErr("http1-server", "%q is not a server (want lean or std)", c.HTTP1Server)
 	}

@@ -12,11 +12,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"golang.org/x/sys/unix"
 
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/proxy"
@@ -39,13 +37,14 @@ import (
 const WorkerArg = "_worker"
 
 // WorkersAuto is Config.Workers's default: a worker per CPU the process may use, none on
-// one CPU.
+// one CPU, and none where the kernel does not spread one port's connections over its sockets
+// (SO_REUSEPORT balances on Linux only: reusePortSpreads).
 const WorkersAuto = -1
 
 // autoWorkers is WorkersAuto for a process of procs Ps (runtime.GOMAXPROCS(0) at start: the
 // CPUs it may use, or the operator's GOMAXPROCS).
 func autoWorkers(procs int) int {
-	if procs <= 1 {
+	if procs <= 1 || !reusePortSpreads {
 		return 0
 	}
 	return min(procs, MaxWorkers)
@@ -127,10 +126,8 @@ func (p *workerProc) startedAs(err error) { p.once.Do(func() { p.started <- err 
 // startWorkers binds the client sockets and starts the workers; it returns once every
 // worker serves, or with the first failure (then nothing is left running).
 func (n *Node) startWorkers(ctx context.Context) (net.Addr, error) {
-	// The master's own binary, even once a package upgrade replaced the file: a worker started
-	// again later must speak the master's protocol, so never the path's newer binary.
-	exe := "/proc/self/exe"
-	if _, err := os.Stat(exe); err != nil {
+	exe, err := masterExe()
+	if err != nil {
 		return nil, fmt.Errorf("--workers: the binary to start: %w", err)
 	}
 	s := &workerSet{n: n, exe: exe, stopped: make(chan struct{})}
@@ -255,7 +252,7 @@ func errText(err error) string {
 // run starts one worker process and serves its control socket until it exits.
 func (p *workerProc) run(first bool) error {
 	s := p.set
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fds, err := controlSocketpair()
 	if err != nil {
 		return p.fail(first, err)
 	}
@@ -271,7 +268,7 @@ func (p *workerProc) run(first bool) error {
 	cmd.ExtraFiles = []*os.File{theirs, s.socks[p.idx]} // fd 3 and fd 4
 	cmd.Env = workerEnv(os.Environ())
 	cmd.Stdout, cmd.Stderr = s.n.workerOut, s.n.workerOut
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = workerProcAttr()
 	if err := cmd.Start(); err != nil {
 		theirs.Close()
 		conn.Close()

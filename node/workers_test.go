@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -338,9 +339,13 @@ func TestWorkersFollowReload(t *testing.T) {
 	})
 }
 
-// --workers auto: a worker per P at start, none on one.
+// --workers auto: a worker per P at start, none on one, and none where the kernel would not
+// spread the connections over them (off Linux).
 func TestAutoWorkers(t *testing.T) {
 	for procs, want := range map[int]int{1: 0, 2: 2, 8: 8, 1000: MaxWorkers} {
+		if !reusePortSpreads {
+			want = 0
+		}
 		if got := autoWorkers(procs); got != want {
 			t.Errorf("autoWorkers(%d) = %d, want %d", procs, got, want)
 		}
@@ -396,5 +401,22 @@ func TestWorkerFrozen(t *testing.T) {
 	testutil.Eventually(t, 3*(workerReportEvery+workerReportWait), "the worker serving again", n.isReady)
 	if got := workerPids(n)[0]; got != pid {
 		t.Errorf("the worker was replaced (%d, was %d): two missed heartbeats are not five", got, pid)
+	}
+}
+
+// The plain HTTP/1.x server defaults to the one this build has, and lean is refused, naming
+// the flag, where h1 is not built (it needs Linux's epoll).
+func TestHTTP1ServerOfTheSystem(t *testing.T) {
+	if (DefaultHTTP1Server == "lean") != leanBuilt || leanBuilt != (runtime.GOOS == "linux") {
+		t.Fatalf("DefaultHTTP1Server %q with h1 built %v on %s", DefaultHTTP1Server, leanBuilt, runtime.GOOS)
+	}
+	c := testConfig(t, "eu", "http://127.0.0.1:1")
+	c.HTTP1Server = "lean"
+	err := c.Validate()
+	if leanBuilt && err != nil {
+		t.Errorf("lean refused where h1 is built: %v", err)
+	}
+	if !leanBuilt && (err == nil || !strings.Contains(err.Error(), "--http1-server")) {
+		t.Errorf("lean where h1 is not built: %v, want an error naming --http1-server", err)
 	}
 }

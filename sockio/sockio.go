@@ -25,7 +25,6 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"unsafe"
 )
 
 // Conn is a *net.TCPConn whose Read and Write are raw system calls.
@@ -181,39 +180,6 @@ func (c *Conn) read(fd uintptr) bool {
 // Reads is how many read system calls c made (the point of WriteThenRead is one less). It
 // may not be called while a read runs.
 func (c *Conn) Reads() int { return c.reads }
-
-// ReadFD is one read of non-blocking socket fd into p (len(p) > 0), by a raw system call,
-// retried on EINTR: syscall.EAGAIN when nothing can be read now, 0 bytes and no error at the
-// end. The call is recvfrom(2), not read(2): the same on a socket, less the file layer's work
-// (docs/BENCHMARKS.md, issue 10's eleventh step).
-func ReadFD(fd int, p []byte) (int, syscall.Errno) {
-	for {
-		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), 0, 0, 0)
-		if e != syscall.EINTR {
-			return int(n), e
-		}
-	}
-}
-
-// WriteFD writes p (len(p) > 0) to non-blocking socket fd by raw system calls until it is
-// all written, an error, or the socket is full (syscall.EAGAIN): the bytes written, and why it
-// stopped (0: all written). The call is sendto(2) with MSG_NOSIGNAL, as ReadFD's: a peer
-// gone is EPIPE, with no SIGPIPE sent for Go's runtime to ignore.
-func WriteFD(fd int, p []byte) (int, syscall.Errno) {
-	done := 0
-	for done < len(p) {
-		rest := p[done:]
-		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)), syscall.MSG_NOSIGNAL, 0, 0)
-		switch e {
-		case 0:
-			done += int(n)
-		case syscall.EINTR:
-		default:
-			return done, e
-		}
-	}
-	return done, 0
-}
 
 // Write writes all of p as net.Conn's Write does, waiting for room when the socket is full.
 func (c *Conn) Write(p []byte) (int, error) {

@@ -1,0 +1,31 @@
+//go:build linux
+
+package node
+
+import (
+	"net"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fenec/fenec-entry/h1"
+)
+
+// DefaultHTTP1Server is h1 where it is built.
+const DefaultHTTP1Server = "lean"
+
+// leanBuilt: h1 is built here.
+const leanBuilt = true
+
+// newLean builds h1's server for the client listener at addr, and the listener through which
+// it hands net/http what it does not serve; it registers h1's gauge.
+func (n *Node) newLean(addr net.Addr) (leanServer, net.Listener) {
+	handoff := h1.NewHandoff(addr)
+	lean := &h1.Server{Handler: n.proxy, ReadHeaderTimeout: n.client.ReadHeaderTimeout,
+		IdleTimeout: n.client.IdleTimeout, Fallback: handoff.Give,
+		ErrorLog: func(msg string) { n.log.Error().Str("server", "client").Msg(msg) }}
+	n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fenec_entry_http1_idle_workers",
+		Help: "Goroutines kept to serve the next woken plain HTTP/1.x connection (at most h1.MaxIdleWorkers; past it one exits after its connection parks).",
+	}, func() float64 { return float64(lean.IdleWorkers()) }))
+	return lean, handoff
+}

@@ -1,0 +1,15 @@
+//go:build !linux
+
+package node
+
+import "net"
+
+// DefaultHTTP1Server is net/http where h1 is not built (it needs Linux's epoll).
+const DefaultHTTP1Server = "std"
+
+// leanBuilt: h1 is not built here; Validate refuses --http1-server lean.
+const leanBuilt = false
+
+func (n *Node) newLean(net.Addr) (leanServer, net.Listener) {
+	panic("node: h1 is not built on this system") // Validate refuses --http1-server lean first
+}
