@@ -748,7 +748,9 @@ func mergeRouterStates(base []proxy.RouterState, reports []*wireReport) []proxy.
 			if !ok {
 				continue // a router of an older routing
 			}
-			if w.LastAt > base[i].LastAt.UnixNano() || base[i].LastAt.IsZero() && w.LastAt != 0 {
+			// A worker that never asked the router says LastAt 0: nothing to take (the zero
+			// time's UnixNano is far below 0, so "later than the base" must not be asked of it).
+			if w.LastAt != 0 && (base[i].LastAt.IsZero() || w.LastAt > base[i].LastAt.UnixNano()) {
 				base[i] = proxy.RouterState{Region: w.Region, Router: w.Router, LastOutcome: w.LastOutcome,
 					LastStatus: w.LastStatus, LastAt: time.Unix(0, w.LastAt), Failures: w.Failures}
 			}

@@ -420,3 +420,21 @@ func TestHTTP1ServerOfTheSystem(t *testing.T) {
 		t.Errorf("lean where h1 is not built: %v, want an error naming --http1-server", err)
 	}
 }
+
+// A router no process asked stays never asked when the workers' states are merged (it read
+// "20790d 7h ago", the Unix epoch, on the status page); one a worker asked takes the newest.
+func TestMergeRouterStatesNeverAsked(t *testing.T) {
+	base := []proxy.RouterState{{Region: "eu", Router: "a"}, {Region: "eu", Router: "b"}}
+	at := time.Unix(1_800_000_000, 0)
+	reports := []*wireReport{
+		{Routers: []wireRouterState{{Region: "eu", Router: "a"}, {Region: "eu", Router: "b", LastStatus: 200, LastAt: at.UnixNano()}}},
+		{Routers: []wireRouterState{{Region: "eu", Router: "a"}, {Region: "eu", Router: "b", LastStatus: 502, LastAt: at.Add(-time.Second).UnixNano()}}},
+	}
+	got := mergeRouterStates(base, reports)
+	if !got[0].LastAt.IsZero() {
+		t.Errorf("a router never asked: LastAt %v, want the zero time", got[0].LastAt)
+	}
+	if !got[1].LastAt.Equal(at) || got[1].LastStatus != 200 {
+		t.Errorf("a router asked: %+v, want the newest attempt's", got[1])
+	}
+}
