@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"html"
 	"image"
 	"image/png"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,6 +143,7 @@ func TestStatusPageChromium(t *testing.T) {
 		c.GossipKey = SecretBytes("0123456789abcdef0123456789abcdef")
 		c.GossipBind, c.RPCAddr = "127.0.0.1:0", "127.0.0.1:0"
 		c.Join = join
+		c.Workers = DefaultConfig().Workers // the page as the default layout shows it (its workers' panel too)
 		n, _ := startNode(t, c)
 		return n
 	}
@@ -175,9 +180,24 @@ func TestStatusPageChromium(t *testing.T) {
 	for _, tenant := range []string{"acme", "initech", "hooli", "piedpiper"} {
 		get(t, client, base+"/t/"+tenant+"/items/1")
 	}
+	// The workers serve the requests: each must hold a home the master learns before a
+	// request for its tenant can go there.
+	workersHold := func(homes int) {
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("every worker of entry-fra holding %d homes", homes), func() bool {
+			ws := fra.Status().Workers
+			for _, w := range ws {
+				if w.Homes < homes {
+					return false
+				}
+			}
+			return len(ws) > 0 || fra.cfg.Workers == 0
+		})
+	}
 	fra.homes.Learn("globex", 1) // us
+	workersHold(5)
 	get(t, client, base+"/t/globex/items/1")
 	fra.homes.Learn("umbrella", 2) // ap
+	workersHold(6)
 	get(t, client, base+"/t/umbrella/items/1")
 	testutil.Eventually(t, 5*time.Second, "homes gossiped to entry-iad", func() bool { return iad.Status().Homes.Gossip >= 4 })
 	clock.advance(1100 * time.Millisecond) // the gossip rates need a window of a second
@@ -198,6 +218,11 @@ func TestStatusPageChromium(t *testing.T) {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the DOM Chromium built lacks %q", want)
 		}
+	}
+
+	// The page fits a 1280 px window with every panel: nothing reaches past its right edge.
+	if wide := overflowAt1280(t, chromium, url); wide != "" {
+		t.Errorf("at 1280 px the page is wider than the window: %s", wide)
 	}
 
 	out := filepath.Join(t.TempDir(), "status.png")
@@ -225,6 +250,41 @@ func TestStatusPageChromium(t *testing.T) {
 		}
 		t.Logf("wrote %s", *statusScreenshot)
 	}
+}
+
+// overflowAt1280 renders the page at url in a 1280 px window and returns what reaches past the
+// window's right edge, or past its table cell ("" if nothing): the page's width, and the
+// elements past the edge. The
+// page (its CSS inline) is served again from a test server with a script that measures it.
+func overflowAt1280(t *testing.T, chromium, url string) string {
+	t.Helper()
+	_, page := get(t, http.DefaultClient, url)
+	const probe = `<script>addEventListener("load", () => {
+  const w = innerWidth, past = [];
+  for (const e of document.querySelectorAll("body *")) {
+    const r = e.getBoundingClientRect();
+    if (r.width > 0 && r.right > w + 1) past.push(e.tagName.toLowerCase() + (e.className ? "." + e.className : "") + "(" + Math.round(r.right) + ")");
+    if ((e.tagName == "TH" || e.tagName == "TD") && e.scrollWidth > e.clientWidth + 1)
+      past.push(e.tagName.toLowerCase() + " '" + e.textContent.trim().slice(0, 20) + "' overflows its cell");
+  }
+  document.body.dataset.fit = document.documentElement.scrollWidth <= w && past.length == 0 ? "yes" :
+    "scrollWidth " + document.documentElement.scrollWidth + ", past the edge: " + past.slice(0, 8).join(" ");
+});</script>`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, strings.Replace(page, "</body>", probe+"</body>", 1))
+	}))
+	defer srv.Close()
+	dom := string(runChromium(t, chromium, "--window-size=1280,900", "--virtual-time-budget=3000", "--dump-dom", srv.URL))
+	_, after, ok := strings.Cut(dom, `data-fit="`)
+	if !ok {
+		t.Fatalf("the probe did not run: %.300s", dom)
+	}
+	fit, _, _ := strings.Cut(after, `"`)
+	if fit == "yes" {
+		return ""
+	}
+	return html.UnescapeString(fit)
 }
 
 // mergeRegions joins regions of the same name (testConfig makes one per router), in order.
