@@ -35,9 +35,8 @@ type poller struct {
 	// reused) is recognised and dropped.
 	slots []*conn
 	free  []int32
-	mods  atomic.Int64 // registrations changed (EPOLL_CTL_MOD): none for a keep-alive request
-	leads atomic.Int64 // connections run served itself, having handed its role on
-	waits atomic.Int64 // epoll_wait calls: one a wake-up, and one a full batch
+	sys   epollSys     // the system calls
+	leads atomic.Int64 // connections run served itself, having handed its role on (Server.LeaderServed)
 	// oneP: GOMAXPROCS is 1 (no leader/follower), read by the sweeper every period (it can
 	// change at run time) rather than by run, under the scheduler's lock, every batch.
 	oneP atomic.Bool
@@ -54,12 +53,28 @@ type poller struct {
 	lead   *conn // the connection run's goroutine serves
 	werr   error
 	waitFn func(uintptr) bool
-
-	// failNext, set by tests, is the error the next wait meets instead of epoll_wait's.
-	failNext atomic.Pointer[error]
 }
 
-func newPoller() (*poller, error) {
+// epollSys is the poller's two system calls: rawEpoll's, unless a test gives the Server one
+// that counts them or fails them. The event goes by value, so that a registration's does not
+// escape to the heap through the interface.
+type epollSys interface {
+	ctl(epfd, op, fd int, ev unix.EpollEvent) error
+	wait(epfd int, events []unix.EpollEvent) (int, error)
+}
+
+type rawEpoll struct{}
+
+func (rawEpoll) ctl(epfd, op, fd int, ev unix.EpollEvent) error { return epollCtl(epfd, op, fd, &ev) }
+func (rawEpoll) wait(epfd int, events []unix.EpollEvent) (int, error) {
+	return epollWait(epfd, events)
+}
+
+// newPoller makes a poller whose system calls are sys's (nil: rawEpoll).
+func newPoller(sys epollSys) (*poller, error) {
+	if sys == nil {
+		sys = rawEpoll{}
+	}
 	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, err
@@ -74,7 +89,7 @@ func newPoller() (*poller, error) {
 		f.Close()
 		return nil, err
 	}
-	p := &poller{epfd: fd, file: f, raw: raw, events: make([]unix.EpollEvent, 256)}
+	p := &poller{epfd: fd, file: f, raw: raw, sys: sys, events: make([]unix.EpollEvent, 256)}
 	p.waitFn = p.wait
 	p.checkProcs()
 	return p, nil
@@ -127,7 +142,7 @@ func (p *poller) add(c *conn, events uint32) error {
 	gen := c.gen
 	p.mu.Unlock()
 	ev := unix.EpollEvent{Events: events, Fd: slot, Pad: gen}
-	if err := epollCtl(p.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+	if err := p.sys.ctl(p.epfd, unix.EPOLL_CTL_ADD, c.fd, ev); err != nil {
 		p.release(c)
 		return err
 	}
@@ -143,14 +158,13 @@ func (p *poller) arm(c *conn, events uint32) error {
 	if ev.Fd < 0 {
 		return errClosed
 	}
-	p.mods.Add(1)
-	return epollCtl(p.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev)
+	return p.sys.ctl(p.epfd, unix.EPOLL_CTL_MOD, c.fd, ev)
 }
 
 // remove takes c out of epoll and frees its slot; before c's socket is handed on (closing it
 // takes it out of epoll: release is enough then).
 func (p *poller) remove(c *conn) {
-	epollCtl(p.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+	p.sys.ctl(p.epfd, unix.EPOLL_CTL_DEL, c.fd, unix.EpollEvent{})
 	p.release(c)
 }
 
@@ -175,14 +189,9 @@ func (p *poller) release(c *conn) {
 // A batch that fills events may have left others behind, which no new readiness announces
 // (epfd's registration is edge-triggered): wait takes the next batch at once.
 func (p *poller) wait(fd uintptr) bool {
-	if e := p.failNext.Load(); e != nil {
-		p.werr = *e
-		return true
-	}
 	events := p.events
 	for {
-		n, err := epollWait(int(fd), events)
-		p.waits.Add(1)
+		n, err := p.sys.wait(int(fd), events)
 		if err == unix.EINTR {
 			continue
 		}

@@ -44,6 +44,10 @@ type Server struct {
 	// ErrorLog, if set, is told of a handler's panic (other than http.ErrAbortHandler).
 	ErrorLog func(msg string)
 
+	// epoll is the poller's system calls; nil: the system's (a test gives one that counts
+	// or fails them).
+	epoll epollSys
+
 	mu       sync.Mutex // guards the following fields
 	poll     *poller
 	ln       net.Listener
@@ -65,6 +69,19 @@ type Server struct {
 // IdleWorkers is how many goroutines wait to serve the next woken connection (at most
 // MaxIdleWorkers).
 func (s *Server) IdleWorkers() int { return s.work.idleCount() }
+
+// LeaderServed is how many woken connections the poller's own goroutine served, having handed
+// its role on (leader/follower: the request then waits for no thread woken on another CPU),
+// rather than a worker; none under one P.
+func (s *Server) LeaderServed() int64 {
+	s.mu.Lock()
+	p := s.poll
+	s.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	return p.leads.Load()
+}
 
 // ProcsChanged tells the server GOMAXPROCS changed (package procs), so that the poller's
 // leader/follower follows at once rather than at the sweeper's next period.
@@ -91,7 +108,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	if s.poll == nil {
-		p, err := newPoller()
+		p, err := newPoller(s.epoll)
 		if err != nil {
 			s.mu.Unlock()
 			return err

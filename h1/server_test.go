@@ -429,7 +429,8 @@ func TestSweepPeriod(t *testing.T) {
 // A keep-alive GET changes no registration: a connection stays registered, edge-triggered,
 // from its accept to its close (one epoll_ctl a request was 2% of the entry's CPU).
 func TestKeepAliveRequestsChangeNoRegistration(t *testing.T) {
-	s := &Server{Handler: http.HandlerFunc(okHandler)}
+	sys := &countingEpoll{}
+	s := &Server{Handler: http.HandlerFunc(okHandler), epoll: sys}
 	addr := startLean(t, s)
 	c, br := dial(t, addr)
 	for i := range 50 {
@@ -439,10 +440,7 @@ func TestKeepAliveRequestsChangeNoRegistration(t *testing.T) {
 		resp := get(t, c, br, "/")
 		io.Copy(io.Discard, resp.Body)
 	}
-	s.mu.Lock()
-	p := s.poll
-	s.mu.Unlock()
-	if n := p.mods.Load(); n != 0 {
+	if n := sys.mods.Load(); n != 0 {
 		t.Errorf("50 keep-alive requests changed the registration %d times, want 0", n)
 	}
 }
@@ -574,7 +572,8 @@ func serving(s *Server) bool {
 // rather than stay ready in front of hanging connections.
 func TestPollerFailureEndsServe(t *testing.T) {
 	var logged atomic.Value
-	s := &Server{Handler: http.HandlerFunc(okHandler), ErrorLog: func(msg string) { logged.Store(msg) }}
+	sys := &countingEpoll{}
+	s := &Server{Handler: http.HandlerFunc(okHandler), ErrorLog: func(msg string) { logged.Store(msg) }, epoll: sys}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -587,11 +586,8 @@ func TestPollerFailureEndsServe(t *testing.T) {
 	io.Copy(io.Discard, resp.Body)
 	time.Sleep(10 * time.Millisecond) // parked
 
-	s.mu.Lock()
-	p := s.poll
-	s.mu.Unlock()
 	failure := error(syscall.EBADF)
-	p.failNext.Store(&failure)
+	sys.failNext.Store(&failure)
 	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: e\r\n\r\n") // an event: the poller waits again, and fails
 	select {
 	case err := <-served:

@@ -110,9 +110,7 @@ func TestPollerServesTheLastWokenConnection(t *testing.T) {
 				io.Copy(io.Discard, resp.Body)
 				time.Sleep(5 * time.Millisecond) // the connection parks between requests
 			}
-			s.mu.Lock()
-			leads := s.poll.leads.Load()
-			s.mu.Unlock()
+			leads := s.LeaderServed()
 			// Each request comes after its connection parked, alone in its batch; a slow
 			// machine may still be parking it when the next comes (served without a wake).
 			if procs > 1 && leads < requests/2 {
@@ -132,11 +130,7 @@ func TestProcsChangedTakesEffectAtOnce(t *testing.T) {
 	s := &Server{Handler: http.HandlerFunc(okHandler)}
 	addr := startLean(t, s)
 	c, br := dial(t, addr)
-	leads := func() int64 {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.poll.leads.Load()
-	}
+	leads := s.LeaderServed
 	serve := func(n int) {
 		for range n {
 			resp := get(t, c, br, "/")

@@ -123,10 +123,17 @@ type Config struct {
 	// GOMAXPROCS, which is then the operator's choice.
 	AdaptProcs bool `json:"-"`
 
-	// Clock is the one time source of the entry's time-based behaviour: the home table (read
+	// Clock is the time source of what the entry decides by time: the home table (read
 	// backoff, versions), the proxy (idle router connections, Fenec-Client stamps), gossip's
 	// stamps and checks, and the status (its time, the start, the gossip rates). Not a flag;
-	// nil is the system clock, tests inject one. Timers and socket deadlines run on real time.
+	// nil is the system clock, tests inject one.
+	//
+	// Real time, not Clock, runs what the kernel or a period enforces, where a test's clock
+	// would change nothing or stall it: timers and tickers (the resolver's, the state file's
+	// write-behind and its share of the period, the latency rounds, the workers' reports),
+	// socket deadlines (h1's head and idle timeouts and its sweeper, the router connections'
+	// answer timeout), and durations that are only measured (the log line's, the upstream
+	// histogram, the latency samples).
 	Clock homes.Clock `msgpack:"-"`
 }
 

@@ -87,6 +87,9 @@ func TestNodeServes(t *testing.T) {
 		`fenec_entry_region_marked{region="eu"} 0`,
 		`fenec_entry_ready 1`,
 		"fenec_entry_http1_idle_workers ",
+		"fenec_entry_http1_leader_served_total ",
+		`fenec_entry_refused_total{reason="bad_chunk"} 0`,
+		"fenec_entry_underscore_headers_dropped_total 0",
 		"fenec_entry_procs ", "fenec_entry_procs_max ",
 		"fenec_entry_procs_changes_total 0", // testConfig leaves GOMAXPROCS to the process
 		`fenec_entry_build_info{continent="EU",goversion=`,
