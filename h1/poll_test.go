@@ -17,8 +17,8 @@ import (
 // epollSys (the real ones are rawEpoll's).
 type countingEpoll struct {
 	rawEpoll
-	mods     atomic.Int64         // EPOLL_CTL_MOD: registrations changed
-	waits    atomic.Int64         // epoll_wait calls
+	mods     atomic.Int64          // EPOLL_CTL_MOD: registrations changed
+	waits    atomic.Int64          // epoll_wait calls
 	failNext atomic.Pointer[error] // the error the next wait meets instead of epoll_wait's
 }
 
