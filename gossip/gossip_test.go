@@ -99,7 +99,9 @@ func startCluster(t *testing.T, n int, mod ...func(*Config)) []*testNode {
 		name := string(rune('a' + i))
 		nodes = append(nodes, startNode(t, name, func(c *Config) { apply(c); c.Join = []string{nodes[0].g.Addr()} }))
 	}
-	testutil.Eventually(t, 5*time.Second, "cluster formed", func() bool {
+	// A setup step, not the contract's 3 s (the tests that claim that measure it): ten real
+	// members on loopback under -race on a loaded 2-CPU host took longer than 5 s once.
+	testutil.Eventually(t, 20*time.Second, "cluster formed", func() bool {
 		for _, nd := range nodes {
 			if len(nd.g.Peers()) != n-1 || !nd.g.Joined() {
 				return false
