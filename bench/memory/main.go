@@ -1,0 +1,663 @@
+// Command memory measures what the process layout (--workers) costs in resident memory when
+// the entry holds a million homes. A master with workers keeps the home table, and so does
+// every worker (its own copy, kept in step by the master): the table is paid once per process.
+//
+//  1. a state file of -homes homes is written (package state) into a temp state dir;
+//  2. for each layout of -layouts (values of --workers), fenec-entry serve starts on loopback,
+//     alone (no gossip key), restored from a copy of that dir (--state-dir); once /readyz
+//     answers 200 and /status.json shows the master, and every worker, holding the homes, and
+//     -settle seconds later, the resident memory (VmRSS, /proc/PID/status) of the master and of
+//     each of its children (the workers) is read; then the entry is stopped (SIGTERM, SIGKILL
+//     after 15 s).
+//
+// It prints a markdown table and one JSON line on stdout; progress goes to stderr.
+//
+//	go build -o /tmp/fe-mem ./cmd/fenec-entry
+//	go run ./bench/memory -bin /tmp/fe-mem                  # --workers 0 and --workers 8
+//	go run ./bench/memory -bin /tmp/fe-mem -layouts 0,2,8
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/state"
+)
+
+// regions are the state file's homes' regions; the entry is given a router for each, or it
+// would skip their homes at the restore (unknown region). No router needs to answer.
+var regions = []string{"eu", "us"}
+
+const (
+	nodeName    = "entry-mem" // the state file's writer and the entry's --node: its homes come back as local
+	holdTimeout = 120 * time.Second
+	stopGrace   = 15 * time.Second
+	mib         = 1 << 20
+)
+
+// procMem is one process's resident memory.
+type procMem struct {
+	PID      int    `json:"pid"`
+	Role     string `json:"role"` // master (the entry itself when --workers 0) or worker
+	RSSBytes int64  `json:"rss_bytes"`
+	// AnonBytes is the process's private anonymous memory (RssAnon: heap, stacks), the part
+	// of its RSS that no other process shares; the rest is mostly the binary's mapped text.
+	AnonBytes int64 `json:"anon_bytes"`
+}
+
+// layoutResult is one layout's figures.
+type layoutResult struct {
+	Workers      int       `json:"workers"`   // --workers
+	Processes    int       `json:"processes"` // the master and its workers
+	Procs        []procMem `json:"procs"`
+	TotalMiB     float64   `json:"total_rss_mib"`
+	TotalAnonMiB float64   `json:"total_anon_mib"`
+	Ratio        float64   `json:"ratio"`           // TotalMiB / the base layout's
+	HoldSeconds  float64   `json:"hold_seconds"`    // start to every process holding the homes
+	HomesHeld    []int     `json:"homes_held"`      // the master's, then each worker's, when measured
+	Complete     bool      `json:"complete"`        // every process held every home within 120 s
+	Error        string    `json:"error,omitempty"` // the layout could not be measured
+}
+
+type report struct {
+	Homes         int            `json:"homes"`
+	SettleSeconds float64        `json:"settle_seconds"`
+	StateWriteSec float64        `json:"state_write_sec"`
+	StateBytes    int64          `json:"state_bytes"`
+	BaseWorkers   int            `json:"base_workers"` // the layout the ratios are to
+	Layouts       []layoutResult `json:"layouts"`
+}
+
+func main() {
+	bin := flag.String("bin", "", "the fenec-entry binary (go build -o BIN ./cmd/fenec-entry); required")
+	n := flag.Int("homes", 1_000_000, "homes in the state file the entry restores")
+	layoutsFlag := flag.String("layouts", "0,8", "values of --workers to measure, comma-separated (0: one process)")
+	settle := flag.Float64("settle", 5, "seconds to wait, once every process holds the homes, before reading the memory")
+	keep := flag.Bool("keep", false, "keep the temp dirs (state file, each layout's state dir and log)")
+	jsonOnly := flag.Bool("json", false, "print only the JSON line, not the markdown table")
+	flag.Parse()
+	if *bin == "" {
+		fail("-bin: required (go build -o BIN ./cmd/fenec-entry)")
+	}
+	layouts, err := parseLayouts(*layoutsFlag)
+	if err != nil {
+		fail("-layouts: " + err.Error())
+	}
+	if *n <= 0 {
+		fail("-homes: must be positive")
+	}
+	abs, err := filepath.Abs(*bin)
+	if err != nil {
+		fail(err.Error())
+	}
+	rep, err := run(abs, *n, layouts, time.Duration(*settle*float64(time.Second)), *keep)
+	if err != nil {
+		fail(err.Error())
+	}
+	if !*jsonOnly {
+		fmt.Print(markdown(rep))
+		fmt.Println()
+	}
+	json.NewEncoder(os.Stdout).Encode(rep)
+	for _, l := range rep.Layouts {
+		if l.Error != "" || !l.Complete {
+			os.Exit(1)
+		}
+	}
+}
+
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "memory: "+msg)
+	os.Exit(1)
+}
+
+func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "memory: "+format+"\n", args...) }
+
+// parseLayouts reads -layouts: distinct non-negative worker counts, in the order given.
+func parseLayouts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("%q is not a worker count (0, 1, 2, ...)", f)
+		}
+		if slices.Contains(out, v) {
+			return nil, fmt.Errorf("%d given twice", v)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no layout")
+	}
+	return out, nil
+}
+
+func run(bin string, n int, layouts []int, settle time.Duration, keep bool) (report, error) {
+	rep := report{Homes: n, SettleSeconds: settle.Seconds()}
+	dir, err := os.MkdirTemp("", "fenec-mem-")
+	if err != nil {
+		return rep, err
+	}
+	if keep {
+		logf("temp dir %s kept", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	src := filepath.Join(dir, "state")
+	if err := os.Mkdir(src, 0o700); err != nil {
+		return rep, err
+	}
+	t0 := time.Now()
+	if err := writeState(src, nodeName, n); err != nil {
+		return rep, fmt.Errorf("writing the state file: %w", err)
+	}
+	rep.StateWriteSec = time.Since(t0).Seconds()
+	if fi, err := os.Stat(filepath.Join(src, state.HomesFile)); err == nil {
+		rep.StateBytes = fi.Size()
+	}
+	logf("state of %d homes written in %.1fs (%.1f MiB)", n, rep.StateWriteSec, float64(rep.StateBytes)/mib)
+
+	for _, w := range layouts {
+		sd := filepath.Join(dir, fmt.Sprintf("workers-%d", w))
+		res, err := measure(bin, n, w, src, sd, settle)
+		if err != nil {
+			res.Error = err.Error()
+			logf("--workers %d: %v", w, err)
+		}
+		rep.Layouts = append(rep.Layouts, res)
+	}
+	rep.BaseWorkers = withRatios(rep.Layouts)
+	return rep, nil
+}
+
+// writeState writes a state file of n homes for node into dir, as bench/joiner does.
+func writeState(dir, node string, n int) error {
+	t, err := homes.New(homes.Config{Regions: regions, Origin: node, Capacity: n})
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		t.Learn(fmt.Sprintf("tenant-%012d", i), i%len(regions))
+	}
+	s, err := state.Open(state.Config{Dir: dir, Table: t, Node: node, Logger: zerolog.Nop()})
+	if err != nil {
+		return err
+	}
+	return s.Flush()
+}
+
+// copyDir copies the regular files of src into dst (created).
+func copyDir(src, dst string) error {
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if err := copyFile(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// measure starts the entry with --workers w, restored from a copy of src in sd, and reads its
+// processes' memory once they all hold the n homes.
+func measure(bin string, n, w int, src, sd string, settle time.Duration) (layoutResult, error) {
+	res := layoutResult{Workers: w}
+	if err := copyDir(src, sd); err != nil {
+		return res, err
+	}
+	var routers []string
+	for _, r := range regions {
+		routers = append(routers, r+"=http://"+freeAddr()) // nothing listens: no request is sent
+	}
+	admin := freeAddr()
+	args := []string{"serve", "--workers", strconv.Itoa(w), "--homes", strconv.Itoa(n),
+		"--routers", strings.Join(routers, ";"), "--node", nodeName, "--pop", "mem",
+		"--listen", freeAddr(), "--admin-listen", admin,
+		"--gossip-bind", freeAddr(), "--rpc-addr", freeAddr(),
+		"--state-dir", sd, "--drain", "1s", "--log-level", "info"}
+	logf("--workers %d: starting %s %s", w, bin, strings.Join(args, " "))
+	start := time.Now()
+	p, err := startEntry(bin, filepath.Join(sd, "entry.log"), args...)
+	if err != nil {
+		return res, err
+	}
+	defer p.stop()
+
+	deadline := start.Add(holdTimeout)
+	if err := waitUntil(deadline, func() bool { return p.exited() || ready(admin) }); err != nil || p.exited() {
+		return res, fmt.Errorf("/readyz not 200 within %v (exited: %v); log: %s", holdTimeout, p.exited(), p.tail())
+	}
+	logf("--workers %d: ready after %.1fs", w, time.Since(start).Seconds())
+	var st entryStatus
+	held := func() bool {
+		var err error
+		if st, err = statusOf(admin); err != nil {
+			return false
+		}
+		return st.holds(n, w)
+	}
+	if err := waitUntil(deadline, func() bool { return p.exited() || held() }); err == nil && !p.exited() {
+		res.Complete = true
+		res.HoldSeconds = time.Since(start).Seconds()
+		logf("--workers %d: every process holds %d homes after %.1fs", w, n, res.HoldSeconds)
+	} else {
+		if p.exited() {
+			return res, fmt.Errorf("the entry exited; log: %s", p.tail())
+		}
+		logf("--workers %d: not every process holds the homes within %v: %v; measured anyway", w, holdTimeout, st.held())
+	}
+	time.Sleep(settle)
+	if st2, err := statusOf(admin); err == nil {
+		st = st2
+	}
+	res.HomesHeld = st.held()
+
+	master := p.cmd.Process.Pid
+	kids, err := childrenOf("/proc", master)
+	if err != nil {
+		return res, err
+	}
+	if want := st.workerPIDs(); !sameSet(kids, want) {
+		logf("--workers %d: the master's children %v are not the workers /status.json shows %v", w, kids, want)
+	}
+	if len(kids) != w {
+		logf("--workers %d: %d child processes, not %d", w, len(kids), w)
+	}
+	pids := append([]int{master}, kids...)
+	for i, pid := range pids {
+		rss, anon, err := readMem(pid)
+		if err != nil {
+			return res, err
+		}
+		role := "master"
+		if i > 0 {
+			role = "worker"
+		}
+		res.Procs = append(res.Procs, procMem{PID: pid, Role: role, RSSBytes: rss, AnonBytes: anon})
+	}
+	res.Processes = len(res.Procs)
+	res.TotalMiB, res.TotalAnonMiB = totals(res.Procs)
+	logf("--workers %d: %d processes, %.1f MiB resident in all", w, res.Processes, res.TotalMiB)
+	return res, nil
+}
+
+func sameSet(a, b []int) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// entryStatus is what this command reads of /status.json (status.Status).
+type entryStatus struct {
+	Homes struct {
+		Held int `json:"held"`
+	} `json:"homes"`
+	Workers []struct {
+		Index   int  `json:"index"`
+		PID     int  `json:"pid"`
+		Serving bool `json:"serving"`
+		Homes   int  `json:"homes"`
+	} `json:"workers"`
+}
+
+// holds: the master holds n homes and so do its w workers (every slot with a process).
+func (s entryStatus) holds(n, w int) bool {
+	if s.Homes.Held < n || len(s.Workers) != w {
+		return false
+	}
+	for _, wk := range s.Workers {
+		if wk.PID == 0 || wk.Homes < n {
+			return false
+		}
+	}
+	return true
+}
+
+// held is the master's homes, then each worker's.
+func (s entryStatus) held() []int {
+	out := []int{s.Homes.Held}
+	for _, wk := range s.Workers {
+		out = append(out, wk.Homes)
+	}
+	return out
+}
+
+func (s entryStatus) workerPIDs() []int {
+	var out []int
+	for _, wk := range s.Workers {
+		if wk.PID != 0 {
+			out = append(out, wk.PID)
+		}
+	}
+	return out
+}
+
+var client = &http.Client{Timeout: 10 * time.Second}
+
+func ready(admin string) bool {
+	resp, err := client.Get("http://" + admin + "/readyz")
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func statusOf(admin string) (entryStatus, error) {
+	var st entryStatus
+	resp, err := client.Get("http://" + admin + "/status.json")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("/status.json: %s", resp.Status)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+func waitUntil(deadline time.Time, ok func() bool) error {
+	for {
+		if ok() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("timed out")
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fail(err.Error())
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// entry is a started fenec-entry; its stderr goes to a log file and its last lines are kept.
+type entry struct {
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{} // closed once the process was waited for
+
+	mu    sync.Mutex
+	lines []string // the last lines of stderr
+}
+
+func startEntry(bin, logPath string, args ...string) (*entry, error) {
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	p := &entry{cmd: exec.Command(bin, args...), log: lf, done: make(chan struct{})}
+	// A pprof build listens on 127.0.0.1:6060 unless told: give it a port of its own.
+	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "FENEC_ENTRY_PPROF_ADDR=" + freeAddr()}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		lf.Close()
+		return nil, err
+	}
+	if err := p.cmd.Start(); err != nil {
+		lf.Close()
+		return nil, err
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(lf, line)
+			p.mu.Lock()
+			p.lines = append(p.lines, line)
+			if len(p.lines) > 40 {
+				p.lines = p.lines[len(p.lines)-20:]
+			}
+			p.mu.Unlock()
+		}
+		io.Copy(io.Discard, stderr)
+		p.cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *entry) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *entry) tail() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}
+
+// stop sends SIGTERM (the drain) and SIGKILL if the entry still runs stopGrace later. Its
+// workers die with it (the kernel kills a worker whose master dies).
+func (p *entry) stop() {
+	defer p.log.Close()
+	if p.exited() {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(stopGrace):
+		logf("pid %d still running %v after SIGTERM: SIGKILL", p.cmd.Process.Pid, stopGrace)
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// readMem reads VmRSS and RssAnon of /proc/PID/status.
+func readMem(pid int) (rss, anon int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	if rss, err = statusField(string(b), "VmRSS"); err != nil {
+		return 0, 0, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	anon, _ = statusField(string(b), "RssAnon") // absent before Linux 4.5
+	return rss, anon, nil
+}
+
+// statusField is a "Name:   1234 kB" field of /proc/PID/status, in bytes.
+func statusField(status, name string) (int64, error) {
+	for line := range strings.SplitSeq(status, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || k != name {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("%s: %q is not a size in kB", name, strings.TrimSpace(v))
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil || kb < 0 {
+			return 0, fmt.Errorf("%s: %q is not a size in kB", name, strings.TrimSpace(v))
+		}
+		return kb * 1024, nil
+	}
+	return 0, fmt.Errorf("no %s field", name)
+}
+
+// statPPID is the parent's pid in a /proc/PID/stat line: "pid (comm) state ppid ...". The
+// command name may hold spaces and parentheses, so the fields are counted from its last ')'.
+func statPPID(stat string) (int, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, errors.New("stat: no command name")
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 2 {
+		return 0, errors.New("stat: no parent pid")
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return 0, fmt.Errorf("stat: parent pid %q: %v", f[1], err)
+	}
+	return ppid, nil
+}
+
+// childrenOf lists the processes under procRoot whose parent is pid, in pid order.
+func childrenOf(procRoot string, pid int) ([]int, error) {
+	ents, err := os.ReadDir(procRoot)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "stat"))
+		if err != nil {
+			continue // it exited meanwhile
+		}
+		if ppid, err := statPPID(string(b)); err == nil && ppid == pid {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func totals(ps []procMem) (rssMiB, anonMiB float64) {
+	var rss, anon int64
+	for _, p := range ps {
+		rss += p.RSSBytes
+		anon += p.AnonBytes
+	}
+	return float64(rss) / mib, float64(anon) / mib
+}
+
+// withRatios sets each measured layout's Ratio to its total over the base layout's: the one
+// process (--workers 0) if it was measured, else the first measured. It returns the base's
+// worker count (-1: none measured).
+func withRatios(ls []layoutResult) int {
+	base := -1
+	for i, l := range ls {
+		if l.Error != "" || l.TotalMiB <= 0 {
+			continue
+		}
+		if l.Workers == 0 {
+			base = i
+			break
+		}
+		if base < 0 {
+			base = i
+		}
+	}
+	if base < 0 {
+		return -1
+	}
+	for i := range ls {
+		if ls[i].Error == "" && ls[i].TotalMiB > 0 {
+			ls[i].Ratio = ls[i].TotalMiB / ls[base].TotalMiB
+		}
+	}
+	return ls[base].Workers
+}
+
+// markdown is the report as a table, a row per layout.
+func markdown(r report) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d homes; resident memory (VmRSS) %gs after every process held them\n\n", r.Homes, r.SettleSeconds)
+	base := "first layout"
+	if r.BaseWorkers == 0 {
+		base = "one process"
+	} else if r.BaseWorkers > 0 {
+		base = fmt.Sprintf("--workers %d", r.BaseWorkers)
+	}
+	fmt.Fprintf(&b, "| --workers | processes | master MiB | each worker MiB | total MiB | private (anon) MiB | × %s |\n", base)
+	b.WriteString("|---:|---:|---:|---|---:|---:|---:|\n")
+	for _, l := range r.Layouts {
+		if l.Error != "" {
+			fmt.Fprintf(&b, "| %d | failed: %s | | | | | |\n", l.Workers, firstLine(l.Error))
+			continue
+		}
+		var master string
+		var workers []string
+		for _, p := range l.Procs {
+			v := fmt.Sprintf("%.0f", float64(p.RSSBytes)/mib)
+			if p.Role == "master" {
+				master = v
+			} else {
+				workers = append(workers, v)
+			}
+		}
+		ws := strings.Join(workers, ", ")
+		if ws == "" {
+			ws = "–"
+		}
+		if !l.Complete {
+			ws += fmt.Sprintf(" (not all held the homes: %v)", l.HomesHeld)
+		}
+		fmt.Fprintf(&b, "| %d | %d | %s | %s | %.0f | %.0f | %.2f |\n",
+			l.Workers, l.Processes, master, ws, l.TotalMiB, l.TotalAnonMiB, l.Ratio)
+	}
+	return b.String()
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return strings.ReplaceAll(s, "|", `\|`)
+}
