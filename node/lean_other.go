@@ -10,6 +10,5 @@ const DefaultHTTP1Server = "std"
 // leanBuilt: h1 is not built here; Validate refuses --http1-server lean.
 const leanBuilt = false
 
-func (n *Node) newLean(net.Addr) (leanServer, net.Listener) {
-	panic("node: h1 is not built on this system") // Validate refuses --http1-server lean first
-}
+// newLean is never called here (serveClient asks leanBuilt first).
+func (n *Node) newLean(net.Addr) (leanServer, net.Listener) { return nil, nil }

@@ -384,7 +384,7 @@ func (n *Node) serveClient(cl net.Listener) {
 		n.serve("--listen", func() error {
 			return n.client.Serve(door.Listen(cl, n.client.TLSConfig, n.client.ReadHeaderTimeout, handshakeLog))
 		})
-	case n.cfg.HTTP1Server == "lean":
+	case n.cfg.HTTP1Server == "lean" && leanBuilt: // Validate refuses lean where it is not built
 		// h1 serves plain HTTP/1.x and hands net/http the rest (h2c, PROXY-protocol
 		// connections) through a listener of its own (lean_linux.go).
 		var handoff net.Listener
