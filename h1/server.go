@@ -740,21 +740,37 @@ type limitReader struct {
 	r           *sockIO
 	headTimeout time.Duration
 	armed       bool
+	// idleOK: a read that would wait before any byte of the next request came (got 0) returns
+	// errNothingYet instead. A connection can be woken with nothing to read (an event the
+	// poller delivers after the serving goroutine read its data already): it parks again, its
+	// idle clock running, rather than wait for the request holding a goroutine, under a header
+	// deadline that would start before the request did.
+	idleOK bool
+	got    int // bytes read since serveOne began
 }
+
+// errNothingYet: a woken connection had nothing to read (limitReader.idleOK).
+var errNothingYet = errors.New("h1: nothing to read on a woken connection")
 
 func (l *limitReader) Read(p []byte) (int, error) {
 	var n int
 	var err error
-	if l.headTimeout > 0 && !l.armed {
+	if l.headTimeout > 0 && !l.armed || l.idleOK && l.got == 0 {
 		n, err = l.r.ReadNow(p)
 		if err == errWouldBlock {
-			l.r.SetReadDeadline(time.Now().Add(l.headTimeout))
-			l.armed = true
+			if l.idleOK && l.got == 0 {
+				return 0, errNothingYet
+			}
+			if l.headTimeout > 0 {
+				l.r.SetReadDeadline(time.Now().Add(l.headTimeout))
+				l.armed = true
+			}
 			n, err = l.r.Read(p)
 		}
 	} else {
 		n, err = l.r.Read(p)
 	}
+	l.got += n
 	return n, err
 }
 
@@ -763,11 +779,20 @@ func (l *limitReader) Read(p []byte) (int, error) {
 func (c *conn) serveOne(ss *session, first bool) (keep, handedOff bool) {
 	s := c.srv
 	br, bw, lr := ss.br, ss.bw, &ss.lr
-	lr.headTimeout, lr.armed = s.ReadHeaderTimeout, false
+	// Nothing of a next request read yet, here or held by the door: a read that would wait is
+	// a wake with nothing to read.
+	nothingYet := !first && br.Buffered() == 0 && ss.door.Buffered() == 0
+	lr.headTimeout, lr.armed, lr.got, lr.idleOK = s.ReadHeaderTimeout, false, 0, nothingYet
 	if !first {
 		// As net/http: a next request is read only once 4 bytes of it are there; less and
-		// the end of the stream closes the connection without an answer.
-		if _, err := br.Peek(4); err != nil {
+		// the end of the stream closes the connection without an answer. A wake with nothing
+		// to read parks the connection again.
+		_, err := br.Peek(4)
+		lr.idleOK = false
+		if err == errNothingYet {
+			return true, false
+		}
+		if err != nil {
 			return false, false
 		}
 	}

@@ -19,6 +19,8 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
@@ -600,5 +602,38 @@ func TestPollerFailureEndsServe(t *testing.T) {
 	closedSoon(t, br, "the parked connection was not closed with the server")
 	if msg, _ := logged.Load().(string); !strings.Contains(msg, "poller failed") {
 		t.Errorf("ErrorLog was told %q, want the poller's failure", msg)
+	}
+}
+
+// A parked connection woken with nothing to read (the poller can deliver an event whose data
+// the serving goroutine read already) parks again: its next request, long after the header
+// timeout, is answered. It was closed instead: the wake read under the header deadline, which
+// started before the request did, and a goroutine waited for it meanwhile.
+func TestWakeWithNothingToReadParksAgain(t *testing.T) {
+	s := &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 100 * time.Millisecond}
+	addr := startLean(t, s)
+	c, br := dial(t, addr)
+	resp := get(t, c, br, "/")
+	io.Copy(io.Discard, resp.Body)
+	var parked *conn
+	testutil.Eventually(t, 2*time.Second, "the connection parked", func() bool {
+		for _, cn := range s.snapshot() {
+			if cn.state.Load() == stateIdle {
+				parked = cn
+				return true
+			}
+		}
+		return false
+	})
+	if s.dispatch(parked, unix.EPOLLIN, false) {
+		t.Fatal("dispatch asked its caller to serve a connection it was not told is the batch's last")
+	}
+	testutil.Eventually(t, 2*time.Second, "the woken connection parked again", func() bool {
+		return parked.state.Load() == stateIdle
+	})
+	time.Sleep(300 * time.Millisecond) // past the header timeout
+	resp = get(t, c, br, "/")
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(b) != "ok" {
+		t.Errorf("after the empty wake: %d %q", resp.StatusCode, b)
 	}
 }
