@@ -58,18 +58,6 @@ source bench/lib.sh
 
 # ---- tools ------------------------------------------------------------------------------
 PATH=$PATH:/usr/sbin:/sbin
-APT_UPDATED=0
-apt_install() { # apt_install pkg...: install, running apt-get update once and only if needed
-	((EUID == 0)) || die "need to install $* but not root: run as root or install them yourself"
-	command -v apt-get >/dev/null || die "need to install $* and apt-get is missing"
-	if ((!APT_UPDATED)); then
-		echo "conformance.sh: apt-get update" >&2
-		apt-get update -qq >&2
-		APT_UPDATED=1
-	fi
-	echo "conformance.sh: apt-get install $*" >&2
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2
-}
 command -v go >/dev/null || die "go is missing"
 command -v curl >/dev/null || apt_install curl
 command -v ss >/dev/null || apt_install iproute2

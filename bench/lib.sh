@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# bench/lib.sh: what bench/profile.sh and bench/pgo.sh share. Source it after defining die;
+# bench/lib.sh: what the bench scripts share (proxies.sh, conformance.sh, profile.sh, pgo.sh). Source it after defining die;
 # it uses TMP (a directory it removes at exit) and PIDS (the processes it kills at exit, an
 # array or an associative one) when bench_traps has been called.
 
@@ -26,4 +26,18 @@ wait_ok() { # wait_ok URL: until it answers 200, at most 10 s
 		sleep 0.1
 	done
 	die "$1 did not answer 200 within 10 s"
+}
+
+APT_UPDATED=0
+apt_install() { # apt_install pkg...: install, running apt-get update once and only if needed
+	local me=${0##*/}
+	((EUID == 0)) || die "need to install $* but not root: run as root or install them yourself"
+	command -v apt-get >/dev/null || die "need to install $* and apt-get is missing"
+	if ((!APT_UPDATED)); then
+		echo "$me: apt-get update" >&2
+		apt-get update -qq >&2
+		APT_UPDATED=1
+	fi
+	echo "$me: apt-get install $*" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2
 }

@@ -213,6 +213,8 @@ drop_target() {
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+# shellcheck source=bench/lib.sh
+source bench/lib.sh # apt_install
 REQ_PATH=/t/acme/items/1
 
 # ---- CPU layout -------------------------------------------------------------------------
@@ -260,18 +262,6 @@ pinned() { # pinned CPUS cmd...: exec cmd on CPUS (or anywhere when CPUS is empt
 
 # ---- tools ------------------------------------------------------------------------------
 PATH=$PATH:/usr/sbin:/sbin
-APT_UPDATED=0
-apt_install() { # apt_install pkg...: install, running apt-get update once and only if needed
-	((EUID == 0)) || die "need to install $* but not root: run as root or install them yourself"
-	command -v apt-get >/dev/null || die "need to install $* and apt-get is missing"
-	if ((!APT_UPDATED)); then
-		echo "proxies.sh: apt-get update" >&2
-		apt-get update -qq >&2
-		APT_UPDATED=1
-	fi
-	echo "proxies.sh: apt-get install $*" >&2
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2
-}
 command -v go >/dev/null || die "go is missing (the toolchain that builds the upstream and fenec-entry)"
 tools="curl taskset ss"
 [[ $MODE == conns ]] || tools="wrk $tools"
