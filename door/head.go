@@ -145,10 +145,8 @@ func (h *head) requestLine(line []byte, connStart bool) Reason {
 	return targetRule(string(method) == "OPTIONS", target)
 }
 
-// MethodRule is the door's rule for a method (RFC 9110 section 9, CONTRACT.md section 4):
+// methodRule is the door's rule for a method (RFC 9110 section 9, CONTRACT.md section 4):
 // an uppercase token, and neither CONNECT nor TRACE.
-func MethodRule(m string) Reason { return methodRule(m) }
-
 func methodRule[T string | []byte](m T) Reason {
 	switch string(m) {
 	case "GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS":
@@ -484,7 +482,7 @@ func bytesOrString[T string | []byte](s T, c byte) int {
 // framing is HTTP/2's own, meets the rules of a request the door can still judge from it (its
 // method, its target, its number of header fields).
 func Rule(r *http.Request) Reason {
-	if reason := MethodRule(r.Method); reason != None {
+	if reason := methodRule(r.Method); reason != None {
 		return reason
 	}
 	if r.RequestURI == "*" && r.Method != http.MethodOptions {
