@@ -242,7 +242,9 @@ func TestDoor(t *testing.T) {
 // off (it never reads a whole body), and the client is answered 400, not a success.
 func TestDoorStreamedBodyCut(t *testing.T) {
 	got := make(chan error, 1)
+	var started atomic.Bool
 	router := newRouter(t, "eu", func(w http.ResponseWriter, r *http.Request) {
+		started.Store(true)
 		_, err := io.ReadAll(r.Body)
 		got <- err
 		w.Write([]byte("ok"))
@@ -259,13 +261,17 @@ func TestDoorStreamedBodyCut(t *testing.T) {
 	if a.status != 400 || a.code != "bad_request" {
 		t.Errorf("answer %+v, want 400 bad_request", a)
 	}
+	// The router connection may be closed before the head left the entry's buffer (the
+	// router never sees the request); a request it did see must end without a whole body.
 	select {
 	case err := <-got:
 		if err == nil {
 			t.Error("the router read a whole body")
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("the router's request was not cut off")
+		if started.Load() {
+			t.Fatal("the router's request was not cut off")
+		}
 	}
 }
 

@@ -179,6 +179,28 @@ func (b *reqBody) writeTo(w io.Writer) error {
 	return nil
 }
 
+// broke says whether a streamed body broke off, for an attempt ended by the client's
+// leaving: on the lean server a half-close ends the request's context while the body is
+// still being sent, and the router connection's closing can stop the copy before it reads
+// the client's end. What the client sent but the copy had not read is read now (its end
+// has been seen, so the read does not wait): a body that ends short is a body that broke
+// off (answered 400, as the client may still read), a whole one is a client that left.
+func (b *reqBody) broke() error {
+	if b.kind != bodyStreamed {
+		return nil
+	}
+	if b.stream.err == nil && b.stream.n < b.length {
+		io.Copy(io.Discard, io.LimitReader(b.stream, b.length-b.stream.n))
+	}
+	if b.stream.err != nil {
+		return b.stream.err
+	}
+	if b.stream.n < b.length {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+
 // clientBodyError: the client's body broke off while streaming it.
 type clientBodyError struct{ err error }
 

@@ -70,6 +70,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 						h.refuseAtDoor(w, r, x, door.BodyReason(cbe.err))
 						return
 					}
+					if err := x.body.broke(); err != nil {
+						h.refuseAtDoor(w, r, x, door.BodyReason(err))
+						return
+					}
 					x.result = resCanceled
 					return
 				}
