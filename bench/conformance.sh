@@ -183,7 +183,7 @@ if has_target fenec-entry; then
 	# No --gossip-key: the entry serves alone.
 	start fenec-entry "$TMP/bin/fenec-entry" serve --listen "127.0.0.1:$ENTRY" \
 		--admin-listen "127.0.0.1:$ADMIN" --routers "eu=http://127.0.0.1:$UP" \
-		--rpc-addr "127.0.0.1:$RPC" --gossip-bind "127.0.0.1:$GOSSIP" --workers 0
+		--rpc-addr "127.0.0.1:$RPC" --gossip-bind "127.0.0.1:$GOSSIP"
 	wait_up fenec-entry "http://127.0.0.1:$ADMIN/readyz"
 	wait_up fenec-entry "http://127.0.0.1:$ENTRY/t/acme/conf/ready"
 	RUN_ARGS+=(-target "fenec-entry=127.0.0.1:$ENTRY")

@@ -60,7 +60,7 @@ free_port PPROF
 "$TMP/upstream" --listen "127.0.0.1:$UP" >"$TMP/upstream.log" 2>&1 &
 PIDS+=($!)
 wait_ok "http://127.0.0.1:$UP/t/acme/items/1"
-FENEC_ENTRY_PPROF_ADDR=127.0.0.1:$PPROF "$TMP/fenec-entry" serve --workers 0 \
+FENEC_ENTRY_PPROF_ADDR=127.0.0.1:$PPROF "$TMP/fenec-entry" serve \
 	--listen "127.0.0.1:$FE" --admin-listen "127.0.0.1:$ADMIN" --routers "eu=http://127.0.0.1:$UP" \
 	--log-level warn --gossip-bind "127.0.0.1:$GOSSIP" --rpc-addr "127.0.0.1:$RPC" >"$TMP/entry.log" 2>&1 &
 PIDS+=($!)

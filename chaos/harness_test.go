@@ -643,12 +643,7 @@ func (e *entryProc) metrics() (procMetrics, error) {
 		case "process_open_fds":
 			m.fds, found = v, found+1
 		case "process_resident_memory_bytes":
-			m.rss, found = m.rss+v, found+1
-		default:
-			// With --workers the clients' connections are the workers': their memory counts.
-			if strings.HasPrefix(f[0], "fenec_entry_worker_resident_memory_bytes{") {
-				m.rss += v
-			}
+			m.rss, found = v, found+1
 		}
 	}
 	if found != 3 {

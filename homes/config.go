@@ -50,14 +50,6 @@ type Config struct {
 	// FeedSize is the capacity of the change feed; 0 means DefaultFeedSize. A change that
 	// finds the feed full is dropped and counted (Stats.FeedDropped).
 	FeedSize int
-
-	// Mirror, if set, is called after every change to the homes and marks this table holds,
-	// whoever made it (Learn, Apply, Restore, Adopt, Mark, Clear, ApplyMark, AdoptMark), with
-	// the change and, for a home, the source it is held as (0 for a mark): what an entry's
-	// master passes to its workers' tables (node, "workers"). A Mark a second after the last
-	// one sent is not mirrored, as it is not sent on the feed. It is called on the caller's
-	// goroutine with no lock held, so it must not block; nil: none.
-	Mirror func(Change, Source)
 }
 
 // ErrConfig is wrapped by every error New and Config.Validate return.

@@ -169,9 +169,7 @@ func (t *Table) Mark(region int) bool {
 	m := r.failure.mark(t.name(uint8(region)), false)
 	r.mu.Unlock()
 	if send {
-		c := Change{Kind: ChangeMark, Mark: m}
-		t.emit(c)
-		t.mirror(c, 0)
+		t.emit(Change{Kind: ChangeMark, Mark: m})
 	}
 	return !was
 }
@@ -195,9 +193,7 @@ func (t *Table) Clear(region int) bool {
 	r.updateLocked()
 	m := r.clear.mark(t.name(uint8(region)), true)
 	r.mu.Unlock()
-	c := Change{Kind: ChangeMark, Mark: m}
-	t.emit(c)
-	t.mirror(c, 0)
+	t.emit(Change{Kind: ChangeMark, Mark: m})
 	return true
 }
 
@@ -206,24 +202,7 @@ func (t *Table) Clear(region int) bool {
 // Stats.UnknownRegion). A failure's time is counted no later than now (a peer's clock may be
 // ahead). Like Apply it advances the clock past m.Version, and it sends nothing on the feed.
 func (t *Table) ApplyMark(m Mark) bool {
-	if !t.applyMark(m) {
-		return false
-	}
-	t.mirror(Change{Kind: ChangeMark, Mark: m}, 0)
-	return true
-}
-
-// AdoptMark applies a failure or a clear another part of this entry observed (an entry's
-// worker process, whose table has this table's Origin) as ApplyMark does, and, if it changed
-// a register, sends it on the feed as Mark and Clear do, for the cluster to hear.
-func (t *Table) AdoptMark(m Mark) bool {
-	if !t.applyMark(m) {
-		return false
-	}
-	c := Change{Kind: ChangeMark, Mark: m}
-	t.emit(c)
-	t.mirror(c, 0)
-	return true
+	return t.applyMark(m)
 }
 
 func (t *Table) applyMark(m Mark) bool {

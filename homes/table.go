@@ -82,8 +82,6 @@ type Table struct {
 	hlc   hlc
 	marks [MaxRegions]regionMarks // by region ID
 	feed  chan Change
-	// mirrorFn is Config.Mirror; nil: none.
-	mirrorFn func(Change, Source)
 
 	evicted, dropped, unknown, regionRemoved atomic.Uint64
 	gen                                      atomic.Uint64 // changes to the homes held (Generation)
@@ -103,7 +101,6 @@ func New(cfg Config) (*Table, error) {
 		ring:     newRing(cfg.Capacity),
 		self:     unique.Make(cfg.Origin),
 		feed:     make(chan Change, cfg.FeedSize),
-		mirrorFn: cfg.Mirror,
 	}
 	t.regs.Store(newRegionSet(cfg.Regions))
 	t.backoff.Store(int64(cfg.ReadBackoff))
@@ -204,9 +201,7 @@ func (t *Table) Learn(tenant string, region int) bool {
 	}
 	h, changed := t.put(s, tag, tenant, uint8(region), SourceLocal, Version{}, true)
 	if changed {
-		c := Change{Kind: ChangeHome, Home: h}
-		t.emit(c)
-		t.mirror(c, SourceLocal)
+		t.emit(Change{Kind: ChangeHome, Home: h})
 	}
 	return changed
 }
@@ -234,10 +229,7 @@ func (t *Table) LearnName(tenant, region string) bool {
 // the caller's job. A new tenant at full capacity evicts the oldest, so once the table is full
 // which homes remain depends on arrival order.
 func (t *Table) Apply(h Home) bool {
-	stored, changed := t.store(h, SourceGossip)
-	if changed {
-		t.mirror(Change{Kind: ChangeHome, Home: stored}, SourceGossip)
-	}
+	_, changed := t.store(h, SourceGossip)
 	return changed
 }
 
@@ -254,28 +246,6 @@ func (t *Table) store(h Home, src Source) (Home, bool) {
 	return t.put(s, tag, h.Tenant, uint8(id), src, h.Version, false)
 }
 
-// Adopt stores a home another part of this entry heard from a router (an entry's worker
-// process, with its own table under this table's Origin): as Learn would have, SourceLocal
-// and sent on the feed, but with the Version it was given, and only if newer than the home
-// held (Apply's rule). It advances the clock past h.Version. An unknown region is ignored,
-// counted (Stats.UnknownRegion), and returns false.
-func (t *Table) Adopt(h Home) bool {
-	stored, changed := t.store(h, SourceLocal)
-	if changed {
-		c := Change{Kind: ChangeHome, Home: stored}
-		t.emit(c)
-		t.mirror(c, SourceLocal)
-	}
-	return changed
-}
-
-// mirror calls Config.Mirror, if set.
-func (t *Table) mirror(c Change, src Source) {
-	if t.mirrorFn != nil {
-		t.mirrorFn(c, src)
-	}
-}
-
 // Restore stores a home read back from this entry's own earlier run (a state file) with the
 // Version and the Source it had then: what the entry heard itself stays SourceLocal. It is
 // Apply otherwise: the same rule (stored only if the table holds no home for h.Tenant or an
@@ -287,10 +257,7 @@ func (t *Table) Restore(h Home, src Source) bool {
 	if src != SourceLocal {
 		src = SourceGossip
 	}
-	stored, changed := t.store(h, src)
-	if changed {
-		t.mirror(Change{Kind: ChangeHome, Home: stored}, src)
-	}
+	_, changed := t.store(h, src)
 	return changed
 }
 

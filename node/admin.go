@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -28,7 +27,7 @@ import (
 //	              error naming the setting (nothing applied), 409 without --config
 func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.gatherer(), promhttp.HandlerOpts{
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		Registry:          reg,
 		EnableOpenMetrics: false,
 		ErrorHandling:     promhttp.ContinueOnError,
@@ -139,24 +138,7 @@ func (n *Node) Status() status.Status {
 	}
 	s.Closest = n.proxy.Closest()
 	states := n.proxy.RouterStatus() // the routing in force: its regions and routers in order
-	if reports := n.workerReports(context.Background()); reports != nil {
-		// With --workers the requests are the workers': theirs are the router states and the
-		// requests in flight.
-		states = mergeRouterStates(states, reports)
-		ws := n.workers.Load()
-		for i, r := range reports {
-			p := ws.procs[i]
-			w := status.WorkerStatus{Index: i, PID: p.pid(), Serving: p.serving.Load(), Restarts: p.restarts.Load()}
-			cpu, rss := p.usage()
-			w.CPUSeconds, w.ResidentBytes = cpu.Seconds(), rss
-			if r != nil {
-				s.Inflight += r.Inflight
-				w.Homes, w.Inflight = r.Homes, r.Inflight
-			}
-			s.Workers = append(s.Workers, w)
-		}
-	}
-	names := n.disc.Names() // not reloadMu: a reload resolving names must not hold up /status
+	names := n.disc.Names()          // not reloadMu: a reload resolving names must not hold up /status
 	for _, r := range n.proxy.Routing().Regions {
 		id, _ := n.homes.RegionID(r.Name)
 		rs := status.RegionStatus{Name: r.Name, Marked: n.homes.Marked(id, homes.Strict),

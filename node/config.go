@@ -33,17 +33,6 @@ type Config struct {
 	// there) or "std" (Go's net/http server; the default elsewhere: DefaultHTTP1Server). TLS,
 	// h2c and PROXY-protocol connections are net/http's either way.
 	HTTP1Server string
-	// ReusePort (--reuse-port) opens Listen with SO_REUSEPORT, so other entries of this user on
-	// this host may listen on the same address: the kernel spreads new connections over
-	// them. One entry per CPU, each on one P, as nginx runs a worker per CPU; or a new entry
-	// started beside one that drains (docs/DECISIONS.md, "One entry per CPU").
-	ReusePort bool
-	// Workers (--workers) serves clients from this many worker processes, each on one P (a
-	// process per CPU, as nginx's workers), while this process, the master, is the member of
-	// the cluster, holds the home table, serves the admin listener and serves no client
-	// itself; 0: this process serves clients; WorkersAuto (the default): one worker per CPU
-	// the process may use (GOMAXPROCS at start), none on one CPU (workers.go).
-	Workers int
 
 	// Routers.
 
@@ -130,7 +119,7 @@ type Config struct {
 	//
 	// Real time, not Clock, runs what the kernel or a period enforces, where a test's clock
 	// would change nothing or stall it: timers and tickers (the resolver's, the state file's
-	// write-behind and its share of the period, the latency rounds, the workers' reports),
+	// write-behind and its share of the period, the latency rounds),
 	// socket deadlines (h1's head and idle timeouts and its sweeper, the router connections'
 	// answer timeout), and durations that are only measured (the log line's, the upstream
 	// histogram, the latency samples).
@@ -182,7 +171,6 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Listen:          DefaultListen,
-		Workers:         WorkersAuto,
 		MaxInflight:     DefaultMaxInflight,
 		HeaderTimeout:   DefaultHeaderTimeout,
 		HTTP1Server:     DefaultHTTP1Server,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -69,8 +70,6 @@ func TestValidate(t *testing.T) {
 		{"listen bad host", "listen", "neither an IP address nor a host name", func(c *Config) { c.Listen = "a b:80" }},
 		{"tls cert alone", "tls-cert", "without --tls-key", func(c *Config) { c.TLSCert = "c.pem" }},
 		{"tls key alone", "tls-key", "without --tls-cert", func(c *Config) { c.TLSKey = "k.pem" }},
-		{"workers negative", "workers", "want auto or 0 to", func(c *Config) { c.Workers = -2 }},
-		{"workers huge", "workers", "want auto or 0 to", func(c *Config) { c.Workers = MaxWorkers + 1 }},
 		{"max inflight zero", "max-inflight", "want 1 to", func(c *Config) { c.MaxInflight = 0 }},
 		{"max inflight huge", "max-inflight", "want 1 to", func(c *Config) { c.MaxInflight = MaxMaxInflight + 1 }},
 		{"header timeout zero", "header-timeout", "more than 0s", func(c *Config) { c.HeaderTimeout = 0 }},
@@ -199,5 +198,22 @@ func TestConfigDerived(t *testing.T) {
 	c.Continents = map[string]string{}
 	if got := c.ContinentMap(); len(got) != 0 {
 		t.Errorf("ContinentMap() with an empty --continents = %v, want no mapping", got)
+	}
+}
+
+// The plain HTTP/1.x server defaults to the one this build has, and lean is refused, naming
+// the flag, where h1 is not built (it needs Linux's epoll).
+func TestHTTP1ServerOfTheSystem(t *testing.T) {
+	if (DefaultHTTP1Server == "lean") != leanBuilt || leanBuilt != (runtime.GOOS == "linux") {
+		t.Fatalf("DefaultHTTP1Server %q with h1 built %v on %s", DefaultHTTP1Server, leanBuilt, runtime.GOOS)
+	}
+	c := testConfig(t, "eu", "http://127.0.0.1:1")
+	c.HTTP1Server = "lean"
+	err := c.Validate()
+	if leanBuilt && err != nil {
+		t.Errorf("lean refused where h1 is built: %v", err)
+	}
+	if !leanBuilt && (err == nil || !strings.Contains(err.Error(), "--http1-server")) {
+		t.Errorf("lean where h1 is not built: %v, want an error naming --http1-server", err)
 	}
 }

@@ -106,7 +106,6 @@ func doorListeners(t *testing.T) []doorListener {
 	}
 	return []doorListener{
 		{"lean", func(c *Config) {}, plain},
-		{"workers", func(c *Config) { c.Workers = 2 }, plain}, // the default layout on 2 CPUs
 		{"std", func(c *Config) { c.HTTP1Server = "std" }, plain},
 		{"tls", func(c *Config) { c.TLSCert, c.TLSKey = certFile, keyFile },
 			func(t *testing.T, addr string) net.Conn { return withTLS(t, plain(t, addr)) }},

@@ -1,9 +1,11 @@
 package node
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,7 +57,6 @@ func testConfig(t *testing.T, regionURLs ...string) Config {
 	c.Pop, c.Node, c.Continent = "test", "entry-test", "EU"
 	c.Drain = 50 * time.Millisecond
 	c.Version = "v0.0.0-test"
-	c.Workers = 0 // one process: what these tests look into (workers_test.go sets its own)
 	for i := 0; i+1 < len(regionURLs); i += 2 {
 		u, err := url.Parse(regionURLs[i+1])
 		if err != nil {
@@ -64,4 +65,35 @@ func testConfig(t *testing.T, regionURLs ...string) Config {
 		c.Routers = append(c.Routers, proxy.Region{Name: regionURLs[i], Routers: []*url.URL{u}})
 	}
 	return c
+}
+
+// scrapeLabeled is the sample of name whose one label is label="value" in a text exposition,
+// -1 when there is none.
+func scrapeLabeled(text, name, label, value string) float64 {
+	prefix := name + "{" + label + "=\"" + value + "\"} "
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			var f float64
+			if err := json.Unmarshal([]byte(v), &f); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// scrapeSum adds up every sample of name in a text exposition.
+func scrapeSum(text, name string) float64 {
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		f := strings.Fields(line)
+		var v float64
+		if err := json.Unmarshal([]byte(f[len(f)-1]), &v); err == nil {
+			sum += v
+		}
+	}
+	return sum
 }

@@ -67,3 +67,13 @@ func (r regionLog) MarshalZerologObject(e *zerolog.Event) {
 	}
 	e.Str("name", r.Name).Strs("routers", us)
 }
+
+// parseLevel is --log-level's level; an unknown or empty one is info (Validate refuses
+// unknown ones before).
+func parseLevel(s string) zerolog.Level {
+	l, err := zerolog.ParseLevel(s)
+	if err != nil || s == "" {
+		return zerolog.InfoLevel
+	}
+	return l
+}

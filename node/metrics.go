@@ -60,9 +60,6 @@ func (n *Node) newRegistry() (*prometheus.Registry, *proxy.Metrics) {
 		}
 		return 0
 	}))
-	if n.cfg.Workers > 0 {
-		n.registerWorkerMetrics(reg)
-	}
 	if n.certs != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fenec_entry_tls_cert_not_after_seconds",

@@ -5,11 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,31 +111,17 @@ type Node struct {
 	closeOnce sync.Once
 
 	procs *procs.Controller // nil: GOMAXPROCS is the operator's (Config.AdaptProcs)
-
-	// workers is the master's side of --workers (workers.go), set by Start; nil without.
-	workers atomic.Pointer[workerSet]
-	// workerOut receives the workers' stdout and stderr (their logs): os.Stderr unless a
-	// test sets it before Start.
-	workerOut io.Writer
-	// worker: this Node is a worker process's (worker.go): no admin listener, gossip or state.
-	worker bool
 }
 
 // New builds a Node from cfg: it validates cfg, reads --router-ca and the TLS certificate, and
 // builds the home table, the proxy and the metrics. It binds nothing and starts no goroutine.
 // Errors from a bad cfg or an unreadable file are *ConfigError.
-func New(cfg Config, logger zerolog.Logger) (*Node, error) { return newNode(cfg, logger, false) }
-
-// newNode is New, for an entry or (worker) a worker process's part of one.
-func newNode(cfg Config, logger zerolog.Logger, worker bool) (*Node, error) {
+func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
-	}
-	if cfg.Workers == WorkersAuto {
-		cfg.Workers = autoWorkers(runtime.GOMAXPROCS(0))
 	}
 	n := &Node{
 		cfg:        cfg,
@@ -148,8 +131,6 @@ func newNode(cfg Config, logger zerolog.Logger, worker bool) (*Node, error) {
 		closed:     make(chan struct{}),
 		grace:      ShutdownGrace,
 		certsEvery: certs.CheckEvery,
-		workerOut:  os.Stderr,
-		worker:     worker,
 	}
 	hc := homes.Config{
 		Regions:     cfg.RegionNames(),
@@ -157,13 +138,6 @@ func newNode(cfg Config, logger zerolog.Logger, worker bool) (*Node, error) {
 		ReadBackoff: cfg.ReadBackoff,
 		Origin:      cfg.Node,
 		Clock:       cfg.Clock,
-	}
-	if cfg.Workers > 0 {
-		hc.Mirror = func(c homes.Change, src homes.Source) {
-			if s := n.workers.Load(); s != nil {
-				s.mirror(c, src)
-			}
-		}
 	}
 	table, err := homes.New(hc)
 	if err != nil {
@@ -191,16 +165,7 @@ func newNode(cfg Config, logger zerolog.Logger, worker bool) (*Node, error) {
 			n.log.Debug().Int("from", from).Int("to", to).Msg("Ps (GOMAXPROCS) follow the load")
 		}})
 	}
-	var reg *prometheus.Registry
-	var metrics *proxy.Metrics
-	if worker {
-		// A worker's registry holds what it counts serving clients, for the master to add to
-		// its own (workermetrics.go); the process, the table and the cluster are the master's.
-		reg = prometheus.NewRegistry()
-		metrics = proxy.NewMetrics(reg)
-	} else {
-		reg, metrics = n.newRegistry()
-	}
+	reg, metrics := n.newRegistry()
 	n.reg = reg
 	if err := n.openState(); err != nil {
 		return nil, err
@@ -303,28 +268,13 @@ func (n *Node) startLocked(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--admin-listen: %w", err)
 	}
-	if n.cfg.Workers > 0 {
-		// The master: the workers serve the clients (workers.go).
-		addr, err := n.startWorkers(ctx)
-		if err != nil {
-			al.Close()
-			return err
-		}
-		n.clientAddr = addr
-		n.wg.Go(n.refreshWorkerReports)
-	} else {
-		var clientLC net.ListenConfig
-		if n.cfg.ReusePort {
-			clientLC.Control = reusePort
-		}
-		cl, err := clientLC.Listen(ctx, "tcp", n.cfg.Listen)
-		if err != nil {
-			al.Close()
-			return fmt.Errorf("--listen: %w", err)
-		}
-		n.clientAddr = cl.Addr()
-		n.serveClient(cl)
+	cl, err := lc.Listen(ctx, "tcp", n.cfg.Listen)
+	if err != nil {
+		al.Close()
+		return fmt.Errorf("--listen: %w", err)
 	}
+	n.clientAddr = cl.Addr()
+	n.serveClient(cl)
 	n.adminAddr = al.Addr()
 	n.serve("--admin-listen", func() error { return n.admin.Serve(al) })
 	n.wg.Go(func() { n.disc.Run(n.bg) })
@@ -363,7 +313,6 @@ func (n *Node) startLocked(ctx context.Context) error {
 	n.wg.Go(n.runLatency) // after the cluster: its first round gossips the latency tag
 	now := n.cfg.Clock.Now()
 	n.startedAt.Store(&now)
-	n.pushWorkerState()
 	n.logStart()
 	return nil
 }
@@ -399,14 +348,6 @@ func (n *Node) serveClient(cl net.Listener) {
 // shutdownClient shuts the client servers down (net/http's, and h1's when it serves), each
 // waiting for its open requests until ctx ends.
 func (n *Node) shutdownClient(ctx context.Context) error {
-	if ws := n.workers.Load(); ws != nil {
-		grace := time.Duration(0)
-		if d, ok := ctx.Deadline(); ok {
-			grace = max(time.Until(d), 0)
-		}
-		ws.stop(grace)
-		return nil
-	}
 	errs := make(chan error, 1)
 	go func() {
 		if n.lean == nil {
@@ -420,9 +361,6 @@ func (n *Node) shutdownClient(ctx context.Context) error {
 }
 
 func (n *Node) closeClient() {
-	if ws := n.workers.Load(); ws != nil {
-		ws.stop(0)
-	}
 	if n.lean != nil {
 		n.lean.Close()
 	}
@@ -478,15 +416,10 @@ func (n *Node) logStart() {
 // (CONTRACT.md §6). Safe for concurrent use, before or after Start.
 func (n *Node) SetReady(ok bool) {
 	n.ready.Store(ok)
-	n.pushWorkerState()
 }
 
-// isReady reports whether the node is started and SetReady holds (draining aside); with
-// --workers, every worker serves too.
+// isReady reports whether the node is started and SetReady holds (draining aside).
 func (n *Node) isReady() bool {
-	if ws := n.workers.Load(); ws != nil && !ws.serving() {
-		return false
-	}
 	return n.startedAt.Load() != nil && n.ready.Load()
 }
 
@@ -537,14 +470,13 @@ func (n *Node) drain(ctx context.Context) error {
 	}
 
 	n.draining.Store(true)
-	n.pushWorkerState()
 	// Peers see this entry "left" at once and stop sending it anything.
 	n.leaveCluster()
 	n.client.SetKeepAlivesEnabled(false)
 	if n.lean != nil {
 		n.lean.StopKeepAlives()
 	}
-	n.log.Info().Stringer("drain", n.cfg.Drain).Int64("inflight", n.inflight()).
+	n.log.Info().Stringer("drain", n.cfg.Drain).Int64("inflight", n.proxy.Inflight()).
 		Msg("draining: answers carry Connection: close")
 	t := time.NewTimer(n.cfg.Drain)
 	select {
@@ -565,7 +497,7 @@ func (n *Node) drain(ctx context.Context) error {
 		case <-stop:
 		}
 	}()
-	n.log.Info().Int64("inflight", n.inflight()).Stringer("grace", n.grace).
+	n.log.Info().Int64("inflight", n.proxy.Inflight()).Stringer("grace", n.grace).
 		Msg("stopped listening; waiting for open requests")
 	if err := n.shutdownClient(sctx); err != nil {
 		n.log.Warn().Int64("inflight", n.proxy.Inflight()).Msg("open requests ended at the end of the grace")

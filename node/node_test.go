@@ -454,3 +454,27 @@ func TestProcsFollowTheLoad(t *testing.T) {
 		t.Errorf("GOMAXPROCS %d after Close, want %d again", got, before)
 	}
 }
+
+// A port another socket holds is refused at Start, naming the flag.
+func TestListenPortInUse(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	router := newRouter(t, "eu", nil)
+	cfg := testConfig(t, "eu", router.URL)
+	cfg.Listen = held.Addr().String()
+	log, _ := testLogger(t)
+	n, err := New(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = n.Start(ctx)
+	if err == nil || !strings.HasPrefix(err.Error(), "--listen: ") || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("Start on a held port: %v, want --listen: ... address already in use", err)
+	}
+}

@@ -118,8 +118,6 @@ func (c Config) summary() []keyVal {
 		{"max_inflight", fmt.Sprint(c.MaxInflight)},
 		{"header_timeout", c.HeaderTimeout.String()},
 		{"http1_server", c.HTTP1Server},
-		{"reuse_port", fmt.Sprint(c.ReusePort)},
-		{"workers", workersText(c.Workers)},
 		{"routers", strings.Join(regions, ";")},
 		{"resolve_interval", c.ResolveInterval.String()},
 		{"dns_server", c.DNSServer},
@@ -155,12 +153,4 @@ func (c Config) summary() []keyVal {
 		{"state_dir", c.StateDir},
 		{"version", c.Version},
 	}
-}
-
-// workersText is --workers as the flag takes it.
-func workersText(n int) string {
-	if n == WorkersAuto {
-		return "auto"
-	}
-	return fmt.Sprint(n)
 }

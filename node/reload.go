@@ -90,7 +90,6 @@ func (n *Node) reload(ctx context.Context) (ReloadResult, error) {
 		n.cfg.SetLogLevel(merged.LogLevel)
 	}
 	n.cur = merged
-	n.pushWorkerSettings()
 	res.Forgotten = n.homes.Stats().RegionRemoved - before
 	return res, nil
 }

@@ -67,7 +67,5 @@ func (n *Node) rediscovered() {
 	defer n.reloadMu.Unlock()
 	if err := n.proxy.SetRouting(routingOf(n.cur, n.disc.Found())); err != nil {
 		n.log.Error().Err(err).Msg("routers found in DNS not applied")
-		return
 	}
-	n.pushWorkerSettings()
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"html"
 	"image"
 	"image/png"
@@ -143,7 +142,6 @@ func TestStatusPageChromium(t *testing.T) {
 		c.GossipKey = SecretBytes("0123456789abcdef0123456789abcdef")
 		c.GossipBind, c.RPCAddr = "127.0.0.1:0", "127.0.0.1:0"
 		c.Join = join
-		c.Workers = DefaultConfig().Workers // the page as the default layout shows it (its workers' panel too)
 		n, _ := startNode(t, c)
 		return n
 	}
@@ -180,24 +178,9 @@ func TestStatusPageChromium(t *testing.T) {
 	for _, tenant := range []string{"acme", "initech", "hooli", "piedpiper"} {
 		get(t, client, base+"/t/"+tenant+"/items/1")
 	}
-	// The workers serve the requests: each must hold a home the master learns before a
-	// request for its tenant can go there.
-	workersHold := func(homes int) {
-		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("every worker of entry-fra holding %d homes", homes), func() bool {
-			ws := fra.Status().Workers
-			for _, w := range ws {
-				if w.Homes < homes {
-					return false
-				}
-			}
-			return len(ws) > 0 || fra.cfg.Workers == 0
-		})
-	}
 	fra.homes.Learn("globex", 1) // us
-	workersHold(5)
 	get(t, client, base+"/t/globex/items/1")
 	fra.homes.Learn("umbrella", 2) // ap
-	workersHold(6)
 	get(t, client, base+"/t/umbrella/items/1")
 	testutil.Eventually(t, 5*time.Second, "homes gossiped to entry-iad", func() bool { return iad.Status().Homes.Gossip >= 4 })
 	clock.advance(1100 * time.Millisecond) // the gossip rates need a window of a second

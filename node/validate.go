@@ -54,9 +54,6 @@ func (c Config) validateListen() error {
 	case c.TLSKey != "" && c.TLSCert == "":
 		return cfgErr("tls-key", "given without --tls-cert (want both or neither)")
 	}
-	if (c.Workers < 0 && c.Workers != WorkersAuto) || c.Workers > MaxWorkers {
-		return cfgErr("workers", "%d is out of range (want auto or 0 to %d)", c.Workers, MaxWorkers)
-	}
 	if c.MaxInflight < 1 || c.MaxInflight > MaxMaxInflight {
 		return cfgErr("max-inflight", "%d is out of range (want 1 to %d)", c.MaxInflight, MaxMaxInflight)
 	}

@@ -27,8 +27,6 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 	"rate": formatRate,
 	"pct":  formatPercent,
 	"subf": func(a, b float64) float64 { return max(a-b, 0) },
-	"secs": func(s float64) string { return formatDuration(time.Duration(s * float64(time.Second))) },
-	"mib":  func(b int64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MiB" },
 }).Parse(statusHTML))
 
 // WritePage writes s as the /status page. The page is rendered whole before it is written,

@@ -171,12 +171,6 @@ func TestStatusPageStates(t *testing.T) {
 		}, []string{"homes travel: through relays: 10 groups, this entry's of 9; it relays shard 1, shard 3 of 4 to its group"}},
 		{"relays, this entry none", func(s *Status) { s.Relays = &RelayStatus{On: true, Groups: 10, Shards: 4, Group: 9} },
 			[]string{"it relays none of the 4 shards"}},
-		{"workers", func(s *Status) {
-			s.Workers = []WorkerStatus{{Index: 0, PID: 4242, Serving: true, Homes: 1500, Inflight: 7, CPUSeconds: 3725.4, ResidentBytes: 25 << 20},
-				{Index: 1, Serving: false, Restarts: 3}}
-		}, []string{"2 processes serve the clients; this one is their master", `<td class="num mono">4242</td>`,
-			`<span class="badge ok">serving</span>`, `<span class="badge bad">down</span>`, `<td class="num fail">3</td>`,
-			`<td class="num">1,500</td>`, `<td class="num">1h 02m</td>`, `<td class="num">25.0 MiB</td>`}},
 		{"no marks", func(s *Status) { s.Marks, s.Regions[1].Marked, s.Regions[1].MarkedForReads = nil, false, false },
 			[]string{"No live mark", "2 <small>of 2 unmarked</small>"}},
 	}

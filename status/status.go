@@ -41,26 +41,8 @@ type Status struct {
 	// false, straight to every member; true, through relays (large fleets).
 	Relays *RelayStatus `json:"relays,omitempty"`
 
-	// Workers are the processes that serve this entry's clients (--workers): none when the
-	// entry serves them itself.
-	Workers []WorkerStatus `json:"workers,omitempty"`
-
 	At      time.Time      `json:"at"`                       // when this status was taken
 	Traffic *GossipTraffic `json:"gossip_traffic,omitempty"` // nil when gossip is off
-}
-
-// WorkerStatus is one worker process's slot.
-type WorkerStatus struct {
-	Index    int    `json:"index"`
-	PID      int    `json:"pid,omitempty"` // 0 while no process runs in the slot
-	Serving  bool   `json:"serving"`       // false: starting, started again, or not answering its master
-	Restarts uint64 `json:"restarts"`      // processes started again in this slot
-	Homes    int    `json:"homes"`         // homes its copy of the table held at its last report
-	Inflight int64  `json:"inflight"`      // its requests in flight at its last report
-	// CPU time of the slot's processes, the exited ones' included, and the resident memory of
-	// the one running now (0 while none does), read by the master from /proc.
-	CPUSeconds    float64 `json:"cpu_seconds"`
-	ResidentBytes int64   `json:"resident_bytes"`
 }
 
 // RelayStatus is how this entry's homes travel (above 64 alive members, through relays).

@@ -154,7 +154,6 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		cfg.RPCAddr, cfg.GossipBind = ports.addr(demoRPCBase, i), ports.addr(demoGossipBase, i)
 		cfg.GossipKey, cfg.EntryToken, cfg.CORS = key, node.Secret(token), "*"
 		cfg.Drain = 0
-		cfg.Workers = 0 // the demo's point is the cluster: one process an entry, its logs in the demo's
 		cfg.Version = readBuildInfo().short()
 		if i > 0 {
 			cfg.Join = []string{ports.addr(demoGossipBase, 0)}

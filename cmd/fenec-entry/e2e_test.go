@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/fenec/fenec-entry/internal/testutil"
-	"github.com/fenec/fenec-entry/node"
 )
 
 // The end-to-end tests build the binary and run it as an operator would.
@@ -62,10 +61,6 @@ func binary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == node.WorkerArg {
-		// A worker of an entry this test binary runs in-process (the demo's, run's).
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
-	}
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))

@@ -72,21 +72,6 @@ var flags = []*flagDef{
 		usage: "plain HTTP/1.x: lean (an idle connection holds no goroutine and no buffer; Linux only) or std " +
 			"(Go's net/http server); the default is the one this build has. TLS, h2c and proxy-protocol connections are net/http's either way",
 		apply: setString(func(c *node.Config) *string { return &c.HTTP1Server })},
-	{name: "reuse-port", group: groupClient, isBool: true, def: "false",
-		usage: "let other entries on this host listen on the same --listen (SO_REUSEPORT; the kernel spreads " +
-			"new connections over them): one entry per CPU, or a new entry started beside one that drains",
-		apply: setBool(func(c *node.Config) *bool { return &c.ReusePort })},
-	{name: "workers", arg: "n", group: groupClient, def: "auto",
-		usage: "serve clients from n worker processes of one P (GOMAXPROCS=1) each, as nginx's workers; this " +
-			"process stays the cluster member, the home table and the admin listener; auto: one per CPU the " +
-			"process may use (GOMAXPROCS), none on one CPU; 0: this process serves clients itself",
-		apply: func(c *node.Config, v string) error {
-			if strings.TrimSpace(v) == "auto" {
-				c.Workers = node.WorkersAuto
-				return nil
-			}
-			return setInt(func(c *node.Config) *int { return &c.Workers })(c, v)
-		}},
 
 	{name: "routers", arg: "spec", group: groupRouters,
 		usage: "required: regions and their routers, in fallback order, eu=http://r1:7000,http://r2:7000;us=http://r3:7000; " +
@@ -416,6 +401,9 @@ func scanArgs(args []string) (map[string]string, error) {
 		}
 		d := lookupFlag(name)
 		if d == nil {
+			if why, ok := removedEnv[(&flagDef{name: name}).envName()]; ok {
+				return nil, &node.ConfigError{Flag: name, Msg: why}
+			}
 			return nil, &node.ConfigError{Flag: name, Msg: "unknown flag (see fenec-entry serve --help)"}
 		}
 		switch {
@@ -500,6 +488,8 @@ func setGossipKey(c *node.Config, v string) error {
 // removedEnv are variables of flags that no longer exist, with what replaced them.
 var removedEnv = map[string]string{
 	envPrefix + "SNAPSHOT_LISTEN": "--snapshot-listen is gone: the joiner's table and repair travel on --gossip-bind",
+	envPrefix + "WORKERS":         "--workers is gone: the entry is one process, on every CPU it may use",
+	envPrefix + "REUSE_PORT":      "--reuse-port is gone: the entry is one process, on every CPU it may use",
 }
 
 // buildEnv are variables a build reads that are not flags (the -tags pprof build's

@@ -104,8 +104,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad routers", []string{"--routers", "eu="}, nil, "routers", `region "eu" has no routers`},
 		{"router scheme", []string{"--routers", "eu=ftp://r:1"}, nil, "routers", "scheme must be http or https"},
 		{"bad int", []string{"--max-inflight", "many"}, nil, "max-inflight", `"many" is not a whole number`},
-		{"bad workers", []string{"--routers", testRouters, "--workers", "all"}, nil, "workers", `"all" is not a whole number`},
-		{"workers out of range", []string{"--routers", testRouters, "--workers", "-3"}, nil, "workers", "want auto or 0 to 256"},
+		{"removed flag", []string{"--routers", testRouters, "--workers", "2"}, nil, "workers", "--workers is gone: the entry is one process"},
+		{"removed bool flag", []string{"--routers", testRouters, "--reuse-port"}, nil, "reuse-port", "--reuse-port is gone"},
 		{"bad duration", []string{"--read-backoff", "10"}, nil, "read-backoff", "not a duration"},
 		{"bad size", []string{"--body-buffer", "2XB"}, nil, "body-buffer", "not a size"},
 		{"size too big", []string{"--body-buffer", "2GiB"}, nil, "body-buffer", "1 byte to 1GiB"},
@@ -200,7 +200,7 @@ func TestEveryFlagHasAField(t *testing.T) {
 	// Each flag's text must land in Config: set each to a recognisable valid value and
 	// check the config changed.
 	valid := map[string]string{
-		"listen": "127.0.0.1:1", "tls-cert": "c", "tls-key": "k", "max-inflight": "3", "header-timeout": "3s", "http1-server": "std", "reuse-port": "true", "workers": "3",
+		"listen": "127.0.0.1:1", "tls-cert": "c", "tls-key": "k", "max-inflight": "3", "header-timeout": "3s", "http1-server": "std",
 		"routers": "x=http://h:1", "router-ca": "ca.pem", "answer-timeout": "40s", "body-buffer": "3KiB",
 		"read-backoff": "3s", "homes": "3", "continents": "EU=x", "default-region": "x", "pop": "p3",
 		"continent": "OC", "geoip": "g.mmdb", "country-header": "X-Country", "client-ip": "fly",
@@ -273,27 +273,5 @@ func TestBuildEnvNotWarned(t *testing.T) {
 	defer delete(buildEnv, name)
 	if got := unknownEnv([]string{name + "=x"}); len(got) != 0 {
 		t.Errorf("a build's variable warned about: %q", got)
-	}
-}
-
-// --workers takes auto (the default) or a number.
-func TestWorkersFlag(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		want int
-	}{
-		{nil, node.WorkersAuto},
-		{[]string{"--workers", "auto"}, node.WorkersAuto},
-		{[]string{"--workers", "0"}, 0},
-		{[]string{"--workers=3"}, 3},
-	} {
-		cfg, err := parseWith(append([]string{"--routers", testRouters}, c.args...), func(string) string { return "" },
-			func() (string, error) { return "h", nil })
-		if err != nil {
-			t.Fatalf("%v: %v", c.args, err)
-		}
-		if cfg.Workers != c.want {
-			t.Errorf("%v: Workers %d, want %d", c.args, cfg.Workers, c.want)
-		}
 	}
 }

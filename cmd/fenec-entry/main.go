@@ -41,8 +41,6 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 		return serve(args[1:], stdout, stderr, env)
 	case "demo":
 		return demo(args[1:], stdout, stderr)
-	case node.WorkerArg: // a worker process of an entry started with --workers (not for operators)
-		return node.RunWorker(stderr)
 	case "version":
 		if len(args) > 1 {
 			fmt.Fprintln(stderr, "fenec-entry version: takes no arguments")

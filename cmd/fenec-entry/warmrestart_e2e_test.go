@@ -82,7 +82,6 @@ func TestWarmRestartEndToEnd(t *testing.T) {
 	if status, _, _ := httpGet(t, "http://"+first.client+"/t/acme/items/1"); status != 404 {
 		t.Fatalf("first request: %d, want the router's 404", status)
 	}
-	// A worker heard it; the master holds it a socket hop later (--workers, the default).
 	testutil.Eventually(t, 3*time.Second, "the first run holds acme", func() bool { return first.status(t).Homes.Held == 1 })
 	first.stop(t)
 	if !first.logged("home table written at the drain", `"homes":1`) {
