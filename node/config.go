@@ -100,13 +100,13 @@ type Config struct {
 	ConfigFile string
 	// Reloader re-reads the configuration for Reload (SIGHUP, POST /reload); nil without
 	// --config. Not a flag.
-	Reloader Reloader `json:"-" msgpack:"-"`
+	Reloader Reloader `json:"-"`
 	// ReloadOn delivers a value for each reload asked by signal (SIGHUP); nil for none. Not a
 	// flag. Without a Reloader each one is logged and changes nothing.
-	ReloadOn <-chan struct{} `json:"-" msgpack:"-"`
+	ReloadOn <-chan struct{} `json:"-"`
 	// SetLogLevel, when not nil, is called with the new level when a reload changes
 	// --log-level (the process owns its loggers). Not a flag.
-	SetLogLevel func(level string) `json:"-" msgpack:"-"`
+	SetLogLevel func(level string) `json:"-"`
 	// AdaptProcs runs the process on as many Ps (GOMAXPROCS) as its load needs, from one up to
 	// Go's default (package procs). Not a flag: cmd sets it unless the environment fixes
 	// GOMAXPROCS, which is then the operator's choice.
@@ -123,7 +123,7 @@ type Config struct {
 	// socket deadlines (h1's head and idle timeouts and its sweeper, the router connections'
 	// answer timeout), and durations that are only measured (the log line's, the upstream
 	// histogram, the latency samples).
-	Clock homes.Clock `msgpack:"-"`
+	Clock homes.Clock `json:"-"`
 }
 
 // Defaults of DefaultConfig, as CONTRACT.md section 3 gives them. Each setting a package owns
@@ -166,7 +166,7 @@ const (
 
 // DefaultConfig returns the defaults of CONTRACT.md section 3. Routers, Pop and Node are left
 // empty (they have no environment-free default: cmd derives Pop and Node from FLY_REGION,
-// FLY_MACHINE_ID and the hostname, see DefaultPop and DefaultNode); Continents is nil, which
+// FLY_MACHINE_ID and the hostname, cmd/fenec-entry derives them); Continents is nil, which
 // means DefaultContinents of whatever regions Routers names.
 func DefaultConfig() Config {
 	return Config{
@@ -225,3 +225,23 @@ func (c Config) DefaultRegionName() string {
 
 // hasPeersToJoin reports whether the entry is told to join peers.
 func (c Config) hasPeersToJoin() bool { return len(c.Join) > 0 || c.JoinDNS != "" }
+
+// defaultContinents is the default --continents (the seed's REGIONS), before regions that do
+// not exist are dropped.
+var defaultContinents = [][2]string{
+	{"EU", "eu"}, {"AF", "eu"}, {"NA", "us"}, {"SA", "us"}, {"AS", "ap"}, {"OC", "ap"}, {"AN", "ap"},
+}
+
+// DefaultContinents returns the default --continents, EU=eu,AF=eu,NA=us,SA=us,AS=ap,OC=ap,
+// AN=ap, keeping only the pairs whose region is one of regions. It may be empty, never nil.
+func DefaultContinents(regions []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range defaultContinents {
+		for _, r := range regions {
+			if r == kv[1] {
+				m[kv[0]] = kv[1]
+			}
+		}
+	}
+	return m
+}

@@ -1,10 +1,11 @@
-// Package node is one entry: its configuration (Config, DefaultConfig, a pure Validate and
-// the parsers of the flag syntaxes), its wiring (the home table, the proxy, the Prometheus
-// registry), its lifecycle (New, Start, Drain, Close) and its admin listener (/metrics,
-// /healthz, /readyz, /status, /status.json).
+// Package node is one entry: its configuration (Config, DefaultConfig, a pure Validate, the
+// one table of what a reload applies), its wiring (the home table, the proxy, the Prometheus
+// registry), its lifecycle (New, Start, Drain, Close, Reload) and its admin listener
+// (/metrics, /healthz, /readyz, /status, /status.json). One process serves it all, on every
+// CPU Go gives it.
 //
-// node reads no environment variable and parses no command line: cmd/fenec-entry does that
-// and hands over a Config. It knows the request path only as a proxy.Handler and the home
+// node reads no environment variable and parses no command line or flag syntax:
+// cmd/fenec-entry does that and hands over a typed Config. It knows the request path only as a proxy.Handler and the home
 // table only through package homes. Who the client is and where (its address, the PROXY
 // listener, its continent) is package clientinfo's: node builds it from its Config and hands
 // the proxy the two functions it calls. The certificates (the client listener's, reloaded when

@@ -7,9 +7,39 @@ import (
 	"time"
 )
 
-// Reloadable are the settings a reload applies while the entry serves (--config, SIGHUP,
-// POST /reload), by flag name. Every other setting takes effect at the next start.
-var Reloadable = []string{"routers", "continents", "default-region", "cors", "entry-token", "read-backoff", "log-level"}
+// reloadable is every setting a reload applies while the entry serves (--config, SIGHUP,
+// POST /reload): its flag, how the configuration in force takes it from the new one, and
+// whether two configurations hold the same value. Every other setting takes effect at the next
+// start. Reloadable, the reload and its list of what changed all read this one table.
+var reloadable = []struct {
+	flag string
+	take func(dst *Config, src Config)
+	same func(a, b Config) bool
+}{
+	{"routers", func(d *Config, s Config) { d.Routers = s.Routers },
+		func(a, b Config) bool { return slices.Equal(routerTexts(a), routerTexts(b)) }},
+	{"continents", func(d *Config, s Config) { d.Continents = s.Continents },
+		func(a, b Config) bool { return maps.Equal(a.ContinentMap(), b.ContinentMap()) }},
+	{"default-region", func(d *Config, s Config) { d.DefaultRegion = s.DefaultRegion },
+		func(a, b Config) bool { return a.DefaultRegion == b.DefaultRegion }},
+	{"cors", func(d *Config, s Config) { d.CORS = s.CORS },
+		func(a, b Config) bool { return a.CORS == b.CORS }},
+	{"entry-token", func(d *Config, s Config) { d.EntryToken = s.EntryToken },
+		func(a, b Config) bool { return a.EntryToken == b.EntryToken }},
+	{"read-backoff", func(d *Config, s Config) { d.ReadBackoff = s.ReadBackoff },
+		func(a, b Config) bool { return a.ReadBackoff == b.ReadBackoff }},
+	{"log-level", func(d *Config, s Config) { d.LogLevel = s.LogLevel },
+		func(a, b Config) bool { return a.LogLevel == b.LogLevel }},
+}
+
+// Reloadable names the settings a reload applies, by flag, in the order of --help.
+var Reloadable = func() []string {
+	out := make([]string, len(reloadable))
+	for i, r := range reloadable {
+		out[i] = r.flag
+	}
+	return out
+}()
 
 // Reloader re-reads the configuration: the whole new Config, as a start would build it, and
 // the flags whose value changed that a reload does not apply (they wait for a restart). An
@@ -61,9 +91,9 @@ func (n *Node) reload(ctx context.Context) (ReloadResult, error) {
 	}
 	cur := n.cur
 	merged := cur // everything a reload does not change stays as in force
-	merged.Routers, merged.Continents, merged.DefaultRegion = next.Routers, next.Continents, next.DefaultRegion
-	merged.CORS, merged.EntryToken = next.CORS, next.EntryToken
-	merged.ReadBackoff, merged.LogLevel = next.ReadBackoff, next.LogLevel
+	for _, r := range reloadable {
+		r.take(&merged, next)
+	}
 	if err := merged.Validate(); err != nil {
 		return ReloadResult{}, err
 	}
@@ -97,33 +127,24 @@ func (n *Node) reload(ctx context.Context) (ReloadResult, error) {
 // changedSettings names the reloadable settings whose value differs between a and b.
 func changedSettings(a, b Config) []string {
 	var out []string
-	routers := func(c Config) []string {
-		var s []string
-		for _, r := range c.Routers {
-			s = append(s, ";"+r.Name)
-			for _, u := range r.Routers {
-				s = append(s, u.String())
-			}
-		}
-		return s
-	}
-	for _, d := range []struct {
-		flag string
-		same bool
-	}{
-		{"routers", slices.Equal(routers(a), routers(b))},
-		{"continents", maps.Equal(a.ContinentMap(), b.ContinentMap())},
-		{"default-region", a.DefaultRegion == b.DefaultRegion},
-		{"cors", a.CORS == b.CORS},
-		{"entry-token", a.EntryToken == b.EntryToken},
-		{"read-backoff", a.ReadBackoff == b.ReadBackoff},
-		{"log-level", a.LogLevel == b.LogLevel},
-	} {
-		if !d.same {
-			out = append(out, d.flag)
+	for _, r := range reloadable {
+		if !r.same(a, b) {
+			out = append(out, r.flag)
 		}
 	}
 	return out
+}
+
+// routerTexts is c's routing as text, regions in order with their routers, for comparing.
+func routerTexts(c Config) []string {
+	var s []string
+	for _, r := range c.Routers {
+		s = append(s, ";"+r.Name)
+		for _, u := range r.Routers {
+			s = append(s, u.String())
+		}
+	}
+	return s
 }
 
 // watchReloads reloads on each value from Config.ReloadOn (SIGHUP), until the entry stops.

@@ -315,3 +315,41 @@ func TestRoutersFromDNS(t *testing.T) {
 		t.Errorf("status: %+v", st.Regions)
 	}
 }
+
+// Each reloadable setting is taken from the new configuration and reported changed alone:
+// a configuration differing in that one setting is named as that flag, and once taken, the
+// two hold the same. A setting added to the table without a row here fails.
+func TestReloadableTable(t *testing.T) {
+	base := testConfig(t, "eu", "http://127.0.0.1:1", "us", "http://127.0.0.1:2")
+	change := map[string]func(*Config){
+		"routers": func(c *Config) {
+			c.Routers = []proxy.Region{regionOf(t, "eu", "http://127.0.0.1:3"), c.Routers[1]}
+		},
+		"continents":     func(c *Config) { c.Continents = map[string]string{"EU": "us"} },
+		"default-region": func(c *Config) { c.DefaultRegion = "us" },
+		"cors":           func(c *Config) { c.CORS = "https://app.example" },
+		"entry-token":    func(c *Config) { c.EntryToken = "another" },
+		"read-backoff":   func(c *Config) { c.ReadBackoff = 42 * time.Second },
+		"log-level":      func(c *Config) { c.LogLevel = "warn" },
+	}
+	if len(change) != len(reloadable) {
+		t.Errorf("%d rows here, %d reloadable settings", len(change), len(reloadable))
+	}
+	for _, r := range reloadable {
+		mut, ok := change[r.flag]
+		if !ok {
+			t.Errorf("no row for reloadable %q", r.flag)
+			continue
+		}
+		next := base
+		mut(&next)
+		if got := changedSettings(base, next); !slices.Equal(got, []string{r.flag}) {
+			t.Errorf("%s changed: reported %q", r.flag, got)
+		}
+		merged := base
+		r.take(&merged, next)
+		if got := changedSettings(merged, next); len(got) != 0 {
+			t.Errorf("%s taken: still differs in %q", r.flag, got)
+		}
+	}
+}

@@ -69,9 +69,12 @@ func (c Config) validateListen() error {
 	return checkDuration("header-timeout", c.HeaderTimeout, MaxHeaderTimeout)
 }
 
+// RoutersSyntax is what --routers looks like, for error messages.
+const RoutersSyntax = "want eu=http://host:port,...;us=..."
+
 func (c Config) validateRouters() error {
 	if len(c.Routers) == 0 {
-		return cfgErr("routers", "required (%s)", routersSyntax)
+		return cfgErr("routers", "required (%s)", RoutersSyntax)
 	}
 	if len(c.Routers) > MaxRegions {
 		return cfgErr("routers", "%d regions, at most %d", len(c.Routers), MaxRegions)
@@ -87,7 +90,7 @@ func (c Config) validateRouters() error {
 		}
 		regions[r.Name] = true
 		if len(r.Routers) == 0 {
-			return cfgErr("routers", "region %q has no routers (%s)", r.Name, routersSyntax)
+			return cfgErr("routers", "region %q has no routers (%s)", r.Name, RoutersSyntax)
 		}
 		if len(r.Routers) > MaxRoutersPerRegion {
 			return cfgErr("routers", "region %q has %d routers, at most %d", r.Name, len(r.Routers), MaxRoutersPerRegion)

@@ -135,7 +135,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		}
 	}
 
-	routers, err := node.ParseRouters(strings.Join(routerSpec, ";"))
+	routers, err := parseRouters(strings.Join(routerSpec, ";"))
 	if err != nil {
 		return err
 	}

@@ -30,9 +30,11 @@ type flagDef struct {
 	later  string // what the flag waits for to take effect, if anything
 	secret bool   // its value is never shown, not even in an error
 	isBool bool
-	reload bool                                 // applied by a reload of --config (node.Reloadable)
 	apply  func(c *node.Config, v string) error // v is the flag's text; errors say what is wrong, without the flag
 }
+
+// reloadable says whether a reload of --config applies the flag (node.Reloadable).
+func (d *flagDef) reloadable() bool { return slices.Contains(node.Reloadable, d.name) }
 
 // envName returns the flag's environment variable: FENEC_ENTRY_ and the name in capitals,
 // dashes as underscores.
@@ -76,8 +78,7 @@ var flags = []*flagDef{
 	{name: "routers", arg: "spec", group: groupRouters,
 		usage: "required: regions and their routers, in fallback order, eu=http://r1:7000,http://r2:7000;us=http://r3:7000; " +
 			"a router may be dns+http://NAME:PORT (every address NAME resolves to) or srv+http://NAME (every SRV target and port), https too",
-		reload: true,
-		apply:  func(c *node.Config, v string) (err error) { c.Routers, err = node.ParseRouters(v); return err }},
+		apply: func(c *node.Config, v string) (err error) { c.Routers, err = parseRouters(v); return err }},
 	{name: "resolve-interval", arg: "duration", group: groupRouters, def: node.DefaultResolveInterval.String(),
 		usage: "how often the routers' DNS names are resolved again (a name that fails keeps its last answer)",
 		apply: setDuration(func(c *node.Config) *time.Duration { return &c.ResolveInterval })},
@@ -92,23 +93,20 @@ var flags = []*flagDef{
 		apply: setDuration(func(c *node.Config) *time.Duration { return &c.AnswerTimeout })},
 	{name: "body-buffer", arg: "size", group: groupRouters, def: "1MiB",
 		usage: "request bodies up to this are kept for a retry (1MiB, 512KiB, 1048576; at most 1GiB)",
-		apply: func(c *node.Config, v string) (err error) { c.BodyBuffer, err = node.ParseSize(v); return err }},
+		apply: func(c *node.Config, v string) (err error) { c.BodyBuffer, err = parseSize(v); return err }},
 	{name: "read-backoff", arg: "duration", group: groupRouters, def: node.DefaultReadBackoff.String(),
-		usage:  "how long a failed region is asked last by reads and keyed writes",
-		reload: true,
-		apply:  setDuration(func(c *node.Config) *time.Duration { return &c.ReadBackoff })},
+		usage: "how long a failed region is asked last by reads and keyed writes",
+		apply: setDuration(func(c *node.Config) *time.Duration { return &c.ReadBackoff })},
 	{name: "homes", arg: "n", group: groupRouters, def: strconv.Itoa(node.DefaultHomes),
 		usage: "homes kept by this entry, the first heard forgotten first",
 		apply: setInt(func(c *node.Config) *int { return &c.Homes })},
 
 	{name: "continents", arg: "map", group: groupPlacement, def: "EU=eu,AF=eu,NA=us,SA=us,AS=ap,OC=ap,AN=ap (configured regions only)",
-		usage:  "client continent to region, for tenants heard nowhere; empty for no mapping",
-		reload: true,
-		apply:  func(c *node.Config, v string) (err error) { c.Continents, err = node.ParseContinents(v); return err }},
+		usage: "client continent to region, for tenants heard nowhere; empty for no mapping",
+		apply: func(c *node.Config, v string) (err error) { c.Continents, err = parseContinents(v); return err }},
 	{name: "default-region", arg: "region", group: groupPlacement, def: "the first region of --routers",
-		usage:  "asked first for a continent with no mapping",
-		reload: true,
-		apply:  setString(func(c *node.Config) *string { return &c.DefaultRegion })},
+		usage: "asked first for a continent with no mapping",
+		apply: setString(func(c *node.Config) *string { return &c.DefaultRegion })},
 	{name: "pop", arg: "name", group: groupPlacement, def: "$FLY_REGION, else the hostname",
 		usage: "this entry's PoP name",
 		apply: setString(func(c *node.Config) *string { return &c.Pop })},
@@ -127,16 +125,14 @@ var flags = []*flagDef{
 		apply: setString(func(c *node.Config) *string { return &c.ClientIP })},
 	{name: "trusted-proxies", arg: "cidrs", group: groupPlacement,
 		usage: "peers whose address and country headers are believed: 10.0.0.0/8,fd00::/8; with proxy-protocol, the only peers accepted",
-		apply: func(c *node.Config, v string) (err error) { c.TrustedProxies, err = node.ParseCIDRs(v); return err }},
+		apply: func(c *node.Config, v string) (err error) { c.TrustedProxies, err = parseCIDRs(v); return err }},
 
 	{name: "entry-token", arg: "secret", group: groupProtocol, secret: true,
-		usage:  "shared with the routers' --entry-token; enables Fenec-Client",
-		reload: true,
-		apply:  func(c *node.Config, v string) error { c.EntryToken = node.Secret(v); return nil }},
+		usage: "shared with the routers' --entry-token; enables Fenec-Client",
+		apply: func(c *node.Config, v string) error { c.EntryToken = node.Secret(v); return nil }},
 	{name: "cors", arg: "origins", group: groupProtocol,
-		usage:  "the routers' --http-cors: * or a comma list of origins; the entry answers preflights",
-		reload: true,
-		apply:  setString(func(c *node.Config) *string { return &c.CORS })},
+		usage: "the routers' --http-cors: * or a comma list of origins; the entry answers preflights",
+		apply: setString(func(c *node.Config) *string { return &c.CORS })},
 
 	{name: "node", arg: "name", group: groupGossip, def: "$FLY_MACHINE_ID, else the hostname (-<port> added when --gossip-bind is not on 7946)",
 		usage: "this entry's serf node name (also stamps its home observations)",
@@ -149,7 +145,7 @@ var flags = []*flagDef{
 		apply: setString(func(c *node.Config) *string { return &c.GossipAdvertise })},
 	{name: "join", arg: "peers", group: groupGossip,
 		usage: "peers host:port,...; retried every 5s, serving alone until one answers",
-		apply: func(c *node.Config, v string) error { c.Join = node.ParseList(v); return nil }},
+		apply: func(c *node.Config, v string) error { c.Join = parseList(v); return nil }},
 	{name: "join-dns", arg: "name", group: groupGossip,
 		usage: "a name resolved every 5s for peers (on Fly: <app>.internal)",
 		apply: setString(func(c *node.Config) *string { return &c.JoinDNS })},
@@ -173,9 +169,8 @@ var flags = []*flagDef{
 		usage: "after SIGTERM, keep serving this long with Connection: close, then stop (open requests get 10s more)",
 		apply: setDuration(func(c *node.Config) *time.Duration { return &c.Drain })},
 	{name: "log-level", arg: "level", group: groupOps, def: node.DefaultLogLevel,
-		usage:  "debug (a line per request), info, warn or error",
-		reload: true,
-		apply:  func(c *node.Config, v string) error { c.LogLevel = strings.ToLower(strings.TrimSpace(v)); return nil }},
+		usage: "debug (a line per request), info, warn or error",
+		apply: func(c *node.Config, v string) error { c.LogLevel = strings.ToLower(strings.TrimSpace(v)); return nil }},
 	{name: "config", arg: "file", group: groupOps,
 		usage: "a file of FENEC_ENTRY_NAME=value lines (systemd's EnvironmentFile format), read at start after the environment; " +
 			"SIGHUP or POST /reload re-read it and apply the settings marked [reload], all at once or none",
@@ -303,8 +298,8 @@ func (in input) build(file map[string]envVar) (node.Config, map[string]string, e
 	host, _ := in.hostname()
 	env := in.env
 	cfg := node.DefaultConfig()
-	cfg.Pop = node.DefaultPop(env("FLY_REGION"), host)
-	cfg.Continent = node.DefaultContinent(env("FLY_REGION"))
+	cfg.Pop = defaultPop(env("FLY_REGION"), host)
+	cfg.Continent = defaultContinent(env("FLY_REGION"))
 	cfg.Node = "" // derived below from --gossip-bind unless given
 	texts := map[string]string{}
 	froms := map[string]string{} // where each flag's text came from, for errors
@@ -340,7 +335,7 @@ func (in input) build(file map[string]envVar) (node.Config, map[string]string, e
 		}
 	}
 	if cfg.Node == "" {
-		cfg.Node = node.DefaultNode(env("FLY_MACHINE_ID"), host, cfg.GossipBind)
+		cfg.Node = defaultNode(env("FLY_MACHINE_ID"), host, cfg.GossipBind)
 	}
 	if err := cfg.Validate(); err != nil {
 		// Say where the setting came from, as apply's errors do.
@@ -367,7 +362,7 @@ func (in input) reloader(start map[string]string) node.Reloader {
 		}
 		var restart []string
 		for _, d := range flags {
-			if !d.reload && texts[d.name] != start[d.name] {
+			if !d.reloadable() && texts[d.name] != start[d.name] {
 				restart = append(restart, d.name)
 			}
 		}

@@ -54,7 +54,7 @@ logged; prefer their variables or the file to the command line.
 			if d.later != "" {
 				more = append(more, d.later)
 			}
-			if d.reload {
+			if d.reloadable() {
 				more = append(more, "[reload]")
 			}
 			fmt.Fprintf(w, "%-32s (%s)\n", "", strings.Join(more, "; "))

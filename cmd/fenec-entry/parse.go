@@ -1,4 +1,4 @@
-package node
+package main
 
 import (
 	"errors"
@@ -12,28 +12,23 @@ import (
 
 	"github.com/fenec/fenec-entry/clientinfo"
 	"github.com/fenec/fenec-entry/gossip"
+	"github.com/fenec/fenec-entry/node"
 	"github.com/fenec/fenec-entry/proxy"
 )
 
-// The parsers of the flag syntaxes. They are pure (no I/O, no environment) and their errors
+// The parsers of the flag syntaxes, for node.Config's fields. They are pure (no I/O, no environment) and their errors
 // say what is wrong without the flag name: the caller prefixes "--<flag>: ". Semantic checks
 // (schemes, ports, bounds, references between flags) are Validate's; the parsers check only
 // that the text has the shape of the syntax.
 
-// defaultContinents is the default --continents (the seed's REGIONS), before regions that do
-// not exist are dropped.
-var defaultContinents = [][2]string{
-	{"EU", "eu"}, {"AF", "eu"}, {"NA", "us"}, {"SA", "us"}, {"AS", "ap"}, {"OC", "ap"}, {"AN", "ap"},
-}
-
 // routersSyntax is what --routers looks like, for error messages.
-const routersSyntax = "want eu=http://host:port,...;us=..."
+const routersSyntax = node.RoutersSyntax
 
-// ParseRouters parses --routers: regions separated by ";", each a name, "=" and its router
+// parseRouters parses --routers: regions separated by ";", each a name, "=" and its router
 // URLs separated by ",", for example "eu=http://r1:7000,http://r2:7000;us=http://r3:7000".
 // Spaces around the separators are ignored, as are empty entries; a path of "/" is dropped.
 // The order of the regions is kept (it is the fallback order).
-func ParseRouters(s string) ([]proxy.Region, error) {
+func parseRouters(s string) ([]proxy.Region, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, errors.New("no regions (" + routersSyntax + ")")
 	}
@@ -91,10 +86,10 @@ func showURL(raw string) string {
 	return raw[:scheme+3] + "xxxxx" + raw[at:]
 }
 
-// ParseContinents parses --continents: pairs CODE=region separated by ",", for example
+// parseContinents parses --continents: pairs CODE=region separated by ",", for example
 // "EU=eu,NA=us". Codes are upper-cased; a code given twice is an error. The empty string
 // gives an empty, non-nil map: no continent is mapped.
-func ParseContinents(s string) (map[string]string, error) {
+func parseContinents(s string) (map[string]string, error) {
 	m := map[string]string{}
 	for pair := range strings.SplitSeq(s, ",") {
 		pair = strings.TrimSpace(pair)
@@ -114,21 +109,7 @@ func ParseContinents(s string) (map[string]string, error) {
 	return m, nil
 }
 
-// DefaultContinents returns the default --continents, EU=eu,AF=eu,NA=us,SA=us,AS=ap,OC=ap,
-// AN=ap, keeping only the pairs whose region is one of regions. It may be empty, never nil.
-func DefaultContinents(regions []string) map[string]string {
-	m := map[string]string{}
-	for _, kv := range defaultContinents {
-		for _, r := range regions {
-			if r == kv[1] {
-				m[kv[0]] = kv[1]
-			}
-		}
-	}
-	return m
-}
-
-// sizeUnits are the units ParseSize takes, lower-cased.
+// sizeUnits are the units parseSize takes, lower-cased.
 var sizeUnits = map[string]int64{
 	"": 1, "b": 1,
 	"kb": 1000, "mb": 1000 * 1000, "gb": 1000 * 1000 * 1000,
@@ -137,10 +118,10 @@ var sizeUnits = map[string]int64{
 
 const sizeSyntax = "want a whole number of bytes, optionally with B, KB, MB, GB, KiB, MiB or GiB: 1MiB, 512KiB, 1048576"
 
-// ParseSize parses a byte size: a whole number optionally followed by a unit, B, KB, MB, GB
+// parseSize parses a byte size: a whole number optionally followed by a unit, B, KB, MB, GB
 // (powers of 1000) or KiB, MiB, GiB (powers of 1024), case-insensitive, with or without a
 // space: "1MiB", "512KiB", "1048576", "2MB". Negative sizes and fractions are errors.
-func ParseSize(s string) (int64, error) {
+func parseSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)
 	i := 0
 	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
@@ -157,10 +138,10 @@ func ParseSize(s string) (int64, error) {
 	return n * unit, nil
 }
 
-// ParseCIDRs parses a comma-separated list of CIDR prefixes ("10.0.0.0/8, fd00::/8"); a bare
+// parseCIDRs parses a comma-separated list of CIDR prefixes ("10.0.0.0/8, fd00::/8"); a bare
 // address stands for itself alone (/32 or /128). Prefixes are masked: "10.1.2.3/8" is
 // 10.0.0.0/8. The empty string gives nil.
-func ParseCIDRs(s string) ([]netip.Prefix, error) {
+func parseCIDRs(s string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for item := range strings.SplitSeq(s, ",") {
 		item = strings.TrimSpace(item)
@@ -184,9 +165,9 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// ParseList splits a comma-separated list, trimming spaces and dropping empty items. The
+// parseList splits a comma-separated list, trimming spaces and dropping empty items. The
 // empty string gives nil.
-func ParseList(s string) []string {
+func parseList(s string) []string {
 	var out []string
 	for item := range strings.SplitSeq(s, ",") {
 		if item = strings.TrimSpace(item); item != "" {
@@ -196,21 +177,21 @@ func ParseList(s string) []string {
 	return out
 }
 
-// DefaultPop is --pop's default: the Fly region this runs in (FLY_REGION), else the hostname.
+// defaultPop is --pop's default: the Fly region this runs in (FLY_REGION), else the hostname.
 // Either may be "".
-func DefaultPop(flyRegion, hostname string) string {
+func defaultPop(flyRegion, hostname string) string {
 	if flyRegion != "" {
 		return flyRegion
 	}
 	return hostname
 }
 
-// DefaultNode is --node's default (CONTRACT.md section 3): the Fly machine ID
+// defaultNode is --node's default (CONTRACT.md section 3): the Fly machine ID
 // (FLY_MACHINE_ID), else the hostname, with "-<port>" appended when gossipBind (--gossip-bind)
 // is not on gossip's default port, so that entries side by side on one host, given distinct
 // ports and nothing else, have distinct names. gossipBind is as given (host:port); one that
 // does not parse changes nothing (Validate names it).
-func DefaultNode(flyMachineID, hostname, gossipBind string) string {
+func defaultNode(flyMachineID, hostname, gossipBind string) string {
 	if flyMachineID != "" {
 		return flyMachineID
 	}
@@ -223,9 +204,9 @@ func DefaultNode(flyMachineID, hostname, gossipBind string) string {
 	return hostname
 }
 
-// DefaultContinent is --continent's default: the continent of the Fly region this runs in
+// defaultContinent is --continent's default: the continent of the Fly region this runs in
 // (FLY_REGION), or "" outside Fly or in a region the table does not know.
-func DefaultContinent(flyRegion string) string {
+func defaultContinent(flyRegion string) string {
 	c, _ := clientinfo.FlyContinent(flyRegion)
 	return c
 }
