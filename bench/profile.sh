@@ -22,9 +22,6 @@ usage: bash bench/profile.sh [flags]
                    worker_processes auto, the entry's Ps its own (env BENCH_PIN)
   --out DIR        keep the CPU profile and raw counts here (env BENCH_OUT, default
                    bench/out/profile-<UTC time>)
-  --entry-procs N  fenec-entry as N processes on one port (--reuse-port), each GOMAXPROCS=1,
-                   measured together (CPU, syscalls, switches; no Go profile) (env
-                   BENCH_ENTRY_PROCS, default 1)
 EOF
 }
 die() {
@@ -38,7 +35,6 @@ TARGETS_ARG=${BENCH_TARGETS:-nginx,fenec-entry}
 ENTRY_BIN=${BENCH_ENTRY_BIN:-}
 OUT=${BENCH_OUT:-}
 PIN=${BENCH_PIN:-split}
-ENTRY_N=${BENCH_ENTRY_PROCS:-1}
 while (($#)); do
 	case $1 in
 	--seconds) SECONDS_=${2:?--seconds needs a value}; shift 2 ;;
@@ -47,7 +43,6 @@ while (($#)); do
 	--entry-bin) ENTRY_BIN=${2:?--entry-bin needs a value}; shift 2 ;;
 	--out) OUT=${2:?--out needs a value}; shift 2 ;;
 	--pin) PIN=${2:?--pin needs a value}; shift 2 ;;
-	--entry-procs) ENTRY_N=${2:?--entry-procs needs a value}; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; die "unknown argument: $1" ;;
 	esac
@@ -59,7 +54,6 @@ for t in "${TARGETS[@]}"; do
 	case $t in nginx | fenec-entry) ;; *) die "--targets: want a comma list from nginx,fenec-entry, got '$t'" ;; esac
 done
 case $PIN in split | none) ;; *) die "--pin: want split or none, got '$PIN'" ;; esac
-if ! [[ $ENTRY_N =~ ^[0-9]+$ ]] || ((ENTRY_N < 1 || ENTRY_N > 16)); then die "--entry-procs: want an integer in 1..16, got '$ENTRY_N'"; fi
 ((EUID == 0)) || die "needs root (perf's syscall tracepoints)"
 (($(nproc) >= 2)) || die "needs 2 CPUs (wrk on CPU 0, the servers on CPU 1)"
 PATH=$PATH:/usr/sbin:/sbin
@@ -153,7 +147,7 @@ REPORT=$OUT/report.md
 	echo
 	echo "- machine: nproc $(nproc) ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), kernel $(uname -r), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "- repo at $(git rev-parse --short HEAD 2>/dev/null || echo -)$([[ -z $(git status --porcelain 2>/dev/null) ]] || echo +dirty); $(nginx -v 2>&1); $("$TMP/fenec-entry" version 2>/dev/null | head -1)"
-	echo "- reproduce: bash bench/profile.sh --seconds $SECONDS_ --conns $CONNS --targets $TARGETS_ARG --pin $PIN$( ((ENTRY_N == 1)) || echo " --entry-procs $ENTRY_N")"
+	echo "- reproduce: bash bench/profile.sh --seconds $SECONDS_ --conns $CONNS --targets $TARGETS_ARG --pin $PIN${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}"
 	echo
 } >"$REPORT"
 
@@ -304,6 +298,7 @@ measure() {
 	{
 		echo "### $name"
 		echo
+		echo "- processes counted together: ${#pids[@]} (the process and its children)"
 		awk -v r="$rps" -v n="$reqs" -v secs="$secs" -v u="$u" -v s="$s" -v hz="$hz" 'BEGIN {
 			printf "- requests/s %.0f; requests in the %.1f s window %d (the upstream'"'"'s count); proxy CPU %.1f µs per request (user %.1f, kernel %.1f)\n",
 				r, secs, n, (u + s) / hz * 1e6 / n, u / hz * 1e6 / n, s / hz * 1e6 / n }'
@@ -448,30 +443,6 @@ EOF
 		unset 'PIDS[nginx]'
 		;;
 	fenec-entry)
-		if ((ENTRY_N > 1)); then
-			# N entries on one port, each on one P: the CPU, syscalls and switches of all of
-			# them together (the Go profile and runtime metrics are one process's, so none).
-			free_port FE_PORT
-			entry_pids=()
-			for ((i = 0; i < ENTRY_N; i++)); do
-				free_port ADMIN_PORT
-				free_port GOSSIP_PORT
-				free_port RPC_PORT
-				"${ON1[@]}" env GOMAXPROCS=1 "$TMP/fenec-entry" serve --reuse-port --workers 0 \
-					--listen "127.0.0.1:$FE_PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
-					--routers "eu=http://127.0.0.1:$UP_PORT" --log-level warn \
-					--gossip-bind "127.0.0.1:$GOSSIP_PORT" --rpc-addr "127.0.0.1:$RPC_PORT" >>"$TMP/fenec-entry.log" 2>&1 &
-				entry_pids+=($!)
-				PIDS[fenec-entry-$i]=$!
-				# free_port looks for no listener: let this one bind before the next looks
-				wait_ok "http://127.0.0.1:$ADMIN_PORT/healthz"
-			done
-			measure "fenec-entry-x$ENTRY_N" "http://127.0.0.1:$FE_PORT/t/acme/items/1" "${entry_pids[@]}"
-			kill "${entry_pids[@]}"
-			wait "${entry_pids[@]}" 2>/dev/null || true
-			for ((i = 0; i < ENTRY_N; i++)); do unset "PIDS[fenec-entry-$i]"; done
-			continue
-		fi
 		free_port FE_PORT
 		free_port ADMIN_PORT
 		free_port GOSSIP_PORT
@@ -479,7 +450,7 @@ EOF
 		free_port PPROF_PORT
 		procs=()
 		[[ $PIN == none ]] || procs=(GOMAXPROCS=1)
-		"${ON1[@]}" env "${procs[@]}" FENEC_ENTRY_PPROF_ADDR="127.0.0.1:$PPROF_PORT" "$TMP/fenec-entry" serve --workers 0 \
+		"${ON1[@]}" env "${procs[@]}" FENEC_ENTRY_PPROF_ADDR="127.0.0.1:$PPROF_PORT" "$TMP/fenec-entry" serve \
 			--listen "127.0.0.1:$FE_PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
 			--routers "eu=http://127.0.0.1:$UP_PORT" --log-level warn \
 			--gossip-bind "127.0.0.1:$GOSSIP_PORT" --rpc-addr "127.0.0.1:$RPC_PORT" >"$TMP/fenec-entry.log" 2>&1 &
@@ -487,7 +458,11 @@ EOF
 		wait_ok "http://127.0.0.1:$FE_PORT/t/acme/items/1"
 		curl -s --max-time 2 -o /dev/null "http://127.0.0.1:$PPROF_PORT/debug/runtime-metrics" ||
 			die "fenec-entry serves no /debug/runtime-metrics: --entry-bin must be built with -tags pprof"
-		measure fenec-entry "http://127.0.0.1:$FE_PORT/t/acme/items/1" "${PIDS[fenec-entry]}"
+		# An older build given as --entry-bin may start worker processes by default: the CPU,
+		# syscalls and switches are then its process's and theirs together (the Go profile and
+		# runtime metrics stay its own process's).
+		mapfile -t entry_pids < <(pgrep -P "${PIDS[fenec-entry]}" || true; echo "${PIDS[fenec-entry]}")
+		measure fenec-entry "http://127.0.0.1:$FE_PORT/t/acme/items/1" "${entry_pids[@]}"
 		kill "${PIDS[fenec-entry]}"
 		wait "${PIDS[fenec-entry]}" 2>/dev/null || true
 		unset 'PIDS[fenec-entry]'

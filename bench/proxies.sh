@@ -34,25 +34,16 @@ usage: bash bench/proxies.sh [flags]
                    than 15% of a CPU (env BENCH_IDLE_WAIT, default 30); runs they disturb anyway
                    are named in warnings and in the report
   --entry-bin PATH a fenec-entry binary to measure instead of building ./cmd/fenec-entry
-                   (env BENCH_ENTRY_BIN), e.g. to compare two builds
+                   (env BENCH_ENTRY_BIN), e.g. to compare two builds; started as
+                   `fenec-entry serve` with no layout flag, it runs as it does by default
+                   (an older build's worker processes are measured with it)
   --ab-bin PATH    a second fenec-entry binary, measured as target fenec-entry-b in the same
                    interleaved rounds as fenec-entry (env BENCH_AB_BIN): a before/after A/B
                    whose two sides see the same machine noise
-  --entry-procs N  run fenec-entry as N processes on one port (--reuse-port), each on one P
-                   (GOMAXPROCS=1, or --workers), as nginx runs a worker per CPU; requests mode
-                   (env BENCH_ENTRY_PROCS, default 1: one process, its Ps its own)
-  --ab-procs N     the same for fenec-entry-b (env BENCH_AB_PROCS, default 1); with --ab-bin
-                   the same binary, an A/B of the two layouts
-  --entry-workers N  run fenec-entry with --workers N (auto, or 0 for one process): a master and
-                   N worker processes of one P each on one port, one entry (env
-                   BENCH_ENTRY_WORKERS, default auto, the entry's own default: a worker per
-                   CPU the servers may use, none on one); its CPU is the master's and the
-                   workers'; requests mode (the conns mode runs one process, as nginx's one worker)
-  --ab-workers N   the same for fenec-entry-b (env BENCH_AB_WORKERS, default auto)
   --out FILE       raw per-round numbers, JSON lines (env BENCH_OUT,
                    default bench/out/proxies-<UTC time>.jsonl)
-  --check          exit 1 when fenec-entry misses issue 10's floor (added p50 <= 1.1x
-                   nginx's, requests/s >= 0.9x nginx's)
+  --check          exit 1 when fenec-entry's added p50 is above 1.1x nginx's or its
+                   requests/s below 0.9x nginx's (the floor of bench/README.md)
   --keep           keep the temp dir (configs, logs, raw wrk output) and print its path
 
 conns mode (--seconds, --warmup, --conns, --idle-wait and --check are for the requests mode):
@@ -84,10 +75,6 @@ OUT=${BENCH_OUT:-}
 WORKERS=${BENCH_WORKERS:-}
 ENTRY_BIN=${BENCH_ENTRY_BIN:-}
 AB_BIN=${BENCH_AB_BIN:-}
-ENTRY_N=${BENCH_ENTRY_PROCS:-1}
-AB_N=${BENCH_AB_PROCS:-1}
-ENTRY_W=${BENCH_ENTRY_WORKERS:-auto}
-AB_W=${BENCH_AB_WORKERS:-auto}
 IDLE_WAIT_S=${BENCH_IDLE_WAIT:-30}
 IDLE_MAX=15 # % of one CPU that other processes may use before a round counts as noisy
 IDLE_CONNS=${BENCH_IDLE_CONNS:-10000}
@@ -114,10 +101,6 @@ while (($#)); do
 	--idle-wait) IDLE_WAIT_S=${2:?--idle-wait needs a value}; shift 2 ;;
 	--entry-bin) ENTRY_BIN=${2:?--entry-bin needs a value}; shift 2 ;;
 	--ab-bin) AB_BIN=${2:?--ab-bin needs a value}; shift 2 ;;
-	--entry-procs) ENTRY_N=${2:?--entry-procs needs a value}; shift 2 ;;
-	--ab-procs) AB_N=${2:?--ab-procs needs a value}; shift 2 ;;
-	--entry-workers) ENTRY_W=${2:?--entry-workers needs a value}; shift 2 ;;
-	--ab-workers) AB_W=${2:?--ab-workers needs a value}; shift 2 ;;
 	--targets) TARGETS_ARG=${2:?--targets needs a value}; shift 2 ;;
 	--base-port) BASE_PORT=${2:?--base-port needs a value}; shift 2 ;;
 	--out) OUT=${2:?--out needs a value}; shift 2 ;;
@@ -159,11 +142,6 @@ want_int warmup "$WARMUP_S" 0 3600
 want_int idle-wait "$IDLE_WAIT_S" 0 3600
 want_int conns "$CONNS" 2 10000
 want_int base-port "$BASE_PORT" 1024 64999
-want_int entry-procs "$ENTRY_N" 1 64
-[[ $ENTRY_W == auto ]] || want_int entry-workers "$ENTRY_W" 0 64
-[[ $AB_W == auto ]] || want_int ab-workers "$AB_W" 0 64
-want_int ab-procs "$AB_N" 1 64
-[[ $MODE == requests ]] || ((ENTRY_N == 1 && AB_N == 1)) || die "--entry-procs, --ab-procs: requests mode only"
 case $PIN in split | none) ;; *) die "--pin: want split or none, got '$PIN'" ;; esac
 if [[ $MODE == conns ]]; then
 	want_int idle-conns "$IDLE_CONNS" 1 60000
@@ -254,6 +232,28 @@ if ((${#ENTRY_ENV[@]})); then
 else
 	ENTRY_PROCS="GOMAXPROCS unset (its Ps follow the load, up to $SERVER_NCPU)"
 fi
+# ENTRY_KIDS: the most child processes each fenec-entry target was seen with (count_kids). This
+# build runs one process and has none; an older one (--entry-bin, --ab-bin) may run its own
+# default of a master and worker processes, whose CPU and memory are counted with it.
+declare -A ENTRY_KIDS=()
+count_kids() { # count_kids NAME: records how many child processes target NAME has now
+	local k
+	k=$(ps -o pid= --ppid "${PIDS[$1]}" 2>/dev/null | wc -l || true)
+	((k <= ${ENTRY_KIDS[$1]:-0})) || ENTRY_KIDS[$1]=$k
+}
+entry_layouts() { # entry_layouts: "; fenec-entry ..." for each fenec-entry target, for the report
+	local t k
+	for t in fenec-entry fenec-entry-b; do
+		has_target "$t" || continue
+		k=${ENTRY_KIDS[$t]:-0}
+		if ((k == 0)); then
+			printf '; %s one process, %s' "$t" "$ENTRY_PROCS"
+		else
+			printf '; %s %d processes (a process and the %d it started, its build'"'"'s own default layout, measured together), %s' \
+				"$t" "$((k + 1))" "$k" "${ENTRY_ENV[0]:-GOMAXPROCS unset}"
+		fi
+	done
+}
 pinned() { # pinned CPUS cmd...: exec cmd on CPUS (or anywhere when CPUS is empty)
 	local cpus=$1
 	shift
@@ -621,7 +621,7 @@ EOF
 		start "$name" "$SERVER_CPUS" env "${ENTRY_ENV[@]}" "$TMP/bin/$name" serve \
 			--listen "127.0.0.1:$p_listen" --admin-listen "127.0.0.1:$p_admin" \
 			--routers "eu=http://127.0.0.1:$up" \
-			--gossip-bind "127.0.0.1:$p_gossip" --rpc-addr "127.0.0.1:$p_rpc" --workers 0 "${extra[@]}"
+			--gossip-bind "127.0.0.1:$p_gossip" --rpc-addr "127.0.0.1:$p_rpc" "${extra[@]}"
 		ADMIN[$name]=$p_admin
 		;;
 	esac
@@ -658,12 +658,16 @@ stop_one() {
 }
 
 # rss NAME: sets R_KIB, the VmRSS of target NAME in KiB: for nginx, of its worker (the
-# master only starts and watches it), else of the process.
+# master only starts and watches it); for fenec-entry, of its process and of its children if
+# it has any (an older build's workers); else of the process.
 rss() {
 	local pids=${PIDS[$1]} p v
 	if [[ $1 == nginx ]]; then
 		pids=$(ps -o pid= --ppid "${PIDS[$1]}" | tr '\n' ' ' || true)
 		[[ -n ${pids// /} ]] || die "nginx: no worker process under pid ${PIDS[$1]}"
+	elif [[ $1 == fenec-entry* ]]; then
+		pids+=" $(ps -o pid= --ppid "${PIDS[$1]}" | tr '\n' ' ' || true)"
+		count_kids "$1"
 	fi
 	R_KIB=0
 	for p in $pids; do
@@ -873,7 +877,7 @@ conns_main() {
 				echo "streams: $STREAMS GET $EVENTS_PATH held open, server-sent events from fenec-standin (event: open at once, a keep-alive comment every $STANDIN_KEEPALIVE)."
 			fi
 		done
-		echo "RSS: VmRSS of the proxy (nginx: its one worker), fresh for each measurement, read after a warm-up of $HOLD_PARALLEL connections and again ${SETTLE_S}s after the last connection was open;"
+		echo "RSS: VmRSS of the proxy (nginx: its one worker; fenec-entry: its process and any children), fresh for each measurement, read after a warm-up of $HOLD_PARALLEL connections and again ${SETTLE_S}s after the last connection was open;"
 		echo "KB per conn = (after - before) / conns. goroutines per conn: go_goroutines of fenec-entry's /metrics, the same way."
 		echo
 		awk -F'\t' '{ c += $9 } END { if (c) printf "- WARNING: %d held connections were closed by the proxy before they were let go (raw: closed_during_hold)\n", c
@@ -881,9 +885,9 @@ conns_main() {
 		echo "- machine: nproc $NCPU ($cpu_model), kernel $(uname -r), $started"
 		echo "- versions: nginx $ver_nginx, haproxy $ver_haproxy, go $ver_go; fenec-entry: $ver_entry; repo at $git_rev"
 		if [[ $PIN == split ]]; then
-			echo "- layout: connhold on CPU $CLIENT_CPUS; upstream, stand-in and proxy on CPU $SERVER_CPUS; nginx 1 worker; $WORKERS haproxy thread(s); fenec-entry $ENTRY_PROCS"
+			echo "- layout: connhold on CPU $CLIENT_CPUS; upstream, stand-in and proxy on CPU $SERVER_CPUS; nginx 1 worker; $WORKERS haproxy thread(s)$(entry_layouts)"
 		else
-			echo "- layout: nothing pinned; nginx 1 worker; $WORKERS haproxy thread(s); fenec-entry $ENTRY_PROCS"
+			echo "- layout: nothing pinned; nginx 1 worker; $WORKERS haproxy thread(s)$(entry_layouts)"
 		fi
 		echo "- limits: ulimit -n $(ulimit -n); nginx worker_connections $NEED_FDS, worker_rlimit_nofile $NOFILE$(has_target haproxy && echo "; haproxy maxconn $HAPROXY_MAXCONN"); connhold from $SOURCES source address(es) (ip_local_port_range $PORT_RANGE)"
 		for t in "${SKIPPED[@]}"; do echo "- $t"; done
@@ -978,87 +982,28 @@ EOF
 	wait_ready haproxy "${URL[haproxy]}"
 fi
 
-# start_entry NAME N: fenec-entry as target NAME, one process (its Ps its own, or --workers),
-# or N processes on one port (--reuse-port), each on one P (or --workers), started by a small
-# launcher that is the target's process: the CPU of its children is the target's (proc_ticks),
-# and a SIGTERM to it is passed on to each (stop_all sends two: a drain, then the exit).
+# start_entry NAME: fenec-entry as target NAME, `fenec-entry serve` with no layout flag: this
+# build runs one process (its Ps its own, or --workers); an older build given with --entry-bin
+# or --ab-bin runs its own default, which may be a master and worker processes: those are its
+# children, and proc_ticks and rss count them with it.
 start_entry() {
-	local name=$1 n=$2 w=${3:-auto} listen i admin gossip rpc launch env=("${ENTRY_ENV[@]}")
+	local name=$1 listen admin gossip rpc
 	port listen
-	if ((n == 1)); then
-		port admin
-		port gossip
-		port rpc
-		start "$name" "$SERVER_CPUS" env "${env[@]}" "$TMP/bin/$name" serve \
-			--listen "127.0.0.1:$listen" --admin-listen "127.0.0.1:$admin" \
-			--routers "eu=http://127.0.0.1:$UP_PORT" \
-			--gossip-bind "127.0.0.1:$gossip" --rpc-addr "127.0.0.1:$rpc" --workers "$w"
-	else
-		((${#env[@]})) || env=(GOMAXPROCS=1)
-		launch=$TMP/$name.launch.sh
-		{
-			cat <<'EOS'
-#!/usr/bin/env bash
-pids=()
-trap 'kill -TERM "${pids[@]}" 2>/dev/null' TERM
-EOS
-			for ((i = 0; i < n; i++)); do
-				port admin
-				port gossip
-				port rpc
-				printf '%q ' env "${env[@]}" "$TMP/bin/$name" serve --reuse-port --workers 0 \
-					--listen "127.0.0.1:$listen" --admin-listen "127.0.0.1:$admin" \
-					--routers "eu=http://127.0.0.1:$UP_PORT" \
-					--gossip-bind "127.0.0.1:$gossip" --rpc-addr "127.0.0.1:$rpc"
-				echo '& pids+=("$!")'
-			done
-			cat <<'EOS'
-# wait returns above 128 when the trap ran; 0 once every entry has exited.
-while :; do wait; (($? > 128)) || break; done
-EOS
-		} >"$launch"
-		start "$name" "$SERVER_CPUS" bash "$launch"
-	fi
+	port admin
+	port gossip
+	port rpc
+	start "$name" "$SERVER_CPUS" env "${ENTRY_ENV[@]}" "$TMP/bin/$name" serve \
+		--listen "127.0.0.1:$listen" --admin-listen "127.0.0.1:$admin" \
+		--routers "eu=http://127.0.0.1:$UP_PORT" \
+		--gossip-bind "127.0.0.1:$gossip" --rpc-addr "127.0.0.1:$rpc"
 	URL[$name]="http://127.0.0.1:$listen$REQ_PATH"
 	wait_ready "$name" "${URL[$name]}"
-	local want=$n # processes under the target's: entries (--entry-procs) or workers
-	if ((n == 1)); then
-		want=$w
-		[[ $w != auto ]] || want=$(workers_auto)
-	fi
-	if ((n > 1 || want > 0)); then # one entry (or worker) up answers too: every one must be
-		local up
-		up=$(ps -o pid= --ppid "${PIDS[$name]}" | wc -l)
-		((up == want)) || {
-			show_log "$name"
-			die "$name: $up of its $want processes are running"
-		}
-	fi
+	count_kids "$name"
 }
-# workers_auto: the workers --workers auto starts here: one per CPU the servers may use (the
-# CPUs the entry's Go runtime sees, or GOMAXPROCS), none on one.
-workers_auto() {
-	local procs=${ENTRY_ENV[0]:-}
-	procs=${procs#GOMAXPROCS=}
-	[[ -n $procs ]] || procs=$SERVER_NCPU
-	((procs > 1)) && echo "$procs" || echo 0
-}
-# entry_layout N W: how start_entry runs fenec-entry with N processes and --workers W, for the report.
-entry_layout() {
-	local w=${2:-auto}
-	[[ $w != auto ]] || w=$(workers_auto)
-	if (($1 == 1 && w > 0)); then
-		echo "a master and $w workers of one P each (--workers ${2:-auto})"
-	elif (($1 == 1)); then
-		echo "$ENTRY_PROCS"
-	else
-		echo "$1 processes on one port (--reuse-port), $( ((${#ENTRY_ENV[@]})) && echo "GOMAXPROCS=$WORKERS" || echo GOMAXPROCS=1) each"
-	fi
-}
-if has_target fenec-entry; then start_entry fenec-entry "$ENTRY_N" "$ENTRY_W"; fi
+if has_target fenec-entry; then start_entry fenec-entry; fi
 if has_target fenec-entry-b; then
 	cp "$AB_BIN" "$TMP/bin/fenec-entry-b"
-	start_entry fenec-entry-b "$AB_N" "$AB_W"
+	start_entry fenec-entry-b
 fi
 
 for t in "${TARGETS[@]}"; do verify "$t" "${URL[$t]}"; done
@@ -1133,7 +1078,7 @@ pick_busy() {
 }
 
 # proc_ticks NAME: CPU ticks (user + system) used so far by server NAME and its children
-# (nginx's workers).
+# (nginx's workers; an older fenec-entry's, given with --entry-bin or --ab-bin).
 proc_ticks() {
 	local pids p
 	[[ -n ${PIDS[$1]:-} ]] || { echo 0; return; } # direct: no proxy process
@@ -1175,7 +1120,7 @@ wrk_run() {
 open_out
 facts
 ver_wrk=$(wrk -v 2>&1 | awk 'NR == 1 { print $2 }' || true) # wrk -v exits 1
-REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --latency-slices $SLICES --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN${ENTRY_ENV[0]:+ --workers $WORKERS} --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}$( ((ENTRY_N == 1)) || echo " --entry-procs $ENTRY_N")$( ((AB_N == 1)) || echo " --ab-procs $AB_N")$([[ $ENTRY_W == auto ]] || echo " --entry-workers $ENTRY_W")$([[ $AB_W == auto ]] || echo " --ab-workers $AB_W")"
+REPRO="bash bench/proxies.sh --rounds $ROUNDS --seconds $MEASURE_S --latency-slices $SLICES --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --pin $PIN${ENTRY_ENV[0]:+ --workers $WORKERS} --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}"
 {
 	printf '{"kind":"meta","started":%s,"nproc":%d,"cpu":%s,"kernel":%s' \
 		"$(json_str "$started")" "$NCPU" "$(json_str "$cpu_model")" "$(json_str "$(uname -r)")"
@@ -1260,6 +1205,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		cpu_t0=$(proc_ticks "$t") cpu_u0=$(proc_ticks upstream)
 		wrk_run "$t" 2 "$CONNS" "$MEASURE_S" "${URL[$t]}"
 		cpu_t=$(($(proc_ticks "$t") - cpu_t0)) cpu_u=$(($(proc_ticks upstream) - cpu_u0))
+		[[ $t != fenec-entry* ]] || count_kids "$t"
 		cpu_vs_up=$(awk -v a="$cpu_t" -v b="$cpu_u" -v t="$t" 'BEGIN { if (b > 0 && t != "direct") printf "%.3f", a / b; else print "null" }')
 		# Each process's CPU µs a request in that run: wrk's, the upstream's, the target's.
 		us_req=$(awk -v w="$R_CLIENT_TICKS" -v u="$cpu_u" -v a="$cpu_t" -v n="$R_REQUESTS" -v hz="$CLK_TCK" \
@@ -1461,9 +1407,9 @@ set +e
 				(worst > max) ? "; runs above " max "% are slowed by the host, not by the targets" : "" }' "$STEALS"
 	echo "- versions: nginx $ver_nginx, haproxy $ver_haproxy, wrk $ver_wrk, go $ver_go; fenec-entry: $ver_entry; repo at $git_rev"
 	if [[ $PIN == split ]]; then
-		echo "- layout: wrk on CPU $CLIENT_CPUS; upstream and proxy on CPU $SERVER_CPUS; $WORKERS nginx worker(s), haproxy thread(s); fenec-entry $(entry_layout "$ENTRY_N" "$ENTRY_W")$(has_target fenec-entry-b && echo "; fenec-entry-b $(entry_layout "$AB_N" "$AB_W")")"
+		echo "- layout: wrk on CPU $CLIENT_CPUS; upstream and proxy on CPU $SERVER_CPUS; $WORKERS nginx worker(s), haproxy thread(s)$(entry_layouts)"
 	else
-		echo "- layout: nothing pinned; $WORKERS nginx worker(s), haproxy thread(s); fenec-entry $(entry_layout "$ENTRY_N" "$ENTRY_W")$(has_target fenec-entry-b && echo "; fenec-entry-b $(entry_layout "$AB_N" "$AB_W")")"
+		echo "- layout: nothing pinned; $WORKERS nginx worker(s), haproxy thread(s)$(entry_layouts)"
 	fi
 	has_target fenec-entry || echo "- fenec-entry was not measured: ./cmd/fenec-entry does not build yet"
 	echo "- raw: $OUT"

@@ -1,20 +1,23 @@
-// Command memory measures what the process layout (--workers) costs in resident memory when
-// the entry holds a million homes. A master with workers keeps the home table, and so does
-// every worker (its own copy, kept in step by the master): the table is paid once per process.
+// Command memory measures the resident memory of the entry holding a million homes, as its
+// default runs on an N-CPU host (GOMAXPROCS N) against one process on one CPU (GOMAXPROCS 1).
 //
 //  1. a state file of -homes homes is written (package state) into a temp state dir;
-//  2. for each layout of -layouts (values of --workers), fenec-entry serve starts on loopback,
-//     alone (no gossip key), restored from a copy of that dir (--state-dir); once /readyz
-//     answers 200 and /status.json shows the master, and every worker, holding the homes, and
-//     -settle seconds later, the resident memory (VmRSS, /proc/PID/status) of the master and of
-//     each of its children (the workers) is read; then the entry is stopped (SIGTERM, SIGKILL
+//  2. for each value n of -procs, fenec-entry serve starts on loopback, alone (no gossip key),
+//     with GOMAXPROCS=n in its environment and no layout flag, restored from a copy of that dir
+//     (--state-dir); once /readyz answers 200 and /status.json shows it holding the homes, and
+//     -settle seconds later, the resident memory (VmRSS and RssAnon, /proc/PID/status) of the
+//     process and of each of its children is read; then the entry is stopped (SIGTERM, SIGKILL
 //     after 15 s).
+//
+// An older build given with -bin may start worker processes by default (one per P); those are
+// its children and are counted with it, and /status.json then shows each worker's homes, which
+// are waited for too.
 //
 // It prints a markdown table and one JSON line on stdout; progress goes to stderr.
 //
 //	go build -o /tmp/fe-mem ./cmd/fenec-entry
-//	go run ./bench/memory -bin /tmp/fe-mem                  # --workers 0 and --workers 8
-//	go run ./bench/memory -bin /tmp/fe-mem -layouts 0,2,8
+//	go run ./bench/memory -bin /tmp/fe-mem                  # GOMAXPROCS 1 and 8
+//	go run ./bench/memory -bin /tmp/fe-mem -procs 1,2,8
 package main
 
 import (
@@ -47,59 +50,66 @@ import (
 var regions = []string{"eu", "us"}
 
 const (
-	nodeName    = "entry-mem" // the state file's writer and the entry's --node: its homes come back as local
-	holdTimeout = 120 * time.Second
-	stopGrace   = 15 * time.Second
-	mib         = 1 << 20
+	nodeName = "entry-mem" // the state file's writer and the entry's --node: its homes come back as local
+	mib      = 1 << 20
+)
+
+// The bounds of a run (variables: the test shortens them).
+var (
+	holdTimeout = 120 * time.Second // start to /readyz and the homes held
+	stopGrace   = 15 * time.Second  // SIGTERM to SIGKILL
 )
 
 // procMem is one process's resident memory.
 type procMem struct {
 	PID      int    `json:"pid"`
-	Role     string `json:"role"` // master (the entry itself when --workers 0) or worker
+	Role     string `json:"role"` // entry (the process started), or child (an older build's worker)
 	RSSBytes int64  `json:"rss_bytes"`
 	// AnonBytes is the process's private anonymous memory (RssAnon: heap, stacks), the part
 	// of its RSS that no other process shares; the rest is mostly the binary's mapped text.
 	AnonBytes int64 `json:"anon_bytes"`
 }
 
-// layoutResult is one layout's figures.
-type layoutResult struct {
-	Workers      int       `json:"workers"`   // --workers
-	Processes    int       `json:"processes"` // the master and its workers
-	Procs        []procMem `json:"procs"`
+// procsResult is the figures of one run, the entry started with GOMAXPROCS=Procs.
+type procsResult struct {
+	Procs int `json:"procs"` // GOMAXPROCS in the entry's environment
+	// ProcsSeen is the entry's own fenec_entry_procs (its /metrics) when read: Procs, or the
+	// run is in error; 0 when the build has no such metric.
+	ProcsSeen    int       `json:"procs_seen,omitempty"`
+	Processes    int       `json:"processes"` // the entry's process and its children
+	Mem          []procMem `json:"mem"`
 	TotalMiB     float64   `json:"total_rss_mib"`
 	TotalAnonMiB float64   `json:"total_anon_mib"`
-	Ratio        float64   `json:"ratio"`           // TotalMiB / the base layout's
-	HoldSeconds  float64   `json:"hold_seconds"`    // start to every process holding the homes
-	HomesHeld    []int     `json:"homes_held"`      // the master's, then each worker's, when measured
-	Complete     bool      `json:"complete"`        // every process held every home within 120 s
-	Error        string    `json:"error,omitempty"` // the layout could not be measured
+	Ratio        float64   `json:"ratio"`           // TotalMiB / the base run's
+	HoldSeconds  float64   `json:"hold_seconds"`    // start to holding the homes
+	HomesHeld    []int     `json:"homes_held"`      // the entry's, then each worker's it lists, when measured
+	Complete     bool      `json:"complete"`        // it (and every worker it lists) held every home in time
+	Error        string    `json:"error,omitempty"` // the run could not be measured
 }
 
 type report struct {
-	Homes         int            `json:"homes"`
-	SettleSeconds float64        `json:"settle_seconds"`
-	StateWriteSec float64        `json:"state_write_sec"`
-	StateBytes    int64          `json:"state_bytes"`
-	BaseWorkers   int            `json:"base_workers"` // the layout the ratios are to
-	Layouts       []layoutResult `json:"layouts"`
+	Homes         int           `json:"homes"`
+	SettleSeconds float64       `json:"settle_seconds"`
+	StateWriteSec float64       `json:"state_write_sec"`
+	StateBytes    int64         `json:"state_bytes"`
+	BaseProcs     int           `json:"base_procs"` // the run the ratios are to (-1: none measured)
+	Runs          []procsResult `json:"runs"`
 }
 
 func main() {
 	bin := flag.String("bin", "", "the fenec-entry binary (go build -o BIN ./cmd/fenec-entry); required")
 	n := flag.Int("homes", 1_000_000, "homes in the state file the entry restores")
-	layoutsFlag := flag.String("layouts", "0,8", "values of --workers to measure, comma-separated (0: one process)")
-	settle := flag.Float64("settle", 5, "seconds to wait, once every process holds the homes, before reading the memory")
-	keep := flag.Bool("keep", false, "keep the temp dirs (state file, each layout's state dir and log)")
+	procsFlag := flag.String("procs", "1,8", "values of GOMAXPROCS to start the entry with, comma-separated")
+	settle := flag.Float64("settle", 5, "seconds to wait, once the entry holds the homes, before reading the memory")
+	keep := flag.Bool("keep", false, "keep the temp dirs (state file, each run's state dir and log)")
 	jsonOnly := flag.Bool("json", false, "print only the JSON line, not the markdown table")
 	flag.Parse()
 	if *bin == "" {
 		fail("-bin: required (go build -o BIN ./cmd/fenec-entry)")
 	}
-	layouts, err := parseLayouts(*layoutsFlag)
+	procs, err := parseProcs(*procsFlag)
 	if err != nil {
-		fail("-layouts: " + err.Error())
+		fail("-procs: " + err.Error())
 	}
 	if *n <= 0 {
 		fail("-homes: must be positive")
@@ -108,7 +118,7 @@ func main() {
 	if err != nil {
 		fail(err.Error())
 	}
-	rep, err := run(abs, *n, layouts, time.Duration(*settle*float64(time.Second)), *keep)
+	rep, err := run(abs, *n, procs, time.Duration(*settle*float64(time.Second)), *keep)
 	if err != nil {
 		fail(err.Error())
 	}
@@ -117,8 +127,8 @@ func main() {
 		fmt.Println()
 	}
 	json.NewEncoder(os.Stdout).Encode(rep)
-	for _, l := range rep.Layouts {
-		if l.Error != "" || !l.Complete {
+	for _, r := range rep.Runs {
+		if r.Error != "" || !r.Complete {
 			os.Exit(1)
 		}
 	}
@@ -131,8 +141,11 @@ func fail(msg string) {
 
 func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "memory: "+format+"\n", args...) }
 
-// parseLayouts reads -layouts: distinct non-negative worker counts, in the order given.
-func parseLayouts(s string) ([]int, error) {
+// maxProcs bounds -procs: far more Ps than any host here has CPUs, and what Go allows.
+const maxProcs = 1024
+
+// parseProcs reads -procs: distinct GOMAXPROCS values (1 to maxProcs), in the order given.
+func parseProcs(s string) ([]int, error) {
 	var out []int
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
@@ -140,8 +153,8 @@ func parseLayouts(s string) ([]int, error) {
 			continue
 		}
 		v, err := strconv.Atoi(f)
-		if err != nil || v < 0 {
-			return nil, fmt.Errorf("%q is not a worker count (0, 1, 2, ...)", f)
+		if err != nil || v < 1 || v > maxProcs {
+			return nil, fmt.Errorf("%q is not a GOMAXPROCS value (1 to %d)", f, maxProcs)
 		}
 		if slices.Contains(out, v) {
 			return nil, fmt.Errorf("%d given twice", v)
@@ -149,12 +162,12 @@ func parseLayouts(s string) ([]int, error) {
 		out = append(out, v)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("no layout")
+		return nil, errors.New("no value")
 	}
 	return out, nil
 }
 
-func run(bin string, n int, layouts []int, settle time.Duration, keep bool) (report, error) {
+func run(bin string, n int, procs []int, settle time.Duration, keep bool) (report, error) {
 	rep := report{Homes: n, SettleSeconds: settle.Seconds()}
 	dir, err := os.MkdirTemp("", "fenec-mem-")
 	if err != nil {
@@ -179,16 +192,16 @@ func run(bin string, n int, layouts []int, settle time.Duration, keep bool) (rep
 	}
 	logf("state of %d homes written in %.1fs (%.1f MiB)", n, rep.StateWriteSec, float64(rep.StateBytes)/mib)
 
-	for _, w := range layouts {
-		sd := filepath.Join(dir, fmt.Sprintf("workers-%d", w))
-		res, err := measure(bin, n, w, src, sd, settle)
+	for _, p := range procs {
+		sd := filepath.Join(dir, fmt.Sprintf("procs-%d", p))
+		res, err := measure(bin, n, p, src, sd, settle)
 		if err != nil {
 			res.Error = err.Error()
-			logf("--workers %d: %v", w, err)
+			logf("GOMAXPROCS=%d: %v", p, err)
 		}
-		rep.Layouts = append(rep.Layouts, res)
+		rep.Runs = append(rep.Runs, res)
 	}
-	rep.BaseWorkers = withRatios(rep.Layouts)
+	rep.BaseProcs = withRatios(rep.Runs)
 	return rep, nil
 }
 
@@ -245,10 +258,10 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// measure starts the entry with --workers w, restored from a copy of src in sd, and reads its
-// processes' memory once they all hold the n homes.
-func measure(bin string, n, w int, src, sd string, settle time.Duration) (layoutResult, error) {
-	res := layoutResult{Workers: w}
+// measure starts the entry with GOMAXPROCS=procs, restored from a copy of src in sd, and reads
+// the memory of its process and of its children once it holds the n homes.
+func measure(bin string, n, procs int, src, sd string, settle time.Duration) (procsResult, error) {
+	res := procsResult{Procs: procs}
 	if err := copyDir(src, sd); err != nil {
 		return res, err
 	}
@@ -257,14 +270,14 @@ func measure(bin string, n, w int, src, sd string, settle time.Duration) (layout
 		routers = append(routers, r+"=http://"+freeAddr()) // nothing listens: no request is sent
 	}
 	admin := freeAddr()
-	args := []string{"serve", "--workers", strconv.Itoa(w), "--homes", strconv.Itoa(n),
+	args := []string{"serve", "--homes", strconv.Itoa(n),
 		"--routers", strings.Join(routers, ";"), "--node", nodeName, "--pop", "mem",
 		"--listen", freeAddr(), "--admin-listen", admin,
 		"--gossip-bind", freeAddr(), "--rpc-addr", freeAddr(),
 		"--state-dir", sd, "--drain", "1s", "--log-level", "info"}
-	logf("--workers %d: starting %s %s", w, bin, strings.Join(args, " "))
+	logf("GOMAXPROCS=%d: starting %s %s", procs, bin, strings.Join(args, " "))
 	start := time.Now()
-	p, err := startEntry(bin, filepath.Join(sd, "entry.log"), args...)
+	p, err := startEntry(bin, filepath.Join(sd, "entry.log"), []string{"GOMAXPROCS=" + strconv.Itoa(procs)}, args...)
 	if err != nil {
 		return res, err
 	}
@@ -274,57 +287,65 @@ func measure(bin string, n, w int, src, sd string, settle time.Duration) (layout
 	if err := waitUntil(deadline, func() bool { return p.exited() || ready(admin) }); err != nil || p.exited() {
 		return res, fmt.Errorf("/readyz not 200 within %v (exited: %v); log: %s", holdTimeout, p.exited(), p.tail())
 	}
-	logf("--workers %d: ready after %.1fs", w, time.Since(start).Seconds())
+	logf("GOMAXPROCS=%d: ready after %.1fs", procs, time.Since(start).Seconds())
 	var st entryStatus
 	held := func() bool {
 		var err error
 		if st, err = statusOf(admin); err != nil {
 			return false
 		}
-		return st.holds(n, w)
+		return st.holds(n)
 	}
 	if err := waitUntil(deadline, func() bool { return p.exited() || held() }); err == nil && !p.exited() {
 		res.Complete = true
 		res.HoldSeconds = time.Since(start).Seconds()
-		logf("--workers %d: every process holds %d homes after %.1fs", w, n, res.HoldSeconds)
+		logf("GOMAXPROCS=%d: holds %d homes after %.1fs", procs, n, res.HoldSeconds)
 	} else {
 		if p.exited() {
 			return res, fmt.Errorf("the entry exited; log: %s", p.tail())
 		}
-		logf("--workers %d: not every process holds the homes within %v: %v; measured anyway", w, holdTimeout, st.held())
+		logf("GOMAXPROCS=%d: the homes not all held within %v: %v; measured anyway", procs, holdTimeout, st.held())
 	}
 	time.Sleep(settle)
 	if st2, err := statusOf(admin); err == nil {
 		st = st2
 	}
 	res.HomesHeld = st.held()
+	// The Ps it runs on: GOMAXPROCS set, they are that (the procs package leaves them alone).
+	if seen, ok, err := procsOf(admin); err != nil {
+		return res, err
+	} else if ok {
+		res.ProcsSeen = seen
+		if seen != procs {
+			return res, fmt.Errorf("started with GOMAXPROCS=%d, the entry runs on %d Ps (fenec_entry_procs)", procs, seen)
+		}
+	}
 
-	master := p.cmd.Process.Pid
-	kids, err := childrenOf("/proc", master)
+	pid := p.cmd.Process.Pid
+	kids, err := childrenOf("/proc", pid)
 	if err != nil {
 		return res, err
 	}
 	if want := st.workerPIDs(); !sameSet(kids, want) {
-		logf("--workers %d: the master's children %v are not the workers /status.json shows %v", w, kids, want)
+		logf("GOMAXPROCS=%d: the entry's children %v are not the workers /status.json shows %v", procs, kids, want)
 	}
-	if len(kids) != w {
-		logf("--workers %d: %d child processes, not %d", w, len(kids), w)
-	}
-	pids := append([]int{master}, kids...)
-	for i, pid := range pids {
+	for i, pid := range append([]int{pid}, kids...) {
 		rss, anon, err := readMem(pid)
 		if err != nil {
 			return res, err
 		}
-		role := "master"
+		role := "entry"
 		if i > 0 {
-			role = "worker"
+			role = "child"
 		}
-		res.Procs = append(res.Procs, procMem{PID: pid, Role: role, RSSBytes: rss, AnonBytes: anon})
+		res.Mem = append(res.Mem, procMem{PID: pid, Role: role, RSSBytes: rss, AnonBytes: anon})
 	}
-	res.Processes = len(res.Procs)
-	res.TotalMiB, res.TotalAnonMiB = totals(res.Procs)
-	logf("--workers %d: %d processes, %.1f MiB resident in all", w, res.Processes, res.TotalMiB)
+	if p.exited() { // the pid read may be another process's by now
+		return res, fmt.Errorf("the entry exited while measured; log: %s", p.tail())
+	}
+	res.Processes = len(res.Mem)
+	res.TotalMiB, res.TotalAnonMiB = totals(res.Mem)
+	logf("GOMAXPROCS=%d: %d process(es), %.1f MiB resident in all", procs, res.Processes, res.TotalMiB)
 	return res, nil
 }
 
@@ -335,22 +356,22 @@ func sameSet(a, b []int) bool {
 	return slices.Equal(a, b)
 }
 
-// entryStatus is what this command reads of /status.json (status.Status).
+// entryStatus is what this command reads of /status.json (status.Status). Workers is what an
+// older build with worker processes lists there; this build lists none.
 type entryStatus struct {
 	Homes struct {
 		Held int `json:"held"`
 	} `json:"homes"`
 	Workers []struct {
-		Index   int  `json:"index"`
-		PID     int  `json:"pid"`
-		Serving bool `json:"serving"`
-		Homes   int  `json:"homes"`
+		Index int `json:"index"`
+		PID   int `json:"pid"`
+		Homes int `json:"homes"`
 	} `json:"workers"`
 }
 
-// holds: the master holds n homes and so do its w workers (every slot with a process).
-func (s entryStatus) holds(n, w int) bool {
-	if s.Homes.Held < n || len(s.Workers) != w {
+// holds: the entry holds n homes, and so does every worker it lists (every slot with a process).
+func (s entryStatus) holds(n int) bool {
+	if s.Homes.Held < n {
 		return false
 	}
 	for _, wk := range s.Workers {
@@ -361,7 +382,7 @@ func (s entryStatus) holds(n, w int) bool {
 	return true
 }
 
-// held is the master's homes, then each worker's.
+// held is the entry's homes, then each worker's it lists.
 func (s entryStatus) held() []int {
 	out := []int{s.Homes.Held}
 	for _, wk := range s.Workers {
@@ -405,6 +426,41 @@ func statusOf(admin string) (entryStatus, error) {
 	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
+// procsOf reads fenec_entry_procs, the Ps the entry runs on, from its /metrics; ok is false
+// when the build exports no such metric.
+func procsOf(admin string) (procs int, ok bool, err error) {
+	resp, err := client.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, false, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return 0, false, err
+	}
+	return metricValue(string(b), "fenec_entry_procs")
+}
+
+// metricValue is the value of an unlabelled gauge in a Prometheus text exposition, as an
+// integer; ok is false when the metric is absent.
+func metricValue(text, name string) (v int, ok bool, err error) {
+	for line := range strings.SplitSeq(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != name {
+			continue
+		}
+		x, err := strconv.ParseFloat(f[1], 64)
+		if err != nil || x != float64(int(x)) {
+			return 0, false, fmt.Errorf("%s: %q is not a whole number", name, f[1])
+		}
+		return int(x), true, nil
+	}
+	return 0, false, nil
+}
+
 func waitUntil(deadline time.Time, ok func() bool) error {
 	for {
 		if ok() {
@@ -436,14 +492,15 @@ type entry struct {
 	lines []string // the last lines of stderr
 }
 
-func startEntry(bin, logPath string, args ...string) (*entry, error) {
+// startEntry starts bin with args, its environment PATH, env and a pprof address of its own.
+func startEntry(bin, logPath string, env []string, args ...string) (*entry, error) {
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	p := &entry{cmd: exec.Command(bin, args...), log: lf, done: make(chan struct{})}
 	// A pprof build listens on 127.0.0.1:6060 unless told: give it a port of its own.
-	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "FENEC_ENTRY_PPROF_ADDR=" + freeAddr()}
+	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "FENEC_ENTRY_PPROF_ADDR=" + freeAddr()}, env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		lf.Close()
@@ -488,8 +545,8 @@ func (p *entry) tail() string {
 	return strings.Join(p.lines, "\n")
 }
 
-// stop sends SIGTERM (the drain) and SIGKILL if the entry still runs stopGrace later. Its
-// workers die with it (the kernel kills a worker whose master dies).
+// stop sends SIGTERM (the drain) and SIGKILL if the entry still runs stopGrace later. An older
+// build's workers die with it (the kernel kills a worker whose master dies).
 func (p *entry) stop() {
 	defer p.log.Close()
 	if p.exited() {
@@ -589,16 +646,16 @@ func totals(ps []procMem) (rssMiB, anonMiB float64) {
 	return float64(rss) / mib, float64(anon) / mib
 }
 
-// withRatios sets each measured layout's Ratio to its total over the base layout's: the one
-// process (--workers 0) if it was measured, else the first measured. It returns the base's
-// worker count (-1: none measured).
-func withRatios(ls []layoutResult) int {
+// withRatios sets each measured run's Ratio to its total over the base run's: GOMAXPROCS 1 (one
+// process on one CPU) if it was measured, else the first measured. It returns the base's
+// GOMAXPROCS (-1: none measured).
+func withRatios(rs []procsResult) int {
 	base := -1
-	for i, l := range ls {
-		if l.Error != "" || l.TotalMiB <= 0 {
+	for i, r := range rs {
+		if r.Error != "" || r.TotalMiB <= 0 {
 			continue
 		}
-		if l.Workers == 0 {
+		if r.Procs == 1 {
 			base = i
 			break
 		}
@@ -609,50 +666,50 @@ func withRatios(ls []layoutResult) int {
 	if base < 0 {
 		return -1
 	}
-	for i := range ls {
-		if ls[i].Error == "" && ls[i].TotalMiB > 0 {
-			ls[i].Ratio = ls[i].TotalMiB / ls[base].TotalMiB
+	for i := range rs {
+		if rs[i].Error == "" && rs[i].TotalMiB > 0 {
+			rs[i].Ratio = rs[i].TotalMiB / rs[base].TotalMiB
 		}
 	}
-	return ls[base].Workers
+	return rs[base].Procs
 }
 
-// markdown is the report as a table, a row per layout.
+// markdown is the report as a table, a row per run.
 func markdown(r report) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d homes; resident memory (VmRSS) %gs after every process held them\n\n", r.Homes, r.SettleSeconds)
-	base := "first layout"
-	if r.BaseWorkers == 0 {
+	fmt.Fprintf(&b, "%d homes; resident memory (VmRSS) %gs after the entry held them\n\n", r.Homes, r.SettleSeconds)
+	base := "first run"
+	if r.BaseProcs == 1 {
 		base = "one process"
-	} else if r.BaseWorkers > 0 {
-		base = fmt.Sprintf("--workers %d", r.BaseWorkers)
+	} else if r.BaseProcs > 0 {
+		base = fmt.Sprintf("GOMAXPROCS=%d", r.BaseProcs)
 	}
-	fmt.Fprintf(&b, "| --workers | processes | master MiB | each worker MiB | total MiB | private (anon) MiB | × %s |\n", base)
+	fmt.Fprintf(&b, "| GOMAXPROCS | processes | entry MiB | each child MiB | total MiB | private (anon) MiB | × %s |\n", base)
 	b.WriteString("|---:|---:|---:|---|---:|---:|---:|\n")
-	for _, l := range r.Layouts {
+	for _, l := range r.Runs {
 		if l.Error != "" {
-			fmt.Fprintf(&b, "| %d | failed: %s | | | | | |\n", l.Workers, firstLine(l.Error))
+			fmt.Fprintf(&b, "| %d | failed: %s | | | | | |\n", l.Procs, firstLine(l.Error))
 			continue
 		}
-		var master string
-		var workers []string
-		for _, p := range l.Procs {
+		var entry string
+		var kids []string
+		for _, p := range l.Mem {
 			v := fmt.Sprintf("%.0f", float64(p.RSSBytes)/mib)
-			if p.Role == "master" {
-				master = v
+			if p.Role == "entry" {
+				entry = v
 			} else {
-				workers = append(workers, v)
+				kids = append(kids, v)
 			}
 		}
-		ws := strings.Join(workers, ", ")
-		if ws == "" {
-			ws = "–"
+		ks := strings.Join(kids, ", ")
+		if ks == "" {
+			ks = "–"
 		}
 		if !l.Complete {
-			ws += fmt.Sprintf(" (not all held the homes: %v)", l.HomesHeld)
+			ks += fmt.Sprintf(" (not all homes held: %v)", l.HomesHeld)
 		}
 		fmt.Fprintf(&b, "| %d | %d | %s | %s | %.0f | %.0f | %.2f |\n",
-			l.Workers, l.Processes, master, ws, l.TotalMiB, l.TotalAnonMiB, l.Ratio)
+			l.Procs, l.Processes, entry, ks, l.TotalMiB, l.TotalAnonMiB, l.Ratio)
 	}
 	return b.String()
 }
