@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/hashicorp/memberlist"
 )
 
@@ -261,7 +262,7 @@ func encodeAck(from string, ns []nonce) []byte {
 
 // decodeAck reads an ack's payload; ok is false for a malformed one (counted by the caller).
 func decodeAck(p []byte) (from string, ns []nonce, ok bool) {
-	if len(p) < 1 || len(p) < 1+int(p[0]) || p[0] == 0 || int(p[0]) > maxNodeName {
+	if len(p) < 1 || len(p) < 1+int(p[0]) || p[0] == 0 || int(p[0]) > validate.MaxNodeName {
 		return "", nil, false
 	}
 	from, rest := string(p[1:1+int(p[0])]), p[1+int(p[0]):]

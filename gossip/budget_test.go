@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fenec/fenec-entry/gossip/internal/stablehash"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -39,7 +40,7 @@ func TestDirectBudgetBoundsABurst(t *testing.T) {
 			for range int(rate * tick.Seconds()) {
 				tp.add(homes.Change{Kind: homes.ChangeHome, Home: homes.Home{
 					// Names that do not compress: real tenants share no long prefixes.
-					Tenant: fmt.Sprintf("%016x", mix64(uint64(learned))), Region: "eu",
+					Tenant: fmt.Sprintf("%016x", stablehash.Mix(uint64(learned))), Region: "eu",
 					Version: homes.Version{HLC: 1<<32 + uint64(learned)*7919, Origin: "a"}}})
 				learned++
 			}

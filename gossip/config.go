@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -368,8 +369,8 @@ func (c Config) Validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)
 	}
-	if c.NodeName == "" || len(c.NodeName) > maxNodeName {
-		return bad("--node: need a node name of 1 to %d bytes", maxNodeName)
+	if c.NodeName == "" || len(c.NodeName) > validate.MaxNodeName {
+		return bad("--node: need a node name of 1 to %d bytes", validate.MaxNodeName)
 	}
 	if c.BindAddr != "" {
 		if _, _, err := splitHostPort(c.BindAddr); err != nil {

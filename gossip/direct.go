@@ -1,6 +1,8 @@
 package gossip
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fenec/fenec-entry/gossip/internal/keyring"
 	"github.com/hashicorp/memberlist"
 )
 
@@ -63,13 +66,13 @@ var errDirect = errors.New("bad direct packet")
 // directCodec seals and opens direct packets: sealed with the keyring's primary key, opened
 // under any installed key (a rotation in progress). Safe for concurrent use.
 type directCodec struct {
-	keys  Keys // zero: insecure
+	keys  keyring.Keys // zero: insecure
 	label string
 	aad   []byte
 	gcm   aeads
 }
 
-func newDirectCodec(keys Keys, label string) *directCodec {
+func newDirectCodec(keys keyring.Keys, label string) *directCodec {
 	return &directCodec{keys: keys, label: label, aad: []byte(directAAD + label)}
 }
 
@@ -303,4 +306,35 @@ type directCopy struct {
 	peers []memberlist.Address
 	left  int
 	due   time.Time
+}
+
+// aeads caches one AES-GCM per key, so that a packet costs no key schedule. Safe for
+// concurrent use; a key removed from the ring is dropped at the next miss past the bound.
+type aeads struct {
+	mu sync.Mutex // guards m
+	m  map[string]cipher.AEAD
+}
+
+// maxCachedKeys bounds aeads: serf's keyring holds a handful of keys during a rotation.
+const maxCachedKeys = 16
+
+func (c *aeads) get(key []byte) (cipher.AEAD, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a, ok := c.m[string(key)]; ok {
+		return a, nil
+	}
+	b, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	a, err := cipher.NewGCM(b)
+	if err != nil {
+		return nil, err
+	}
+	if c.m == nil || len(c.m) >= maxCachedKeys {
+		c.m = make(map[string]cipher.AEAD)
+	}
+	c.m[string(key)] = a
+	return a, nil
 }

@@ -4,7 +4,7 @@
 // them to every member, on memberlist's UDP port (direct.go); the whole table for a joining
 // entry and periodic anti-entropy repair as authenticated HTTP exchanges on memberlist's TCP
 // port (streams.go, snapshot.go, repair.go). Everything sealed follows serf's keyring
-// (keyring.go), so `serf keys` rotates it. One type, Gossip, owns it all: serf (started again
+// (internal/keyring), so `serf keys` rotates it. One type, Gossip, owns it all: serf (started again
 // if it shuts itself down), the joiner, bootstrap, repair and the tags.
 //
 // It meets the request path only through package homes: it reads the table's change feed and

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fenec/fenec-entry/gossip/internal/keyring"
+	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/cmd/serf/command/agent"
 	"github.com/hashicorp/serf/serf"
@@ -50,8 +52,8 @@ type Gossip struct {
 	cfg  Config
 	log  zerolog.Logger
 	m    *metrics
-	v    *Validator
-	keys Keys // the keyring of every incarnation
+	v    *validate.Validator
+	keys keyring.Keys // the keyring of every incarnation
 
 	recvq          chan inbound
 	codec          *directCodec
@@ -121,7 +123,7 @@ func New(cfg Config) (*Gossip, error) {
 	}
 	cfg.Tags["role"] = "entry"
 	cfg.Tags[relayTag] = relayVersion // this build relays, acked (relay.go)
-	keys, err := NewKeys(cfg.Key)
+	keys, err := keyring.New(cfg.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +133,7 @@ func New(cfg Config) (*Gossip, error) {
 		dedup:          newDirectDedup(),
 		cfg:            cfg,
 		log:            cfg.Logger.With().Str("component", "gossip").Logger(),
-		v:              NewTableValidator(cfg.Table, cfg.Clock.Now),
+		v:              validate.NewTable(cfg.Table, cfg.Clock.Now),
 		recvq:          make(chan inbound, cfg.RecvQueue),
 		membersChanged: make(chan struct{}, 1),
 		syncLn:         newConnListener(pipeAddr("gossip sync streams"), syncBacklog),
@@ -285,7 +287,7 @@ func (g *Gossip) memberlistConfigLocked() (*memberlist.Config, error) {
 	if g.keys.Secure() {
 		// The keyring, not SecretKey: memberlist would make SecretKey the primary key again,
 		// and a restarted serf must keep what a rotation installed.
-		mc.Keyring = g.keys.ring
+		mc.Keyring = g.keys.Ring()
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 	mc.Label = c.Label

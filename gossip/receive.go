@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -55,7 +56,7 @@ type inbound struct {
 // receiver decodes, validates and applies events from peers. One goroutine (run) owns it.
 type receiver struct {
 	table *homes.Table
-	v     *Validator
+	v     *validate.Validator
 	dec   *decoder
 	m     *metrics
 	log   zerolog.Logger
@@ -88,7 +89,7 @@ func (r *receiver) apply(in inbound) {
 		r.log.Debug().Err(err).Str("sender", sender).Int("bytes", len(payload)).Msg("gossip: invalid event dropped")
 		return
 	}
-	if len(sender) > maxNodeName {
+	if len(sender) > validate.MaxNodeName {
 		r.m.eventsInvalid.Inc()
 		return
 	}

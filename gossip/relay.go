@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/serf"
 
+	"github.com/fenec/fenec-entry/gossip/internal/stablehash"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -66,7 +67,7 @@ type relayPlan struct {
 
 // shard is the relay shard of a tenant.
 func (p *relayPlan) shard(tenant string) int {
-	return int(mix64(fnvStr(fnvOffset, tenant)) % uint64(len(p.relays)))
+	return int(stablehash.Of(tenant) % uint64(len(p.relays)))
 }
 
 // rest is the members of relay's group but relay and self: where a batch goes when relay
@@ -173,11 +174,11 @@ func (g *Gossip) Relays() RelayStatus {
 
 // relayScore is the rendezvous score of member name for shard s.
 func relayScore(name string, s int) uint64 {
-	return mix64(fnvStr(fnvOffset, name) ^ (uint64(s+1) * 0x9E3779B97F4A7C15))
+	return stablehash.Mix(stablehash.String(stablehash.Offset, name) ^ (uint64(s+1) * 0x9E3779B97F4A7C15))
 }
 
 func groupOf(name string, groups int) int {
-	return int(mix64(fnvStr(fnvOffset, name)) % uint64(groups))
+	return int(stablehash.Of(name) % uint64(groups))
 }
 
 // relayer is a relay's side: the batches to pass on to its group, decoded and their homes

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/fenec/fenec-entry/gossip/internal/stablehash"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -81,57 +82,23 @@ type digest struct {
 	marks   uint64
 }
 
-// FNV-1a 64 with murmur3's finaliser: fixed across processes and releases (unlike maphash),
-// fast, and well mixed so that sums of hashes do not cancel.
-const (
-	fnvOffset = 14695981039346656037
-	fnvPrime  = 1099511628211
-)
-
-func fnvStr(h uint64, s string) uint64 {
-	h = fnvU64(h, uint64(len(s)))
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= fnvPrime
-	}
-	return h
-}
-
-func fnvU64(h, v uint64) uint64 {
-	for range 8 {
-		h ^= v & 0xff
-		h *= fnvPrime
-		v >>= 8
-	}
-	return h
-}
-
-func mix64(x uint64) uint64 {
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return x
-}
-
 // homeHash returns h's bucket and its term in the bucket's sum.
 func homeHash(h homes.Home) (bucket int, sum uint64) {
-	t := fnvStr(fnvOffset, h.Tenant)
-	bucket = int(mix64(t) % digestBuckets)
-	x := fnvStr(t, h.Region)
-	x = fnvU64(x, h.Version.HLC)
-	x = fnvStr(x, h.Version.Origin)
-	return bucket, mix64(x)
+	t := stablehash.String(stablehash.Offset, h.Tenant)
+	bucket = int(stablehash.Mix(t) % digestBuckets)
+	x := stablehash.String(t, h.Region)
+	x = stablehash.Uint64(x, h.Version.HLC)
+	x = stablehash.String(x, h.Version.Origin)
+	return bucket, stablehash.Mix(x)
 }
 
-func bucketOf(tenant string) int { return int(mix64(fnvStr(fnvOffset, tenant)) % digestBuckets) }
+func bucketOf(tenant string) int { return int(stablehash.Of(tenant) % digestBuckets) }
 
 func markHash(m homes.Mark) uint64 {
-	x := fnvStr(fnvOffset, m.Region)
-	x = fnvU64(x, b2u(m.Clear))
-	x = fnvU64(x, m.Version.HLC)
-	return mix64(fnvStr(x, m.Version.Origin))
+	x := stablehash.String(stablehash.Offset, m.Region)
+	x = stablehash.Uint64(x, b2u(m.Clear))
+	x = stablehash.Uint64(x, m.Version.HLC)
+	return stablehash.Mix(stablehash.String(x, m.Version.Origin))
 }
 
 // computeDigest is one Range over t and one Marks: the homes whose version is older than

@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/gossip/internal/keyring"
+	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -58,10 +60,10 @@ type SyncConfig struct {
 	// The zero Keys is insecure gossip: requests are then accepted from any current member's
 	// address without proof, and answers are not proven (the stream's seals are then
 	// checksums against corruption, not against forgery).
-	Keys Keys
+	Keys keyring.Keys
 
 	Table     *homes.Table
-	Validator *Validator
+	Validator *validate.Validator
 
 	// MemberAddr returns the address of node if it is a current alive member. A request is
 	// served only if its source address is that of the member its proof names.
@@ -115,7 +117,7 @@ type SyncConfig struct {
 // returns when its context ends.
 type Sync struct {
 	cfg        SyncConfig
-	keys       Keys
+	keys       keyring.Keys
 	nonces     *nonces
 	client     *http.Client
 	streams    chan struct{} // semaphore of served streams

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fenec/fenec-entry/gossip/internal/validate"
 )
 
 // Authentication of the snapshot and repair endpoints (see Sync for the whole scheme).
@@ -144,7 +146,7 @@ var (
 
 // member checks that node is an alive member whose address is the request's source.
 func (s *Sync) member(r *http.Request, node string) *authError {
-	if node == "" || len(node) > maxNodeName {
+	if node == "" || len(node) > validate.MaxNodeName {
 		return errNotMember
 	}
 	addr, ok := s.cfg.MemberAddr(node)

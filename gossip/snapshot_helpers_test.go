@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fenec/fenec-entry/gossip/internal/keyring"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -117,8 +118,8 @@ func newSyncNode(tb testing.TB, name string, ms *members, opts ...nodeOpt) *sync
 func (n *syncNode) peer() Peer { return Peer{Name: n.name, Addr: n.srv.Listener.Addr().String()} }
 
 // keysOf is Keys holding k alone (nil: insecure); k must be a valid AES key.
-func keysOf(k []byte) Keys {
-	keys, err := NewKeys(k)
+func keysOf(k []byte) keyring.Keys {
+	keys, err := keyring.New(k)
 	if err != nil {
 		panic(err)
 	}

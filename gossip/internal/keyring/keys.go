@@ -1,10 +1,7 @@
-package gossip
+package keyring
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"fmt"
-	"sync"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -17,8 +14,8 @@ import (
 // installed key. The zero Keys (a nil ring) is insecure gossip: nothing is sealed.
 type Keys struct{ ring *memberlist.Keyring }
 
-// NewKeys returns Keys holding key as the only and primary key; nil key: insecure.
-func NewKeys(key []byte) (Keys, error) {
+// New returns Keys holding key as the only and primary key; nil key: insecure.
+func New(key []byte) (Keys, error) {
 	if len(key) == 0 {
 		return Keys{}, nil
 	}
@@ -40,41 +37,14 @@ func (k Keys) Primary() []byte {
 	return k.ring.GetPrimaryKey()
 }
 
+// Ring is memberlist's keyring itself, for memberlist.Config.Keyring: the one serf's key
+// manager changes; nil when insecure.
+func (k Keys) Ring() *memberlist.Keyring { return k.ring }
+
 // All are the installed keys, the primary first; nil when insecure.
 func (k Keys) All() [][]byte {
 	if k.ring == nil {
 		return nil
 	}
 	return k.ring.GetKeys()
-}
-
-// aeads caches one AES-GCM per key, so that a packet costs no key schedule. Safe for
-// concurrent use; a key removed from the ring is dropped at the next miss past the bound.
-type aeads struct {
-	mu sync.Mutex // guards m
-	m  map[string]cipher.AEAD
-}
-
-// maxCachedKeys bounds aeads: serf's keyring holds a handful of keys during a rotation.
-const maxCachedKeys = 16
-
-func (c *aeads) get(key []byte) (cipher.AEAD, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if a, ok := c.m[string(key)]; ok {
-		return a, nil
-	}
-	b, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	a, err := cipher.NewGCM(b)
-	if err != nil {
-		return nil, err
-	}
-	if c.m == nil || len(c.m) >= maxCachedKeys {
-		c.m = make(map[string]cipher.AEAD)
-	}
-	c.m[string(key)] = a
-	return a, nil
 }

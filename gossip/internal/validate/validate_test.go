@@ -1,8 +1,7 @@
-package gossip
+package validate
 
 import (
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,7 @@ import (
 
 func TestValidator(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	v := NewValidator([]string{"eu", "us"}, func() time.Time { return now })
+	v := New([]string{"eu", "us"}, func() time.Time { return now })
 	ver := homes.Version{HLC: uint64(now.UnixMilli()) << 16, Origin: "a"}
 	future := homes.Version{HLC: uint64(now.Add(2*time.Minute).UnixMilli()) << 16, Origin: "a"}
 	homeRows := []struct {
@@ -59,19 +58,6 @@ func TestValidator(t *testing.T) {
 	}
 }
 
-// TestDefaultConfig pins that DefaultConfig holds every default, and that the address and port
-// defaults agree.
-func TestDefaultConfig(t *testing.T) {
-	d := DefaultConfig()
-	if d.ProbeInterval != DefaultProbeInterval || d.FlushInterval != DefaultFlushInterval ||
-		d.DirectCopies != DefaultDirectCopies || d.UDPBufferSize != DefaultUDPBufferSize || d.Label != DefaultLabel {
-		t.Errorf("DefaultConfig() = %+v: a default is missing", d)
-	}
-	if DefaultBindAddr != ":"+strconv.Itoa(DefaultBindPort) || d.BindAddr != DefaultBindAddr {
-		t.Errorf("DefaultBindAddr %q, DefaultBindPort %d, DefaultConfig().BindAddr %q", DefaultBindAddr, DefaultBindPort, d.BindAddr)
-	}
-}
-
 // A table validator follows the table's regions: a region a reload adds is taken, a removed
 // one refused, for homes and marks alike.
 func TestTableValidatorFollowsReload(t *testing.T) {
@@ -80,7 +66,7 @@ func TestTableValidatorFollowsReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := NewTableValidator(tbl, func() time.Time { return now })
+	v := NewTable(tbl, func() time.Time { return now })
 	ver := homes.Version{HLC: uint64(now.UnixMilli()) << 16, Origin: "b"}
 	home := func(r string) error { return v.Home(homes.Home{Tenant: "acme", Region: r, Version: ver}) }
 	mark := func(r string) error {
