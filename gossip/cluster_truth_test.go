@@ -43,7 +43,7 @@ func TestTableTravelsOnTheGossipPort(t *testing.T) {
 	if n := c.table.Len(); n != 50 || !c.table.Marked(1, homes.Strict) {
 		t.Fatalf("after Bootstrap c holds %d homes, us failing %v; want 50 and true", n, c.table.Marked(1, homes.Strict))
 	}
-	if got := promtest.ToFloat64(c.g.sync.m.fetches.WithLabelValues("ok")); got != 1 {
+	if got := c.metric(t, "fenec_entry_snapshot_fetches_total", "result", "ok"); got != 1 {
 		t.Errorf("c fetched %v tables, want 1", got)
 	}
 	// And repair, over the same port.
@@ -64,7 +64,7 @@ func TestGossipPortSortsStreams(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(c, string([]byte{syncMagic})+"GET "+pathChallenge+"?node=mallory HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, string([]byte{syncMagic})+"GET /_gossip/challenge?node=mallory HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')

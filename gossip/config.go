@@ -340,7 +340,7 @@ type Config struct {
 	// RepairInterval is the mean time between anti-entropy rounds with a random peer
 	// (DefaultRepairInterval); SyncTimeout bounds one table, digest or pull exchange
 	// (DefaultSyncTimeout); MaxStreams bounds the table and pull streams served at once
-	// (DefaultMaxStreams). See SyncConfig.
+	// (DefaultMaxStreams). See package tablesync's SyncConfig.
 	RepairInterval, SyncTimeout time.Duration
 	MaxStreams                  int
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fenec/fenec-entry/gossip/internal/keyring"
+	"github.com/fenec/fenec-entry/gossip/internal/tablesync"
 	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/cmd/serf/command/agent"
@@ -69,7 +70,7 @@ type Gossip struct {
 	joined         atomic.Bool
 	selfAddr       atomic.Pointer[string] // Addr, readable without mu (the conflict log line)
 
-	sync       *Sync
+	sync       *tablesync.Sync
 	syncLn     *connListener // the sync streams every incarnation's transport sorts out
 	syncSrv    *http.Server
 	syncClient *http.Client
@@ -156,7 +157,7 @@ func New(cfg Config) (*Gossip, error) {
 		MaxIdleConnsPerHost:   2,
 		DisableCompression:    true, // a snapshot is a few MB on a private network
 	}}
-	g.sync, err = NewSync(SyncConfig{
+	g.sync, err = tablesync.NewSync(tablesync.SyncConfig{
 		Node:       cfg.NodeName,
 		Keys:       keys,
 		Table:      cfg.Table,
@@ -197,46 +198,6 @@ func resolveOne(host string) (string, error) {
 		return "", fmt.Errorf("%q has no address", host)
 	}
 	return ips[0].String(), nil
-}
-
-// Sync is the joiner's table and repair over this Gossip's address.
-func (g *Gossip) Sync() *Sync { return g.sync }
-
-// syncPeers are the alive members to fetch a table from or repair with, at their gossip
-// address.
-func (g *Gossip) syncPeers() []Peer {
-	ps := g.Peers()
-	out := make([]Peer, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, Peer{Name: p.Name, Addr: p.Addr})
-	}
-	return out
-}
-
-// dialSync opens a sync stream to a member's gossip address through the current transport:
-// its first byte tells the peer's transport it is not memberlist's.
-func (g *Gossip) dialSync(ctx context.Context, _, addr string) (net.Conn, error) {
-	g.mu.Lock()
-	inc := g.inc
-	g.mu.Unlock()
-	if inc == nil {
-		return nil, errNoTransport
-	}
-	timeout := 2 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(dl))
-	}
-	c, err := inc.tr.NodeAwareTransport.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
-	if err != nil {
-		return nil, err
-	}
-	c.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err := c.Write([]byte{syncMagic}); err != nil {
-		c.Close()
-		return nil, err
-	}
-	c.SetWriteDeadline(time.Time{})
-	return c, nil
 }
 
 // memberlistConfig starts from memberlist's WAN profile (entries are on several continents)
@@ -890,7 +851,7 @@ func (g *Gossip) Peers() []PeerMember {
 }
 
 // MemberAddr returns the IP address of node if it is an alive member (this entry
-// included), for SyncConfig.MemberAddr.
+// included), for the table's SyncConfig.MemberAddr.
 func (g *Gossip) MemberAddr(node string) (netip.Addr, bool) {
 	s := g.serfOrNil()
 	if s == nil || s.State() != serf.SerfAlive {

@@ -1,4 +1,4 @@
-package gossip
+package tablesync
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -147,7 +148,7 @@ func TestSyncRunLoop(t *testing.T) {
 		var mu sync.Mutex
 		calls := 0
 		s, err := NewSync(SyncConfig{
-			Node: "a", Table: newTable(t, "a", 10), Validator: NewValidator(syncRegions, nil),
+			Node: "a", Table: newTable(t, "a", 10), Validator: validate.New(syncRegions, nil),
 			MemberAddr: newMembers().addr, Interval: 10 * time.Second,
 			Peers: func() []Peer { mu.Lock(); defer mu.Unlock(); calls++; return nil },
 		})

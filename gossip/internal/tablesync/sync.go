@@ -1,4 +1,4 @@
-package gossip
+package tablesync
 
 import (
 	"bufio"
@@ -109,7 +109,7 @@ type SyncConfig struct {
 //
 // Every endpoint but the challenge needs a proof of the gossip key from a current member at
 // its own address, and every answer proves the key back and seals its body (see
-// snapshot_auth.go and snapshot_wire.go). Whatever a peer sends is validated and applied with
+// auth.go and stream.go). Whatever a peer sends is validated and applied with
 // Table.Apply and Table.ApplyMark, so versions decide: a snapshot never overwrites a newer
 // home that gossip brought meanwhile, and a home applied before a stream broke stays valid.
 //
@@ -123,7 +123,7 @@ type Sync struct {
 	streams    chan struct{} // semaphore of served streams
 	maxRecords int
 	pullCursor atomic.Uint32 // the digest bucket the next capped pull starts from (repair.go)
-	bootstraps atomic.Int32  // this entry's table fetches in progress (beginBootstrap)
+	bootstraps atomic.Int32  // this entry's table fetches in progress (BeginBootstrap)
 	partial    atomic.Bool   // a fetch began with an empty table: digests and pulls are refused
 	maxBytes   int64
 	m          *syncMetrics
@@ -257,7 +257,7 @@ func (s *Sync) serveChallenge(w http.ResponseWriter, r *http.Request) {
 }
 
 // partialHeader marks a table answered by an entry that is fetching its own from empty
-// (beginBootstrap): part of a peer's, not a whole one. A joiner applies it (any subset of a
+// (BeginBootstrap): part of a peer's, not a whole one. A joiner applies it (any subset of a
 // table is safe) and prefers a whole one from another peer (Bootstrap). Not sealed: a peer
 // that strips it gets today's behaviour, a table taken as whole.
 const partialHeader = "Fenec-Table-Partial"
@@ -637,7 +637,7 @@ func (s *Sync) fetch(ctx context.Context, peer Peer) (applied, invalid int, part
 // failure. The caller reports ready once it returns nil (or gives up, with a deadline on ctx,
 // and serves with what repair brings later).
 func (s *Sync) Bootstrap(ctx context.Context) error {
-	defer s.beginBootstrap()()
+	defer s.BeginBootstrap()()
 	backoff := 250 * time.Millisecond
 	start := time.Now()
 	var last error
@@ -688,16 +688,16 @@ func (s *Sync) Bootstrap(ctx context.Context) error {
 	}
 }
 
-// beginBootstrap marks a fetch of this entry's table in progress until the returned func is
+// BeginBootstrap marks a fetch of this entry's table in progress until the returned func is
 // called (once); fetches may nest (Gossip.Bootstrap around Sync.Bootstrap). While one is in
-// progress this entry starts no repair (repairPaused): the fetch brings a peer's whole table,
+// progress this entry starts no repair (RepairPaused): the fetch brings a peer's whole table,
 // and a repair round beside it costs that peer a digest of its table and a pull of a quarter
 // of it, unpaced beside the stream. If the table was empty when the outermost began, digests
 // and pulls are refused (503 "bootstrapping") until it ends: the table is part of a peer's,
 // so a peer repairing with it (as every peer does with an entry that comes alive) would
 // compute its own digest and pull buckets of homes it holds, for nothing. A warm entry's
 // table (restored from its state file) is answered as usual: it may hold what peers lack.
-func (s *Sync) beginBootstrap() (end func()) {
+func (s *Sync) BeginBootstrap() (end func()) {
 	if s.bootstraps.Add(1) == 1 {
 		s.partial.Store(s.cfg.Table.Len() == 0)
 	}
@@ -712,9 +712,9 @@ func (s *Sync) beginBootstrap() (end func()) {
 	}
 }
 
-// repairPaused reports whether this entry is fetching its table (beginBootstrap): no repair
+// RepairPaused reports whether this entry is fetching its table (BeginBootstrap): no repair
 // round starts then.
-func (s *Sync) repairPaused() bool { return s.bootstraps.Load() > 0 }
+func (s *Sync) RepairPaused() bool { return s.bootstraps.Load() > 0 }
 
 var errBootstrapping = &authError{http.StatusServiceUnavailable, "bootstrapping",
 	"this entry is fetching its table from a peer: it holds part of it, repair with it later"}

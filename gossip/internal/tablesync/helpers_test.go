@@ -1,4 +1,4 @@
-package gossip
+package tablesync
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fenec/fenec-entry/gossip/internal/keyring"
+	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -68,7 +69,7 @@ func withKey(k []byte) nodeOpt             { return func(c *SyncConfig) { c.Keys
 func withCapacity(n int) nodeOpt           { return func(c *SyncConfig) { c.Capacity = n } }
 func withNow(now func() time.Time) nodeOpt { return func(c *SyncConfig) { c.Now = now } }
 func withRegions(r ...string) nodeOpt {
-	return func(c *SyncConfig) { c.Validator = NewValidator(r, nil) }
+	return func(c *SyncConfig) { c.Validator = validate.New(r, nil) }
 }
 
 func newTable(tb testing.TB, node string, capacity int) *homes.Table {
@@ -88,7 +89,7 @@ func newSyncNode(tb testing.TB, name string, ms *members, opts ...nodeOpt) *sync
 	cfg := SyncConfig{
 		Node:       name,
 		Keys:       keysOf(testKey),
-		Validator:  NewValidator(syncRegions, nil),
+		Validator:  validate.New(syncRegions, nil),
 		MemberAddr: ms.addr,
 		Peers:      func() []Peer { return n.peers },
 		Capacity:   20000,

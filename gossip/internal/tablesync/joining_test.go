@@ -1,4 +1,4 @@
-package gossip
+package tablesync
 
 import (
 	"bytes"
@@ -29,8 +29,8 @@ func TestRepairRefusedByBootstrappingPeer(t *testing.T) {
 	fill(a.table, 0, 2000, ver(-time.Minute, 0, "a"))
 	fill(c.table, 0, 10, ver(-time.Minute, 0, "a")) // warm: restored from its state file
 
-	endB := b.sync.beginBootstrap()
-	endC := c.sync.beginBootstrap()
+	endB := b.sync.BeginBootstrap()
+	endC := c.sync.BeginBootstrap()
 	_, err := a.sync.Repair(context.Background(), b.peer())
 	if se := (*StatusError)(nil); !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable || se.Code != "bootstrapping" {
 		t.Fatalf("Repair with a bootstrapping peer: %v, want 503 bootstrapping", err)
@@ -76,7 +76,7 @@ func TestNoRepairRoundWhileBootstrapping(t *testing.T) {
 	fill(b.table, 0, 100, ver(-time.Minute, 0, "b"))
 	a.peers = []Peer{b.peer()}
 
-	end := a.sync.beginBootstrap()
+	end := a.sync.BeginBootstrap()
 	a.sync.repairRound(context.Background())
 	if got := b.served("digest", "ok"); got != 0 {
 		t.Errorf("b served %d digests while a bootstrapped", got)
@@ -100,7 +100,7 @@ func TestSyncBootstrapPausesRepair(t *testing.T) {
 	var paused, partial bool
 	a.wrap(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 		if r.URL.Path == pathSnapshot {
-			paused, partial = b.sync.repairPaused(), b.sync.partial.Load()
+			paused, partial = b.sync.RepairPaused(), b.sync.partial.Load()
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -110,41 +110,8 @@ func TestSyncBootstrapPausesRepair(t *testing.T) {
 	if !paused || !partial {
 		t.Errorf("during the fetch: repair paused %v, digests refused %v; want both", paused, partial)
 	}
-	if b.sync.repairPaused() || b.sync.partial.Load() {
+	if b.sync.RepairPaused() || b.sync.partial.Load() {
 		t.Error("still paused after Bootstrap returned")
-	}
-}
-
-func TestRejoined(t *testing.T) {
-	pa, pb := Peer{Name: "a"}, Peer{Name: "b"}
-	rows := []struct {
-		name   string
-		known  map[string]bool
-		now    []Peer
-		paused bool
-		want   []Peer
-	}{
-		{"first look", nil, []Peer{pa}, false, nil},
-		{"no one new", map[string]bool{"a": true}, []Peer{pa}, false, nil},
-		{"b came alive", map[string]bool{"a": true}, []Peer{pa, pb}, false, []Peer{pb}},
-		{"b came back after the first look saw none", map[string]bool{}, []Peer{pb}, false, []Peer{pb}},
-		{"b came alive while this entry bootstraps", map[string]bool{"a": true}, []Peer{pa, pb}, true, nil},
-	}
-	for _, r := range rows {
-		t.Run(r.name, func(t *testing.T) {
-			alive, back := rejoined(r.known, r.now, r.paused)
-			if !reflect.DeepEqual(back, r.want) {
-				t.Errorf("repair with %v, want %v", back, r.want)
-			}
-			if len(alive) != len(r.now) {
-				t.Errorf("alive %v, want %v", alive, r.now)
-			}
-		})
-	}
-	// Once a bootstrap ends, the peers that came meanwhile are known: no repair with them.
-	alive, _ := rejoined(map[string]bool{"a": true}, []Peer{pa, pb}, true)
-	if _, back := rejoined(alive, []Peer{pa, pb}, false); back != nil {
-		t.Errorf("after the bootstrap: repair with %v, want none", back)
 	}
 }
 
@@ -250,7 +217,7 @@ func TestBootstrapPrefersAWholeTable(t *testing.T) {
 	ms := newMembers("a", "p", "b")
 	a, p := newSyncNode(t, "a", ms), newSyncNode(t, "p", ms)
 	fill(a.table, 0, 1000, ver(-time.Minute, 0, "a"))
-	end := p.sync.beginBootstrap() // p is joining, from empty ...
+	end := p.sync.BeginBootstrap() // p is joining, from empty ...
 	defer end()
 	fill(p.table, 0, 10, ver(-time.Minute, 0, "a")) // ... and has 10 of a's homes so far
 	// The peers are tried in random order: each order, several times.

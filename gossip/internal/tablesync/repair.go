@@ -1,4 +1,4 @@
-package gossip
+package tablesync
 
 import (
 	"context"
@@ -343,7 +343,7 @@ func jitter(d time.Duration) time.Duration {
 }
 
 func (s *Sync) repairRound(ctx context.Context) {
-	if s.repairPaused() {
+	if s.RepairPaused() {
 		s.m.rounds.WithLabelValues("bootstrapping").Inc()
 		return
 	}

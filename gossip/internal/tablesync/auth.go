@@ -1,4 +1,4 @@
-package gossip
+package tablesync
 
 import (
 	"crypto/hmac"
@@ -31,7 +31,7 @@ import (
 // seals with that same key, so a rotation in progress (some entries already sending with the
 // new key, every entry holding both) loses no exchange, and an entry holding only a removed
 // key gets nothing. The body of every answer is then
-// sealed with the same key (see snapshot_wire.go), so a peer without the key can feed nothing.
+// sealed with the same key (see stream.go), so a peer without the key can feed nothing.
 // The proof covers the method and path, not a request body: the one body (a pull's bucket
 // bitmap) only chooses what the peer sends back. Without a key (insecure gossip) the header
 // is just "Fenec-Proof: <node>", checked against the membership and the source address.

@@ -1,4 +1,4 @@
-package gossip
+package tablesync
 
 import "github.com/prometheus/client_golang/prometheus"
 
