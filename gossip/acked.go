@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fenec/fenec-entry/gossip/internal/validate"
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/hashicorp/memberlist"
 )
 
@@ -19,11 +19,8 @@ import (
 // ack costs one more send, not a miss; it does not ack what it could not queue (its apply
 // queue full), so that the packet comes again. What is still unacked after the last try is
 // given up: counted, handed to the packet's giveUp (a relay that never acks: its group gets
-// the batch straight), and otherwise left to repair.
-//
-// An ack is a sealed direct packet of kind directAck: [1 B name length][acker's name]
-// [n × 12 B nonces], the nonces of packets from one sender that the acker took at about the
-// same time.
+// the batch straight), and otherwise left to repair. An ack is a sealed direct packet of its
+// own kind, naming the packets it acks by their nonces (package wire, ack.go).
 
 // ackTries is how many times an acked packet is sent to a receiver that does not ack it.
 const ackTries = 5
@@ -32,14 +29,9 @@ const ackTries = 5
 // 1.4 MB); beyond it the oldest is given up on (counted, reason queue_full).
 const maxAckedPending = 1024
 
-// maxAckNonces bounds the nonces one ack packet carries (12 B each).
-const maxAckNonces = 64
-
-type nonce [directNonce]byte
-
 // ackedPacket is a sealed packet waiting for its receivers' acks.
 type ackedPacket struct {
-	nonce   nonce
+	nonce   wire.Nonce
 	pkt     []byte
 	payload []byte
 	peers   []memberlist.Address
@@ -55,20 +47,20 @@ type ackedPacket struct {
 // safe for concurrent use (the publisher, the relay and the transport's goroutine call them);
 // run resends.
 type ackedSender struct {
-	codec   *directCodec
+	codec   *wire.Codec
 	write   func(pkt []byte, to memberlist.Address) error
 	m       *metrics
 	timeout time.Duration
 
 	mu      sync.Mutex
-	pending map[nonce]*ackedPacket
+	pending map[wire.Nonce]*ackedPacket
 	queue   []*ackedPacket // by due time: every wait is one timeout, so append order
 	wake    chan struct{}
 }
 
-func newAckedSender(codec *directCodec, write func([]byte, memberlist.Address) error, m *metrics, timeout time.Duration) *ackedSender {
+func newAckedSender(codec *wire.Codec, write func([]byte, memberlist.Address) error, m *metrics, timeout time.Duration) *ackedSender {
 	return &ackedSender{codec: codec, write: write, m: m, timeout: timeout,
-		pending: make(map[nonce]*ackedPacket), wake: make(chan struct{}, 1)}
+		pending: make(map[wire.Nonce]*ackedPacket), wake: make(chan struct{}, 1)}
 }
 
 // send seals payload as kind and sends it to every peer once, then again to those that do
@@ -79,13 +71,12 @@ func (s *ackedSender) send(now time.Time, kind byte, payload []byte, peers []mem
 	if len(peers) == 0 {
 		return nil
 	}
-	pkt, err := s.codec.sealAs(kind, payload)
+	pkt, err := s.codec.SealAs(kind, payload)
 	if err != nil {
 		return err
 	}
-	p := &ackedPacket{pkt: pkt, payload: payload, peers: peers, acked: make([]bool, len(peers)),
-		left: len(peers), tries: 1, due: now.Add(s.timeout), giveUp: giveUp}
-	copy(p.nonce[:], pkt[2:2+directNonce])
+	p := &ackedPacket{nonce: wire.NonceOf(pkt), pkt: pkt, payload: payload, peers: peers,
+		acked: make([]bool, len(peers)), left: len(peers), tries: 1, due: now.Add(s.timeout), giveUp: giveUp}
 	var evicted *ackedPacket
 	s.mu.Lock()
 	if len(s.queue) >= maxAckedPending {
@@ -113,7 +104,7 @@ func (s *ackedSender) send(now time.Time, kind byte, payload []byte, peers []mem
 
 // ack notes that from took the packet sealed with n. Unknown packets (acked already, given up
 // on, or never sent by this entry) and unknown receivers are counted and ignored.
-func (s *ackedSender) ack(from string, n nonce) {
+func (s *ackedSender) ack(from string, n wire.Nonce) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.pending[n]
@@ -249,37 +240,10 @@ func (s *ackedSender) pendingCount() int {
 	return len(s.pending)
 }
 
-// encodeAck is an ack's payload: from's name and the nonces.
-func encodeAck(from string, ns []nonce) []byte {
-	out := make([]byte, 0, 1+len(from)+len(ns)*directNonce)
-	out = append(out, byte(len(from)))
-	out = append(out, from...)
-	for _, n := range ns {
-		out = append(out, n[:]...)
-	}
-	return out
-}
-
-// decodeAck reads an ack's payload; ok is false for a malformed one (counted by the caller).
-func decodeAck(p []byte) (from string, ns []nonce, ok bool) {
-	if len(p) < 1 || len(p) < 1+int(p[0]) || p[0] == 0 || int(p[0]) > validate.MaxNodeName {
-		return "", nil, false
-	}
-	from, rest := string(p[1:1+int(p[0])]), p[1+int(p[0]):]
-	if len(rest) == 0 || len(rest)%directNonce != 0 || len(rest)/directNonce > maxAckNonces {
-		return "", nil, false
-	}
-	ns = make([]nonce, len(rest)/directNonce)
-	for i := range ns {
-		copy(ns[i][:], rest[i*directNonce:])
-	}
-	return from, ns, true
-}
-
 // ackReq is an ack to send: to the sender of a packet, its nonce.
 type ackReq struct {
 	to string
-	n  nonce
+	n  wire.Nonce
 }
 
 // acker sends the acks the transport's goroutine queues (it must not block on a write): it
@@ -288,7 +252,7 @@ type ackReq struct {
 type acker struct {
 	self  string
 	in    chan ackReq
-	codec *directCodec
+	codec *wire.Codec
 	addr  func(name string) (memberlist.Address, bool)
 	write func(pkt []byte, to memberlist.Address) error
 	m     *metrics
@@ -298,7 +262,7 @@ type acker struct {
 const ackQueue = 4096
 
 // queue asks for an ack; never blocks.
-func (a *acker) queue(to string, n nonce) {
+func (a *acker) queue(to string, n wire.Nonce) {
 	select {
 	case a.in <- ackReq{to: to, n: n}:
 	default:
@@ -307,7 +271,7 @@ func (a *acker) queue(to string, n nonce) {
 }
 
 func (a *acker) run(ctx context.Context) {
-	by := map[string][]nonce{}
+	by := map[string][]wire.Nonce{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -331,15 +295,15 @@ func (a *acker) run(ctx context.Context) {
 	}
 }
 
-func (a *acker) send(to string, ns []nonce) {
+func (a *acker) send(to string, ns []wire.Nonce) {
 	addr, ok := a.addr(to)
 	if !ok {
 		a.m.acksSent.WithLabelValues("unknown_sender").Add(float64(len(ns)))
 		return
 	}
 	for len(ns) > 0 {
-		k := min(len(ns), maxAckNonces)
-		pkt, err := a.codec.sealAs(directAck, encodeAck(a.self, ns[:k]))
+		k := min(len(ns), wire.MaxAckNonces)
+		pkt, err := a.codec.SealAs(wire.KindAck, wire.EncodeAck(a.self, ns[:k]))
 		if err == nil && a.write(pkt, addr) == nil {
 			a.m.acksSent.WithLabelValues("sent").Add(float64(k))
 		} else {

@@ -10,17 +10,18 @@ import (
 	"github.com/hashicorp/memberlist"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
-// wire records what an ackedSender writes.
-type wire struct {
+// link records what an ackedSender writes.
+type link struct {
 	mu   sync.Mutex
 	sent map[string]int // receiver name -> packets
 	last []byte
 }
 
-func (w *wire) write(pkt []byte, to memberlist.Address) error {
+func (w *link) write(pkt []byte, to memberlist.Address) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.sent[to.Name]++
@@ -28,20 +29,20 @@ func (w *wire) write(pkt []byte, to memberlist.Address) error {
 	return nil
 }
 
-func (w *wire) count(name string) int {
+func (w *link) count(name string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.sent[name]
 }
 
-func newTestAcked(t *testing.T, timeout time.Duration) (*ackedSender, *wire, *metrics) {
+func newTestAcked(t *testing.T, timeout time.Duration) (*ackedSender, *link, *metrics) {
 	t.Helper()
 	m, err := newMetrics(nil, func() bool { return true })
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &wire{sent: map[string]int{}}
-	s := newAckedSender(newDirectCodec(keysOf(clusterKey), "lbl"), w.write, m, timeout)
+	w := &link{sent: map[string]int{}}
+	s := newAckedSender(wire.NewCodec(keysOf(clusterKey), "lbl"), w.write, m, timeout)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); s.run(ctx) }()
@@ -55,12 +56,6 @@ func addrs(names ...string) []memberlist.Address {
 		out[i] = memberlist.Address{Addr: "10.0.0.1:7946", Name: n}
 	}
 	return out
-}
-
-func nonceOf(pkt []byte) nonce {
-	var n nonce
-	copy(n[:], pkt[2:2+directNonce])
-	return n
 }
 
 // A packet goes once to each receiver; the ones that ack get nothing more, the one that does
@@ -80,17 +75,17 @@ func TestAckedSenderSendsAgainOnlyWhereNoAckCame(t *testing.T) {
 			gaveUp = append(gaveUp, a.Name)
 		}
 	}
-	if err := s.send(time.Now(), directAcked, []byte("\x01\x01apayload"), addrs("b", "c", "d"), giveUp); err != nil {
+	if err := s.send(time.Now(), wire.KindAcked, []byte("\x01\x01apayload"), addrs("b", "c", "d"), giveUp); err != nil {
 		t.Fatal(err)
 	}
 	w.mu.Lock()
-	n := nonceOf(w.last)
+	n := wire.NonceOf(w.last)
 	w.mu.Unlock()
 	s.ack("b", n)
 	s.ack("c", n)
-	s.ack("c", n)           // a duplicate ack
-	s.ack("stranger", n)    // not a receiver
-	s.ack("b", nonce{1, 2}) // no such packet
+	s.ack("c", n)                // a duplicate ack
+	s.ack("stranger", n)         // not a receiver
+	s.ack("b", wire.Nonce{1, 2}) // no such packet
 	testutil.Eventually(t, 5*time.Second, "d given up on", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -124,11 +119,11 @@ func TestAckedSenderSendsAgainOnlyWhereNoAckCame(t *testing.T) {
 // A packet acked by every receiver is forgotten at once and never sent again.
 func TestAckedSenderForgetsWhatIsAcked(t *testing.T) {
 	s, w, m := newTestAcked(t, 20*time.Millisecond)
-	if err := s.send(time.Now(), directRelay, []byte("\x01\x01apayload"), addrs("b", "c"), nil); err != nil {
+	if err := s.send(time.Now(), wire.KindRelay, []byte("\x01\x01apayload"), addrs("b", "c"), nil); err != nil {
 		t.Fatal(err)
 	}
 	w.mu.Lock()
-	n := nonceOf(w.last)
+	n := wire.NonceOf(w.last)
 	w.mu.Unlock()
 	s.ack("b", n)
 	s.ack("c", n)
@@ -147,7 +142,7 @@ func TestAckedSenderForgetsWhatIsAcked(t *testing.T) {
 func TestAckedSenderIsBounded(t *testing.T) {
 	s, _, m := newTestAcked(t, time.Hour)
 	for range maxAckedPending + 10 {
-		if err := s.send(time.Now(), directAcked, []byte("\x01\x01apayload"), addrs("b", "c"), nil); err != nil {
+		if err := s.send(time.Now(), wire.KindAcked, []byte("\x01\x01apayload"), addrs("b", "c"), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,39 +155,4 @@ func TestAckedSenderIsBounded(t *testing.T) {
 	if got := promtest.ToFloat64(m.ackedPending); got != maxAckedPending {
 		t.Errorf("pending gauge %v, want %d", got, maxAckedPending)
 	}
-}
-
-func TestAckCodec(t *testing.T) {
-	ns := []nonce{{1}, {2, 3}}
-	from, got, ok := decodeAck(encodeAck("entry-a", ns))
-	if !ok || from != "entry-a" || len(got) != 2 || got[0] != ns[0] || got[1] != ns[1] {
-		t.Fatalf("round trip: %q %v %v", from, got, ok)
-	}
-	for _, bad := range [][]byte{
-		nil, {}, {0}, {5, 'a'}, // empty name, short name
-		append([]byte{1, 'a'}, make([]byte, 11)...), // a partial nonce
-		{1, 'a'}, // no nonce
-		append([]byte{1, 'a'}, make([]byte, directNonce*(maxAckNonces+1))...), // too many
-	} {
-		if _, _, ok := decodeAck(bad); ok {
-			t.Errorf("decodeAck(%x) accepted", bad)
-		}
-	}
-}
-
-// An ack's payload comes from a peer holding the key; still, no input panics or is taken
-// half-read.
-func FuzzDecodeAck(f *testing.F) {
-	f.Add(encodeAck("entry-a", []nonce{{1}}))
-	f.Add([]byte{0})
-	f.Add([]byte{255, 1, 2})
-	f.Fuzz(func(t *testing.T, p []byte) {
-		from, ns, ok := decodeAck(p)
-		if !ok {
-			return
-		}
-		if !bytes.Equal(encodeAck(from, ns), p) {
-			t.Errorf("decodeAck(%x) = %q %v, which encodes back differently", p, from, ns)
-		}
-	})
 }

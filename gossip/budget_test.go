@@ -9,6 +9,7 @@ import (
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fenec/fenec-entry/gossip/internal/stablehash"
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -23,7 +24,7 @@ func TestDirectBudgetBoundsABurst(t *testing.T) {
 	perSecond := map[int64]int{} // bytes to b, by second of the simulated clock
 	var now time.Time
 	t0 := time.Unix(1_800_000_000, 0)
-	tp.direct = &directSender{codec: newDirectCodec(keysOf(clusterKey), "lbl"), peers: func() []memberlist.Address { return peers },
+	tp.direct = &directSender{codec: wire.NewCodec(keysOf(clusterKey), "lbl"), peers: func() []memberlist.Address { return peers },
 		copies: tp.cfg.DirectCopies, every: tp.cfg.DirectCopyInterval, m: tp.m,
 		write: func(pkt []byte, _ memberlist.Address) error {
 			perSecond[int64(now.Sub(t0)/time.Second)] += len(pkt)

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/gossip/internal/validate"
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -34,13 +35,9 @@ const (
 	// entry within a few seconds, or repair carries it.
 	DefaultMaxFlushInterval = 2 * time.Second
 
-	// DefaultEventSizeLimit is serf's UserEventSizeLimit (name + payload, encoded). serf's own
-	// default is 512 B; an event larger than a gossip packet's free space is silently never
-	// gossiped. A packet carries DefaultUDPBufferSize - 44 B (compound header 2, label 13,
-	// AES-GCM 29) and an event costs 3 B more inside it, so up to ~1,325 B would fit; 1,024 B
-	// leaves ~300 B for the membership messages (alive, suspect, acks) and the small events
-	// (marks, clears, one or two homes) that share the packet.
-	DefaultEventSizeLimit = 1024
+	// DefaultEventSizeLimit is serf's UserEventSizeLimit: what an event's name and payload
+	// may take, encoded (package wire gives its reason).
+	DefaultEventSizeLimit = wire.DefaultEventSizeLimit
 
 	// DefaultMaxPending bounds the homes waiting to be published (~100 B each with their
 	// names). When it is full the oldest is dropped and counted: anti-entropy repair carries
@@ -453,9 +450,9 @@ func (c Config) Validate() error {
 	if d.MaxFlushInterval < d.FlushInterval {
 		return bad("MaxFlushInterval %v is below FlushInterval %v", d.MaxFlushInterval, d.FlushInterval)
 	}
-	if d.EventSizeLimit < minEventSizeLimit || d.EventSizeLimit > d.UDPBufferSize-100 {
+	if d.EventSizeLimit < wire.MinEventSizeLimit || d.EventSizeLimit > d.UDPBufferSize-100 {
 		return bad("EventSizeLimit: %d; need %d to UDPBufferSize-100 (%d)",
-			d.EventSizeLimit, minEventSizeLimit, d.UDPBufferSize-100)
+			d.EventSizeLimit, wire.MinEventSizeLimit, d.UDPBufferSize-100)
 	}
 	if d.RelayShards > maxRelayShards {
 		return bad("RelayShards: %d; at most %d", d.RelayShards, maxRelayShards)
@@ -465,9 +462,6 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
-
-// minEventSizeLimit fits one home with the longest tenant name and its envelope.
-const minEventSizeLimit = 512
 
 func (c Config) withDefaults() Config {
 	def := func(p *time.Duration, v time.Duration) {

@@ -1,10 +1,6 @@
 package gossip
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"log"
@@ -14,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fenec/fenec-entry/gossip/internal/keyring"
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/hashicorp/memberlist"
 )
 
@@ -30,141 +26,6 @@ import (
 // N x 12 event sends per event cluster-wide, and a home arrives after one network hop, not
 // log(N) gossip rounds. Marks and clears, rare and urgent, stay on serf user events, whose
 // epidemic reaches members the origin does not know yet.
-//
-// A direct packet shares memberlist's UDP port: directTransport, under memberlist, takes
-// the packets that begin with directMagic (no memberlist packet does: memberlist's own begin
-// with a message type below 16, an encryption version 0 or 1, or the label header 244) and
-// hands the rest to memberlist. The body is an event payload (wire.go), sealed with the
-// gossip key:
-//
-//	byte 0        directMagic
-//	byte 1        directSealed: 12 B nonce, then AES-GCM(key) of the payload, with
-//	              directAAD + cluster label as additional data (so another cluster's key or
-//	              label fails to open it)
-//	              directPlain (--insecure-gossip): 1 B label length, label, payload
-const (
-	directMagic  byte = 0xFB
-	directPlain  byte = 0
-	directSealed byte = 1
-	// Relays (relay.go), keyed clusters only, acked (acked.go): a payload sealed as
-	// directRelay is applied and its homes passed on to the receiver's group; one sealed as
-	// directAcked is applied; both are acked with a directAck packet.
-	directRelay byte = 2
-	directAcked byte = 3
-	directAck   byte = 4
-
-	directNonce = 12
-	directTag   = 16
-	// directOverhead is what a sealed direct packet adds to its payload.
-	directOverhead = 2 + directNonce + directTag
-)
-
-const directAAD = "fenec-entry direct homes\x00"
-
-var errDirect = errors.New("bad direct packet")
-
-// directCodec seals and opens direct packets: sealed with the keyring's primary key, opened
-// under any installed key (a rotation in progress). Safe for concurrent use.
-type directCodec struct {
-	keys  keyring.Keys // zero: insecure
-	label string
-	aad   []byte
-	gcm   aeads
-}
-
-func newDirectCodec(keys keyring.Keys, label string) *directCodec {
-	return &directCodec{keys: keys, label: label, aad: []byte(directAAD + label)}
-}
-
-// seal returns the packet carrying payload, a fresh slice.
-func (c *directCodec) seal(payload []byte) ([]byte, error) { return c.sealAs(directSealed, payload) }
-
-// sealAs is seal with the packet's kind: directSealed, or with a key one of the relays' kinds
-// (without one every packet is directPlain).
-func (c *directCodec) sealAs(kind byte, payload []byte) ([]byte, error) {
-	if !c.keys.Secure() {
-		out := make([]byte, 0, 3+len(c.label)+len(payload))
-		out = append(out, directMagic, directPlain, byte(len(c.label)))
-		out = append(out, c.label...)
-		return append(out, payload...), nil
-	}
-	aead, err := c.gcm.get(c.keys.Primary())
-	if err != nil {
-		return nil, fmt.Errorf("gossip: direct: %w", err)
-	}
-	out := make([]byte, 2+directNonce, directOverhead+len(payload))
-	out[0], out[1] = directMagic, kind
-	if _, err := rand.Read(out[2 : 2+directNonce]); err != nil {
-		return nil, fmt.Errorf("gossip: direct: nonce: %w", err)
-	}
-	return aead.Seal(out, out[2:2+directNonce], payload, c.aadFor(kind)), nil
-}
-
-// aadFor is the additional data of a kind: the kind is sealed too, so that a packet cannot be
-// turned into a relay's on the way (directSealed's stays as it was, for peers of
-// earlier releases).
-func (c *directCodec) aadFor(kind byte) []byte {
-	if kind == directSealed {
-		return c.aad
-	}
-	return append(append([]byte(nil), c.aad...), kind)
-}
-
-// open returns the payload of a packet from seal; errors wrap errDirect. An insecure entry
-// refuses sealed packets and a keyed one plain packets.
-func (c *directCodec) open(pkt []byte) ([]byte, error) {
-	p, _, err := c.openKind(pkt)
-	return p, err
-}
-
-// openKind is open, and the packet's kind (directPlain's payload comes back as directSealed's:
-// it is applied the same way).
-func (c *directCodec) openKind(pkt []byte) ([]byte, byte, error) {
-	p, err := c.openAny(pkt)
-	if err != nil {
-		return nil, 0, err
-	}
-	kind := pkt[1]
-	if kind == directPlain {
-		kind = directSealed
-	}
-	return p, kind, nil
-}
-
-func (c *directCodec) openAny(pkt []byte) ([]byte, error) {
-	if len(pkt) < 2 || pkt[0] != directMagic {
-		return nil, fmt.Errorf("%w: header", errDirect)
-	}
-	switch pkt[1] {
-	case directPlain:
-		if c.keys.Secure() {
-			return nil, fmt.Errorf("%w: not sealed", errDirect)
-		}
-		if len(pkt) < 3 || len(pkt) < 3+int(pkt[2]) || string(pkt[3:3+int(pkt[2])]) != c.label {
-			return nil, fmt.Errorf("%w: label", errDirect)
-		}
-		return pkt[3+int(pkt[2]):], nil
-	case directSealed, directRelay, directAcked, directAck:
-		if !c.keys.Secure() {
-			return nil, fmt.Errorf("%w: sealed, and no key", errDirect)
-		}
-		if len(pkt) < directOverhead {
-			return nil, fmt.Errorf("%w: short", errDirect)
-		}
-		for _, k := range c.keys.All() {
-			aead, err := c.gcm.get(k)
-			if err != nil {
-				continue
-			}
-			if p, err := aead.Open(nil, pkt[2:2+directNonce], pkt[2+directNonce:], c.aadFor(pkt[1])); err == nil {
-				return p, nil
-			}
-		}
-		return nil, fmt.Errorf("%w: no installed key opens it", errDirect)
-	default:
-		return nil, fmt.Errorf("%w: kind %d", errDirect, pkt[1])
-	}
-}
 
 // directTransport sits under memberlist: it takes direct packets out of the packet stream
 // and sync streams out of the stream channel (streams.go), and passes everything else on.
@@ -209,7 +70,7 @@ func (t *directTransport) run() {
 		case <-t.stop:
 			return
 		case p := <-src:
-			if len(p.Buf) > 0 && p.Buf[0] == directMagic {
+			if len(p.Buf) > 0 && p.Buf[0] == wire.Magic {
 				t.handle(p.Buf)
 				continue
 			}
@@ -306,35 +167,4 @@ type directCopy struct {
 	peers []memberlist.Address
 	left  int
 	due   time.Time
-}
-
-// aeads caches one AES-GCM per key, so that a packet costs no key schedule. Safe for
-// concurrent use; a key removed from the ring is dropped at the next miss past the bound.
-type aeads struct {
-	mu sync.Mutex // guards m
-	m  map[string]cipher.AEAD
-}
-
-// maxCachedKeys bounds aeads: serf's keyring holds a handful of keys during a rotation.
-const maxCachedKeys = 16
-
-func (c *aeads) get(key []byte) (cipher.AEAD, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if a, ok := c.m[string(key)]; ok {
-		return a, nil
-	}
-	b, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	a, err := cipher.NewGCM(b)
-	if err != nil {
-		return nil, err
-	}
-	if c.m == nil || len(c.m) >= maxCachedKeys {
-		c.m = make(map[string]cipher.AEAD)
-	}
-	c.m[string(key)] = a
-	return a, nil
 }

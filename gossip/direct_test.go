@@ -9,56 +9,10 @@ import (
 	"github.com/hashicorp/memberlist"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
-
-func TestDirectCodec(t *testing.T) {
-	payload := []byte("\x01\x01a-some-payload")
-	keyed := newDirectCodec(keysOf(clusterKey), "lbl")
-	other := newDirectCodec(keysOf(strangerKey), "lbl")
-	otherLabel := newDirectCodec(keysOf(clusterKey), "other")
-	plain := newDirectCodec(keysOf(nil), "lbl")
-	plainOtherLabel := newDirectCodec(keysOf(nil), "other")
-
-	pkt, err := keyed.seal(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pkt[0] != directMagic || len(pkt) != len(payload)+directOverhead {
-		t.Fatalf("sealed packet: % x", pkt[:2])
-	}
-	if bytes.Contains(pkt, payload[2:]) {
-		t.Fatal("sealed packet carries the payload in clear")
-	}
-	if got, err := keyed.open(pkt); err != nil || !bytes.Equal(got, payload) {
-		t.Fatalf("open: %q, %v", got, err)
-	}
-	pkt2, _ := keyed.seal(payload)
-	if bytes.Equal(pkt, pkt2) {
-		t.Fatal("two seals of one payload are equal: nonce reused")
-	}
-	tampered := append([]byte(nil), pkt...)
-	tampered[len(tampered)-20] ^= 1
-	ppkt, _ := plain.seal(payload)
-	if got, err := plain.open(ppkt); err != nil || !bytes.Equal(got, payload) {
-		t.Fatalf("plain open: %q, %v", got, err)
-	}
-	for name, c := range map[string]struct {
-		codec *directCodec
-		pkt   []byte
-	}{
-		"other key": {other, pkt}, "other label": {otherLabel, pkt}, "tampered": {keyed, tampered},
-		"plain to keyed": {keyed, ppkt}, "sealed to plain": {plain, pkt},
-		"plain, other label": {plainOtherLabel, ppkt}, "empty": {keyed, nil},
-		"short": {keyed, pkt[:directOverhead-1]}, "bad kind": {keyed, []byte{directMagic, 7, 0}},
-		"not direct": {keyed, []byte{0, 1, 2}}, "plain short": {plain, []byte{directMagic, directPlain, 9, 'l'}},
-	} {
-		if _, err := c.codec.open(c.pkt); err == nil {
-			t.Errorf("%s: opened", name)
-		}
-	}
-}
 
 func TestDirectDedup(t *testing.T) {
 	d := newDirectDedup()
@@ -79,7 +33,7 @@ func TestDirectDedup(t *testing.T) {
 
 func TestDirectSenderCopies(t *testing.T) {
 	m, _ := newMetrics(nil, func() bool { return true })
-	codec := newDirectCodec(keysOf(clusterKey), "lbl")
+	codec := wire.NewCodec(keysOf(clusterKey), "lbl")
 	peers := []memberlist.Address{{Addr: "10.0.0.2:7946", Name: "b"}, {Addr: "10.0.0.3:7946", Name: "c"}}
 	sent := map[string]int{}
 	var pkts [][]byte
@@ -128,17 +82,17 @@ func TestDirectRefusesStrangers(t *testing.T) {
 	nodes := startCluster(t, 2)
 	a, b := nodes[0], nodes[1]
 	ver := homes.Version{HLC: uint64(time.Now().UnixMilli()) << 16, Origin: "x"}
-	payload, err := newEncoder("x", DefaultEventSizeLimit, nil).encode(nil,
+	payload, err := wire.NewEncoder("x", DefaultEventSizeLimit, nil).Encode(nil,
 		[]homes.Home{{Tenant: "evil", Region: "ap", Version: ver}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stranger := newDirectCodec(keysOf(strangerKey), DefaultLabel)
-	clear := newDirectCodec(keysOf(nil), DefaultLabel)
-	wrongLabel := newDirectCodec(keysOf(clusterKey), "another-cluster")
+	stranger := wire.NewCodec(keysOf(strangerKey), DefaultLabel)
+	clear := wire.NewCodec(keysOf(nil), DefaultLabel)
+	wrongLabel := wire.NewCodec(keysOf(clusterKey), "another-cluster")
 	to := memberlist.Address{Addr: a.g.Addr(), Name: "a"}
-	write := func(c *directCodec, p []byte) {
-		pkt, err := c.seal(p)
+	write := func(c *wire.Codec, p []byte) {
+		pkt, err := c.Seal(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +110,7 @@ func TestDirectRefusesStrangers(t *testing.T) {
 		t.Fatal("a applied a home from a stranger's direct packet")
 	}
 	// The same payload sealed with the cluster's key is applied, once for its 3 copies.
-	pkt, _ := a.g.codec.seal(payload)
+	pkt, _ := a.g.codec.Seal(payload)
 	for range 3 {
 		if err := b.g.writeDirect(pkt, to); err != nil {
 			t.Fatal(err)
@@ -175,7 +129,7 @@ func TestDirectRefusesStrangers(t *testing.T) {
 func TestDirectWriteFailureCounted(t *testing.T) {
 	m, _ := newMetrics(nil, func() bool { return true })
 	peers := []memberlist.Address{{Addr: "10.0.0.2:7946", Name: "b"}, {Addr: "10.0.0.3:7946", Name: "c"}}
-	d := &directSender{codec: newDirectCodec(keysOf(clusterKey), "lbl"), peers: func() []memberlist.Address { return peers },
+	d := &directSender{codec: wire.NewCodec(keysOf(clusterKey), "lbl"), peers: func() []memberlist.Address { return peers },
 		copies: 1, m: m, write: func(_ []byte, to memberlist.Address) error {
 			if to.Name == "c" {
 				return errors.New("sendto: no buffer space")
@@ -194,7 +148,7 @@ func TestDirectWriteFailureCounted(t *testing.T) {
 func TestDirectCopiesDroppedCounted(t *testing.T) {
 	m, _ := newMetrics(nil, func() bool { return true })
 	peers := []memberlist.Address{{Addr: "10.0.0.2:7946", Name: "b"}, {Addr: "10.0.0.3:7946", Name: "c"}}
-	d := &directSender{codec: newDirectCodec(keysOf(clusterKey), "lbl"), peers: func() []memberlist.Address { return peers },
+	d := &directSender{codec: wire.NewCodec(keysOf(clusterKey), "lbl"), peers: func() []memberlist.Address { return peers },
 		copies: 3, every: time.Second, m: m, write: func([]byte, memberlist.Address) error { return nil }}
 	now := time.Now()
 	for range maxDirectQueue + 1 {

@@ -18,6 +18,7 @@ import (
 	"github.com/fenec/fenec-entry/gossip/internal/keyring"
 	"github.com/fenec/fenec-entry/gossip/internal/tablesync"
 	"github.com/fenec/fenec-entry/gossip/internal/validate"
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/cmd/serf/command/agent"
 	"github.com/hashicorp/serf/serf"
@@ -57,7 +58,7 @@ type Gossip struct {
 	keys keyring.Keys // the keyring of every incarnation
 
 	recvq          chan inbound
-	codec          *directCodec
+	codec          *wire.Codec
 	dedup          *directDedup // owned by the directTransport's goroutine
 	membersChanged chan struct{}
 	peers          atomic.Pointer[peerList]  // directPeers' list
@@ -129,7 +130,7 @@ func New(cfg Config) (*Gossip, error) {
 		return nil, err
 	}
 	g := &Gossip{
-		codec:          newDirectCodec(keys, cfg.Label),
+		codec:          wire.NewCodec(keys, cfg.Label),
 		keys:           keys,
 		dedup:          newDirectDedup(),
 		cfg:            cfg,
@@ -277,15 +278,15 @@ func (g *Gossip) transportLocked(mc *memberlist.Config) (*directTransport, error
 // queues its payload for the receiver, once per payload (its copies are counted and
 // dropped). It never blocks.
 func (g *Gossip) handleDirect(pkt []byte) {
-	payload, kind, err := g.codec.openKind(pkt)
+	payload, kind, err := g.codec.OpenKind(pkt)
 	if err != nil {
 		g.m.directReceived.WithLabelValues("invalid").Inc()
 		g.log.Debug().Err(err).Int("bytes", len(pkt)).Msg("gossip: invalid direct packet dropped")
 		return
 	}
 	switch kind {
-	case directAck:
-		from, ns, ok := decodeAck(payload)
+	case wire.KindAck:
+		from, ns, ok := wire.DecodeAck(payload)
 		if !ok || g.acks == nil {
 			g.m.directReceived.WithLabelValues("invalid").Inc()
 			return
@@ -293,18 +294,16 @@ func (g *Gossip) handleDirect(pkt []byte) {
 		for _, n := range ns {
 			g.acks.ack(from, n)
 		}
-	case directRelay, directAcked:
+	case wire.KindRelay, wire.KindAcked:
 		// Acked (acked.go): a copy already taken is acked again (its first ack may have been
 		// lost); one this entry could not queue is not, so that it comes again.
 		res := g.acceptDirect(payload)
 		if res == accepted || res == duplicate {
-			var n nonce
-			copy(n[:], pkt[2:2+directNonce])
-			if s, _ := payloadSender(payload); g.acker != nil {
-				g.acker.queue(s, n)
+			if s, _ := wire.Sender(payload); g.acker != nil {
+				g.acker.queue(s, wire.NonceOf(pkt))
 			}
 		}
-		if res == accepted && kind == directRelay && g.relay != nil {
+		if res == accepted && kind == wire.KindRelay && g.relay != nil {
 			// This entry is a relay for the batch's shard: pass it on to its group.
 			g.relay.forward(payload)
 		}
@@ -325,7 +324,7 @@ const (
 // acceptDirect queues a direct payload for the receiver, once (its copies and second paths
 // are counted and dropped), and says what it did. It never blocks.
 func (g *Gossip) acceptDirect(payload []byte) acceptance {
-	if s, ok := payloadSender(payload); !ok || s == g.cfg.NodeName {
+	if s, ok := wire.Sender(payload); !ok || s == g.cfg.NodeName {
 		g.m.directReceived.WithLabelValues("invalid").Inc()
 		return refused
 	}
@@ -503,12 +502,12 @@ func (g *Gossip) Start(ctx context.Context) error {
 			budget: newTokenBucket(float64(g.cfg.DirectBudget), time.Now()), plan: g.relayPlan,
 			acks: g.acks, self: g.cfg.NodeName}
 		g.relay = &relayer{in: make(chan []byte, relayQueue), every: g.cfg.RelayFlush, plan: g.relayPlan, m: g.m,
-			dec: newDecoder(), enc: newEncoder(g.cfg.NodeName, g.cfg.EventSizeLimit, g.cfg.Clock.Now), acks: g.acks}
+			dec: wire.NewDecoder(), enc: wire.NewEncoder(g.cfg.NodeName, g.cfg.EventSizeLimit, g.cfg.Clock.Now), acks: g.acks}
 		g.wg.Go(func() { g.relay.run(runCtx) })
 		g.wg.Go(func() { g.acks.run(runCtx) })
 		g.wg.Go(func() { g.acker.run(runCtx) })
 	}
-	recv := &receiver{table: g.cfg.Table, v: g.v, dec: newDecoder(), m: g.m, log: g.log, now: g.cfg.Clock.Now, rtt: g.rtt}
+	recv := &receiver{table: g.cfg.Table, v: g.v, dec: wire.NewDecoder(), m: g.m, log: g.log, now: g.cfg.Clock.Now, rtt: g.rtt}
 	g.wg.Add(6)
 	go func() { defer g.wg.Done(); g.pub.run(runCtx) }()
 	go func() { defer g.wg.Done(); recv.run(runCtx, g.recvq) }()
@@ -685,7 +684,7 @@ func (g *Gossip) sendEvent(payload []byte) error {
 	if s == nil {
 		return errNoTransport
 	}
-	return s.UserEvent(EventName, payload, false)
+	return s.UserEvent(wire.EventName, payload, false)
 }
 
 // queueDepth is serf's user event queue depth: the events (ours and relayed) still to be

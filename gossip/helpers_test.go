@@ -6,17 +6,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/fenec/fenec-entry/gossip/internal/keyring"
+	"github.com/fenec/fenec-entry/gossip/internal/gossiptest"
 )
 
-// keysOf is Keys holding k alone (nil: insecure); k must be a valid AES key.
-func keysOf(k []byte) keyring.Keys {
-	keys, err := keyring.New(k)
-	if err != nil {
-		panic(err)
-	}
-	return keys
-}
+// testRegions are the regions of the tests' tables, the ones gossiptest.Homes picks from.
+var testRegions = gossiptest.Regions
+
+var clusterKey, strangerKey = gossiptest.ClusterKey, gossiptest.StrangerKey
+
+// keysOf is Keys holding k alone (nil: insecure).
+var keysOf = gossiptest.Keys
 
 // series is the series of the metric family name in n's registry whose labels are the pairs
 // given (key, value, key, value ..., in the order of the keys); a family or series that is not

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -57,12 +58,12 @@ func (q *fifo[T]) pop(k int) {
 type publisher struct {
 	cfg   Config
 	feed  <-chan homes.Change
-	send  func(payload []byte) error // serf.UserEvent(EventName, payload, false)
+	send  func(payload []byte) error // serf.UserEvent(wire.EventName, payload, false)
 	depth func() int                 // serf's event queue depth; -1 if unknown
 	m     *metrics
 	log   zerolog.Logger
 
-	enc   *encoder
+	enc   *wire.Encoder
 	marks *fifo[homes.Mark]
 	homes *fifo[homes.Home]
 	// pendingBytes estimates the encoded size of the pending homes and marks, to flush
@@ -93,7 +94,7 @@ func newPublisher(cfg Config, send func([]byte) error, depth func() int, m *metr
 		depth:    depth,
 		m:        m,
 		log:      log,
-		enc:      newEncoder(cfg.NodeName, cfg.EventSizeLimit, cfg.Clock.Now),
+		enc:      wire.NewEncoder(cfg.NodeName, cfg.EventSizeLimit, cfg.Clock.Now),
 		marks:    newFIFO[homes.Mark](maxPendingMarks),
 		homes:    newFIFO[homes.Home](cfg.MaxPending),
 		interval: cfg.FlushInterval,
@@ -124,7 +125,7 @@ func (p *publisher) run(ctx context.Context) {
 			p.add(c)
 			// A full event's worth: send it now rather than at the tick, unless
 			// backpressure has widened the interval.
-			if p.pendingBytes >= p.enc.budget && p.interval == p.cfg.FlushInterval {
+			if p.pendingBytes >= p.enc.Budget() && p.interval == p.cfg.FlushInterval {
 				p.flush(time.Now(), true)
 			}
 		case now := <-tick.C:
@@ -199,7 +200,7 @@ func (p *publisher) tick(now time.Time) {
 func (p *publisher) flush(now time.Time, fullOnly bool) {
 	p.scratchM = p.marks.appendTo(p.scratchM[:0])
 	p.scratchH = p.homes.appendTo(p.scratchH[:0])
-	var events, direct []event
+	var events, direct []wire.Event
 	var nm, nh int
 	limited := false // the budget held batches back
 	if p.direct == nil {
@@ -210,7 +211,7 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 		// beyond wait in the queue, where the oldest go past MaxPending.
 		n := p.cfg.MaxEventsPerFlush
 		if b := p.direct.budget; b != nil && len(p.scratchH) > 0 {
-			if a := b.affordable(now, p.cfg.EventSizeLimit+directOverhead); a < n {
+			if a := b.affordable(now, p.cfg.EventSizeLimit+wire.Overhead); a < n {
 				n, limited = a, true
 				p.m.budgetDeferred.Inc()
 			}
@@ -230,28 +231,28 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 		p.lastFlush = now
 	}
 	for _, ev := range events {
-		if err := p.send(ev.payload); err != nil {
+		if err := p.send(ev.Payload); err != nil {
 			p.m.eventsDropped.WithLabelValues("send").Inc()
-			p.log.Debug().Err(err).Int("bytes", len(ev.payload)).Msg("gossip: serf refused an event")
+			p.log.Debug().Err(err).Int("bytes", len(ev.Payload)).Msg("gossip: serf refused an event")
 			continue
 		}
 		p.m.eventsSent.Inc()
-		p.m.batchBytes.Observe(float64(len(ev.payload) + len(EventName)))
-		p.m.batchHomes.Observe(float64(ev.homes))
+		p.m.batchBytes.Observe(float64(len(ev.Payload) + len(wire.EventName)))
+		p.m.batchHomes.Observe(float64(ev.Homes))
 	}
 	var plan *relayPlan
 	if len(direct) > 0 {
 		plan = p.direct.relayPlan()
 	}
 	for _, ev := range direct {
-		if err := p.direct.send(now, ev.payload, plan); err != nil {
+		if err := p.direct.send(now, ev.Payload, plan); err != nil {
 			p.m.eventsDropped.WithLabelValues("send").Inc()
 			p.log.Warn().Err(err).Msg("gossip: sealing a direct batch failed; dropping it")
 			continue
 		}
 		p.m.directBatches.Inc()
-		p.m.batchBytes.Observe(float64(len(ev.payload) + directOverhead))
-		p.m.batchHomes.Observe(float64(ev.homes))
+		p.m.batchBytes.Observe(float64(len(ev.Payload) + wire.Overhead))
+		p.m.batchHomes.Observe(float64(ev.Homes))
 	}
 	if plan != nil {
 		p.sendShards(now, plan, p.scratchH[:nh])
@@ -282,13 +283,13 @@ func (p *publisher) sendShards(now time.Time, plan *relayPlan, hs []homes.Home) 
 }
 
 func (p *publisher) sendShard(now time.Time, part []homes.Home, relays []memberlist.Address) {
-	events, _, _, _, err := p.enc.split(nil, part, len(part), false) // skipped: counted in flush
+	events, _, _, _, err := p.enc.Split(nil, part, len(part), false) // skipped: counted in flush
 	if err != nil {
 		p.log.Warn().Err(err).Msg("gossip: encoding a relay batch failed; dropping it")
 		return
 	}
 	for _, ev := range events {
-		if err := p.direct.acks.send(now, directRelay, ev.payload, relays, p.direct.fallback); err != nil {
+		if err := p.direct.acks.send(now, wire.KindRelay, ev.Payload, relays, p.direct.fallback); err != nil {
 			p.m.eventsDropped.WithLabelValues("send").Inc()
 			p.log.Warn().Err(err).Msg("gossip: sealing a relay batch failed; dropping it")
 		}
@@ -297,8 +298,8 @@ func (p *publisher) sendShard(now time.Time, part []homes.Home, relays []memberl
 
 // split encodes marks then hs into at most MaxEventsPerFlush events and returns them and
 // how many marks and homes they carry (or were dropped: unencodable, counted).
-func (p *publisher) split(marks []homes.Mark, hs []homes.Home, fullOnly bool, maxEvents int) ([]event, int, int) {
-	events, nm, nh, skipped, err := p.enc.split(marks, hs, maxEvents, fullOnly)
+func (p *publisher) split(marks []homes.Mark, hs []homes.Home, fullOnly bool, maxEvents int) ([]wire.Event, int, int) {
+	events, nm, nh, skipped, err := p.enc.Split(marks, hs, maxEvents, fullOnly)
 	if err != nil {
 		p.log.Warn().Err(err).Msg("gossip: encoding a batch failed; dropping it")
 		return nil, len(marks), len(hs)
@@ -312,7 +313,7 @@ func (p *publisher) split(marks []homes.Mark, hs []homes.Home, fullOnly bool, ma
 // directSender sends direct batches to every member, DirectCopies times each,
 // DirectCopyInterval apart. The publisher's goroutine owns it.
 type directSender struct {
-	codec  *directCodec
+	codec  *wire.Codec
 	peers  func() []memberlist.Address // every member but this entry
 	write  func(pkt []byte, to memberlist.Address) error
 	copies int
@@ -389,12 +390,12 @@ func (d *directSender) send(now time.Time, payload []byte, plan *relayPlan) erro
 	if d.budget != nil {
 		// Each member gets one packet of the batch either way. Checked before the batch was
 		// made (affordable, with a packet's largest size), so it is there; spent whatever.
-		d.budget.spend(now, len(payload)+directOverhead)
+		d.budget.spend(now, len(payload)+wire.Overhead)
 	}
 	if plan != nil {
-		return d.acks.send(now, directAcked, payload, plan.own, nil)
+		return d.acks.send(now, wire.KindAcked, payload, plan.own, nil)
 	}
-	return d.sendTo(now, directSealed, payload, d.peers())
+	return d.sendTo(now, wire.KindSealed, payload, d.peers())
 }
 
 // fallback sends a batch that relays never acked straight to the rest of their groups, acked;
@@ -405,7 +406,7 @@ func (d *directSender) fallback(payload []byte, missing []memberlist.Address) {
 		return
 	}
 	for _, r := range missing {
-		if err := d.acks.send(time.Now(), directAcked, payload, plan.rest(r.Name, d.self), nil); err == nil {
+		if err := d.acks.send(time.Now(), wire.KindAcked, payload, plan.rest(r.Name, d.self), nil); err == nil {
 			d.m.relayFallbacks.Inc()
 		}
 	}
@@ -415,7 +416,7 @@ func (d *directSender) sendTo(now time.Time, kind byte, payload []byte, peers []
 	if len(peers) == 0 {
 		return nil
 	}
-	pkt, err := d.codec.sealAs(kind, payload)
+	pkt, err := d.codec.SealAs(kind, payload)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/gossip/internal/gossiptest"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -48,7 +49,7 @@ func (tp *testPublisher) addHomes(hs []homes.Home) {
 func TestBackpressureWidensAndNarrows(t *testing.T) {
 	p := newTestPublisher(t, nil)
 	now := time.Unix(1_800_000_000, 0)
-	p.addHomes(testHomes(3, 10, "a", 1))
+	p.addHomes(gossiptest.Homes(3, 10, "a", 1))
 	p.tick(now)
 	if len(p.sent) != 1 || p.interval != DefaultFlushInterval {
 		t.Fatalf("healthy queue: %d events, interval %v", len(p.sent), p.interval)
@@ -59,7 +60,7 @@ func TestBackpressureWidensAndNarrows(t *testing.T) {
 	var intervals []time.Duration
 	for i := range 10 {
 		now = now.Add(DefaultFlushInterval)
-		p.addHomes(testHomes(1, 10, "a", uint64(10+i)))
+		p.addHomes(gossiptest.Homes(1, 10, "a", uint64(10+i)))
 		p.tick(now)
 		intervals = append(intervals, p.interval)
 	}
@@ -92,13 +93,13 @@ func TestBackpressureWidensAndNarrows(t *testing.T) {
 
 func TestPendingBoundedDropsOldest(t *testing.T) {
 	p := newTestPublisher(t, func(c *Config) { c.MaxPending = 10 })
-	hs := testHomes(25, 10, "a", 3)
+	hs := gossiptest.Homes(25, 10, "a", 3)
 	p.addHomes(hs)
 	if got := testutil.ToFloat64(p.m.pendingDropped); got != 15 {
 		t.Fatalf("dropped %v, want 15", got)
 	}
 	p.flush(time.Now(), false)
-	_, _, got := decodeAll(t, []event{{payload: p.sent[0]}})
+	_, _, got := gossiptest.Decode(t, p.sent[0])
 	if len(got) != 10 || got[0] != hs[15] || got[9] != hs[24] {
 		t.Fatalf("sent %d homes from %v: want the newest 10", len(got), got[0].Tenant)
 	}
@@ -106,7 +107,7 @@ func TestPendingBoundedDropsOldest(t *testing.T) {
 
 func TestFlushBoundedPerRound(t *testing.T) {
 	p := newTestPublisher(t, func(c *Config) { c.MaxEventsPerFlush = 2 })
-	p.addHomes(testHomes(400, 40, "a", 4))
+	p.addHomes(gossiptest.Homes(400, 40, "a", 4))
 	p.flush(time.Now(), false)
 	if len(p.sent) != 2 || p.homes.n == 0 {
 		t.Fatalf("one flush sent %d events, left %d homes: want 2 events and a rest", len(p.sent), p.homes.n)
@@ -118,7 +119,7 @@ func TestMemoryBoundedWhateverTheRate(t *testing.T) {
 	p.depth = 1 << 20 // serf hopelessly behind: nothing is flushed for long
 	now := time.Unix(1_800_000_000, 0)
 	for i := range 50 {
-		p.addHomes(testHomes(1000, 16, "a", uint64(i)))
+		p.addHomes(gossiptest.Homes(1000, 16, "a", uint64(i)))
 		now = now.Add(DefaultFlushInterval)
 		p.tick(now)
 	}

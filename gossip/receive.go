@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/gossip/internal/validate"
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -20,10 +21,10 @@ func (h eventHandler) HandleEvent(e serf.Event) {
 	g := h.g
 	switch e := e.(type) {
 	case serf.UserEvent:
-		if e.Name != EventName {
+		if e.Name != wire.EventName {
 			return
 		}
-		if s, ok := payloadSender(e.Payload); ok && s == g.cfg.NodeName {
+		if s, ok := wire.Sender(e.Payload); ok && s == g.cfg.NodeName {
 			return // our own, handed back by serf
 		}
 		g.m.eventsReceived.Inc()
@@ -57,7 +58,7 @@ type inbound struct {
 type receiver struct {
 	table *homes.Table
 	v     *validate.Validator
-	dec   *decoder
+	dec   *wire.Decoder
 	m     *metrics
 	log   zerolog.Logger
 	now   func() time.Time
@@ -83,7 +84,7 @@ func (r *receiver) run(ctx context.Context, q <-chan inbound) {
 // the homes this entry can use).
 func (r *receiver) apply(in inbound) {
 	payload := in.payload
-	sender, b, err := r.dec.decode(payload)
+	sender, b, err := r.dec.Decode(payload)
 	if err != nil {
 		r.m.eventsInvalid.Inc()
 		r.log.Debug().Err(err).Str("sender", sender).Int("bytes", len(payload)).Msg("gossip: invalid event dropped")
@@ -95,7 +96,7 @@ func (r *receiver) apply(in inbound) {
 	}
 	// Marks first, as sent.
 	for _, w := range b.M {
-		m := w.mark(sender)
+		m := w.From(sender)
 		if err := r.v.Mark(m); err != nil {
 			r.m.itemsInvalid.WithLabelValues("mark").Inc()
 			r.log.Debug().Err(err).Str("sender", sender).Msg("gossip: invalid mark dropped")
@@ -122,7 +123,7 @@ func (r *receiver) apply(in inbound) {
 	}
 	here := max(now.Sub(in.at), 0)
 	for _, w := range b.H {
-		h := w.home(sender)
+		h := w.From(sender)
 		if err := r.v.Home(h); err != nil {
 			r.m.itemsInvalid.WithLabelValues("home").Inc()
 			r.log.Debug().Err(err).Str("sender", sender).Msg("gossip: invalid home dropped")

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 
 	"github.com/fenec/fenec-entry/gossip/internal/stablehash"
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -24,7 +25,7 @@ import (
 //
 //   - the origin sends each batch once to the other members of its own group, and the homes
 //     of each shard, in batches of their own, once to that shard's relay in each other group
-//     (directRelay);
+//     (wire.KindRelay);
 //   - a relay applies what it takes and queues its homes for its group; every RelayFlush it
 //     packs the homes it queued, from many origins, into full batches (each home keeps its
 //     origin's version: the wire carries the origin when it is not the sender) and sends
@@ -188,8 +189,8 @@ type relayer struct {
 	in    chan []byte
 	every time.Duration
 	plan  func() *relayPlan
-	dec   *decoder
-	enc   *encoder
+	dec   *wire.Decoder
+	enc   *wire.Encoder
 	acks  *ackedSender
 	m     *metrics
 }
@@ -212,7 +213,7 @@ func (r *relayer) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case p := <-r.in:
-			sender, b, err := r.dec.decode(p)
+			sender, b, err := r.dec.Decode(p)
 			if err != nil {
 				continue // counted where it was received: it was valid then
 			}
@@ -222,7 +223,7 @@ func (r *relayer) run(ctx context.Context) {
 					r.m.eventsDropped.WithLabelValues("relay_queue_full").Inc()
 					break
 				}
-				held = append(held, w.home(sender))
+				held = append(held, w.From(sender))
 			}
 		case now := <-tick.C:
 			held = r.flush(now, held)
@@ -238,10 +239,10 @@ func (r *relayer) flush(now time.Time, held []homes.Home) []homes.Home {
 	}
 	plan := r.plan()
 	if plan != nil && len(plan.own) > 0 {
-		events, _, _, _, err := r.enc.split(nil, held, len(held), false)
+		events, _, _, _, err := r.enc.Split(nil, held, len(held), false)
 		if err == nil {
 			for _, ev := range events {
-				if r.acks.send(now, directAcked, ev.payload, plan.own, nil) == nil {
+				if r.acks.send(now, wire.KindAcked, ev.Payload, plan.own, nil) == nil {
 					r.m.relayBatches.Inc()
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/gossip/memnet"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/internal/testutil"
@@ -124,23 +125,6 @@ func TestPlanRelays(t *testing.T) {
 	old[3].Tags[relayTag] = "1"
 	if planRelays(origin, old, 64, shards, true) != nil {
 		t.Error("relays on with a member that relays by copies (version 1), not acks")
-	}
-}
-
-// A relay's kind is sealed: a relay packet changed into a plain direct one (or back) opens
-// under no key.
-func TestRelayKindIsSealed(t *testing.T) {
-	c := newDirectCodec(keysOf(clusterKey), "lbl")
-	pkt, err := c.sealAs(directRelay, []byte("\x01\x01apayload"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, kind, err := c.openKind(pkt); err != nil || kind != directRelay {
-		t.Fatalf("open: kind %d, %v", kind, err)
-	}
-	pkt[1] = directSealed
-	if _, _, err := c.openKind(pkt); err == nil {
-		t.Error("a relay packet opened as a plain direct one")
 	}
 }
 
@@ -366,7 +350,7 @@ func TestDeadRelayFallsBackToItsGroup(t *testing.T) {
 // (a group of one) keeps nothing for the next flush, which sends only its own homes.
 func TestSendShardsKeepsNothing(t *testing.T) {
 	acks, w, m := newTestAcked(t, time.Hour)
-	p := &publisher{m: m, log: zerolog.Nop(), enc: newEncoder("origin", DefaultEventSizeLimit, time.Now),
+	p := &publisher{m: m, log: zerolog.Nop(), enc: wire.NewEncoder("origin", DefaultEventSizeLimit, time.Now),
 		direct: &directSender{acks: acks, m: m}}
 	plan := &relayPlan{relays: [][]memberlist.Address{nil, addrs("relay-1")}}
 	// Two homes of each shard a flush.

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/fenec/fenec-entry/gossip/internal/keyring"
+	"github.com/fenec/fenec-entry/gossip/internal/gossiptest"
 	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/fenec/fenec-entry/homes"
 )
@@ -118,14 +118,8 @@ func newSyncNode(tb testing.TB, name string, ms *members, opts ...nodeOpt) *sync
 
 func (n *syncNode) peer() Peer { return Peer{Name: n.name, Addr: n.srv.Listener.Addr().String()} }
 
-// keysOf is Keys holding k alone (nil: insecure); k must be a valid AES key.
-func keysOf(k []byte) keyring.Keys {
-	keys, err := keyring.New(k)
-	if err != nil {
-		panic(err)
-	}
-	return keys
-}
+// keysOf is Keys holding k alone (nil: insecure).
+var keysOf = gossiptest.Keys
 
 // counter reads one child of one of n's counter vectors.
 func (n *syncNode) served(endpoint, result string) int {

@@ -1,4 +1,4 @@
-package gossip
+package wire
 
 import (
 	"bytes"
@@ -16,13 +16,26 @@ import (
 // EventName is the serf user event that carries homes, marks and clears.
 const EventName = "fenec-homes"
 
+const (
+	// DefaultEventSizeLimit is serf's UserEventSizeLimit (name + payload, encoded). serf's own
+	// default is 512 B; an event larger than a gossip packet's free space is silently never
+	// gossiped. A packet carries gossip's DefaultUDPBufferSize - 44 B (compound header 2,
+	// label 13, AES-GCM 29) and an event costs 3 B more inside it, so up to ~1,325 B would
+	// fit; 1,024 B leaves ~300 B for the membership messages (alive, suspect, acks) and the
+	// small events (marks, clears, one or two homes) that share the packet.
+	DefaultEventSizeLimit = 1024
+
+	// MinEventSizeLimit fits one home with the longest tenant name and its envelope.
+	MinEventSizeLimit = 512
+)
+
 // An event's payload is a small header and a body:
 //
 //	byte 0     format: formatMsgpack (body is msgpack) or formatFlate (raw DEFLATE of it,
 //	           with flateDict as preset dictionary)
 //	byte 1     n, the length of the sender's node name
 //	2 .. 2+n   the sender's node name, so that a node drops its own events unread
-//	rest       body: a wireBatch
+//	rest       body: a Batch
 //
 // The sender encodes both and keeps the smaller: DEFLATE pays from a few homes on.
 const (
@@ -38,20 +51,20 @@ const maxDecoded = 64 << 10
 // serf checks the encoded size against UserEventSizeLimit.
 const serfEnvelope = 48
 
-// wireHome is a homes.Home on the wire. O is empty when the version's origin is the sender.
-type wireHome struct {
+// Home is a homes.Home on the wire. O is empty when the version's origin is the sender.
+type Home struct {
 	T string `msgpack:"t"`
 	R string `msgpack:"r"`
 	V uint64 `msgpack:"v"`
 	O string `msgpack:"o,omitempty"`
 }
 
-// wireMark is a homes.Mark (a region's failure or clear) on the wire. B (observer) and O
+// Mark is a homes.Mark (a region's failure or clear) on the wire. B (observer) and O
 // (version origin) are empty when they are the sender; W is when it happened, unix
 // milliseconds on the observer's clock. K and X are no longer sent (an older entry's mark
 // kind and read-mark expiry): an older entry ignores a failure without a kind, and a mark
 // from one is dated by its version.
-type wireMark struct {
+type Mark struct {
 	R string `msgpack:"r"`
 	C bool   `msgpack:"c,omitempty"`
 	B string `msgpack:"b,omitempty"`
@@ -60,34 +73,35 @@ type wireMark struct {
 	O string `msgpack:"o,omitempty"`
 }
 
-// wireBatch is an event's body. Marks come first: they are few and urgent. S is when the
+// Batch is an event's body. Marks come first: they are few and urgent. S is when the
 // sender encoded it, unix milliseconds on the sender's clock, so that a receiver can tell how
 // long each home waited at its origin without comparing two clocks (0 from older senders).
-type wireBatch struct {
-	M []wireMark `msgpack:"m,omitempty"`
-	H []wireHome `msgpack:"h,omitempty"`
-	S int64      `msgpack:"s,omitempty"`
+type Batch struct {
+	M []Mark `msgpack:"m,omitempty"`
+	H []Home `msgpack:"h,omitempty"`
+	S int64  `msgpack:"s,omitempty"`
 }
 
 // flateDict primes DEFLATE with what every body repeats (field names, map headers), so that
 // even a small event compresses.
 var flateDict = func() []byte {
-	b, _ := msgpack.Marshal(wireBatch{
-		M: []wireMark{{R: "eu", W: 1 << 42, V: 1 << 56}},
-		H: []wireHome{{T: "tenant", R: "us", V: 1 << 56}, {T: "tenant", R: "ap", V: 1 << 56, O: "node"}},
+	b, _ := msgpack.Marshal(Batch{
+		M: []Mark{{R: "eu", W: 1 << 42, V: 1 << 56}},
+		H: []Home{{T: "tenant", R: "us", V: 1 << 56}, {T: "tenant", R: "ap", V: 1 << 56, O: "node"}},
 	})
 	return b
 }()
 
-func toWireHome(h homes.Home, sender string) wireHome {
-	w := wireHome{T: h.Tenant, R: h.Region, V: h.Version.HLC}
+func toWireHome(h homes.Home, sender string) Home {
+	w := Home{T: h.Tenant, R: h.Region, V: h.Version.HLC}
 	if h.Version.Origin != sender {
 		w.O = h.Version.Origin
 	}
 	return w
 }
 
-func (w wireHome) home(sender string) homes.Home {
+// From is the home w carries in a batch from sender.
+func (w Home) From(sender string) homes.Home {
 	o := w.O
 	if o == "" {
 		o = sender
@@ -95,8 +109,8 @@ func (w wireHome) home(sender string) homes.Home {
 	return homes.Home{Tenant: w.T, Region: w.R, Version: homes.Version{HLC: w.V, Origin: o}}
 }
 
-func toWireMark(m homes.Mark, sender string) wireMark {
-	w := wireMark{R: m.Region, C: m.Clear, V: m.Version.HLC}
+func toWireMark(m homes.Mark, sender string) Mark {
+	w := Mark{R: m.Region, C: m.Clear, V: m.Version.HLC}
 	if m.Observer != sender {
 		w.B = m.Observer
 	}
@@ -109,7 +123,8 @@ func toWireMark(m homes.Mark, sender string) wireMark {
 	return w
 }
 
-func (w wireMark) mark(sender string) homes.Mark {
+// From is the mark w carries in a batch from sender.
+func (w Mark) From(sender string) homes.Mark {
 	m := homes.Mark{Region: w.R, Clear: w.C, Observer: w.B, Version: homes.Version{HLC: w.V, Origin: w.O}}
 	if m.Observer == "" {
 		m.Observer = sender
@@ -125,9 +140,9 @@ func (w wireMark) mark(sender string) homes.Mark {
 	return m
 }
 
-// encoder builds event payloads for one sender. Not safe for concurrent use (the publisher
+// Encoder builds event payloads for one sender. Not safe for concurrent use (the publisher
 // owns it); it reuses its buffers and its DEFLATE writer (~600 KB, made once).
-type encoder struct {
+type Encoder struct {
 	sender string
 	budget int              // most payload bytes per event
 	now    func() time.Time // the batch's S
@@ -135,22 +150,26 @@ type encoder struct {
 	raw, z bytes.Buffer
 	enc    *msgpack.Encoder
 	fw     *flate.Writer
-	batch  wireBatch
+	batch  Batch
 }
 
-// newEncoder makes an encoder for sender; now stamps each batch (nil: time.Now).
-func newEncoder(sender string, eventSizeLimit int, now func() time.Time) *encoder {
+// NewEncoder makes an encoder for sender; now stamps each batch (nil: time.Now).
+func NewEncoder(sender string, eventSizeLimit int, now func() time.Time) *Encoder {
 	if now == nil {
 		now = time.Now
 	}
-	e := &encoder{sender: sender, budget: eventSizeLimit - serfEnvelope - len(EventName), now: now}
+	e := &Encoder{sender: sender, budget: eventSizeLimit - serfEnvelope - len(EventName), now: now}
 	e.enc = msgpack.NewEncoder(&e.raw)
 	e.fw, _ = flate.NewWriterDict(&e.z, flate.BestCompression, flateDict) // the level is valid
 	return e
 }
 
-// encode returns the payload carrying marks and hs, a fresh slice.
-func (e *encoder) encode(marks []homes.Mark, hs []homes.Home) ([]byte, error) {
+// Budget is the most payload bytes an event may carry: the event size limit less serf's
+// envelope and the event's name.
+func (e *Encoder) Budget() int { return e.budget }
+
+// Encode returns the payload carrying marks and hs, a fresh slice.
+func (e *Encoder) Encode(marks []homes.Mark, hs []homes.Home) ([]byte, error) {
 	e.batch.M, e.batch.H, e.batch.S = e.batch.M[:0], e.batch.H[:0], e.now().UnixMilli()
 	for _, m := range marks {
 		e.batch.M = append(e.batch.M, toWireMark(m, e.sender))
@@ -180,24 +199,24 @@ func (e *encoder) encode(marks []homes.Mark, hs []homes.Home) ([]byte, error) {
 	return append(out, body...), nil
 }
 
-// event is one encoded payload and what it carries.
-type event struct {
-	payload      []byte
-	marks, homes int
+// Event is one encoded payload and what it carries.
+type Event struct {
+	Payload      []byte
+	Marks, Homes int
 }
 
-// split encodes the first items of marks then hs into at most maxEvents events, each
+// Split encodes the first items of marks then hs into at most maxEvents events, each
 // within the budget and each as full as it can be. It returns the events and how many
 // marks and homes they carry in all. With fullOnly, it stops before an event that would not be full
 // (the rest waits for more). An item that cannot fit an event alone is skipped and counted
-// in skipped (it cannot happen with validated names and minEventSizeLimit).
-func (e *encoder) split(marks []homes.Mark, hs []homes.Home, maxEvents int, fullOnly bool) (events []event, nMarks, nHomes, skipped int, err error) {
+// in skipped (it cannot happen with validated names and MinEventSizeLimit).
+func (e *Encoder) Split(marks []homes.Mark, hs []homes.Home, maxEvents int, fullOnly bool) (events []Event, nMarks, nHomes, skipped int, err error) {
 	for len(events) < maxEvents && (nMarks < len(marks) || nHomes < len(hs)) {
 		restM, restH := marks[nMarks:], hs[nHomes:]
 		total := len(restM) + len(restH)
 		fits := func(k int) ([]byte, bool, error) {
 			km := min(k, len(restM))
-			p, err := e.encode(restM[:km], restH[:k-km])
+			p, err := e.Encode(restM[:km], restH[:k-km])
 			return p, err == nil && len(p) <= e.budget, err
 		}
 		// Grow k by doubling while it fits, then bisect between the last fit and the first
@@ -244,7 +263,7 @@ func (e *encoder) split(marks []homes.Mark, hs []homes.Home, maxEvents int, full
 			break // everything left fits one event: not full yet
 		}
 		km := min(lo, len(restM))
-		events = append(events, event{payload: best, marks: km, homes: lo - km})
+		events = append(events, Event{Payload: best, Marks: km, Homes: lo - km})
 		nMarks += km
 		nHomes += lo - km
 	}
@@ -253,28 +272,28 @@ func (e *encoder) split(marks []homes.Mark, hs []homes.Home, maxEvents int, full
 
 var errBadEvent = errors.New("bad event")
 
-// decoder reads event payloads. Not safe for concurrent use (the receive worker owns it).
-type decoder struct {
+// Decoder reads event payloads. Not safe for concurrent use (the receive worker owns it).
+type Decoder struct {
 	fr  io.ReadCloser
 	out bytes.Buffer
 }
 
-func newDecoder() *decoder {
-	return &decoder{fr: flate.NewReaderDict(bytes.NewReader(nil), flateDict)}
+func NewDecoder() *Decoder {
+	return &Decoder{fr: flate.NewReaderDict(bytes.NewReader(nil), flateDict)}
 }
 
-// sender returns the sender named in payload's header, without decoding the body.
-func payloadSender(payload []byte) (string, bool) {
+// Sender returns the sender named in payload's header, without decoding the body.
+func Sender(payload []byte) (string, bool) {
 	if len(payload) < 2 || len(payload) < 2+int(payload[1]) {
 		return "", false
 	}
 	return string(payload[2 : 2+int(payload[1])]), true
 }
 
-// decode returns the sender and the batch in payload; errors wrap errBadEvent.
-func (d *decoder) decode(payload []byte) (string, wireBatch, error) {
-	var b wireBatch
-	sender, ok := payloadSender(payload)
+// Decode returns the sender and the batch in payload; errors wrap errBadEvent.
+func (d *Decoder) Decode(payload []byte) (string, Batch, error) {
+	var b Batch
+	sender, ok := Sender(payload)
 	if !ok || sender == "" {
 		return "", b, fmt.Errorf("%w: short header", errBadEvent)
 	}
