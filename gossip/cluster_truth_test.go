@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/gossip/internal/mux"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
@@ -53,7 +54,7 @@ func TestTableTravelsOnTheGossipPort(t *testing.T) {
 	}
 }
 
-// TestGossipPortSortsStreams pins the sorter (streams.go): a stream that opens with syncMagic
+// TestGossipPortSortsStreams pins the sorter (package mux): a stream that opens with SyncMagic
 // reaches the table's HTTP server, whose refusal a stranger gets; memberlist's own streams
 // (joins and push/pull, which formed the cluster above) still reach memberlist.
 func TestGossipPortSortsStreams(t *testing.T) {
@@ -64,7 +65,7 @@ func TestGossipPortSortsStreams(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(c, string([]byte{syncMagic})+"GET /_gossip/challenge?node=mallory HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, string([]byte{mux.SyncMagic})+"GET /_gossip/challenge?node=mallory HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')

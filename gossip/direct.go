@@ -7,10 +7,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/hashicorp/memberlist"
 )
 
@@ -27,83 +25,8 @@ import (
 // log(N) gossip rounds. Marks and clears, rare and urgent, stay on serf user events, whose
 // epidemic reaches members the origin does not know yet.
 
-// directTransport sits under memberlist: it takes direct packets out of the packet stream
-// and sync streams out of the stream channel (streams.go), and passes everything else on.
-// Its goroutines run until Shutdown, which memberlist calls.
-type directTransport struct {
-	memberlist.NodeAwareTransport
-	in        chan *memberlist.Packet
-	streams   chan net.Conn
-	handle    func(pkt []byte) // a direct packet, still sealed; must not block
-	sync      *connListener    // where sync streams go; nil: closed
-	onRefused func(reason string)
-
-	mu      sync.Mutex            // guards sorting
-	sorting map[net.Conn]struct{} // streams waiting for their first byte; closed by Shutdown
-
-	// Shutdown closes closing first: the goroutines then drop what the inner transport still
-	// hands them instead of forwarding it, and keep reading its channels, which memberlist's
-	// NetTransport needs (its listeners block sending to unbuffered channels, and its Shutdown
-	// waits for them). stop closes once the inner transport has shut down: they return.
-	closing chan struct{}
-	stop    chan struct{}
-	once    sync.Once
-	wg      sync.WaitGroup
-}
-
-func newDirectTransport(inner memberlist.NodeAwareTransport, handle func([]byte), syncLn *connListener,
-	onRefused func(string)) *directTransport {
-	t := &directTransport{NodeAwareTransport: inner, in: make(chan *memberlist.Packet),
-		streams: make(chan net.Conn), handle: handle, sync: syncLn, onRefused: onRefused,
-		sorting: make(map[net.Conn]struct{}), closing: make(chan struct{}), stop: make(chan struct{})}
-	t.wg.Add(2)
-	go t.run()
-	go t.sortStreams()
-	return t
-}
-
-func (t *directTransport) run() {
-	defer t.wg.Done()
-	src := t.NodeAwareTransport.PacketCh()
-	for {
-		select {
-		case <-t.stop:
-			return
-		case p := <-src:
-			if len(p.Buf) > 0 && p.Buf[0] == wire.Magic {
-				t.handle(p.Buf)
-				continue
-			}
-			select {
-			case t.in <- p:
-			case <-t.closing: // dropped: memberlist is shutting down
-			}
-		}
-	}
-}
-
-// PacketCh is what memberlist reads: every packet but the direct ones.
-func (t *directTransport) PacketCh() <-chan *memberlist.Packet { return t.in }
-
-// Shutdown stops the filter and the transport under it. Safe to call twice.
-func (t *directTransport) Shutdown() error {
-	var err error
-	t.once.Do(func() {
-		close(t.closing)
-		t.mu.Lock()
-		for c := range t.sorting {
-			c.Close()
-		}
-		t.mu.Unlock()
-		err = t.NodeAwareTransport.Shutdown() // its channels are still read meanwhile
-		close(t.stop)
-		t.wg.Wait()
-	})
-	return err
-}
-
 // newNetTransport makes the UDP/TCP transport memberlist would make for mc (which it
-// does only when Config.Transport is nil), so that directTransport can sit on it. Port 0
+// does only when Config.Transport is nil), so that the mux.Transport can sit on it. Port 0
 // picks a free port and writes it into mc, as memberlist does.
 func newNetTransport(mc *memberlist.Config, logOut *log.Logger) (*memberlist.NetTransport, error) {
 	nc := &memberlist.NetTransportConfig{BindAddrs: []string{mc.BindAddr}, BindPort: mc.BindPort, Logger: logOut}

@@ -3,7 +3,7 @@
 // and clears as hashicorp/serf user events; homes in direct packets from the entry that learned
 // them to every member, on memberlist's UDP port (direct.go); the whole table for a joining
 // entry and periodic anti-entropy repair as authenticated HTTP exchanges on memberlist's TCP
-// port (streams.go, internal/tablesync). Everything sealed follows serf's keyring
+// port (internal/mux, internal/tablesync). Everything sealed follows serf's keyring
 // (internal/keyring), so `serf keys` rotates it. One type, Gossip, owns it all: serf (started again
 // if it shuts itself down), the joiner, bootstrap, repair and the tags.
 //

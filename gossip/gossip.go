@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fenec/fenec-entry/gossip/internal/keyring"
+	"github.com/fenec/fenec-entry/gossip/internal/mux"
 	"github.com/fenec/fenec-entry/gossip/internal/tablesync"
 	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/fenec/fenec-entry/gossip/internal/wire"
@@ -59,7 +60,7 @@ type Gossip struct {
 
 	recvq          chan inbound
 	codec          *wire.Codec
-	dedup          *directDedup // owned by the directTransport's goroutine
+	dedup          *directDedup // owned by the transport's goroutine
 	membersChanged chan struct{}
 	peers          atomic.Pointer[peerList]  // directPeers' list
 	peersDirty     atomic.Bool               // a member event since the list was made
@@ -72,7 +73,7 @@ type Gossip struct {
 	selfAddr       atomic.Pointer[string] // Addr, readable without mu (the conflict log line)
 
 	sync       *tablesync.Sync
-	syncLn     *connListener // the sync streams every incarnation's transport sorts out
+	syncLn     *mux.Listener // the sync streams every incarnation's transport sorts out
 	syncSrv    *http.Server
 	syncClient *http.Client
 
@@ -103,8 +104,8 @@ type Gossip struct {
 type incarnation struct {
 	agent *agent.Agent
 	ipc   *agent.AgentIPC // nil without RPCAddr
-	ipcLn *connListener
-	tr    *directTransport
+	ipcLn *mux.Listener
+	tr    *mux.Transport
 }
 
 // Restart backoff after serf shut itself down.
@@ -138,7 +139,7 @@ func New(cfg Config) (*Gossip, error) {
 		v:              validate.NewTable(cfg.Table, cfg.Clock.Now),
 		recvq:          make(chan inbound, cfg.RecvQueue),
 		membersChanged: make(chan struct{}, 1),
-		syncLn:         newConnListener(pipeAddr("gossip sync streams"), syncBacklog),
+		syncLn:         mux.NewListener(mux.PipeAddr("gossip sync streams"), mux.SyncBacklog),
 		setAgentTags:   agentSetTags,
 	}
 	if g.m, err = newMetrics(cfg.Registerer, g.Up); err != nil {
@@ -257,9 +258,9 @@ func (g *Gossip) memberlistConfigLocked() (*memberlist.Config, error) {
 }
 
 // transport is memberlist's transport for mc: Config.Transport (first incarnation only) or a
-// UDP/TCP one on BindAddr, under a directTransport that takes out the direct packets and the
-// sync streams (direct.go, streams.go).
-func (g *Gossip) transportLocked(mc *memberlist.Config) (*directTransport, error) {
+// UDP/TCP one on BindAddr, under a mux.Transport that takes out the direct packets and the
+// sync streams (package mux).
+func (g *Gossip) transportLocked(mc *memberlist.Config) (*mux.Transport, error) {
 	inner := g.cfg.Transport
 	if inner == nil {
 		nt, err := newNetTransport(mc, log.New(logWriter{log: g.log}, "", log.LstdFlags))
@@ -270,7 +271,7 @@ func (g *Gossip) transportLocked(mc *memberlist.Config) (*directTransport, error
 	} else if g.inc != nil {
 		return nil, errors.New("gossip: an injected transport is not restarted")
 	}
-	return newDirectTransport(inner, g.handleDirect, g.syncLn,
+	return mux.NewTransport(inner, wire.Magic, g.handleDirect, g.syncLn,
 		func(reason string) { g.m.streamsRefused.WithLabelValues(reason).Inc() }), nil
 }
 
@@ -546,7 +547,7 @@ func (g *Gossip) startIncarnationLocked() error {
 	inc := &incarnation{agent: a, tr: tr}
 	if g.rpcLn != nil {
 		lw := logWriter{log: g.log, node: g.cfg.NodeName, addr: &g.selfAddr}
-		inc.ipcLn = newConnListener(g.rpcLn.Addr(), 16)
+		inc.ipcLn = mux.NewListener(g.rpcLn.Addr(), 16)
 		inc.ipc = agent.NewAgentIPC(a, g.cfg.RPCAuth, inc.ipcLn, lw, agent.NewLogWriter(256), false)
 	}
 	g.inc = inc
@@ -555,12 +556,16 @@ func (g *Gossip) startIncarnationLocked() error {
 	return nil
 }
 
+// errNoTransport is a send or a dial while no serf runs (before Start, or while it is started
+// again).
+var errNoTransport = errors.New("gossip: not running")
+
 // errTransport marks a failure to build the transport (a bind error): not the snapshot's.
 var errTransport = errors.New("gossip: transport")
 
 // startSerfLocked builds the memberlist transport and starts serf's agent on it, with its
 // member snapshot at snapshot ("" for none).
-func (g *Gossip) startSerfLocked(snapshot string) (*agent.Agent, *directTransport, error) {
+func (g *Gossip) startSerfLocked(snapshot string) (*agent.Agent, *mux.Transport, error) {
 	mc, err := g.memberlistConfigLocked()
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", errTransport, err)
@@ -604,7 +609,7 @@ func (g *Gossip) acceptRPC() {
 		g.mu.Lock()
 		inc := g.inc
 		g.mu.Unlock()
-		if inc == nil || inc.ipcLn == nil || !inc.ipcLn.push(c) {
+		if inc == nil || inc.ipcLn == nil || !inc.ipcLn.Push(c) {
 			c.Close()
 		}
 	}

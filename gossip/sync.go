@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/fenec/fenec-entry/gossip/internal/mux"
 	"github.com/fenec/fenec-entry/gossip/internal/tablesync"
 	"github.com/fenec/fenec-entry/homes"
 )
@@ -76,7 +77,7 @@ func (g *Gossip) dialSync(ctx context.Context, _, addr string) (net.Conn, error)
 		return nil, err
 	}
 	c.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err := c.Write([]byte{syncMagic}); err != nil {
+	if _, err := c.Write([]byte{mux.SyncMagic}); err != nil {
 		c.Close()
 		return nil, err
 	}

@@ -1,7 +1,6 @@
-package gossip
+package mux
 
 import (
-	"errors"
 	"io"
 	"net"
 	"sync"
@@ -10,12 +9,13 @@ import (
 
 // One gossip address (CONTRACT.md section 3). The joiner's table and repair travel over
 // memberlist's own TCP port, as direct homes travel over its UDP port: a stream that opens
-// with the byte syncMagic is this package's (an HTTP/1.1 exchange with Sync follows), any
-// other is memberlist's and is handed to it with its first byte put back. No memberlist
-// stream begins with syncMagic: memberlist's own begin with a message type below 16, the
+// with the byte SyncMagic is a sync stream (an HTTP/1.1 exchange with the table's server
+// follows, past that byte), any other is memberlist's and is handed to it with its first byte
+// put back. The dialer of a sync stream writes SyncMagic first. No memberlist
+// stream begins with SyncMagic: memberlist's own begin with a message type below 16, the
 // label header 244 or an encryption version. So an entry opens no listener of its own for
 // peers, and the table follows --gossip-bind wherever it binds.
-const syncMagic byte = 0xFB
+const SyncMagic byte = 0xFB
 
 // Bounds of the stream sorter.
 const (
@@ -25,16 +25,16 @@ const (
 	// maxSorting bounds the streams waiting for their first byte; past it new streams are
 	// closed at once and counted (streams_refused_total{reason="sorting"}).
 	maxSorting = 64
-	// syncBacklog bounds the sync streams accepted and not yet taken by the HTTP server; past
+	// SyncBacklog bounds the sync streams accepted and not yet taken by the HTTP server; past
 	// it they are closed and counted (reason "backlog").
-	syncBacklog = 16
+	SyncBacklog = 16
 )
 
 // sortStreams reads the inner transport's streams until stop closes: each goes to memberlist
 // (t.streams) or to the sync listener, by its first byte, read on a goroutine of its own (at
 // most maxSorting at once) so that a slow peer holds no other stream up. Once closing has
 // closed, each is closed unread.
-func (t *directTransport) sortStreams() {
+func (t *Transport) sortStreams() {
 	defer t.wg.Done()
 	src := t.NodeAwareTransport.StreamCh()
 	sem := make(chan struct{}, maxSorting)
@@ -66,7 +66,7 @@ func (t *directTransport) sortStreams() {
 	}
 }
 
-func (t *directTransport) sortOne(c net.Conn) {
+func (t *Transport) sortOne(c net.Conn) {
 	t.mu.Lock()
 	select {
 	case <-t.closing:
@@ -88,8 +88,8 @@ func (t *directTransport) sortOne(c net.Conn) {
 		return
 	}
 	c.SetReadDeadline(time.Time{})
-	if b[0] == syncMagic {
-		if t.sync == nil || !t.sync.push(c) {
+	if b[0] == SyncMagic {
+		if t.sync == nil || !t.sync.Push(c) {
 			c.Close()
 			t.refused("backlog")
 		}
@@ -102,14 +102,14 @@ func (t *directTransport) sortOne(c net.Conn) {
 	}
 }
 
-func (t *directTransport) refused(reason string) {
+func (t *Transport) refused(reason string) {
 	if t.onRefused != nil {
 		t.onRefused(reason)
 	}
 }
 
-// StreamCh is what memberlist reads: every stream but this package's.
-func (t *directTransport) StreamCh() <-chan net.Conn { return t.streams }
+// StreamCh is what memberlist reads: every stream but the sync streams.
+func (t *Transport) StreamCh() <-chan net.Conn { return t.streams }
 
 // prefixConn is a stream whose first byte was read to sort it: Read returns it first.
 type prefixConn struct {
@@ -127,22 +127,22 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// connListener is a net.Listener whose connections are pushed to it (the sync streams of
+// Listener is a net.Listener whose connections are pushed to it (the sync streams of
 // every serf incarnation, the RPC connections of the current one). Safe for concurrent use;
 // Close is idempotent and closes the connections not yet accepted.
-type connListener struct {
+type Listener struct {
 	addr net.Addr
 	ch   chan net.Conn
 	done chan struct{}
 	once sync.Once
 }
 
-func newConnListener(addr net.Addr, backlog int) *connListener {
-	return &connListener{addr: addr, ch: make(chan net.Conn, backlog), done: make(chan struct{})}
+func NewListener(addr net.Addr, backlog int) *Listener {
+	return &Listener{addr: addr, ch: make(chan net.Conn, backlog), done: make(chan struct{})}
 }
 
 // push hands c to Accept; false (c untouched) if the backlog is full or the listener closed.
-func (l *connListener) push(c net.Conn) bool {
+func (l *Listener) Push(c net.Conn) bool {
 	select {
 	case <-l.done:
 		return false
@@ -156,7 +156,7 @@ func (l *connListener) push(c net.Conn) bool {
 	}
 }
 
-func (l *connListener) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.ch:
 		return c, nil
@@ -165,7 +165,7 @@ func (l *connListener) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *connListener) Close() error {
+func (l *Listener) Close() error {
 	l.once.Do(func() {
 		close(l.done)
 		for {
@@ -180,12 +180,10 @@ func (l *connListener) Close() error {
 	return nil
 }
 
-func (l *connListener) Addr() net.Addr { return l.addr }
+func (l *Listener) Addr() net.Addr { return l.addr }
 
-// pipeAddr names a connListener's address where there is no socket of its own.
-type pipeAddr string
+// PipeAddr names a Listener's address where there is no socket of its own.
+type PipeAddr string
 
-func (a pipeAddr) Network() string { return "gossip" }
-func (a pipeAddr) String() string  { return string(a) }
-
-var errNoTransport = errors.New("gossip: not running")
+func (a PipeAddr) Network() string { return "gossip" }
+func (a PipeAddr) String() string  { return string(a) }
