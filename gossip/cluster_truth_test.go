@@ -13,9 +13,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/serf"
-	"github.com/prometheus/client_golang/prometheus"
-	promtest "github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/gossip/internal/mux"
@@ -173,7 +170,7 @@ func TestNameConflictSaysGossipDown(t *testing.T) {
 			// place between two reads: what is read counts only if the entry still holds the
 			// same serf after (checking Up and then Members could see the old and the new).
 			if s := n.g.serfOrNil(); s != nil && s.State() == serf.SerfShutdown {
-				up, members, gauge := n.g.Up(), n.g.Members(), promtest.ToFloat64(n.g.m.up)
+				up, members, gauge := n.g.Up(), n.g.Members(), n.metric(t, "fenec_entry_gossip_up")
 				if n.g.serfOrNil() == s {
 					if up || members != nil || gauge != 0 {
 						t.Fatalf("%s: serf is down, yet Up says %v, it lists %d members, the gauge says %v",
@@ -182,7 +179,7 @@ func TestNameConflictSaysGossipDown(t *testing.T) {
 					sawDown = true
 				}
 			}
-			restarted = restarted || promtest.ToFloat64(n.g.m.restarts) >= 1
+			restarted = restarted || n.metric(t, "fenec_entry_gossip_restarts_total") >= 1
 		}
 		return sawDown && restarted
 	})
@@ -208,7 +205,7 @@ func TestNameConflictSaysGossipDown(t *testing.T) {
 func TestUpFollowsLeave(t *testing.T) {
 	nodes := startCluster(t, 2)
 	a := nodes[0]
-	if !a.g.Up() || promtest.ToFloat64(a.g.m.up) != 1 {
+	if !a.g.Up() || a.metric(t, "fenec_entry_gossip_up") != 1 {
 		t.Fatal("a running member does not report gossip up")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -216,11 +213,11 @@ func TestUpFollowsLeave(t *testing.T) {
 	if err := a.g.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if a.g.Up() || promtest.ToFloat64(a.g.m.up) != 0 || a.g.State() != "left" {
+	if a.g.Up() || a.metric(t, "fenec_entry_gossip_up") != 0 || a.g.State() != "left" {
 		t.Errorf("after Leave: up %v, state %q; want down, left", a.g.Up(), a.g.State())
 	}
 	time.Sleep(restartMin + 200*time.Millisecond) // a bounded wait for what must not happen
-	if promtest.ToFloat64(a.g.m.restarts) != 0 {
+	if a.metric(t, "fenec_entry_gossip_restarts_total") != 0 {
 		t.Error("serf was started again after Leave")
 	}
 }
@@ -250,11 +247,8 @@ func TestPropagationByTwoClocks(t *testing.T) {
 	a.table.LearnName("acme", "eu")
 	testutil.Eventually(t, 3*time.Second, "acme at b", func() bool { return b.has("acme", "eu") })
 	hist := func(clock string) (count uint64, sum float64) {
-		m := &dto.Metric{}
-		if err := b.g.m.propagation.WithLabelValues(clock).(prometheus.Histogram).Write(m); err != nil {
-			t.Fatal(err)
-		}
-		return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+		h := b.series(t, "fenec_entry_gossip_propagation_seconds", "clock", clock).GetHistogram()
+		return h.GetSampleCount(), h.GetSampleSum()
 	}
 	if n, sum := hist("origin"); n != 1 || sum < 4.5 {
 		t.Errorf("origin clock: %d samples, %.3f s; want 1 off by the 5 s skew", n, sum)

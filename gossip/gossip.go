@@ -11,19 +11,22 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/fenec/fenec-entry/gossip/internal/keyring"
-	"github.com/fenec/fenec-entry/gossip/internal/mux"
-	"github.com/fenec/fenec-entry/gossip/internal/tablesync"
-	"github.com/fenec/fenec-entry/gossip/internal/validate"
-	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/cmd/serf/command/agent"
 	"github.com/hashicorp/serf/serf"
 	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/gossip/internal/keyring"
+	"github.com/fenec/fenec-entry/gossip/internal/mux"
+	"github.com/fenec/fenec-entry/gossip/internal/spread"
+	"github.com/fenec/fenec-entry/gossip/internal/tablesync"
+	"github.com/fenec/fenec-entry/gossip/internal/validate"
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 )
 
 // Member is a cluster member as serf sees it.
@@ -55,20 +58,14 @@ type Gossip struct {
 	cfg  Config
 	log  zerolog.Logger
 	m    *metrics
-	v    *validate.Validator
 	keys keyring.Keys // the keyring of every incarnation
 
-	recvq          chan inbound
-	codec          *wire.Codec
-	dedup          *directDedup // owned by the transport's goroutine
+	spread         *spread.Spread // homes, marks and clears, to every member and from them
 	membersChanged chan struct{}
 	peers          atomic.Pointer[peerList]  // directPeers' list
 	peersDirty     atomic.Bool               // a member event since the list was made
 	plan           atomic.Pointer[planEntry] // relayPlan's
 	planDirty      atomic.Bool
-	relay          *relayer     // nil with SerfHomes
-	acks           *ackedSender // relay mode's sends (acked.go); nil with SerfHomes
-	acker          *acker       // relay mode's acks of what this entry takes; nil with SerfHomes
 	joined         atomic.Bool
 	selfAddr       atomic.Pointer[string] // Addr, readable without mu (the conflict log line)
 
@@ -94,7 +91,6 @@ type Gossip struct {
 	leaveDone chan struct{}      // closed when the leave ended; nil before Leave
 	joining   chan struct{}      // closed when the joiner's join in flight returns; nil: none
 	leaveErr  error
-	pub       *publisher
 	known     []string // members the snapshot listed at Start, for the joiner; read-only after
 
 	wg sync.WaitGroup
@@ -125,19 +121,16 @@ func New(cfg Config) (*Gossip, error) {
 		cfg.Tags = make(map[string]string)
 	}
 	cfg.Tags["role"] = "entry"
-	cfg.Tags[relayTag] = relayVersion // this build relays, acked (relay.go)
+	cfg.Tags[spread.RelayTag] = spread.RelayVersion // this build relays, acked
 	keys, err := keyring.New(cfg.Key)
 	if err != nil {
 		return nil, err
 	}
+	v := validate.NewTable(cfg.Table, cfg.Clock.Now)
 	g := &Gossip{
-		codec:          wire.NewCodec(keys, cfg.Label),
 		keys:           keys,
-		dedup:          newDirectDedup(),
 		cfg:            cfg,
 		log:            cfg.Logger.With().Str("component", "gossip").Logger(),
-		v:              validate.NewTable(cfg.Table, cfg.Clock.Now),
-		recvq:          make(chan inbound, cfg.RecvQueue),
 		membersChanged: make(chan struct{}, 1),
 		syncLn:         mux.NewListener(mux.PipeAddr("gossip sync streams"), mux.SyncBacklog),
 		setAgentTags:   agentSetTags,
@@ -145,11 +138,40 @@ func New(cfg Config) (*Gossip, error) {
 	if g.m, err = newMetrics(cfg.Registerer, g.Up); err != nil {
 		return nil, err
 	}
-	if !cfg.SerfHomes {
-		// Before Start: the transport's goroutine reads them from the first packet on.
-		g.acks = newAckedSender(g.codec, g.writeDirect, g.m, cfg.RelayAckTimeout)
-		g.acker = &acker{self: cfg.NodeName, in: make(chan ackReq, ackQueue), codec: g.codec,
-			addr: g.peerAddr, write: g.writeDirect, m: g.m}
+	// Before Start: the transport's goroutine hands it packets from the first one on.
+	g.spread, err = spread.New(spread.Config{
+		NodeName:           cfg.NodeName,
+		Keys:               keys,
+		Label:              cfg.Label,
+		Table:              cfg.Table,
+		Validator:          v,
+		Now:                cfg.Clock.Now,
+		Logger:             g.log,
+		Registerer:         cfg.Registerer,
+		SerfHomes:          cfg.SerfHomes,
+		FlushInterval:      cfg.FlushInterval,
+		MaxFlushInterval:   cfg.MaxFlushInterval,
+		EventSizeLimit:     cfg.EventSizeLimit,
+		MaxPending:         cfg.MaxPending,
+		MaxEventsPerFlush:  cfg.MaxEventsPerFlush,
+		QueueHigh:          cfg.QueueHigh,
+		QueueLow:           cfg.QueueLow,
+		RecvQueue:          cfg.RecvQueue,
+		DirectCopies:       cfg.DirectCopies,
+		DirectCopyInterval: cfg.DirectCopyInterval,
+		DirectBudget:       cfg.DirectBudget,
+		RelayFlush:         cfg.RelayFlush,
+		RelayAckTimeout:    cfg.RelayAckTimeout,
+		Peers:              g.directPeers,
+		PeerAddr:           g.peerAddr,
+		Plan:               g.relayPlan,
+		RTT:                g.rtt,
+		Send:               g.sendEvent,
+		Depth:              g.queueDepth,
+		Write:              g.writeDirect,
+	})
+	if err != nil {
+		return nil, err
 	}
 	g.syncClient = &http.Client{Transport: &http.Transport{
 		Proxy:                 nil,
@@ -163,7 +185,7 @@ func New(cfg Config) (*Gossip, error) {
 		Node:       cfg.NodeName,
 		Keys:       keys,
 		Table:      cfg.Table,
-		Validator:  g.v,
+		Validator:  v,
 		MemberAddr: g.MemberAddr,
 		Peers:      g.syncPeers,
 		Interval:   cfg.RepairInterval,
@@ -271,77 +293,34 @@ func (g *Gossip) transportLocked(mc *memberlist.Config) (*mux.Transport, error) 
 	} else if g.inc != nil {
 		return nil, errors.New("gossip: an injected transport is not restarted")
 	}
-	return mux.NewTransport(inner, wire.Magic, g.handleDirect, g.syncLn,
+	return mux.NewTransport(inner, wire.Magic, g.spread.HandlePacket, g.syncLn,
 		func(reason string) { g.m.streamsRefused.WithLabelValues(reason).Inc() }), nil
 }
 
-// handleDirect takes a direct packet from the transport's goroutine: it opens it and
-// queues its payload for the receiver, once per payload (its copies are counted and
-// dropped). It never blocks.
-func (g *Gossip) handleDirect(pkt []byte) {
-	payload, kind, err := g.codec.OpenKind(pkt)
-	if err != nil {
-		g.m.directReceived.WithLabelValues("invalid").Inc()
-		g.log.Debug().Err(err).Int("bytes", len(pkt)).Msg("gossip: invalid direct packet dropped")
-		return
+// newNetTransport makes the UDP/TCP transport memberlist would make for mc (which it
+// does only when Config.Transport is nil), so that the mux.Transport can sit on it. Port 0
+// picks a free port and writes it into mc, as memberlist does.
+func newNetTransport(mc *memberlist.Config, logOut *log.Logger) (*memberlist.NetTransport, error) {
+	nc := &memberlist.NetTransportConfig{BindAddrs: []string{mc.BindAddr}, BindPort: mc.BindPort, Logger: logOut}
+	tries := 1
+	if mc.BindPort == 0 {
+		tries = 10 // the port is picked for TCP, then bound for UDP too: racy
 	}
-	switch kind {
-	case wire.KindAck:
-		from, ns, ok := wire.DecodeAck(payload)
-		if !ok || g.acks == nil {
-			g.m.directReceived.WithLabelValues("invalid").Inc()
-			return
-		}
-		for _, n := range ns {
-			g.acks.ack(from, n)
-		}
-	case wire.KindRelay, wire.KindAcked:
-		// Acked (acked.go): a copy already taken is acked again (its first ack may have been
-		// lost); one this entry could not queue is not, so that it comes again.
-		res := g.acceptDirect(payload)
-		if res == accepted || res == duplicate {
-			if s, _ := wire.Sender(payload); g.acker != nil {
-				g.acker.queue(s, wire.NonceOf(pkt))
+	var err error
+	for range tries {
+		var nt *memberlist.NetTransport
+		if nt, err = memberlist.NewNetTransport(nc); err == nil {
+			if mc.BindPort == 0 {
+				mc.BindPort = nt.GetAutoBindPort()
+				mc.AdvertisePort = mc.BindPort
 			}
+			return nt, nil
 		}
-		if res == accepted && kind == wire.KindRelay && g.relay != nil {
-			// This entry is a relay for the batch's shard: pass it on to its group.
-			g.relay.forward(payload)
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
 		}
-	default:
-		g.acceptDirect(payload)
 	}
-}
-
-// acceptance is what acceptDirect did with a payload.
-type acceptance int
-
-const (
-	accepted  acceptance = iota // queued for the receiver
-	duplicate                   // queued before
-	refused                     // invalid, or the receiver's queue was full
-)
-
-// acceptDirect queues a direct payload for the receiver, once (its copies and second paths
-// are counted and dropped), and says what it did. It never blocks.
-func (g *Gossip) acceptDirect(payload []byte) acceptance {
-	if s, ok := wire.Sender(payload); !ok || s == g.cfg.NodeName {
-		g.m.directReceived.WithLabelValues("invalid").Inc()
-		return refused
-	}
-	if g.dedup.has(payload) {
-		g.m.directReceived.WithLabelValues("duplicate").Inc()
-		return duplicate
-	}
-	select {
-	case g.recvq <- inbound{payload: payload, at: g.cfg.Clock.Now()}:
-		g.dedup.add(payload)
-		g.m.directReceived.WithLabelValues("new").Inc()
-		return accepted
-	default:
-		g.m.eventsDropped.WithLabelValues("recv_queue_full").Inc()
-		return refused
-	}
+	return nil, fmt.Errorf("gossip: listen on %s: %w", net.JoinHostPort(mc.BindAddr, strconv.Itoa(mc.BindPort)), err)
 }
 
 // writeDirect sends a direct packet to one member through the current transport, under
@@ -355,87 +334,6 @@ func (g *Gossip) writeDirect(pkt []byte, to memberlist.Address) error {
 	}
 	_, err := inc.tr.NodeAwareTransport.WriteToAddress(pkt, to)
 	return err
-}
-
-// peerList is directPeers' cache: the list, shared and never changed once made (queued
-// copies hold it), by name too, for the serf it was read from, and when.
-type peerList struct {
-	list   []memberlist.Address
-	byName map[string]memberlist.Address
-	serf   *serf.Serf
-	at     time.Time
-}
-
-// peersMaxAge bounds how long directPeers' list is used without a member event.
-const peersMaxAge = time.Second
-
-// directPeers are the members a direct batch goes to: every one memberlist considers
-// alive or suspect, but this entry. None while serf is down. The list is made again after a
-// member event or a second, not for every batch: at 5,000 members a fresh list a batch (and
-// one held by each queued copy) was megabytes a second of garbage.
-func (g *Gossip) directPeers() []memberlist.Address {
-	s := g.serfOrNil()
-	if s == nil || s.State() != serf.SerfAlive {
-		return nil
-	}
-	if c := g.peers.Load(); c != nil && c.serf == s && !g.peersDirty.Load() && time.Since(c.at) < peersMaxAge {
-		return c.list
-	}
-	g.peersDirty.Store(false) // before reading: an event meanwhile makes the next call read again
-	ms := s.Memberlist().Members()
-	out := make([]memberlist.Address, 0, len(ms))
-	by := make(map[string]memberlist.Address, len(ms))
-	for _, n := range ms {
-		if n.Name != g.cfg.NodeName {
-			a := memberlist.Address{Addr: n.Address(), Name: n.Name}
-			out = append(out, a)
-			by[n.Name] = a
-		}
-	}
-	g.peers.Store(&peerList{list: out, byName: by, serf: s, at: time.Now()})
-	return out
-}
-
-// peerAddr is a member's address, from directPeers' list: where an ack goes.
-func (g *Gossip) peerAddr(name string) (memberlist.Address, bool) {
-	if g.directPeers() == nil {
-		return memberlist.Address{}, false
-	}
-	c := g.peers.Load()
-	if c == nil {
-		return memberlist.Address{}, false
-	}
-	a, ok := c.byName[name]
-	return a, ok
-}
-
-// planEntry is relayPlan's cache, made again like directPeers' list.
-type planEntry struct {
-	plan *relayPlan
-	serf *serf.Serf
-	at   time.Time
-}
-
-// relayPlan is where this entry's batches go with relays on, and which group its relay
-// bundles go to; nil while relays are off (relay.go).
-func (g *Gossip) relayPlan() *relayPlan {
-	s := g.serfOrNil()
-	if s == nil || s.State() != serf.SerfAlive {
-		return nil
-	}
-	if c := g.plan.Load(); c != nil && c.serf == s && !g.planDirty.Load() && time.Since(c.at) < peersMaxAge {
-		return c.plan
-	}
-	g.planDirty.Store(false)
-	var alive []serf.Member
-	for _, m := range s.Members() {
-		if m.Status == serf.StatusAlive {
-			alive = append(alive, m)
-		}
-	}
-	p := planRelays(g.cfg.NodeName, alive, g.cfg.RelayAbove, g.cfg.RelayShards, g.keys.Secure())
-	g.plan.Store(&planEntry{plan: p, serf: s, at: time.Now()})
-	return p
 }
 
 // serfConfig is serf's configuration on mc, with its member snapshot at snapshot ("" for
@@ -496,22 +394,8 @@ func (g *Gossip) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	joinCtx, joinStop := context.WithCancel(runCtx)
 	g.cancel, g.joinStop = cancel, joinStop
-	g.pub = newPublisher(g.cfg, g.sendEvent, g.queueDepth, g.m, g.log)
-	if !g.cfg.SerfHomes {
-		g.pub.direct = &directSender{codec: g.codec, peers: g.directPeers, copies: g.cfg.DirectCopies,
-			every: g.cfg.DirectCopyInterval, m: g.m, write: g.writeDirect,
-			budget: newTokenBucket(float64(g.cfg.DirectBudget), time.Now()), plan: g.relayPlan,
-			acks: g.acks, self: g.cfg.NodeName}
-		g.relay = &relayer{in: make(chan []byte, relayQueue), every: g.cfg.RelayFlush, plan: g.relayPlan, m: g.m,
-			dec: wire.NewDecoder(), enc: wire.NewEncoder(g.cfg.NodeName, g.cfg.EventSizeLimit, g.cfg.Clock.Now), acks: g.acks}
-		g.wg.Go(func() { g.relay.run(runCtx) })
-		g.wg.Go(func() { g.acks.run(runCtx) })
-		g.wg.Go(func() { g.acker.run(runCtx) })
-	}
-	recv := &receiver{table: g.cfg.Table, v: g.v, dec: wire.NewDecoder(), m: g.m, log: g.log, now: g.cfg.Clock.Now, rtt: g.rtt}
-	g.wg.Add(6)
-	go func() { defer g.wg.Done(); g.pub.run(runCtx) }()
-	go func() { defer g.wg.Done(); recv.run(runCtx, g.recvq) }()
+	g.wg.Add(5)
+	go func() { defer g.wg.Done(); g.spread.Run(runCtx) }()
 	go func() { defer g.wg.Done(); g.joiner(joinCtx) }()
 	go func() { defer g.wg.Done(); g.watchMembers(runCtx) }()
 	go func() { defer g.wg.Done(); g.supervise(runCtx) }()

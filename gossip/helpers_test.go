@@ -54,6 +54,18 @@ func (n *testNode) metric(t *testing.T, name string, labels ...string) float64 {
 	return m.GetGauge().GetValue()
 }
 
+// seriesCount is how many series the metric family name has in n's registry.
+func (n *testNode) seriesCount(t *testing.T, name string) int {
+	t.Helper()
+	for _, f := range n.families(t) {
+		if f.GetName() == name {
+			return len(f.GetMetric())
+		}
+	}
+	t.Fatalf("%s: no metric %s registered", n.name, name)
+	return 0
+}
+
 func (n *testNode) families(t *testing.T) []*dto.MetricFamily {
 	t.Helper()
 	fs, err := n.g.cfg.Registerer.(prometheus.Gatherer).Gather()

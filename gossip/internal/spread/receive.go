@@ -1,51 +1,15 @@
-package gossip
+package spread
 
 import (
 	"context"
 	"time"
 
-	"github.com/hashicorp/serf/serf"
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
 )
-
-// eventHandler is registered with serf's agent, which calls it on its event loop, the
-// goroutine serf itself blocks on while holding its event lock: it only enqueues (user
-// events) or logs (member events), never waits.
-type eventHandler struct{ g *Gossip }
-
-func (h eventHandler) HandleEvent(e serf.Event) {
-	g := h.g
-	switch e := e.(type) {
-	case serf.UserEvent:
-		if e.Name != wire.EventName {
-			return
-		}
-		if s, ok := wire.Sender(e.Payload); ok && s == g.cfg.NodeName {
-			return // our own, handed back by serf
-		}
-		g.m.eventsReceived.Inc()
-		select {
-		case g.recvq <- inbound{payload: e.Payload, at: g.cfg.Clock.Now()}:
-		default:
-			g.m.eventsDropped.WithLabelValues("recv_queue_full").Inc()
-		}
-	case serf.MemberEvent:
-		g.peersDirty.Store(true)
-		g.planDirty.Store(true)
-		for _, mem := range e.Members {
-			g.log.Info().Str("event", e.Type.String()).Str("member", mem.Name).
-				Str("addr", memberAddr(mem)).Msg("gossip: member " + e.Type.String())
-		}
-		select {
-		case g.membersChanged <- struct{}{}:
-		default:
-		}
-	}
-}
 
 // inbound is a payload from a peer (a serf event or a direct packet) and when it arrived,
 // by this entry's clock.

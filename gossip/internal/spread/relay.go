@@ -1,4 +1,4 @@
-package gossip
+package spread
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
-	"github.com/hashicorp/serf/serf"
 
 	"github.com/fenec/fenec-entry/gossip/internal/stablehash"
 	"github.com/fenec/fenec-entry/gossip/internal/wire"
@@ -40,11 +39,11 @@ import (
 // Entries whose member lists differ for a moment (a join, a failure) may group differently:
 // a home a group then misses is repair's, as a lost packet is.
 
-// relayTag marks a member able to relay, with relayVersion: 2, acked (1 was copies, never
-// released).
+// RelayTag marks a member able to relay, with RelayVersion: 2, acked (1 was copies, never
+// released). Every entry of this build carries it.
 const (
-	relayTag     = "relay"
-	relayVersion = "2"
+	RelayTag     = "relay"
+	RelayVersion = "2"
 )
 
 // relayQueue bounds the homes a relay holds for its next batches, and the batches waiting
@@ -52,30 +51,39 @@ const (
 // left to repair.
 const relayQueue = 4096
 
-// maxRelayShards bounds RelayShards: an origin sends a batch's homes in up to that many
+// MaxRelayShards bounds RelayShards: an origin sends a batch's homes in up to that many
 // batches, one for each shard's relays.
-const maxRelayShards = 64
+const MaxRelayShards = 64
 
-// relayPlan is what this entry does with a batch when relays are on.
-type relayPlan struct {
-	// own is this entry's group but itself.
-	own []memberlist.Address
-	// relays are, by shard, that shard's relay in each other group.
-	relays [][]memberlist.Address
-	// groups are every group's members, by group (this entry's included, itself too).
-	groups [][]memberlist.Address
+// Member is an alive member as spread is handed it: its name, its memberlist address
+// (ip:port) and its tags.
+type Member struct {
+	Name string
+	Addr string
+	Tags map[string]string
 }
 
-// shard is the relay shard of a tenant.
-func (p *relayPlan) shard(tenant string) int {
-	return int(stablehash.Of(tenant) % uint64(len(p.relays)))
+// Plan is what this entry does with a batch when relays are on (NewPlan). It is shared and
+// never changed once made.
+type Plan struct {
+	// Own is this entry's group but itself.
+	Own []memberlist.Address
+	// Relays are, by shard, that shard's relay in each other group.
+	Relays [][]memberlist.Address
+	// Groups are every group's members, by group (this entry's included, itself too).
+	Groups [][]memberlist.Address
 }
 
-// rest is the members of relay's group but relay and self: where a batch goes when relay
+// Shard is the relay shard of a tenant.
+func (p *Plan) Shard(tenant string) int {
+	return int(stablehash.Of(tenant) % uint64(len(p.Relays)))
+}
+
+// Rest is the members of relay's group but relay and self: where a batch goes when relay
 // never acked it.
-func (p *relayPlan) rest(relay, self string) []memberlist.Address {
+func (p *Plan) Rest(relay, self string) []memberlist.Address {
 	var out []memberlist.Address
-	for _, a := range p.groups[groupOf(relay, len(p.groups))] {
+	for _, a := range p.Groups[groupOf(relay, len(p.Groups))] {
 		if a.Name != relay && a.Name != self {
 			out = append(out, a)
 		}
@@ -83,37 +91,38 @@ func (p *relayPlan) rest(relay, self string) []memberlist.Address {
 	return out
 }
 
-// planRelays returns the relay plan for self among members (alive, self included), or nil
-// when relays are off: insecure gossip, RelayAbove members or fewer, or a member without
-// the relay tag.
-func planRelays(self string, members []serf.Member, above, shards int, secure bool) *relayPlan {
+// NewPlan returns the relay plan for self among members (alive, self included), or nil
+// when relays are off: insecure gossip, above members or fewer (RelayAbove; negative:
+// never), or a member without the relay tag. Every entry that is handed the same members
+// makes the same plan.
+func NewPlan(self string, members []Member, above, shards int, secure bool) *Plan {
 	if !secure || above < 0 || len(members) <= above {
 		return nil
 	}
 	for _, m := range members {
-		if m.Tags[relayTag] != relayVersion {
+		if m.Tags[RelayTag] != RelayVersion {
 			return nil
 		}
 	}
 	shards = max(shards, 1)
 	groups := int(math.Ceil(math.Sqrt(float64(len(members)))))
 	mine := groupOf(self, groups)
-	p := &relayPlan{relays: make([][]memberlist.Address, shards), groups: make([][]memberlist.Address, groups)}
+	p := &Plan{Relays: make([][]memberlist.Address, shards), Groups: make([][]memberlist.Address, groups)}
 	type choice struct {
-		m     *serf.Member
+		m     *Member
 		score uint64
 	}
 	best := make([]choice, groups*shards) // [group*shards + shard]
 	for i := range members {
 		m := &members[i]
 		g := groupOf(m.Name, groups)
-		a := memberlist.Address{Addr: memberAddr(*m), Name: m.Name}
-		p.groups[g] = append(p.groups[g], a)
+		a := memberlist.Address{Addr: m.Addr, Name: m.Name}
+		p.Groups[g] = append(p.Groups[g], a)
 		if m.Name == self {
 			continue
 		}
 		if g == mine {
-			p.own = append(p.own, a)
+			p.Own = append(p.Own, a)
 			continue
 		}
 		for s := range shards {
@@ -126,7 +135,7 @@ func planRelays(self string, members []serf.Member, above, shards int, secure bo
 	for g := range groups {
 		for s := range shards {
 			if c := best[g*shards+s]; g != mine && c.m != nil {
-				p.relays[s] = append(p.relays[s], memberlist.Address{Addr: memberAddr(*c.m), Name: c.m.Name})
+				p.Relays[s] = append(p.Relays[s], memberlist.Address{Addr: c.m.Addr, Name: c.m.Name})
 			}
 		}
 	}
@@ -147,20 +156,20 @@ type RelayStatus struct {
 	RelayFor []int `json:"relay_for_shards,omitempty"`
 }
 
-// Relays says how homes travel from this entry now, from the plan its batches go by.
-func (g *Gossip) Relays() RelayStatus {
-	p := g.relayPlan()
+// Status says how homes travel from self, this plan's entry, by this plan; off for a nil
+// plan.
+func (p *Plan) Status(self string) RelayStatus {
 	if p == nil {
 		return RelayStatus{}
 	}
-	st := RelayStatus{On: true, Groups: len(p.groups), Shards: len(p.relays), Group: len(p.own) + 1}
+	st := RelayStatus{On: true, Groups: len(p.Groups), Shards: len(p.Relays), Group: len(p.Own) + 1}
 	// This entry relays shard s for its group when another group's origin picks it: the
 	// plan of any member of another group says so. The score is the same from every
 	// origin, so this entry is shard s's relay when it wins among its own group.
 	for s := range st.Shards {
-		mine := relayScore(g.cfg.NodeName, s)
+		mine := relayScore(self, s)
 		best := true
-		for _, a := range p.own {
+		for _, a := range p.Own {
 			if relayScore(a.Name, s) > mine {
 				best = false
 				break
@@ -188,7 +197,7 @@ func groupOf(name string, groups int) int {
 type relayer struct {
 	in    chan []byte
 	every time.Duration
-	plan  func() *relayPlan
+	plan  func() *Plan
 	dec   *wire.Decoder
 	enc   *wire.Encoder
 	acks  *ackedSender
@@ -238,11 +247,11 @@ func (r *relayer) flush(now time.Time, held []homes.Home) []homes.Home {
 		return held
 	}
 	plan := r.plan()
-	if plan != nil && len(plan.own) > 0 {
+	if plan != nil && len(plan.Own) > 0 {
 		events, _, _, _, err := r.enc.Split(nil, held, len(held), false)
 		if err == nil {
 			for _, ev := range events {
-				if r.acks.send(now, wire.KindAcked, ev.Payload, plan.own, nil) == nil {
+				if r.acks.send(now, wire.KindAcked, ev.Payload, plan.Own, nil) == nil {
 					r.m.relayBatches.Inc()
 				}
 			}

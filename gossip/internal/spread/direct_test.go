@@ -1,4 +1,4 @@
-package gossip
+package spread
 
 import (
 	"bytes"
@@ -10,8 +10,6 @@ import (
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fenec/fenec-entry/gossip/internal/wire"
-	"github.com/fenec/fenec-entry/homes"
-	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 func TestDirectDedup(t *testing.T) {
@@ -32,7 +30,7 @@ func TestDirectDedup(t *testing.T) {
 }
 
 func TestDirectSenderCopies(t *testing.T) {
-	m, _ := newMetrics(nil, func() bool { return true })
+	m, _ := newMetrics(nil)
 	codec := wire.NewCodec(keysOf(clusterKey), "lbl")
 	peers := []memberlist.Address{{Addr: "10.0.0.2:7946", Name: "b"}, {Addr: "10.0.0.3:7946", Name: "c"}}
 	sent := map[string]int{}
@@ -76,58 +74,10 @@ func TestDirectSenderCopies(t *testing.T) {
 	}
 }
 
-// TestDirectRefusesStrangers: direct packets sealed with another key, or in clear, reach
-// a keyed entry's port but change nothing; copies of a valid one are applied once.
-func TestDirectRefusesStrangers(t *testing.T) {
-	nodes := startCluster(t, 2)
-	a, b := nodes[0], nodes[1]
-	ver := homes.Version{HLC: uint64(time.Now().UnixMilli()) << 16, Origin: "x"}
-	payload, err := wire.NewEncoder("x", DefaultEventSizeLimit, nil).Encode(nil,
-		[]homes.Home{{Tenant: "evil", Region: "ap", Version: ver}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stranger := wire.NewCodec(keysOf(strangerKey), DefaultLabel)
-	clear := wire.NewCodec(keysOf(nil), DefaultLabel)
-	wrongLabel := wire.NewCodec(keysOf(clusterKey), "another-cluster")
-	to := memberlist.Address{Addr: a.g.Addr(), Name: "a"}
-	write := func(c *wire.Codec, p []byte) {
-		pkt, err := c.Seal(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.g.writeDirect(pkt, to); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(stranger, payload)
-	write(clear, payload)
-	write(wrongLabel, payload)
-	testutil.Eventually(t, 3*time.Second, "a counted 3 invalid direct packets", func() bool {
-		return promtest.ToFloat64(a.g.m.directReceived.WithLabelValues("invalid")) == 3
-	})
-	if _, ok := a.table.Lookup("evil"); ok {
-		t.Fatal("a applied a home from a stranger's direct packet")
-	}
-	// The same payload sealed with the cluster's key is applied, once for its 3 copies.
-	pkt, _ := a.g.codec.Seal(payload)
-	for range 3 {
-		if err := b.g.writeDirect(pkt, to); err != nil {
-			t.Fatal(err)
-		}
-	}
-	testutil.Eventually(t, 3*time.Second, "evil applied at a, copies dropped", func() bool {
-		return a.has("evil", "ap") && promtest.ToFloat64(a.g.m.directReceived.WithLabelValues("duplicate")) == 2
-	})
-	if got := promtest.ToFloat64(a.g.m.directReceived.WithLabelValues("new")); got != 1 {
-		t.Fatalf("a queued %v direct packets, want 1", got)
-	}
-}
-
 // TestDirectWriteFailureCounted pins that a packet the transport refuses is counted as
 // dropped, not as sent.
 func TestDirectWriteFailureCounted(t *testing.T) {
-	m, _ := newMetrics(nil, func() bool { return true })
+	m, _ := newMetrics(nil)
 	peers := []memberlist.Address{{Addr: "10.0.0.2:7946", Name: "b"}, {Addr: "10.0.0.3:7946", Name: "c"}}
 	d := &directSender{codec: wire.NewCodec(keysOf(clusterKey), "lbl"), peers: func() []memberlist.Address { return peers },
 		copies: 1, m: m, write: func(_ []byte, to memberlist.Address) error {
@@ -146,7 +96,7 @@ func TestDirectWriteFailureCounted(t *testing.T) {
 
 // TestDirectCopiesDroppedCounted pins that copies the full copy queue drops are counted.
 func TestDirectCopiesDroppedCounted(t *testing.T) {
-	m, _ := newMetrics(nil, func() bool { return true })
+	m, _ := newMetrics(nil)
 	peers := []memberlist.Address{{Addr: "10.0.0.2:7946", Name: "b"}, {Addr: "10.0.0.3:7946", Name: "c"}}
 	d := &directSender{codec: wire.NewCodec(keysOf(clusterKey), "lbl"), peers: func() []memberlist.Address { return peers },
 		copies: 3, every: time.Second, m: m, write: func([]byte, memberlist.Address) error { return nil }}

@@ -1,4 +1,4 @@
-package gossip
+package spread
 
 import (
 	"testing"
@@ -25,15 +25,11 @@ func newTestPublisher(t *testing.T, mod func(*Config)) *testPublisher {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{NodeName: "a", Insecure: true, Table: table, Regions: testRegions}
+	cfg := testConfig(table)
 	if mod != nil {
 		mod(&cfg)
 	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	cfg = cfg.withDefaults()
-	m, _ := newMetrics(nil, func() bool { return true })
+	m, _ := newMetrics(nil)
 	tp := &testPublisher{}
 	tp.publisher = newPublisher(cfg, func(p []byte) error { tp.sent = append(tp.sent, p); return nil },
 		func() int { return tp.depth }, m, zerolog.Nop())

@@ -1,4 +1,4 @@
-package gossip
+package spread
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ func (w *link) count(name string) int {
 
 func newTestAcked(t *testing.T, timeout time.Duration) (*ackedSender, *link, *metrics) {
 	t.Helper()
-	m, err := newMetrics(nil, func() bool { return true })
+	m, err := newMetrics(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

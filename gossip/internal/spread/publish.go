@@ -1,4 +1,4 @@
-package gossip
+package spread
 
 import (
 	"context"
@@ -94,7 +94,7 @@ func newPublisher(cfg Config, send func([]byte) error, depth func() int, m *metr
 		depth:    depth,
 		m:        m,
 		log:      log,
-		enc:      wire.NewEncoder(cfg.NodeName, cfg.EventSizeLimit, cfg.Clock.Now),
+		enc:      wire.NewEncoder(cfg.NodeName, cfg.EventSizeLimit, cfg.Now),
 		marks:    newFIFO[homes.Mark](maxPendingMarks),
 		homes:    newFIFO[homes.Home](cfg.MaxPending),
 		interval: cfg.FlushInterval,
@@ -240,7 +240,7 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 		p.m.batchBytes.Observe(float64(len(ev.Payload) + len(wire.EventName)))
 		p.m.batchHomes.Observe(float64(ev.Homes))
 	}
-	var plan *relayPlan
+	var plan *Plan
 	if len(direct) > 0 {
 		plan = p.direct.relayPlan()
 	}
@@ -264,18 +264,18 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 // sendShards sends hs, the homes of the batches just sent to this entry's own group, to the
 // relays of the other groups: each shard's homes in batches of their own, to that shard's
 // relays (relay.go).
-func (p *publisher) sendShards(now time.Time, plan *relayPlan, hs []homes.Home) {
-	if cap(p.scratchS) < len(plan.relays) {
-		p.scratchS = make([][]homes.Home, len(plan.relays))
+func (p *publisher) sendShards(now time.Time, plan *Plan, hs []homes.Home) {
+	if cap(p.scratchS) < len(plan.Relays) {
+		p.scratchS = make([][]homes.Home, len(plan.Relays))
 	}
-	parts := p.scratchS[:len(plan.relays)]
+	parts := p.scratchS[:len(plan.Relays)]
 	for _, h := range hs {
-		s := plan.shard(h.Tenant)
+		s := plan.Shard(h.Tenant)
 		parts[s] = append(parts[s], h)
 	}
 	for s, part := range parts {
-		if len(part) > 0 && len(plan.relays[s]) > 0 { // no relays: one group, its own sends did it
-			p.sendShard(now, part, plan.relays[s])
+		if len(part) > 0 && len(plan.Relays[s]) > 0 { // no relays: one group, its own sends did it
+			p.sendShard(now, part, plan.Relays[s])
 		}
 		clear(part)
 		parts[s] = part[:0] // every shard emptied, sent or not: the next flush starts afresh
@@ -323,7 +323,7 @@ type directSender struct {
 	budget *tokenBucket // bytes to each member; nil: no bound (tests)
 	// plan, if set, says where a batch goes when relays are on (relay.go); nil from it: to
 	// every peer. With relays on, batches go through acks (acked.go), not copies.
-	plan func() *relayPlan
+	plan func() *Plan
 	acks *ackedSender
 	self string
 	// backlog: homes wait for the budget; their first copies come before the extra copies
@@ -377,7 +377,7 @@ func (b *tokenBucket) affordable(now time.Time, size int) int {
 const maxDirectQueue = 1024
 
 // relayPlan is where batches go now: nil while relays are off.
-func (d *directSender) relayPlan() *relayPlan {
+func (d *directSender) relayPlan() *Plan {
 	if d.plan == nil || d.acks == nil {
 		return nil
 	}
@@ -386,14 +386,14 @@ func (d *directSender) relayPlan() *relayPlan {
 
 // send seals payload and sends its first copy to every member now; with relays on (plan), once
 // to its own group, acked (the relays get the batch's homes by shard: publisher.sendShards).
-func (d *directSender) send(now time.Time, payload []byte, plan *relayPlan) error {
+func (d *directSender) send(now time.Time, payload []byte, plan *Plan) error {
 	if d.budget != nil {
 		// Each member gets one packet of the batch either way. Checked before the batch was
 		// made (affordable, with a packet's largest size), so it is there; spent whatever.
 		d.budget.spend(now, len(payload)+wire.Overhead)
 	}
 	if plan != nil {
-		return d.acks.send(now, wire.KindAcked, payload, plan.own, nil)
+		return d.acks.send(now, wire.KindAcked, payload, plan.Own, nil)
 	}
 	return d.sendTo(now, wire.KindSealed, payload, d.peers())
 }
@@ -406,7 +406,7 @@ func (d *directSender) fallback(payload []byte, missing []memberlist.Address) {
 		return
 	}
 	for _, r := range missing {
-		if err := d.acks.send(time.Now(), wire.KindAcked, payload, plan.rest(r.Name, d.self), nil); err == nil {
+		if err := d.acks.send(time.Now(), wire.KindAcked, payload, plan.Rest(r.Name, d.self), nil); err == nil {
 			d.m.relayFallbacks.Inc()
 		}
 	}

@@ -1,12 +1,13 @@
-package gossip
+package spread
 
 import (
 	"context"
 	"sync"
 	"time"
 
-	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/hashicorp/memberlist"
+
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 )
 
 // Acked sends, for relays (relay.go). Blind copies cost every receiver DirectCopies times

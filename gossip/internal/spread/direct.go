@@ -1,12 +1,7 @@
-package gossip
+package spread
 
 import (
-	"fmt"
 	"hash/maphash"
-	"log"
-	"net"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -24,32 +19,6 @@ import (
 // N x 12 event sends per event cluster-wide, and a home arrives after one network hop, not
 // log(N) gossip rounds. Marks and clears, rare and urgent, stay on serf user events, whose
 // epidemic reaches members the origin does not know yet.
-
-// newNetTransport makes the UDP/TCP transport memberlist would make for mc (which it
-// does only when Config.Transport is nil), so that the mux.Transport can sit on it. Port 0
-// picks a free port and writes it into mc, as memberlist does.
-func newNetTransport(mc *memberlist.Config, logOut *log.Logger) (*memberlist.NetTransport, error) {
-	nc := &memberlist.NetTransportConfig{BindAddrs: []string{mc.BindAddr}, BindPort: mc.BindPort, Logger: logOut}
-	tries := 1
-	if mc.BindPort == 0 {
-		tries = 10 // the port is picked for TCP, then bound for UDP too: racy
-	}
-	var err error
-	for range tries {
-		var nt *memberlist.NetTransport
-		if nt, err = memberlist.NewNetTransport(nc); err == nil {
-			if mc.BindPort == 0 {
-				mc.BindPort = nt.GetAutoBindPort()
-				mc.AdvertisePort = mc.BindPort
-			}
-			return nt, nil
-		}
-		if !strings.Contains(err.Error(), "address already in use") {
-			break
-		}
-	}
-	return nil, fmt.Errorf("gossip: listen on %s: %w", net.JoinHostPort(mc.BindAddr, strconv.Itoa(mc.BindPort)), err)
-}
 
 // directDedup remembers the last directDedupSize payloads applied, so that the copies of a
 // packet are decoded and applied once. Not safe for concurrent use.
