@@ -12,12 +12,12 @@ import (
 // ready when it returns.
 //
 // Until it returns, this entry starts no repair round, and if its table was empty it refuses
-// peers' digests and pulls (Sync.beginBootstrap): a joiner's table is part of a peer's, and
+// peers' digests and pulls (Sync.BeginBootstrap): a joiner's table is part of a peer's, and
 // repairs beside the fetch cost the peer that serves it its CPU for nothing. It marks the
 // fetch before it waits for a first peer, so that RunRepair, started beside it, never sees a
 // peer come alive before the mark.
 func (g *Gossip) Bootstrap(ctx context.Context, joinWait time.Duration) error {
-	defer g.sync.beginBootstrap()()
+	defer g.sync.BeginBootstrap()()
 	t := time.NewTicker(25 * time.Millisecond)
 	defer t.Stop()
 	deadline := time.NewTimer(joinWait)
@@ -59,13 +59,12 @@ func (g *Gossip) RunRepair(ctx context.Context) {
 	for {
 		peers := g.syncPeers()
 		var back []Peer
-		alive, back = rejoined(alive, peers, g.sync.repairPaused())
+		alive, back = rejoined(alive, peers, g.sync.RepairPaused())
 		for _, p := range back {
-			rctx, cancel := context.WithTimeout(ctx, g.sync.cfg.Timeout)
-			if _, err := g.sync.Repair(rctx, p); err != nil {
+			// Repair is bounded by the sync timeout.
+			if _, err := g.sync.Repair(ctx, p); err != nil {
 				g.log.Debug().Err(err).Str("peer", p.Name).Msg("repair with a rejoined peer")
 			}
-			cancel()
 		}
 		select {
 		case <-ctx.Done():

@@ -13,11 +13,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/serf"
-	"github.com/prometheus/client_golang/prometheus"
-	promtest "github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/gossip/internal/mux"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
@@ -43,7 +41,7 @@ func TestTableTravelsOnTheGossipPort(t *testing.T) {
 	if n := c.table.Len(); n != 50 || !c.table.Marked(1, homes.Strict) {
 		t.Fatalf("after Bootstrap c holds %d homes, us failing %v; want 50 and true", n, c.table.Marked(1, homes.Strict))
 	}
-	if got := promtest.ToFloat64(c.g.sync.m.fetches.WithLabelValues("ok")); got != 1 {
+	if got := c.metric(t, "fenec_entry_snapshot_fetches_total", "result", "ok"); got != 1 {
 		t.Errorf("c fetched %v tables, want 1", got)
 	}
 	// And repair, over the same port.
@@ -53,7 +51,7 @@ func TestTableTravelsOnTheGossipPort(t *testing.T) {
 	}
 }
 
-// TestGossipPortSortsStreams pins the sorter (streams.go): a stream that opens with syncMagic
+// TestGossipPortSortsStreams pins the sorter (package mux): a stream that opens with SyncMagic
 // reaches the table's HTTP server, whose refusal a stranger gets; memberlist's own streams
 // (joins and push/pull, which formed the cluster above) still reach memberlist.
 func TestGossipPortSortsStreams(t *testing.T) {
@@ -64,7 +62,7 @@ func TestGossipPortSortsStreams(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(c, string([]byte{syncMagic})+"GET "+pathChallenge+"?node=mallory HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, string([]byte{mux.SyncMagic})+"GET /_gossip/challenge?node=mallory HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
@@ -172,7 +170,7 @@ func TestNameConflictSaysGossipDown(t *testing.T) {
 			// place between two reads: what is read counts only if the entry still holds the
 			// same serf after (checking Up and then Members could see the old and the new).
 			if s := n.g.serfOrNil(); s != nil && s.State() == serf.SerfShutdown {
-				up, members, gauge := n.g.Up(), n.g.Members(), promtest.ToFloat64(n.g.m.up)
+				up, members, gauge := n.g.Up(), n.g.Members(), n.metric(t, "fenec_entry_gossip_up")
 				if n.g.serfOrNil() == s {
 					if up || members != nil || gauge != 0 {
 						t.Fatalf("%s: serf is down, yet Up says %v, it lists %d members, the gauge says %v",
@@ -181,7 +179,7 @@ func TestNameConflictSaysGossipDown(t *testing.T) {
 					sawDown = true
 				}
 			}
-			restarted = restarted || promtest.ToFloat64(n.g.m.restarts) >= 1
+			restarted = restarted || n.metric(t, "fenec_entry_gossip_restarts_total") >= 1
 		}
 		return sawDown && restarted
 	})
@@ -207,7 +205,7 @@ func TestNameConflictSaysGossipDown(t *testing.T) {
 func TestUpFollowsLeave(t *testing.T) {
 	nodes := startCluster(t, 2)
 	a := nodes[0]
-	if !a.g.Up() || promtest.ToFloat64(a.g.m.up) != 1 {
+	if !a.g.Up() || a.metric(t, "fenec_entry_gossip_up") != 1 {
 		t.Fatal("a running member does not report gossip up")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -215,11 +213,11 @@ func TestUpFollowsLeave(t *testing.T) {
 	if err := a.g.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if a.g.Up() || promtest.ToFloat64(a.g.m.up) != 0 || a.g.State() != "left" {
+	if a.g.Up() || a.metric(t, "fenec_entry_gossip_up") != 0 || a.g.State() != "left" {
 		t.Errorf("after Leave: up %v, state %q; want down, left", a.g.Up(), a.g.State())
 	}
 	time.Sleep(restartMin + 200*time.Millisecond) // a bounded wait for what must not happen
-	if promtest.ToFloat64(a.g.m.restarts) != 0 {
+	if a.metric(t, "fenec_entry_gossip_restarts_total") != 0 {
 		t.Error("serf was started again after Leave")
 	}
 }
@@ -249,11 +247,8 @@ func TestPropagationByTwoClocks(t *testing.T) {
 	a.table.LearnName("acme", "eu")
 	testutil.Eventually(t, 3*time.Second, "acme at b", func() bool { return b.has("acme", "eu") })
 	hist := func(clock string) (count uint64, sum float64) {
-		m := &dto.Metric{}
-		if err := b.g.m.propagation.WithLabelValues(clock).(prometheus.Histogram).Write(m); err != nil {
-			t.Fatal(err)
-		}
-		return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+		h := b.series(t, "fenec_entry_gossip_propagation_seconds", "clock", clock).GetHistogram()
+		return h.GetSampleCount(), h.GetSampleSum()
 	}
 	if n, sum := hist("origin"); n != 1 || sum < 4.5 {
 		t.Errorf("origin clock: %d samples, %.3f s; want 1 off by the 5 s skew", n, sum)

@@ -12,6 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/gossip/internal/spread"
+	"github.com/fenec/fenec-entry/gossip/internal/validate"
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -22,50 +25,31 @@ const (
 	DefaultBindAddr = ":7946"       // --gossip-bind: every interface, DefaultBindPort
 	DefaultLabel    = "fenec-entry" // memberlist cluster label
 
-	// DefaultFlushInterval is how long a learned home waits to be batched with others. 75 ms
-	// keeps the ~1-3 s end-to-end budget (CONTRACT.md 6) while turning a burst of learnings
-	// into one event instead of dozens: serf's capacity is a few events per second cluster-wide
-	// (GOSSIP-NOTES.md), not homes per second.
-	DefaultFlushInterval = 75 * time.Millisecond
+	// DefaultEventSizeLimit is serf's UserEventSizeLimit: what an event's name and payload
+	// may take, encoded (package wire gives its reason).
+	DefaultEventSizeLimit = wire.DefaultEventSizeLimit
 
-	// DefaultMaxFlushInterval bounds how far backpressure widens the flush interval: under
-	// overload an event then carries up to 2 s of learnings, and a home still reaches every
-	// entry within a few seconds, or repair carries it.
-	DefaultMaxFlushInterval = 2 * time.Second
-
-	// DefaultEventSizeLimit is serf's UserEventSizeLimit (name + payload, encoded). serf's own
-	// default is 512 B; an event larger than a gossip packet's free space is silently never
-	// gossiped. A packet carries DefaultUDPBufferSize - 44 B (compound header 2, label 13,
-	// AES-GCM 29) and an event costs 3 B more inside it, so up to ~1,325 B would fit; 1,024 B
-	// leaves ~300 B for the membership messages (alive, suspect, acks) and the small events
-	// (marks, clears, one or two homes) that share the packet.
-	DefaultEventSizeLimit = 1024
-
-	// DefaultMaxPending bounds the homes waiting to be published (~100 B each with their
-	// names). When it is full the oldest is dropped and counted: anti-entropy repair carries
-	// it. Marks have their own small bound, maxPendingMarks.
-	DefaultMaxPending = 4096
-
-	// DefaultMaxEventsPerFlush bounds the events one flush hands serf, so that a backlog does
-	// not land in serf's queue at once (serf sends the newest first and older ones starve).
-	DefaultMaxEventsPerFlush = 4
-
-	// DefaultQueueHigh and DefaultQueueLow are the depths of serf's event queue (events still
-	// being retransmitted, this entry's and relayed ones) above which the flush interval
-	// doubles and below which it halves back. Healthy, the queue holds about rate x 0.2 s
-	// (retransmits / packets per second): a handful of events. Tens mean overload.
-	DefaultQueueHigh = 32
-	DefaultQueueLow  = 8
+	// The batching and spreading of homes and marks: package spread, which uses them, gives
+	// each value's reason and its cost.
+	DefaultFlushInterval      = spread.DefaultFlushInterval
+	DefaultMaxFlushInterval   = spread.DefaultMaxFlushInterval
+	DefaultMaxPending         = spread.DefaultMaxPending
+	DefaultMaxEventsPerFlush  = spread.DefaultMaxEventsPerFlush
+	DefaultQueueHigh          = spread.DefaultQueueHigh
+	DefaultQueueLow           = spread.DefaultQueueLow
+	DefaultRecvQueue          = spread.DefaultRecvQueue
+	DefaultDirectCopies       = spread.DefaultDirectCopies
+	DefaultDirectCopyInterval = spread.DefaultDirectCopyInterval
+	DefaultDirectBudget       = spread.DefaultDirectBudget
+	DefaultRelayAbove         = spread.DefaultRelayAbove
+	DefaultRelayFlush         = spread.DefaultRelayFlush
+	DefaultRelayShards        = spread.DefaultRelayShards
+	DefaultRelayAckTimeout    = spread.DefaultRelayAckTimeout
 
 	// DefaultMaxQueueDepth is serf's MaxQueueDepth: beyond it serf drops queued events
 	// without telling anyone (checked every 30 s). Events are at most DefaultEventSizeLimit,
 	// so the queue holds at most ~4 MB.
 	DefaultMaxQueueDepth = 4096
-
-	// DefaultRecvQueue bounds the events received and not yet applied. serf hands events
-	// over while holding its event lock on memberlist's packet goroutine, so the handler only
-	// enqueues; when the worker falls this far behind, events are dropped and counted.
-	DefaultRecvQueue = 1024
 
 	// DefaultJoinInterval is how often the joiner resolves Join and JoinDNS and joins the
 	// addresses that are not alive members (first join, restarts, healed partitions).
@@ -89,39 +73,6 @@ const (
 	// times. serf's queues and memberlist's copy this one value: it cannot differ between
 	// membership and events.
 	DefaultRetransmitMult = 4
-
-	// DefaultDirectCopies and DefaultDirectCopyInterval: homes go straight to every member
-	// (direct.go), each packet DirectCopies times, DirectCopyInterval apart. With 1 % loss a
-	// (home, entry) pair misses all 3 copies with probability 1e-6, so even at 100 entries a
-	// home almost never waits for repair; spacing the copies lets a short loss burst pass.
-	// A lost first copy costs that pair one interval.
-	DefaultDirectCopies       = 3
-	DefaultDirectCopyInterval = 50 * time.Millisecond
-
-	// DefaultDirectBudget is what one entry's direct batches may send to each member, in
-	// bytes a second (a burst of one second's worth above it), two thirds of the 30 KB/s an
-	// entry's gossip may cost (issue 12), the rest left to serf and repair. First copies come
-	// before the extra copies; what the budget cannot send waits in MaxPending (the oldest
-	// dropped past it, counted) and repair carries it. At about 11.5 bytes a home in full
-	// batches: some 1,700 homes a second from one entry with one copy, about 580 with three.
-	DefaultDirectBudget = 20_000
-
-	// DefaultRelayAbove and DefaultRelayFlush: with more alive members than RelayAbove (in a
-	// keyed cluster, every member able to), homes go through relays in groups of about
-	// sqrt(N) members (relay.go), which pack the homes they pass on every RelayFlush.
-	// Below, direct: one hop, and no test or fleet of a few dozen changes.
-	DefaultRelayAbove = 64
-	DefaultRelayFlush = 500 * time.Millisecond
-	// DefaultRelayShards is how many relays each group has, each for a share of the tenants.
-	// A relay sends its group its shard of every home: about rate x sqrt(N) x 15 B / shards a
-	// second. bench/msgsim, 500 homes a second: with 16 shards and a 500 ms flush the most any
-	// entry sends is 26 KB/s at 100 entries, 35 at 1,000 and 67 at 5,000 (with 4 shards and
-	// 200 ms, 40, 95 and 202), every entry's mean 18-22 KB/s, p99 to every entry 1.15-1.5 s.
-	DefaultRelayShards = 16
-	// DefaultRelayAckTimeout is how long an acked packet waits for its acks before it is sent
-	// again (acked.go): above the longest round trip between two PoPs (about 300 ms), so a
-	// resend is for a lost packet, not a slow one.
-	DefaultRelayAckTimeout = 400 * time.Millisecond
 
 	// DefaultProbeInterval (WAN default 5 s), DefaultProbeTimeout (WAN 3 s) and
 	// DefaultSuspicionMult (WAN 6) are memberlist's failure detector, chosen so that a killed
@@ -176,10 +127,6 @@ const (
 	// conflict.
 	DefaultDeadNodeReclaimTime = 30 * time.Second
 )
-
-// maxPendingMarks bounds the marks and clears waiting to be published. A region makes at most
-// one read mark a second (homes.markResend), so a handful per region is plenty.
-const maxPendingMarks = 256
 
 // Config configures a Gossip. Zero-valued optional fields take the defaults above.
 type Config struct {
@@ -278,8 +225,8 @@ type Config struct {
 	MaxEventsPerFlush int
 
 	// SerfHomes sends homes as serf user events, as marks are, instead of straight to every
-	// member (direct.go). It costs a dozen event sends per home at every entry; kept to
-	// compare in benchmarks.
+	// member (package spread's direct.go). It costs a dozen event sends per home at every
+	// entry; kept to compare in benchmarks.
 	SerfHomes bool
 
 	// DirectCopies is how many times a direct batch is sent to each member
@@ -292,11 +239,11 @@ type Config struct {
 	DirectBudget int
 
 	// RelayAbove (DefaultRelayAbove; negative: never) and RelayFlush (DefaultRelayFlush): see
-	// relay.go.
+	// package spread's relay.go.
 	RelayAbove int
 	RelayFlush time.Duration
-	// RelayShards (DefaultRelayShards, at most maxRelayShards) and RelayAckTimeout
-	// (DefaultRelayAckTimeout): see relay.go and acked.go.
+	// RelayShards (DefaultRelayShards, at most 64) and RelayAckTimeout
+	// (DefaultRelayAckTimeout): see package spread's relay.go and acked.go.
 	RelayShards     int
 	RelayAckTimeout time.Duration
 
@@ -339,7 +286,7 @@ type Config struct {
 	// RepairInterval is the mean time between anti-entropy rounds with a random peer
 	// (DefaultRepairInterval); SyncTimeout bounds one table, digest or pull exchange
 	// (DefaultSyncTimeout); MaxStreams bounds the table and pull streams served at once
-	// (DefaultMaxStreams). See SyncConfig.
+	// (DefaultMaxStreams). See package tablesync's SyncConfig.
 	RepairInterval, SyncTimeout time.Duration
 	MaxStreams                  int
 
@@ -353,7 +300,8 @@ type Config struct {
 }
 
 // DefaultConfig returns a Config with every tunable field at its default: the Default*
-// constants above, each beside its reason and its cost, as memberlist's DefaultLANConfig
+// constants above, each beside its reason and its cost (the spreading ones where package
+// spread defines them, the event size in package wire), as memberlist's DefaultLANConfig
 // documents its own. The fields that have no default (NodeName, Table, Regions, Key or
 // Insecure, Join, Tags, RPCAddr, Logger, Registerer, Transport) are left for the caller. New
 // fills the zero fields of any Config the same way.
@@ -368,8 +316,8 @@ func (c Config) Validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)
 	}
-	if c.NodeName == "" || len(c.NodeName) > maxNodeName {
-		return bad("--node: need a node name of 1 to %d bytes", maxNodeName)
+	if c.NodeName == "" || len(c.NodeName) > validate.MaxNodeName {
+		return bad("--node: need a node name of 1 to %d bytes", validate.MaxNodeName)
 	}
 	if c.BindAddr != "" {
 		if _, _, err := splitHostPort(c.BindAddr); err != nil {
@@ -452,21 +400,18 @@ func (c Config) Validate() error {
 	if d.MaxFlushInterval < d.FlushInterval {
 		return bad("MaxFlushInterval %v is below FlushInterval %v", d.MaxFlushInterval, d.FlushInterval)
 	}
-	if d.EventSizeLimit < minEventSizeLimit || d.EventSizeLimit > d.UDPBufferSize-100 {
+	if d.EventSizeLimit < wire.MinEventSizeLimit || d.EventSizeLimit > d.UDPBufferSize-100 {
 		return bad("EventSizeLimit: %d; need %d to UDPBufferSize-100 (%d)",
-			d.EventSizeLimit, minEventSizeLimit, d.UDPBufferSize-100)
+			d.EventSizeLimit, wire.MinEventSizeLimit, d.UDPBufferSize-100)
 	}
-	if d.RelayShards > maxRelayShards {
-		return bad("RelayShards: %d; at most %d", d.RelayShards, maxRelayShards)
+	if d.RelayShards > spread.MaxRelayShards {
+		return bad("RelayShards: %d; at most %d", d.RelayShards, spread.MaxRelayShards)
 	}
 	if d.QueueLow >= d.QueueHigh {
 		return bad("QueueLow %d must be below QueueHigh %d", d.QueueLow, d.QueueHigh)
 	}
 	return nil
 }
-
-// minEventSizeLimit fits one home with the longest tenant name and its envelope.
-const minEventSizeLimit = 512
 
 func (c Config) withDefaults() Config {
 	def := func(p *time.Duration, v time.Duration) {

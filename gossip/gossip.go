@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,13 @@ import (
 	"github.com/hashicorp/serf/cmd/serf/command/agent"
 	"github.com/hashicorp/serf/serf"
 	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/gossip/internal/keyring"
+	"github.com/fenec/fenec-entry/gossip/internal/mux"
+	"github.com/fenec/fenec-entry/gossip/internal/spread"
+	"github.com/fenec/fenec-entry/gossip/internal/tablesync"
+	"github.com/fenec/fenec-entry/gossip/internal/validate"
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 )
 
 // Member is a cluster member as serf sees it.
@@ -50,25 +58,19 @@ type Gossip struct {
 	cfg  Config
 	log  zerolog.Logger
 	m    *metrics
-	v    *Validator
-	keys Keys // the keyring of every incarnation
+	keys keyring.Keys // the keyring of every incarnation
 
-	recvq          chan inbound
-	codec          *directCodec
-	dedup          *directDedup // owned by the directTransport's goroutine
+	spread         *spread.Spread // homes, marks and clears, to every member and from them
 	membersChanged chan struct{}
 	peers          atomic.Pointer[peerList]  // directPeers' list
 	peersDirty     atomic.Bool               // a member event since the list was made
 	plan           atomic.Pointer[planEntry] // relayPlan's
 	planDirty      atomic.Bool
-	relay          *relayer     // nil with SerfHomes
-	acks           *ackedSender // relay mode's sends (acked.go); nil with SerfHomes
-	acker          *acker       // relay mode's acks of what this entry takes; nil with SerfHomes
 	joined         atomic.Bool
 	selfAddr       atomic.Pointer[string] // Addr, readable without mu (the conflict log line)
 
-	sync       *Sync
-	syncLn     *connListener // the sync streams every incarnation's transport sorts out
+	sync       *tablesync.Sync
+	syncLn     *mux.Listener // the sync streams every incarnation's transport sorts out
 	syncSrv    *http.Server
 	syncClient *http.Client
 
@@ -89,7 +91,6 @@ type Gossip struct {
 	leaveDone chan struct{}      // closed when the leave ended; nil before Leave
 	joining   chan struct{}      // closed when the joiner's join in flight returns; nil: none
 	leaveErr  error
-	pub       *publisher
 	known     []string // members the snapshot listed at Start, for the joiner; read-only after
 
 	wg sync.WaitGroup
@@ -99,8 +100,8 @@ type Gossip struct {
 type incarnation struct {
 	agent *agent.Agent
 	ipc   *agent.AgentIPC // nil without RPCAddr
-	ipcLn *connListener
-	tr    *directTransport
+	ipcLn *mux.Listener
+	tr    *mux.Transport
 }
 
 // Restart backoff after serf shut itself down.
@@ -120,31 +121,57 @@ func New(cfg Config) (*Gossip, error) {
 		cfg.Tags = make(map[string]string)
 	}
 	cfg.Tags["role"] = "entry"
-	cfg.Tags[relayTag] = relayVersion // this build relays, acked (relay.go)
-	keys, err := NewKeys(cfg.Key)
+	cfg.Tags[spread.RelayTag] = spread.RelayVersion // this build relays, acked
+	keys, err := keyring.New(cfg.Key)
 	if err != nil {
 		return nil, err
 	}
+	v := validate.NewTable(cfg.Table, cfg.Clock.Now)
 	g := &Gossip{
-		codec:          newDirectCodec(keys, cfg.Label),
 		keys:           keys,
-		dedup:          newDirectDedup(),
 		cfg:            cfg,
 		log:            cfg.Logger.With().Str("component", "gossip").Logger(),
-		v:              NewTableValidator(cfg.Table, cfg.Clock.Now),
-		recvq:          make(chan inbound, cfg.RecvQueue),
 		membersChanged: make(chan struct{}, 1),
-		syncLn:         newConnListener(pipeAddr("gossip sync streams"), syncBacklog),
+		syncLn:         mux.NewListener(mux.PipeAddr("gossip sync streams"), mux.SyncBacklog),
 		setAgentTags:   agentSetTags,
 	}
 	if g.m, err = newMetrics(cfg.Registerer, g.Up); err != nil {
 		return nil, err
 	}
-	if !cfg.SerfHomes {
-		// Before Start: the transport's goroutine reads them from the first packet on.
-		g.acks = newAckedSender(g.codec, g.writeDirect, g.m, cfg.RelayAckTimeout)
-		g.acker = &acker{self: cfg.NodeName, in: make(chan ackReq, ackQueue), codec: g.codec,
-			addr: g.peerAddr, write: g.writeDirect, m: g.m}
+	// Before Start: the transport's goroutine hands it packets from the first one on.
+	g.spread, err = spread.New(spread.Config{
+		NodeName:           cfg.NodeName,
+		Keys:               keys,
+		Label:              cfg.Label,
+		Table:              cfg.Table,
+		Validator:          v,
+		Now:                cfg.Clock.Now,
+		Logger:             g.log,
+		Registerer:         cfg.Registerer,
+		SerfHomes:          cfg.SerfHomes,
+		FlushInterval:      cfg.FlushInterval,
+		MaxFlushInterval:   cfg.MaxFlushInterval,
+		EventSizeLimit:     cfg.EventSizeLimit,
+		MaxPending:         cfg.MaxPending,
+		MaxEventsPerFlush:  cfg.MaxEventsPerFlush,
+		QueueHigh:          cfg.QueueHigh,
+		QueueLow:           cfg.QueueLow,
+		RecvQueue:          cfg.RecvQueue,
+		DirectCopies:       cfg.DirectCopies,
+		DirectCopyInterval: cfg.DirectCopyInterval,
+		DirectBudget:       cfg.DirectBudget,
+		RelayFlush:         cfg.RelayFlush,
+		RelayAckTimeout:    cfg.RelayAckTimeout,
+		Peers:              g.directPeers,
+		PeerAddr:           g.peerAddr,
+		Plan:               g.relayPlan,
+		RTT:                g.rtt,
+		Send:               g.sendEvent,
+		Depth:              g.queueDepth,
+		Write:              g.writeDirect,
+	})
+	if err != nil {
+		return nil, err
 	}
 	g.syncClient = &http.Client{Transport: &http.Transport{
 		Proxy:                 nil,
@@ -154,11 +181,11 @@ func New(cfg Config) (*Gossip, error) {
 		MaxIdleConnsPerHost:   2,
 		DisableCompression:    true, // a snapshot is a few MB on a private network
 	}}
-	g.sync, err = NewSync(SyncConfig{
+	g.sync, err = tablesync.NewSync(tablesync.SyncConfig{
 		Node:       cfg.NodeName,
 		Keys:       keys,
 		Table:      cfg.Table,
-		Validator:  g.v,
+		Validator:  v,
 		MemberAddr: g.MemberAddr,
 		Peers:      g.syncPeers,
 		Interval:   cfg.RepairInterval,
@@ -195,46 +222,6 @@ func resolveOne(host string) (string, error) {
 		return "", fmt.Errorf("%q has no address", host)
 	}
 	return ips[0].String(), nil
-}
-
-// Sync is the joiner's table and repair over this Gossip's address.
-func (g *Gossip) Sync() *Sync { return g.sync }
-
-// syncPeers are the alive members to fetch a table from or repair with, at their gossip
-// address.
-func (g *Gossip) syncPeers() []Peer {
-	ps := g.Peers()
-	out := make([]Peer, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, Peer{Name: p.Name, Addr: p.Addr})
-	}
-	return out
-}
-
-// dialSync opens a sync stream to a member's gossip address through the current transport:
-// its first byte tells the peer's transport it is not memberlist's.
-func (g *Gossip) dialSync(ctx context.Context, _, addr string) (net.Conn, error) {
-	g.mu.Lock()
-	inc := g.inc
-	g.mu.Unlock()
-	if inc == nil {
-		return nil, errNoTransport
-	}
-	timeout := 2 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(dl))
-	}
-	c, err := inc.tr.NodeAwareTransport.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
-	if err != nil {
-		return nil, err
-	}
-	c.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err := c.Write([]byte{syncMagic}); err != nil {
-		c.Close()
-		return nil, err
-	}
-	c.SetWriteDeadline(time.Time{})
-	return c, nil
 }
 
 // memberlistConfig starts from memberlist's WAN profile (entries are on several continents)
@@ -285,7 +272,7 @@ func (g *Gossip) memberlistConfigLocked() (*memberlist.Config, error) {
 	if g.keys.Secure() {
 		// The keyring, not SecretKey: memberlist would make SecretKey the primary key again,
 		// and a restarted serf must keep what a rotation installed.
-		mc.Keyring = g.keys.ring
+		mc.Keyring = g.keys.Ring()
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
 	mc.Label = c.Label
@@ -293,9 +280,9 @@ func (g *Gossip) memberlistConfigLocked() (*memberlist.Config, error) {
 }
 
 // transport is memberlist's transport for mc: Config.Transport (first incarnation only) or a
-// UDP/TCP one on BindAddr, under a directTransport that takes out the direct packets and the
-// sync streams (direct.go, streams.go).
-func (g *Gossip) transportLocked(mc *memberlist.Config) (*directTransport, error) {
+// UDP/TCP one on BindAddr, under a mux.Transport that takes out the direct packets and the
+// sync streams (package mux).
+func (g *Gossip) transportLocked(mc *memberlist.Config) (*mux.Transport, error) {
 	inner := g.cfg.Transport
 	if inner == nil {
 		nt, err := newNetTransport(mc, log.New(logWriter{log: g.log}, "", log.LstdFlags))
@@ -306,79 +293,34 @@ func (g *Gossip) transportLocked(mc *memberlist.Config) (*directTransport, error
 	} else if g.inc != nil {
 		return nil, errors.New("gossip: an injected transport is not restarted")
 	}
-	return newDirectTransport(inner, g.handleDirect, g.syncLn,
+	return mux.NewTransport(inner, wire.Magic, g.spread.HandlePacket, g.syncLn,
 		func(reason string) { g.m.streamsRefused.WithLabelValues(reason).Inc() }), nil
 }
 
-// handleDirect takes a direct packet from the transport's goroutine: it opens it and
-// queues its payload for the receiver, once per payload (its copies are counted and
-// dropped). It never blocks.
-func (g *Gossip) handleDirect(pkt []byte) {
-	payload, kind, err := g.codec.openKind(pkt)
-	if err != nil {
-		g.m.directReceived.WithLabelValues("invalid").Inc()
-		g.log.Debug().Err(err).Int("bytes", len(pkt)).Msg("gossip: invalid direct packet dropped")
-		return
+// newNetTransport makes the UDP/TCP transport memberlist would make for mc (which it
+// does only when Config.Transport is nil), so that the mux.Transport can sit on it. Port 0
+// picks a free port and writes it into mc, as memberlist does.
+func newNetTransport(mc *memberlist.Config, logOut *log.Logger) (*memberlist.NetTransport, error) {
+	nc := &memberlist.NetTransportConfig{BindAddrs: []string{mc.BindAddr}, BindPort: mc.BindPort, Logger: logOut}
+	tries := 1
+	if mc.BindPort == 0 {
+		tries = 10 // the port is picked for TCP, then bound for UDP too: racy
 	}
-	switch kind {
-	case directAck:
-		from, ns, ok := decodeAck(payload)
-		if !ok || g.acks == nil {
-			g.m.directReceived.WithLabelValues("invalid").Inc()
-			return
-		}
-		for _, n := range ns {
-			g.acks.ack(from, n)
-		}
-	case directRelay, directAcked:
-		// Acked (acked.go): a copy already taken is acked again (its first ack may have been
-		// lost); one this entry could not queue is not, so that it comes again.
-		res := g.acceptDirect(payload)
-		if res == accepted || res == duplicate {
-			var n nonce
-			copy(n[:], pkt[2:2+directNonce])
-			if s, _ := payloadSender(payload); g.acker != nil {
-				g.acker.queue(s, n)
+	var err error
+	for range tries {
+		var nt *memberlist.NetTransport
+		if nt, err = memberlist.NewNetTransport(nc); err == nil {
+			if mc.BindPort == 0 {
+				mc.BindPort = nt.GetAutoBindPort()
+				mc.AdvertisePort = mc.BindPort
 			}
+			return nt, nil
 		}
-		if res == accepted && kind == directRelay && g.relay != nil {
-			// This entry is a relay for the batch's shard: pass it on to its group.
-			g.relay.forward(payload)
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
 		}
-	default:
-		g.acceptDirect(payload)
 	}
-}
-
-// acceptance is what acceptDirect did with a payload.
-type acceptance int
-
-const (
-	accepted  acceptance = iota // queued for the receiver
-	duplicate                   // queued before
-	refused                     // invalid, or the receiver's queue was full
-)
-
-// acceptDirect queues a direct payload for the receiver, once (its copies and second paths
-// are counted and dropped), and says what it did. It never blocks.
-func (g *Gossip) acceptDirect(payload []byte) acceptance {
-	if s, ok := payloadSender(payload); !ok || s == g.cfg.NodeName {
-		g.m.directReceived.WithLabelValues("invalid").Inc()
-		return refused
-	}
-	if g.dedup.has(payload) {
-		g.m.directReceived.WithLabelValues("duplicate").Inc()
-		return duplicate
-	}
-	select {
-	case g.recvq <- inbound{payload: payload, at: g.cfg.Clock.Now()}:
-		g.dedup.add(payload)
-		g.m.directReceived.WithLabelValues("new").Inc()
-		return accepted
-	default:
-		g.m.eventsDropped.WithLabelValues("recv_queue_full").Inc()
-		return refused
-	}
+	return nil, fmt.Errorf("gossip: listen on %s: %w", net.JoinHostPort(mc.BindAddr, strconv.Itoa(mc.BindPort)), err)
 }
 
 // writeDirect sends a direct packet to one member through the current transport, under
@@ -392,87 +334,6 @@ func (g *Gossip) writeDirect(pkt []byte, to memberlist.Address) error {
 	}
 	_, err := inc.tr.NodeAwareTransport.WriteToAddress(pkt, to)
 	return err
-}
-
-// peerList is directPeers' cache: the list, shared and never changed once made (queued
-// copies hold it), by name too, for the serf it was read from, and when.
-type peerList struct {
-	list   []memberlist.Address
-	byName map[string]memberlist.Address
-	serf   *serf.Serf
-	at     time.Time
-}
-
-// peersMaxAge bounds how long directPeers' list is used without a member event.
-const peersMaxAge = time.Second
-
-// directPeers are the members a direct batch goes to: every one memberlist considers
-// alive or suspect, but this entry. None while serf is down. The list is made again after a
-// member event or a second, not for every batch: at 5,000 members a fresh list a batch (and
-// one held by each queued copy) was megabytes a second of garbage.
-func (g *Gossip) directPeers() []memberlist.Address {
-	s := g.serfOrNil()
-	if s == nil || s.State() != serf.SerfAlive {
-		return nil
-	}
-	if c := g.peers.Load(); c != nil && c.serf == s && !g.peersDirty.Load() && time.Since(c.at) < peersMaxAge {
-		return c.list
-	}
-	g.peersDirty.Store(false) // before reading: an event meanwhile makes the next call read again
-	ms := s.Memberlist().Members()
-	out := make([]memberlist.Address, 0, len(ms))
-	by := make(map[string]memberlist.Address, len(ms))
-	for _, n := range ms {
-		if n.Name != g.cfg.NodeName {
-			a := memberlist.Address{Addr: n.Address(), Name: n.Name}
-			out = append(out, a)
-			by[n.Name] = a
-		}
-	}
-	g.peers.Store(&peerList{list: out, byName: by, serf: s, at: time.Now()})
-	return out
-}
-
-// peerAddr is a member's address, from directPeers' list: where an ack goes.
-func (g *Gossip) peerAddr(name string) (memberlist.Address, bool) {
-	if g.directPeers() == nil {
-		return memberlist.Address{}, false
-	}
-	c := g.peers.Load()
-	if c == nil {
-		return memberlist.Address{}, false
-	}
-	a, ok := c.byName[name]
-	return a, ok
-}
-
-// planEntry is relayPlan's cache, made again like directPeers' list.
-type planEntry struct {
-	plan *relayPlan
-	serf *serf.Serf
-	at   time.Time
-}
-
-// relayPlan is where this entry's batches go with relays on, and which group its relay
-// bundles go to; nil while relays are off (relay.go).
-func (g *Gossip) relayPlan() *relayPlan {
-	s := g.serfOrNil()
-	if s == nil || s.State() != serf.SerfAlive {
-		return nil
-	}
-	if c := g.plan.Load(); c != nil && c.serf == s && !g.planDirty.Load() && time.Since(c.at) < peersMaxAge {
-		return c.plan
-	}
-	g.planDirty.Store(false)
-	var alive []serf.Member
-	for _, m := range s.Members() {
-		if m.Status == serf.StatusAlive {
-			alive = append(alive, m)
-		}
-	}
-	p := planRelays(g.cfg.NodeName, alive, g.cfg.RelayAbove, g.cfg.RelayShards, g.keys.Secure())
-	g.plan.Store(&planEntry{plan: p, serf: s, at: time.Now()})
-	return p
 }
 
 // serfConfig is serf's configuration on mc, with its member snapshot at snapshot ("" for
@@ -533,22 +394,8 @@ func (g *Gossip) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	joinCtx, joinStop := context.WithCancel(runCtx)
 	g.cancel, g.joinStop = cancel, joinStop
-	g.pub = newPublisher(g.cfg, g.sendEvent, g.queueDepth, g.m, g.log)
-	if !g.cfg.SerfHomes {
-		g.pub.direct = &directSender{codec: g.codec, peers: g.directPeers, copies: g.cfg.DirectCopies,
-			every: g.cfg.DirectCopyInterval, m: g.m, write: g.writeDirect,
-			budget: newTokenBucket(float64(g.cfg.DirectBudget), time.Now()), plan: g.relayPlan,
-			acks: g.acks, self: g.cfg.NodeName}
-		g.relay = &relayer{in: make(chan []byte, relayQueue), every: g.cfg.RelayFlush, plan: g.relayPlan, m: g.m,
-			dec: newDecoder(), enc: newEncoder(g.cfg.NodeName, g.cfg.EventSizeLimit, g.cfg.Clock.Now), acks: g.acks}
-		g.wg.Go(func() { g.relay.run(runCtx) })
-		g.wg.Go(func() { g.acks.run(runCtx) })
-		g.wg.Go(func() { g.acker.run(runCtx) })
-	}
-	recv := &receiver{table: g.cfg.Table, v: g.v, dec: newDecoder(), m: g.m, log: g.log, now: g.cfg.Clock.Now, rtt: g.rtt}
-	g.wg.Add(6)
-	go func() { defer g.wg.Done(); g.pub.run(runCtx) }()
-	go func() { defer g.wg.Done(); recv.run(runCtx, g.recvq) }()
+	g.wg.Add(5)
+	go func() { defer g.wg.Done(); g.spread.Run(runCtx) }()
 	go func() { defer g.wg.Done(); g.joiner(joinCtx) }()
 	go func() { defer g.wg.Done(); g.watchMembers(runCtx) }()
 	go func() { defer g.wg.Done(); g.supervise(runCtx) }()
@@ -584,7 +431,7 @@ func (g *Gossip) startIncarnationLocked() error {
 	inc := &incarnation{agent: a, tr: tr}
 	if g.rpcLn != nil {
 		lw := logWriter{log: g.log, node: g.cfg.NodeName, addr: &g.selfAddr}
-		inc.ipcLn = newConnListener(g.rpcLn.Addr(), 16)
+		inc.ipcLn = mux.NewListener(g.rpcLn.Addr(), 16)
 		inc.ipc = agent.NewAgentIPC(a, g.cfg.RPCAuth, inc.ipcLn, lw, agent.NewLogWriter(256), false)
 	}
 	g.inc = inc
@@ -593,12 +440,16 @@ func (g *Gossip) startIncarnationLocked() error {
 	return nil
 }
 
+// errNoTransport is a send or a dial while no serf runs (before Start, or while it is started
+// again).
+var errNoTransport = errors.New("gossip: not running")
+
 // errTransport marks a failure to build the transport (a bind error): not the snapshot's.
 var errTransport = errors.New("gossip: transport")
 
 // startSerfLocked builds the memberlist transport and starts serf's agent on it, with its
 // member snapshot at snapshot ("" for none).
-func (g *Gossip) startSerfLocked(snapshot string) (*agent.Agent, *directTransport, error) {
+func (g *Gossip) startSerfLocked(snapshot string) (*agent.Agent, *mux.Transport, error) {
 	mc, err := g.memberlistConfigLocked()
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", errTransport, err)
@@ -642,7 +493,7 @@ func (g *Gossip) acceptRPC() {
 		g.mu.Lock()
 		inc := g.inc
 		g.mu.Unlock()
-		if inc == nil || inc.ipcLn == nil || !inc.ipcLn.push(c) {
+		if inc == nil || inc.ipcLn == nil || !inc.ipcLn.Push(c) {
 			c.Close()
 		}
 	}
@@ -722,7 +573,7 @@ func (g *Gossip) sendEvent(payload []byte) error {
 	if s == nil {
 		return errNoTransport
 	}
-	return s.UserEvent(EventName, payload, false)
+	return s.UserEvent(wire.EventName, payload, false)
 }
 
 // queueDepth is serf's user event queue depth: the events (ours and relayed) still to be
@@ -888,7 +739,7 @@ func (g *Gossip) Peers() []PeerMember {
 }
 
 // MemberAddr returns the IP address of node if it is an alive member (this entry
-// included), for SyncConfig.MemberAddr.
+// included), for the table's SyncConfig.MemberAddr.
 func (g *Gossip) MemberAddr(node string) (netip.Addr, bool) {
 	s := g.serfOrNil()
 	if s == nil || s.State() != serf.SerfAlive {

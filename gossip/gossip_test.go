@@ -1,7 +1,6 @@
 package gossip
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,18 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/client"
 	"github.com/prometheus/client_golang/prometheus"
-	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/gossip/internal/gossiptest"
+	"github.com/fenec/fenec-entry/gossip/internal/spread"
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/internal/testutil"
-)
-
-var (
-	clusterKey  = bytes.Repeat([]byte{7}, 32)
-	strangerKey = bytes.Repeat([]byte{9}, 32)
 )
 
 type testNode struct {
@@ -116,17 +113,10 @@ func startCluster(t *testing.T, n int, mod ...func(*Config)) []*testNode {
 // fails the test.
 func (n *testNode) flush(t *testing.T) {
 	t.Helper()
-	done := make(chan struct{})
-	timeout := time.After(5 * time.Second)
-	select {
-	case n.g.pub.flushReq <- done:
-	case <-timeout:
-		t.Fatalf("%s: the publisher took no flush request within 5s", n.name)
-	}
-	select {
-	case <-done:
-	case <-timeout:
-		t.Fatalf("%s: the publisher did not flush within 5s", n.name)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := n.g.spread.Flush(ctx); err != nil {
+		t.Fatalf("%s: within 5s: %v", n.name, err)
 	}
 }
 
@@ -158,13 +148,13 @@ func testHomesTravel(t *testing.T, nodes []*testNode) {
 	if st := c.table.Stats(); st.Gossip != 1 || st.Local != 1 {
 		t.Errorf("c holds %d gossiped and %d local homes, want 1 and 1", st.Gossip, st.Local)
 	}
-	if n := promtest.CollectAndCount(b.g.m.propagation); n != 2 {
+	if n := b.seriesCount(t, "fenec_entry_gossip_propagation_seconds"); n != 2 {
 		t.Errorf("propagation histogram has %d series, want one per clock", n)
 	}
-	if got := promtest.ToFloat64(a.g.m.homesApplied); got < 2 {
+	if got := a.metric(t, "fenec_entry_gossip_homes_applied_total"); got < 2 {
 		t.Errorf("a applied %v homes from gossip, want 2", got)
 	}
-	if got := promtest.ToFloat64(a.g.m.members.WithLabelValues("alive")); got != 3 {
+	if got := a.metric(t, "fenec_entry_gossip_members", "state", "alive"); got != 3 {
 		t.Errorf("members alive gauge %v, want 3", got)
 	}
 }
@@ -187,7 +177,7 @@ func TestMarksAndClearsTravel(t *testing.T) {
 		return !a.table.Marked(us, homes.Strict) && !b.table.Marked(us, homes.Strict) &&
 			!a.table.Marked(eu, homes.Strict) && !b.table.Marked(eu, homes.Strict)
 	})
-	if got := promtest.ToFloat64(b.g.m.marksApplied); got != 4 {
+	if got := b.metric(t, "fenec_entry_gossip_marks_applied_total"); got != 4 {
 		t.Errorf("b applied %v marks and clears, want 4", got)
 	}
 }
@@ -200,7 +190,7 @@ func TestKnownHomeSendsNothing(t *testing.T) {
 	}
 	a.flush(t)
 	batches := func() float64 {
-		return promtest.ToFloat64(a.g.m.eventsSent) + promtest.ToFloat64(a.g.m.directBatches)
+		return a.metric(t, "fenec_entry_gossip_events_sent_total") + a.metric(t, "fenec_entry_gossip_direct_batches_sent_total")
 	}
 	sent := batches()
 	if sent != 1 {
@@ -249,6 +239,54 @@ func TestWrongKeyCannotJoinNorInject(t *testing.T) {
 	}
 	if x.g.Joined() || y.g.Joined() {
 		t.Error("a node without the key reports Joined")
+	}
+}
+
+// TestDirectRefusesStrangers: direct packets sealed with another key, or in clear, reach
+// a keyed entry's port but change nothing; copies of a valid one are applied once.
+func TestDirectRefusesStrangers(t *testing.T) {
+	nodes := startCluster(t, 2)
+	a, b := nodes[0], nodes[1]
+	ver := homes.Version{HLC: uint64(time.Now().UnixMilli()) << 16, Origin: "x"}
+	payload, err := wire.NewEncoder("x", DefaultEventSizeLimit, nil).Encode(nil,
+		[]homes.Home{{Tenant: "evil", Region: "ap", Version: ver}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := wire.NewCodec(keysOf(strangerKey), DefaultLabel)
+	clear := wire.NewCodec(keysOf(nil), DefaultLabel)
+	wrongLabel := wire.NewCodec(keysOf(clusterKey), "another-cluster")
+	to := memberlist.Address{Addr: a.g.Addr(), Name: "a"}
+	write := func(c *wire.Codec, p []byte) {
+		pkt, err := c.Seal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.g.writeDirect(pkt, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(stranger, payload)
+	write(clear, payload)
+	write(wrongLabel, payload)
+	testutil.Eventually(t, 3*time.Second, "a counted 3 invalid direct packets", func() bool {
+		return a.metric(t, "fenec_entry_gossip_direct_packets_received_total", "result", "invalid") == 3
+	})
+	if _, ok := a.table.Lookup("evil"); ok {
+		t.Fatal("a applied a home from a stranger's direct packet")
+	}
+	// The same payload sealed with the cluster's key is applied, once for its 3 copies.
+	pkt, _ := wire.NewCodec(keysOf(clusterKey), DefaultLabel).Seal(payload) // as a's own
+	for range 3 {
+		if err := b.g.writeDirect(pkt, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, 3*time.Second, "evil applied at a, copies dropped", func() bool {
+		return a.has("evil", "ap") && a.metric(t, "fenec_entry_gossip_direct_packets_received_total", "result", "duplicate") == 2
+	})
+	if got := a.metric(t, "fenec_entry_gossip_direct_packets_received_total", "result", "new"); got != 1 {
+		t.Fatalf("a queued %v direct packets, want 1", got)
 	}
 }
 
@@ -342,8 +380,8 @@ func TestInvalidEventsChangeNothing(t *testing.T) {
 	now := time.Now()
 	ver := homes.Version{HLC: uint64(now.UnixMilli()) << 16, Origin: "a"}
 	future := homes.Version{HLC: uint64(now.Add(time.Hour).UnixMilli()) << 16, Origin: "a"}
-	e := newEncoder("a", DefaultEventSizeLimit, nil)
-	bad, err := e.encode(
+	e := wire.NewEncoder("a", DefaultEventSizeLimit, nil)
+	bad, err := e.Encode(
 		[]homes.Mark{{Region: "mars", Observer: "a", At: now, Version: ver}},
 		[]homes.Home{
 			{Tenant: "x/y", Region: "eu", Version: ver},
@@ -354,20 +392,21 @@ func TestInvalidEventsChangeNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range [][]byte{{0xff, 0xff, 0xff}, {formatMsgpack, 1, 'a', 0xc1}, bad} {
+	// Undecodable: a format no entry writes; msgpack (format 1) from "a" that is not msgpack.
+	for _, p := range [][]byte{{0xff, 0xff, 0xff}, {1, 1, 'a', 0xc1}, bad} {
 		if err := a.g.sendEvent(p); err != nil {
 			t.Fatal(err)
 		}
 	}
 	testutil.Eventually(t, 3*time.Second, "b counted the invalid events and items", func() bool {
-		return promtest.ToFloat64(b.g.m.eventsInvalid) == 2 &&
-			promtest.ToFloat64(b.g.m.itemsInvalid.WithLabelValues("home")) == 4 &&
-			promtest.ToFloat64(b.g.m.itemsInvalid.WithLabelValues("mark")) == 1
+		return b.metric(t, "fenec_entry_gossip_events_invalid_total") == 2 &&
+			b.metric(t, "fenec_entry_gossip_items_invalid_total", "kind", "home") == 4 &&
+			b.metric(t, "fenec_entry_gossip_items_invalid_total", "kind", "mark") == 1
 	})
 	if st := b.table.Stats(); st.Homes != 0 || st.Marked != 0 {
 		t.Fatalf("invalid events changed b's table: %+v", st)
 	}
-	if got := promtest.ToFloat64(b.g.m.homesApplied); got != 0 {
+	if got := b.metric(t, "fenec_entry_gossip_homes_applied_total"); got != 0 {
 		t.Fatalf("b applied %v homes", got)
 	}
 }
@@ -385,7 +424,7 @@ func TestManyLongNamesArrive(t *testing.T) {
 
 func testManyLongNamesArrive(t *testing.T, nodes []*testNode) {
 	a, b := nodes[0], nodes[1]
-	hs := testHomes(300, 100, "a", 42)
+	hs := gossiptest.Homes(300, 100, "a", 42)
 	for _, h := range hs {
 		a.table.LearnName(h.Tenant, h.Region)
 	}
@@ -395,11 +434,11 @@ func testManyLongNamesArrive(t *testing.T, nodes []*testNode) {
 			t.Fatalf("b lacks %s", h.Tenant)
 		}
 	}
-	if got := promtest.ToFloat64(a.g.m.eventsDropped.WithLabelValues("send")); got != 0 {
+	if got := a.metric(t, "fenec_entry_gossip_events_dropped_total", "reason", "send"); got != 0 {
 		t.Fatalf("serf refused %v events", got)
 	}
 	t.Logf("300 homes with 100-byte names: %v serf events, %v direct batches",
-		promtest.ToFloat64(a.g.m.eventsSent), promtest.ToFloat64(a.g.m.directBatches))
+		a.metric(t, "fenec_entry_gossip_events_sent_total"), a.metric(t, "fenec_entry_gossip_direct_batches_sent_total"))
 }
 
 func TestIPC(t *testing.T) {
@@ -467,7 +506,7 @@ func TestConfigValidate(t *testing.T) {
 		"queue bounds":  func(c *Config) { c.QueueLow, c.QueueHigh = 10, 5 },
 		"negative":      func(c *Config) { c.FlushInterval = -1 },
 		"negative mult": func(c *Config) { c.SuspicionMult = -1 },
-		"many shards":   func(c *Config) { c.RelayShards = maxRelayShards + 1 },
+		"many shards":   func(c *Config) { c.RelayShards = spread.MaxRelayShards + 1 },
 		"neg. shards":   func(c *Config) { c.RelayShards = -1 },
 		"neg. ack wait": func(c *Config) { c.RelayAckTimeout = -1 },
 		"neg. flush":    func(c *Config) { c.RelayFlush = -1 },

@@ -7,142 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-	"github.com/hashicorp/serf/serf"
-	promtest "github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/rs/zerolog"
-
+	"github.com/fenec/fenec-entry/gossip/internal/spread"
 	"github.com/fenec/fenec-entry/gossip/memnet"
-	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
-
-func fleet(n int, tagged bool) []serf.Member {
-	ms := make([]serf.Member, n)
-	for i := range ms {
-		ms[i] = serf.Member{Name: fmt.Sprintf("entry-%03d", i), Status: serf.StatusAlive, Port: 7946,
-			Tags: map[string]string{}}
-		if tagged {
-			ms[i].Tags[relayTag] = relayVersion
-		}
-	}
-	return ms
-}
-
-// Above RelayAbove, each shard has one relay in every other group and the own group gets the
-// batch straight, so every home reaches every group; every entry computes the same relays
-// (whichever the origin, whatever the order of its member list); below the threshold,
-// without a key, or with a member that cannot relay (or relays by copies, version 1), relays
-// are off.
-func TestPlanRelays(t *testing.T) {
-	const shards = 4
-	ms := fleet(100, true)
-	origin := ms[7].Name
-	p := planRelays(origin, ms, 64, shards, true)
-	if p == nil {
-		t.Fatal("no plan for 100 members above 64")
-	}
-	groups := 10 // ceil(sqrt(100))
-	if len(p.groups) != groups || len(p.relays) != shards {
-		t.Fatalf("%d groups and %d shards, want %d and %d", len(p.groups), len(p.relays), groups, shards)
-	}
-	for s, relays := range p.relays {
-		covered := map[int]bool{groupOf(origin, groups): true}
-		for _, r := range relays {
-			g := groupOf(r.Name, groups)
-			if covered[g] {
-				t.Errorf("shard %d: two relays in group %d, or one in the origin's own", s, g)
-			}
-			covered[g] = true
-		}
-		if len(covered) != groups {
-			t.Errorf("shard %d reaches %d of %d groups", s, len(covered), groups)
-		}
-	}
-	for _, m := range p.own {
-		if groupOf(m.Name, groups) != groupOf(origin, groups) || m.Name == origin {
-			t.Errorf("%s in the origin's own list", m.Name)
-		}
-	}
-	total := 0
-	for _, g := range p.groups {
-		total += len(g)
-	}
-	if total != len(ms) {
-		t.Errorf("the groups hold %d members, want %d", total, len(ms))
-	}
-	// Every other entry, with its members in another order, picks the same relay for a
-	// (group, shard): a relay's group gets one stream per shard, not one per origin.
-	relayOf := map[[2]int]string{}
-	for s, relays := range p.relays {
-		for _, r := range relays {
-			relayOf[[2]int{groupOf(r.Name, groups), s}] = r.Name
-		}
-	}
-	shuffled := append(append([]serf.Member(nil), ms[50:]...), ms[:50]...)
-	for _, other := range []string{ms[0].Name, ms[50].Name, ms[99].Name} {
-		q := planRelays(other, shuffled, 64, shards, true)
-		for s, relays := range q.relays {
-			for _, r := range relays {
-				if want, ok := relayOf[[2]int{groupOf(r.Name, groups), s}]; ok && want != r.Name {
-					t.Errorf("%s picks %s for shard %d of group %d, %s picks %s", other, r.Name, s,
-						groupOf(r.Name, groups), origin, want)
-				}
-			}
-		}
-	}
-	// A tenant's shard is the same everywhere.
-	if q := planRelays(ms[50].Name, shuffled, 64, shards, true); q.shard("acme") != p.shard("acme") {
-		t.Error("two entries put acme in different shards")
-	}
-	// The rest of a relay's group: the group but the relay and the origin.
-	r := p.relays[0][0]
-	rest := p.rest(r.Name, origin)
-	if len(rest) != len(p.groups[groupOf(r.Name, groups)])-1 {
-		t.Errorf("rest of %s's group: %d members, want its group's %d but one", r.Name, len(rest),
-			len(p.groups[groupOf(r.Name, groups)]))
-	}
-	for _, a := range rest {
-		if a.Name == r.Name || a.Name == origin || groupOf(a.Name, groups) != groupOf(r.Name, groups) {
-			t.Errorf("%s in the rest of %s's group", a.Name, r.Name)
-		}
-	}
-	if planRelays(origin, ms[:64], 64, shards, true) != nil {
-		t.Error("relays on at 64 members, RelayAbove 64")
-	}
-	if planRelays(origin, ms, 64, shards, false) != nil {
-		t.Error("relays on without a key")
-	}
-	if planRelays(origin, ms, -1, shards, true) != nil {
-		t.Error("relays on with RelayAbove negative")
-	}
-	old := fleet(100, true)
-	delete(old[3].Tags, relayTag)
-	if planRelays(origin, old, 64, shards, true) != nil {
-		t.Error("relays on with a member that cannot relay (a rolling deploy)")
-	}
-	old[3].Tags[relayTag] = "1"
-	if planRelays(origin, old, 64, shards, true) != nil {
-		t.Error("relays on with a member that relays by copies (version 1), not acks")
-	}
-}
-
-// A relay's kind is sealed: a relay packet changed into a plain direct one (or back) opens
-// under no key.
-func TestRelayKindIsSealed(t *testing.T) {
-	c := newDirectCodec(keysOf(clusterKey), "lbl")
-	pkt, err := c.sealAs(directRelay, []byte("\x01\x01apayload"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, kind, err := c.openKind(pkt); err != nil || kind != directRelay {
-		t.Fatalf("open: kind %d, %v", kind, err)
-	}
-	pkt[1] = directSealed
-	if _, _, err := c.openKind(pkt); err == nil {
-		t.Error("a relay packet opened as a plain direct one")
-	}
-}
 
 // A cluster above RelayAbove: homes learned at one entry reach every other through relays,
 // with the origin's versions, and the origin sends fewer packets a batch than one to each
@@ -168,8 +36,8 @@ func TestHomesTravelThroughRelays(t *testing.T) {
 	})
 	relayed, packed := 0.0, 0.0
 	for _, nd := range nodes {
-		relayed += promtest.ToFloat64(nd.g.m.relayed)
-		packed += promtest.ToFloat64(nd.g.m.relayBatches)
+		relayed += nd.metric(t, "fenec_entry_gossip_relayed_batches_total")
+		packed += nd.metric(t, "fenec_entry_gossip_relay_batches_sent_total")
 	}
 	if relayed == 0 || packed == 0 {
 		t.Errorf("relays took %v batches and sent %v: the homes did not go through relays", relayed, packed)
@@ -182,20 +50,20 @@ func TestHomesTravelThroughRelays(t *testing.T) {
 	}
 	// Once each, acked: no blind copies. Loopback loses nothing, so every packet the origin
 	// sent was acked, and nothing waits.
-	batches := promtest.ToFloat64(origin.g.m.directBatches)
-	packets := promtest.ToFloat64(origin.g.m.directPackets)
+	batches := origin.metric(t, "fenec_entry_gossip_direct_batches_sent_total")
+	packets := origin.metric(t, "fenec_entry_gossip_direct_packets_sent_total")
 	if per := packets / batches; per >= n-1 {
 		t.Errorf("the origin sent %.1f packets a batch, %d members: no fewer than direct", per, n)
 	}
 	testutil.Eventually(t, 5*time.Second, "every packet acked", func() bool {
 		for _, nd := range nodes {
-			if nd.g.acks.pendingCount() != 0 {
+			if nd.metric(t, "fenec_entry_gossip_acked_pending") != 0 {
 				return false
 			}
 		}
 		return true
 	})
-	if a := promtest.ToFloat64(origin.g.m.acksReceived.WithLabelValues("matched")); a == 0 {
+	if a := origin.metric(t, "fenec_entry_gossip_acks_received_total", "result", "matched"); a == 0 {
 		t.Error("the origin got no ack")
 	}
 	// What each entry says of itself (/status): relays on, and the relays the origin sends
@@ -211,7 +79,7 @@ func TestHomesTravelThroughRelays(t *testing.T) {
 		claims += len(st.RelayFor)
 	}
 	plan := origin.g.relayPlan()
-	for s, relays := range plan.relays {
+	for s, relays := range plan.Relays {
 		for _, r := range relays {
 			if !slices.Contains(byName[r.Name].RelayFor, s) {
 				t.Errorf("the origin sends shard %d to %s, which says it relays %v", s, r.Name, byName[r.Name].RelayFor)
@@ -219,7 +87,7 @@ func TestHomesTravelThroughRelays(t *testing.T) {
 		}
 	}
 	groupsSeen := 0
-	for _, g := range plan.groups {
+	for _, g := range plan.Groups {
 		if len(g) > 0 {
 			groupsSeen++
 		}
@@ -305,8 +173,8 @@ func TestRelaysCarryHomesThroughLoss(t *testing.T) {
 	}
 	resent, relayed := 0.0, 0.0
 	for _, nd := range nodes {
-		resent += promtest.ToFloat64(nd.g.m.ackedResent)
-		relayed += promtest.ToFloat64(nd.g.m.relayBatches)
+		resent += nd.metric(t, "fenec_entry_gossip_acked_resent_total")
+		relayed += nd.metric(t, "fenec_entry_gossip_relay_batches_sent_total")
 	}
 	if resent == 0 || relayed == 0 {
 		t.Errorf("resent %v, relay batches %v: the loss was not met by acks through relays", resent, relayed)
@@ -324,17 +192,17 @@ func TestDeadRelayFallsBackToItsGroup(t *testing.T) {
 		c.ProbeInterval, c.ProbeTimeout = 5*time.Second, 2*time.Second
 	})
 	origin := nodes[0]
-	var plan *relayPlan
+	var plan *spread.Plan
 	testutil.Eventually(t, 5*time.Second, "relays on at the origin", func() bool {
 		plan = origin.g.relayPlan()
 		return plan != nil
 	})
-	dead := plan.relays[0][0].Name
+	dead := plan.Relays[0][0].Name
 	network.Kill(dead)
 	// Tenants of shard 0, all from the origin.
 	var tenants []string
 	for i := 0; len(tenants) < 10; i++ {
-		if tn := fmt.Sprintf("tenant-%d", i); plan.shard(tn) == 0 {
+		if tn := fmt.Sprintf("tenant-%d", i); plan.Shard(tn) == 0 {
 			tenants = append(tenants, tn)
 		}
 	}
@@ -343,7 +211,7 @@ func TestDeadRelayFallsBackToItsGroup(t *testing.T) {
 	}
 	origin.flush(t)
 	testutil.Eventually(t, 10*time.Second, "the dead relay's group has every home", func() bool {
-		for _, a := range plan.rest(dead, origin.name) {
+		for _, a := range plan.Rest(dead, origin.name) {
 			for _, nd := range nodes {
 				if nd.name != a.Name {
 					continue
@@ -357,42 +225,8 @@ func TestDeadRelayFallsBackToItsGroup(t *testing.T) {
 		}
 		return true
 	})
-	if promtest.ToFloat64(origin.g.m.relayFallbacks) == 0 {
+	if origin.metric(t, "fenec_entry_gossip_relay_fallbacks_total") == 0 {
 		t.Error("no fallback counted at the origin")
-	}
-}
-
-// sendShards sends each shard's homes to that shard's relays, once: a shard with no relays
-// (a group of one) keeps nothing for the next flush, which sends only its own homes.
-func TestSendShardsKeepsNothing(t *testing.T) {
-	acks, w, m := newTestAcked(t, time.Hour)
-	p := &publisher{m: m, log: zerolog.Nop(), enc: newEncoder("origin", DefaultEventSizeLimit, time.Now),
-		direct: &directSender{acks: acks, m: m}}
-	plan := &relayPlan{relays: [][]memberlist.Address{nil, addrs("relay-1")}}
-	// Two homes of each shard a flush.
-	var flushes [2][]homes.Home
-	count := map[[2]int]int{}
-	for i := 0; len(flushes[0])+len(flushes[1]) < 8; i++ {
-		h := homes.Home{Tenant: fmt.Sprintf("tenant-%d", i), Region: "eu", Version: homes.Version{HLC: uint64(i + 1), Origin: "origin"}}
-		for f := range flushes {
-			if k := [2]int{f, plan.shard(h.Tenant)}; count[k] < 2 {
-				count[k]++
-				flushes[f] = append(flushes[f], h)
-				break
-			}
-		}
-	}
-	first, second := flushes[0], flushes[1]
-	p.sendShards(time.Now(), plan, first)
-	sent1 := w.count("relay-1")
-	p.sendShards(time.Now(), plan, second)
-	for s, part := range p.scratchS {
-		if len(part) != 0 {
-			t.Errorf("shard %d keeps %d homes after the flush", s, len(part))
-		}
-	}
-	if sent1 == 0 || w.count("relay-1") != 2*sent1 {
-		t.Errorf("relay-1 got %d packets, then %d: want the same number from each flush", sent1, w.count("relay-1")-sent1)
 	}
 }
 
@@ -438,8 +272,8 @@ func TestRelaysThroughAPartition(t *testing.T) {
 		return true
 	})
 	for _, nd := range nodes {
-		if p := nd.g.acks.pendingCount(); p > maxAckedPending {
-			t.Errorf("%s: %d packets wait for acks, past the bound", nd.name, p)
+		if p := nd.metric(t, "fenec_entry_gossip_acked_pending"); p > 1024 { // spread's bound
+			t.Errorf("%s: %v packets wait for acks, past the bound", nd.name, p)
 		}
 	}
 	network.Heal()
@@ -467,7 +301,7 @@ func TestRelaysThroughAPartition(t *testing.T) {
 	})
 	testutil.Eventually(t, 10*time.Second, "nothing waits for an ack", func() bool {
 		for _, nd := range nodes {
-			if nd.g.acks.pendingCount() != 0 {
+			if nd.metric(t, "fenec_entry_gossip_acked_pending") != 0 {
 				return false
 			}
 		}

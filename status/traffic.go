@@ -37,8 +37,8 @@ var trafficCounters = map[string]func(s *trafficSample, result string) *float64{
 	"fenec_entry_gossip_events_received_total":     func(s *trafficSample, _ string) *float64 { return &s.received },
 	"fenec_entry_gossip_events_dropped_total":      func(s *trafficSample, _ string) *float64 { return &s.dropped },
 	"fenec_entry_gossip_events_invalid_total":      func(s *trafficSample, _ string) *float64 { return &s.dropped },
-	// Relays' acks (gossip/acked.go): an ack sent or received is a message; one not sent, or
-	// a packet given up on for a receiver, is dropped.
+	// Relays' acks (gossip/internal/spread/acked.go): an ack sent or received is a message; one not
+	// sent, or a packet given up on for a receiver, is dropped.
 	"fenec_entry_gossip_acks_sent_total": func(s *trafficSample, result string) *float64 {
 		if result == "sent" {
 			return &s.sent

@@ -1,10 +1,10 @@
 package main
 
-// The origin's side, as gossip/publish.go does it: learned homes wait in a bounded FIFO
-// (MaxPending, the oldest dropped), a tick every FlushInterval flushes what is pending in up
-// to MaxEventsPerFlush batches, a full batch's worth flushes at once (unless backpressure
-// widened the interval), and serf's event queue depth widens the interval up to
-// MaxFlushInterval above QueueHigh and narrows it below QueueLow.
+// The origin's side, as gossip/internal/spread/publish.go does it: learned homes wait in a bounded
+// FIFO (MaxPending, the oldest dropped), a tick every FlushInterval flushes what is pending in up
+// to MaxEventsPerFlush batches, a full batch's worth flushes at once (unless backpressure widened
+// the interval), and serf's event queue depth widens the interval up to MaxFlushInterval above
+// QueueHigh and narrows it below QueueLow.
 
 func (s *Sim) learn(i, k int32) {
 	s.arrive(k, i, viaOrigin)
@@ -102,7 +102,7 @@ func (s *Sim) sendBatch(i, b int32) {
 }
 
 // directSend sends batch b from i to peers (nil: every other entry), Copies times,
-// CopyInterval apart (gossip/publish.go directSender).
+// CopyInterval apart (gossip/internal/spread/publish.go directSender).
 func (s *Sim) directSend(i, b int32, kind evKind, peers []int32) {
 	s.sendAll(i, b, kind, peers)
 	if s.cfg.Ack && (kind != evRelayData || s.cfg.RelayAck) {
@@ -145,7 +145,7 @@ func (s *Sim) sendCopy(id int32) {
 		return
 	}
 	if s.budgeted() && c.kind == evDirect && (s.nodes[c.node].backlog || !s.take(c.node, s.batches[c.batch].bytes)) {
-		c.dropped = true // first copies of waiting homes come first (gossip/publish.go)
+		c.dropped = true // first copies of waiting homes come first (gossip/internal/spread/publish.go)
 		s.st.copiesDropped += c.left * s.peerCount(c.peers)
 		return
 	}

@@ -1,13 +1,13 @@
 package main
 
-// Repair, as gossip/repair.go runs it over TCP: every Repair (±25 %) an entry A picks a
-// random peer B; dial, challenge and GET /_gossip/digest (B's 256 bucket sums and its marks'
-// sum as B holds them when the request arrives); A compares with its own digest when the
-// answer arrives; if any bucket or the marks differ, challenge and POST /_gossip/pull: B
-// streams every home it holds in the differing buckets (the simulated ones and
-// TableHomes/256 a bucket of the homes every table holds) and all its marks, and A applies
-// what it lacks when the stream arrives. TCP legs take one link latency each, are lossless,
-// and their transfer time is not modelled.
+// Repair, as gossip/internal/tablesync/repair.go runs it over TCP: every Repair (±25 %) an entry A
+// picks a random peer B; dial, challenge and GET /_gossip/digest (B's 256 bucket sums and its
+// marks' sum as B holds them when the request arrives); A compares with its own digest when the
+// answer arrives; if any bucket or the marks differ, challenge and POST /_gossip/pull: B streams
+// every home it holds in the differing buckets (the simulated ones and TableHomes/256 a bucket of
+// the homes every table holds) and all its marks, and A applies what it lacks when the stream
+// arrives. TCP legs take one link latency each, are lossless, and their transfer time is not
+// modelled.
 
 type repairRound struct {
 	a, b   int32
@@ -45,8 +45,9 @@ func (s *Sim) repairStep(id int32) {
 	case 1: // at A: compare
 		ours := &s.nodes[r.a]
 		if s.cfg.RepairSettle > 0 {
-			// Both digests over the homes older than the cutoff (gossip/repair.go): B's as it
-			// holds them now, an approximation of when its digest was taken.
+			// Both digests over the homes older than the cutoff
+			// (gossip/internal/tablesync/repair.go): B's as it holds them now, an approximation of
+			// when its digest was taken.
 			cut := s.now - ns(s.cfg.RepairSettle)
 			for bk := range 256 {
 				var sa, sb uint64

@@ -22,7 +22,7 @@ type Config struct {
 
 	Strategy string // "direct" (the current design), "relay", "serf"
 
-	// The publisher (gossip/publish.go, config.go).
+	// The publisher (gossip/internal/spread/publish.go, defaults.go).
 	FlushInterval, MaxFlushInterval time.Duration
 	MaxEventsPerFlush, MaxPending   int
 	QueueHigh, QueueLow             int
@@ -35,9 +35,10 @@ type Config struct {
 	UDPBuffer                   int
 	ProbeInterval, ProbeTimeout time.Duration
 
-	// Repair (gossip/repair.go): every Repair, jittered ±25 %, each entry's loop at a random
-	// phase from RepairFrom on (negative: all started after Duration+Drain, as gossipsim does). TableHomes: homes every table holds already
-	// (they cost pull bytes, nothing else).
+	// Repair (gossip/internal/tablesync/repair.go): every Repair, jittered ±25 %, each entry's loop
+	// at a random phase from RepairFrom on (negative: all started after Duration+Drain, as
+	// gossipsim does). TableHomes: homes every table holds already (they cost pull bytes, nothing
+	// else).
 	Repair     time.Duration
 	RepairFrom time.Duration
 	TableHomes int
@@ -99,7 +100,8 @@ const (
 	viaRepair
 )
 
-// maxDirectQueue bounds an origin's batches waiting for their next copy (gossip/publish.go).
+// maxDirectQueue bounds an origin's batches waiting for their next copy
+// (gossip/internal/spread/publish.go).
 const maxDirectQueue = 1024
 
 type home struct {
@@ -121,7 +123,7 @@ type batch struct {
 	acked  []uint64 // with Ack: entries whose ack came back
 }
 
-// copyEntry is a batch with copies still to send (gossip/publish.go directCopy).
+// copyEntry is a batch with copies still to send (gossip/internal/spread/direct.go directCopy).
 type copyEntry struct {
 	node, batch int32
 	kind        evKind  // what the copies deliver

@@ -180,9 +180,9 @@ func TestAcksRecoverLossWithoutCopiesOrRepair(t *testing.T) {
 	}
 }
 
-// The built design (gossip/relay.go): acks on both hops, no NACKs, no copies. Loss on the
-// relay hop is recovered by acks alone: nothing lost, no NACK sent, acks and resends from the
-// relays too.
+// The built design (gossip/internal/spread/relay.go): acks on both hops, no NACKs, no copies. Loss
+// on the relay hop is recovered by acks alone: nothing lost, no NACK sent, acks and resends from
+// the relays too.
 func TestRelayAcksRecoverBothHops(t *testing.T) {
 	c := small("relay")
 	c.Loss = 0.05

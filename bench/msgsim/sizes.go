@@ -9,23 +9,23 @@ import (
 // the real ones (three real entries on memnet, production sealing) and fails when this model
 // drifts from them; the README says where each number comes from.
 const (
-	// directSeal is what sealing adds to a direct packet's payload (gossip/direct.go
-	// directOverhead: magic, kind, 12 B nonce, 16 B AES-GCM tag).
+	// directSeal is what sealing adds to a direct packet's payload (gossip/internal/wire/packet.go
+	// Overhead: magic, kind, 12 B nonce, 16 B AES-GCM tag).
 	directSeal = 30
 	// nodeNameBytes is the length of a node name ("e00" in gossipsim and here); every payload
-	// carries its sender's name (wire.go).
+	// carries its sender's name (gossip/internal/wire/event.go).
 	nodeNameBytes = 3
-	// payloadBudget is the most payload bytes a batch may have (wire.go encoder.budget:
-	// EventSizeLimit 1024 - serfEnvelope 48 - len(EventName)).
+	// payloadBudget is the most payload bytes a batch may have (gossip/internal/wire/event.go
+	// Encoder.Budget: EventSizeLimit 1024 - serfEnvelope 48 - len(EventName)).
 	payloadBudget = 1024 - 48 - len("fenec-homes")
 	// itemOverhead is the publisher's estimate of a home's bytes besides its strings
-	// (publish.go), which decides when a flush comes early.
+	// (gossip/internal/spread/publish.go), which decides when a flush comes early.
 	itemOverhead = 20
 	regionBytes  = 3
 
-	// relayPerHome is what a home forwarded by a relay adds: its version's origin ("o",
-	// omitted when the origin is the sender; wire.go wireHome), ~6 B raw for a 3-byte name,
-	// partly compressed. An estimate: no relay exists in gossip/ yet.
+	// relayPerHome is what a home forwarded by a relay adds: its version's origin ("o", omitted
+	// when the origin is the sender; wire.Home), ~6 B raw for a 3-byte name, partly compressed. An
+	// estimate: no relay exists in gossip/ yet.
 	relayPerHome = 4.0
 
 	// pingBytes and ackBytes are memberlist's probe packets with the label and AES-GCM
@@ -38,25 +38,25 @@ const (
 	// acks, each about a ping's size.
 	indirectChecks = 3
 
-	// packetOverhead is what memberlist adds to a gossip packet (compound header 2, label
-	// 13, AES-GCM 29: gossip/config.go DefaultEventSizeLimit) and perMsgOverhead what each
+	// packetOverhead is what memberlist adds to a gossip packet (compound header 2, label 13,
+	// AES-GCM 29: gossip/internal/wire/event.go DefaultEventSizeLimit) and perMsgOverhead what each
 	// message inside it costs (its length in the compound header and its type).
 	packetOverhead = 44
 	perMsgOverhead = 3
-	// serfEventOverhead is serf's user event envelope around name + payload (wire.go
+	// serfEventOverhead is serf's user event envelope around name + payload (wire's
 	// serfEnvelope is 48 with a margin; 38 without), plus the event name.
 	serfEventOverhead = 38 + len("fenec-homes")
-	// markPayload is a mark's event payload (wire.go: header 2 + name, msgpack of one
-	// wireMark: region, observer time, version), DEFLATEd; an estimate from the encoding.
+	// markPayload is a mark's event payload (wire's event.go: header 2 + name, msgpack of one
+	// wire.Mark: region, observer time, version), DEFLATEd; an estimate from the encoding.
 	markPayload = 2 + nodeNameBytes + 36
 	// aliveMsgBytes is a memberlist alive message (name, address, port, meta with serf's
 	// tags, incarnation, versions): an estimate for the optional membership churn.
 	aliveMsgBytes = 110
 
-	// Repair over TCP (gossip/repair.go, snapshot_wire.go): per exchange the challenge and
-	// the proven request and answer headers; the digest answer (256 msgpack uint64 and the
-	// marks' sum, sealed); per home in a pull answer one record [2, tenant, region, hlc,
-	// origin], and a seal every 256 records.
+	// Repair over TCP (gossip/internal/tablesync/repair.go, stream.go): per exchange the challenge
+	// and the proven request and answer headers; the digest answer (256 msgpack uint64 and the
+	// marks' sum, sealed); per home in a pull answer one record [2, tenant, region, hlc, origin],
+	// and a seal every 256 records.
 	httpExchangeBytes = 700
 	digestBytes       = 256*9 + 60
 	pullRequestBytes  = 60

@@ -14,7 +14,7 @@ import (
 )
 
 // recorder wraps an entry's transport and counts what it writes: direct home packets (first
-// byte 0xFB, gossip/direct.go) apart from memberlist's own (pings, acks, gossip).
+// byte 0xFB, gossip/internal/wire/packet.go) apart from memberlist's own (pings, acks, gossip).
 type recorder struct {
 	memberlist.NodeAwareTransport
 	mu                   sync.Mutex

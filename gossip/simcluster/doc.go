@@ -4,7 +4,7 @@
 // Each Entry is what node wires for a real entry (node/cluster.go): a homes.Table and a
 // gossip.Gossip on a memnet transport (no serf RPC listener). Everything entries say to each
 // other, the joiner's table and repair included, travels on memnet as it travels on
-// memberlist's port in production (gossip/streams.go), so partitions and kills cut it all.
+// memberlist's port in production (gossip/internal/mux), so partitions and kills cut it all.
 //
 // A Cluster owns every goroutine it starts (repair loops) and Close waits for
 // them; serf and memberlist stop theirs on Gossip.Close. simcluster knows nothing of the

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"fmt"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -54,5 +55,35 @@ func TestImports(t *testing.T) {
 	}
 	if slices.Contains(got, "io/fs") { // only this test file imports it
 		t.Errorf("Imports(testutil) = %v: counted a test file", got)
+	}
+}
+
+// errorsTB records what Errorf was told.
+type errorsTB struct {
+	testing.TB
+	errs []string
+}
+
+func (e *errorsTB) Helper() {}
+
+func (e *errorsTB) Errorf(format string, args ...any) {
+	e.errs = append(e.errs, fmt.Sprintf(format, args...))
+}
+
+func TestNoImports(t *testing.T) {
+	for _, row := range []struct {
+		paths []string
+		want  int // imports told
+	}{
+		{[]string{"go/parser"}, 1},
+		{[]string{"go/"}, 2}, // go/parser and go/token
+		{[]string{"go", "pars"}, 0},
+		{[]string{"github.com/fenec/fenec-entry/"}, 0},
+	} {
+		e := &errorsTB{}
+		NoImports(e, ".", row.paths...)
+		if len(e.errs) != row.want {
+			t.Errorf("NoImports(%q) told %q, want %d imports", row.paths, e.errs, row.want)
+		}
 	}
 }

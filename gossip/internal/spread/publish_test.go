@@ -1,0 +1,128 @@
+package spread
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/gossip/internal/gossiptest"
+	"github.com/fenec/fenec-entry/homes"
+)
+
+// testPublisher is a publisher driven by hand: no goroutine, no serf; sent collects payloads
+// and depth is serf's queue depth as the test sets it.
+type testPublisher struct {
+	*publisher
+	sent  [][]byte
+	depth int
+}
+
+func newTestPublisher(t *testing.T, mod func(*Config)) *testPublisher {
+	t.Helper()
+	table, err := homes.New(homes.Config{Regions: testRegions, Origin: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(table)
+	if mod != nil {
+		mod(&cfg)
+	}
+	m, _ := newMetrics(nil)
+	tp := &testPublisher{}
+	tp.publisher = newPublisher(cfg, func(p []byte) error { tp.sent = append(tp.sent, p); return nil },
+		func() int { return tp.depth }, m, zerolog.Nop())
+	return tp
+}
+
+func (tp *testPublisher) addHomes(hs []homes.Home) {
+	for _, h := range hs {
+		tp.add(homes.Change{Kind: homes.ChangeHome, Home: h})
+	}
+}
+
+func TestBackpressureWidensAndNarrows(t *testing.T) {
+	p := newTestPublisher(t, nil)
+	now := time.Unix(1_800_000_000, 0)
+	p.addHomes(gossiptest.Homes(3, 10, "a", 1))
+	p.tick(now)
+	if len(p.sent) != 1 || p.interval != DefaultFlushInterval {
+		t.Fatalf("healthy queue: %d events, interval %v", len(p.sent), p.interval)
+	}
+	// serf's queue grows: each tick doubles the interval up to MaxFlushInterval, and the
+	// changes that keep coming wait, counted as deferred flushes.
+	p.depth = DefaultQueueHigh + 10
+	var intervals []time.Duration
+	for i := range 10 {
+		now = now.Add(DefaultFlushInterval)
+		p.addHomes(gossiptest.Homes(1, 10, "a", uint64(10+i)))
+		p.tick(now)
+		intervals = append(intervals, p.interval)
+	}
+	if p.interval != DefaultMaxFlushInterval {
+		t.Fatalf("interval %v after a long high queue (steps %v), want %v", p.interval, intervals, DefaultMaxFlushInterval)
+	}
+	if d := testutil.ToFloat64(p.m.flushesDeferred); d < 5 {
+		t.Fatalf("%v deferred flushes", d)
+	}
+	if got := testutil.ToFloat64(p.m.queueDepth); got != float64(p.depth) {
+		t.Fatalf("queue depth gauge %v", got)
+	}
+	sentHigh := len(p.sent)
+	// Once the interval has passed, one flush carries everything that waited.
+	now = now.Add(DefaultMaxFlushInterval)
+	p.tick(now)
+	if len(p.sent) != sentHigh+1 || p.homes.n != 0 {
+		t.Fatalf("after the widened interval: %d new events, %d pending", len(p.sent)-sentHigh, p.homes.n)
+	}
+	// The queue drains: the interval narrows back step by step.
+	p.depth = 0
+	for range 10 {
+		now = now.Add(DefaultFlushInterval)
+		p.tick(now)
+	}
+	if p.interval != DefaultFlushInterval {
+		t.Fatalf("interval %v after the queue drained", p.interval)
+	}
+}
+
+func TestPendingBoundedDropsOldest(t *testing.T) {
+	p := newTestPublisher(t, func(c *Config) { c.MaxPending = 10 })
+	hs := gossiptest.Homes(25, 10, "a", 3)
+	p.addHomes(hs)
+	if got := testutil.ToFloat64(p.m.pendingDropped); got != 15 {
+		t.Fatalf("dropped %v, want 15", got)
+	}
+	p.flush(time.Now(), false)
+	_, _, got := gossiptest.Decode(t, p.sent[0])
+	if len(got) != 10 || got[0] != hs[15] || got[9] != hs[24] {
+		t.Fatalf("sent %d homes from %v: want the newest 10", len(got), got[0].Tenant)
+	}
+}
+
+func TestFlushBoundedPerRound(t *testing.T) {
+	p := newTestPublisher(t, func(c *Config) { c.MaxEventsPerFlush = 2 })
+	p.addHomes(gossiptest.Homes(400, 40, "a", 4))
+	p.flush(time.Now(), false)
+	if len(p.sent) != 2 || p.homes.n == 0 {
+		t.Fatalf("one flush sent %d events, left %d homes: want 2 events and a rest", len(p.sent), p.homes.n)
+	}
+}
+
+func TestMemoryBoundedWhateverTheRate(t *testing.T) {
+	p := newTestPublisher(t, nil)
+	p.depth = 1 << 20 // serf hopelessly behind: nothing is flushed for long
+	now := time.Unix(1_800_000_000, 0)
+	for i := range 50 {
+		p.addHomes(gossiptest.Homes(1000, 16, "a", uint64(i)))
+		now = now.Add(DefaultFlushInterval)
+		p.tick(now)
+	}
+	if p.homes.n > DefaultMaxPending || len(p.homes.buf) != DefaultMaxPending {
+		t.Fatalf("pending %d in a buffer of %d, bound %d", p.homes.n, len(p.homes.buf), DefaultMaxPending)
+	}
+	if testutil.ToFloat64(p.m.pendingDropped) == 0 {
+		t.Fatal("nothing counted as dropped")
+	}
+}

@@ -1,0 +1,262 @@
+package spread
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/fenec/fenec-entry/gossip/internal/stablehash"
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
+	"github.com/fenec/fenec-entry/homes"
+)
+
+// Relays, for large fleets (issue 12; bench/msgsim's proposal). Direct homes cost the origin
+// N-1 packets a batch, and a member receives a batch of one home (89 B, three times) from every
+// origin that learns little: at 1,000 entries and 500 homes a second about 130 KB/s each, and
+// 30,000 packets a second from an origin at 5,000 entries. With more than RelayAbove alive
+// members, in a keyed cluster, and every member able to (tag relay=2, so a rolling deploy
+// keeps older members on direct), the members are split into ceil(sqrt(N)) groups by a hash
+// of their names, and the tenants into RelayShards shards by a hash of their names; each
+// group has a relay for each shard, the member of the group with the highest rendezvous hash
+// of (shard, member), so that every entry picks the same ones:
+//
+//   - the origin sends each batch once to the other members of its own group, and the homes
+//     of each shard, in batches of their own, once to that shard's relay in each other group
+//     (wire.KindRelay);
+//   - a relay applies what it takes and queues its homes for its group; every RelayFlush it
+//     packs the homes it queued, from many origins, into full batches (each home keeps its
+//     origin's version: the wire carries the origin when it is not the sender) and sends
+//     them once to the other members of its group;
+//   - every packet on both hops is acked, and sent again where no ack came (acked.go); a
+//     relay that never acks (dead, partitioned) makes the origin send the batch straight to
+//     the rest of the relay's group.
+//
+// An origin sends about 2 sqrt(N) packets a home (its group, and a relay in each other group)
+// instead of N-1, a member receives each home about once, in packed batches, and a relay
+// sends its group its shard of everything. A home takes two hops and up to RelayFlush more.
+// Entries whose member lists differ for a moment (a join, a failure) may group differently:
+// a home a group then misses is repair's, as a lost packet is.
+
+// RelayTag marks a member able to relay, with RelayVersion: 2, acked (1 was copies, never
+// released). Every entry of this build carries it.
+const (
+	RelayTag     = "relay"
+	RelayVersion = "2"
+)
+
+// relayQueue bounds the homes a relay holds for its next batches, and the batches waiting
+// to be decoded; beyond it they are dropped, counted (eventsDropped "relay_queue_full"), and
+// left to repair.
+const relayQueue = 4096
+
+// MaxRelayShards bounds RelayShards: an origin sends a batch's homes in up to that many
+// batches, one for each shard's relays.
+const MaxRelayShards = 64
+
+// Member is an alive member as spread is handed it: its name, its memberlist address
+// (ip:port) and its tags.
+type Member struct {
+	Name string
+	Addr string
+	Tags map[string]string
+}
+
+// Plan is what this entry does with a batch when relays are on (NewPlan). It is shared and
+// never changed once made.
+type Plan struct {
+	// Own is this entry's group but itself.
+	Own []memberlist.Address
+	// Relays are, by shard, that shard's relay in each other group.
+	Relays [][]memberlist.Address
+	// Groups are every group's members, by group (this entry's included, itself too).
+	Groups [][]memberlist.Address
+}
+
+// Shard is the relay shard of a tenant.
+func (p *Plan) Shard(tenant string) int {
+	return int(stablehash.Of(tenant) % uint64(len(p.Relays)))
+}
+
+// Rest is the members of relay's group but relay and self: where a batch goes when relay
+// never acked it.
+func (p *Plan) Rest(relay, self string) []memberlist.Address {
+	var out []memberlist.Address
+	for _, a := range p.Groups[groupOf(relay, len(p.Groups))] {
+		if a.Name != relay && a.Name != self {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// NewPlan returns the relay plan for self among members (alive, self included), or nil
+// when relays are off: insecure gossip, above members or fewer (RelayAbove; negative:
+// never), or a member without the relay tag. Every entry that is handed the same members
+// makes the same plan.
+func NewPlan(self string, members []Member, above, shards int, secure bool) *Plan {
+	if !secure || above < 0 || len(members) <= above {
+		return nil
+	}
+	for _, m := range members {
+		if m.Tags[RelayTag] != RelayVersion {
+			return nil
+		}
+	}
+	shards = max(shards, 1)
+	groups := int(math.Ceil(math.Sqrt(float64(len(members)))))
+	mine := groupOf(self, groups)
+	p := &Plan{Relays: make([][]memberlist.Address, shards), Groups: make([][]memberlist.Address, groups)}
+	type choice struct {
+		m     *Member
+		score uint64
+	}
+	best := make([]choice, groups*shards) // [group*shards + shard]
+	for i := range members {
+		m := &members[i]
+		g := groupOf(m.Name, groups)
+		a := memberlist.Address{Addr: m.Addr, Name: m.Name}
+		p.Groups[g] = append(p.Groups[g], a)
+		if m.Name == self {
+			continue
+		}
+		if g == mine {
+			p.Own = append(p.Own, a)
+			continue
+		}
+		for s := range shards {
+			c := &best[g*shards+s]
+			if score := relayScore(m.Name, s); c.m == nil || score > c.score {
+				c.m, c.score = m, score
+			}
+		}
+	}
+	for g := range groups {
+		for s := range shards {
+			if c := best[g*shards+s]; g != mine && c.m != nil {
+				p.Relays[s] = append(p.Relays[s], memberlist.Address{Addr: c.m.Addr, Name: c.m.Name})
+			}
+		}
+	}
+	return p
+}
+
+// RelayStatus is how homes travel from this entry now (Gossip.Relays).
+type RelayStatus struct {
+	// On: through relays (more than RelayAbove alive members, keyed, every one able to);
+	// off: straight to every member.
+	On bool `json:"on"`
+	// Groups and Shards are the relay plan's; Group is how many members this entry's group
+	// has, itself included; RelayFor the shards this entry relays to its group (for the
+	// other groups' origins).
+	Groups   int   `json:"groups,omitempty"`
+	Shards   int   `json:"shards,omitempty"`
+	Group    int   `json:"group_members,omitempty"`
+	RelayFor []int `json:"relay_for_shards,omitempty"`
+}
+
+// Status says how homes travel from self, this plan's entry, by this plan; off for a nil
+// plan.
+func (p *Plan) Status(self string) RelayStatus {
+	if p == nil {
+		return RelayStatus{}
+	}
+	st := RelayStatus{On: true, Groups: len(p.Groups), Shards: len(p.Relays), Group: len(p.Own) + 1}
+	// This entry relays shard s for its group when another group's origin picks it: the
+	// plan of any member of another group says so. The score is the same from every
+	// origin, so this entry is shard s's relay when it wins among its own group.
+	for s := range st.Shards {
+		mine := relayScore(self, s)
+		best := true
+		for _, a := range p.Own {
+			if relayScore(a.Name, s) > mine {
+				best = false
+				break
+			}
+		}
+		if best {
+			st.RelayFor = append(st.RelayFor, s)
+		}
+	}
+	return st
+}
+
+// relayScore is the rendezvous score of member name for shard s.
+func relayScore(name string, s int) uint64 {
+	return stablehash.Mix(stablehash.String(stablehash.Offset, name) ^ (uint64(s+1) * 0x9E3779B97F4A7C15))
+}
+
+func groupOf(name string, groups int) int {
+	return int(stablehash.Of(name) % uint64(groups))
+}
+
+// relayer is a relay's side: the batches to pass on to its group, decoded and their homes
+// packed again, with their origins' versions, into full batches every RelayFlush, by its
+// own goroutine (run), which owns the decoder and the encoder.
+type relayer struct {
+	in    chan []byte
+	every time.Duration
+	plan  func() *Plan
+	dec   *wire.Decoder
+	enc   *wire.Encoder
+	acks  *ackedSender
+	m     *metrics
+}
+
+// forward queues payload for the group; never blocks.
+func (r *relayer) forward(payload []byte) {
+	select {
+	case r.in <- payload:
+	default:
+		r.m.eventsDropped.WithLabelValues("relay_queue_full").Inc()
+	}
+}
+
+func (r *relayer) run(ctx context.Context) {
+	tick := time.NewTicker(r.every)
+	defer tick.Stop()
+	var held []homes.Home
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-r.in:
+			sender, b, err := r.dec.Decode(p)
+			if err != nil {
+				continue // counted where it was received: it was valid then
+			}
+			r.m.relayed.Inc()
+			for _, w := range b.H {
+				if len(held) == relayQueue {
+					r.m.eventsDropped.WithLabelValues("relay_queue_full").Inc()
+					break
+				}
+				held = append(held, w.From(sender))
+			}
+		case now := <-tick.C:
+			held = r.flush(now, held)
+		}
+	}
+}
+
+// flush sends the held homes to the group in full batches (each home with its origin's
+// version), and returns held emptied.
+func (r *relayer) flush(now time.Time, held []homes.Home) []homes.Home {
+	if len(held) == 0 {
+		return held
+	}
+	plan := r.plan()
+	if plan != nil && len(plan.Own) > 0 {
+		events, _, _, _, err := r.enc.Split(nil, held, len(held), false)
+		if err == nil {
+			for _, ev := range events {
+				if r.acks.send(now, wire.KindAcked, ev.Payload, plan.Own, nil) == nil {
+					r.m.relayBatches.Inc()
+				}
+			}
+		}
+	} // else relays went off, or a group of one: the origin's own sends did it
+	clear(held)
+	return held[:0]
+}

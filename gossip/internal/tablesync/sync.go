@@ -1,0 +1,720 @@
+package tablesync
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/gossip/internal/keyring"
+	"github.com/fenec/fenec-entry/gossip/internal/validate"
+	"github.com/fenec/fenec-entry/homes"
+)
+
+// Paths of the snapshot listener.
+const (
+	pathChallenge = "/_gossip/challenge"
+	pathSnapshot  = "/_gossip/snapshot"
+	pathDigest    = "/_gossip/digest"
+	pathPull      = "/_gossip/pull"
+
+	streamContentType = "application/vnd.fenec.snapshot+msgpack"
+)
+
+// Defaults of SyncConfig.
+const (
+	DefaultRepairInterval = 30 * time.Second
+	DefaultSyncTimeout    = 10 * time.Second
+	DefaultMaxStreams     = 4
+	// DefaultRepairSettle: a home reaches every entry within 3 s (CONTRACT.md section 6), in
+	// about 0.3 s on one network; older than 2 s and still missing, it was lost.
+	DefaultRepairSettle = 2 * time.Second
+)
+
+// Peer is another entry as the snapshot client sees it.
+type Peer struct {
+	Name string // its node name, as in the membership (the name its reply proof must carry)
+	Addr string // host:port the client dials: its gossip address (Gossip's client sorts the stream there)
+}
+
+// SyncConfig configures a Sync. Table, Validator, MemberAddr and Peers are required.
+type SyncConfig struct {
+	// Node is this entry's node name: sent in proofs, checked in replies. Required.
+	Node string
+
+	// Keys are the gossip keys: requests are proven with the primary key and accepted under
+	// any installed one, and the answer is proven and sealed with the key its request used.
+	// The zero Keys is insecure gossip: requests are then accepted from any current member's
+	// address without proof, and answers are not proven (the stream's seals are then
+	// checksums against corruption, not against forgery).
+	Keys keyring.Keys
+
+	Table     *homes.Table
+	Validator *validate.Validator
+
+	// MemberAddr returns the address of node if it is a current alive member. A request is
+	// served only if its source address is that of the member its proof names.
+	MemberAddr func(node string) (netip.Addr, bool)
+
+	// Peers returns the alive members other than this one, with the addresses to dial them at.
+	Peers func() []Peer
+
+	// Interval is the mean time between repair rounds, jittered ±25 %; 0 means
+	// DefaultRepairInterval. Each round costs both sides one Range over their tables.
+	Interval time.Duration
+
+	// Timeout bounds one snapshot, digest or pull exchange, on both sides; 0 means
+	// DefaultSyncTimeout.
+	Timeout time.Duration
+
+	// RepairSettle is how old a home must be (by its version) to count in a repair digest;
+	// 0 means DefaultRepairSettle. Newer homes are gossip's: left out on both sides, they do
+	// not make a table of a million homes pull whole buckets for homes still in flight.
+	RepairSettle time.Duration
+
+	// Capacity is the table's capacity (--homes); 0 means homes.DefaultCapacity. A stream
+	// may carry at most 2×Capacity homes and marks, and about 4 KB for each.
+	Capacity int
+
+	// MaxStreams is how many snapshot and pull streams this entry serves at once; 0 means
+	// DefaultMaxStreams. More are refused with 503 and counted.
+	MaxStreams int
+
+	// Client makes the requests to peers. Nil: a client with dial, header and idle timeouts
+	// and no proxy (peers are on the private network).
+	Client *http.Client
+
+	// Now is the clock for nonce expiry; nil means time.Now.
+	Now func() time.Time
+
+	Logger     zerolog.Logger
+	Registerer prometheus.Registerer // nil: metrics are kept but not registered
+}
+
+// Sync serves this entry's table to peers and brings peers' tables here: the whole table to
+// a joining entry (Bootstrap, Fetch), and periodic anti-entropy (Run, Repair).
+//
+// Every endpoint but the challenge needs a proof of the gossip key from a current member at
+// its own address, and every answer proves the key back and seals its body (see
+// auth.go and stream.go). Whatever a peer sends is validated and applied with
+// Table.Apply and Table.ApplyMark, so versions decide: a snapshot never overwrites a newer
+// home that gossip brought meanwhile, and a home applied before a stream broke stays valid.
+//
+// Safe for concurrent use. Sync starts no goroutine of its own; Run is the repair loop and
+// returns when its context ends.
+type Sync struct {
+	cfg        SyncConfig
+	keys       keyring.Keys
+	nonces     *nonces
+	client     *http.Client
+	streams    chan struct{} // semaphore of served streams
+	maxRecords int
+	pullCursor atomic.Uint32 // the digest bucket the next capped pull starts from (repair.go)
+	bootstraps atomic.Int32  // this entry's table fetches in progress (BeginBootstrap)
+	partial    atomic.Bool   // a fetch began with an empty table: digests and pulls are refused
+	maxBytes   int64
+	m          *syncMetrics
+	log        zerolog.Logger
+	mux        *http.ServeMux
+}
+
+// NewSync checks cfg and returns a Sync, or an error naming the missing field or a metric
+// that could not be registered.
+func NewSync(cfg SyncConfig) (*Sync, error) {
+	switch {
+	case cfg.Node == "":
+		return nil, errors.New("gossip: SyncConfig.Node is empty")
+	case cfg.Table == nil:
+		return nil, errors.New("gossip: SyncConfig.Table is nil")
+	case cfg.Validator == nil:
+		return nil, errors.New("gossip: SyncConfig.Validator is nil")
+	case cfg.MemberAddr == nil:
+		return nil, errors.New("gossip: SyncConfig.MemberAddr is nil")
+	case cfg.Peers == nil:
+		return nil, errors.New("gossip: SyncConfig.Peers is nil")
+	case cfg.Interval < 0, cfg.Timeout < 0, cfg.Capacity < 0, cfg.MaxStreams < 0:
+		return nil, errors.New("gossip: SyncConfig: negative Interval, Timeout, Capacity or MaxStreams")
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultRepairInterval
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultSyncTimeout
+	}
+	if cfg.RepairSettle <= 0 {
+		cfg.RepairSettle = DefaultRepairSettle
+	}
+	if cfg.Capacity == 0 {
+		cfg.Capacity = homes.DefaultCapacity
+	}
+	if cfg.MaxStreams == 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m, err := newSyncMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("gossip: sync metrics: %w", err)
+	}
+	s := &Sync{
+		cfg:        cfg,
+		keys:       cfg.Keys,
+		nonces:     newNonces(cfg.Now),
+		client:     cfg.Client,
+		streams:    make(chan struct{}, cfg.MaxStreams),
+		maxRecords: 2 * cfg.Capacity,
+		m:          m,
+		log:        cfg.Logger.With().Str("component", "sync").Logger(),
+	}
+	s.maxBytes = int64(s.maxRecords)*maxRecBytes + 1<<20
+	if s.client == nil {
+		s.client = defaultSyncClient()
+	}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET "+pathChallenge, s.serveChallenge)
+	s.mux.HandleFunc("GET "+pathSnapshot, s.serveSnapshot)
+	s.mux.HandleFunc("GET "+pathDigest, s.serveDigest)
+	s.mux.HandleFunc("POST "+pathPull, s.servePull)
+	return s, nil
+}
+
+func defaultSyncClient() *http.Client {
+	d := &net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		ResponseHeaderTimeout: 5 * time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   2,
+		DisableCompression:    true, // tenant names compress, but a snapshot is a few MB on a private network
+	}}
+}
+
+// Handler serves the snapshot listener: GET /_gossip/challenge, GET /_gossip/snapshot,
+// GET /_gossip/digest and POST /_gossip/pull. Serve it only where peers reach it (on Fly the
+// 6PN address); it needs no other routing.
+func (s *Sync) Handler() http.Handler { return s.mux }
+
+// StatusError is a peer's refusal: its status and JSON error.
+type StatusError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"error"`
+	Message string `json:"message"`
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("gossip: peer answered %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+func (s *Sync) writeError(w http.ResponseWriter, endpoint string, e *authError) {
+	s.m.served.WithLabelValues(endpoint, e.code).Inc()
+	s.log.Debug().Str("endpoint", endpoint).Str("refused", e.code).Msg("snapshot request refused")
+	b, _ := json.Marshal(StatusError{Code: e.code, Message: e.msg})
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(e.status)
+	w.Write(append(b, '\n'))
+}
+
+type challengeBody struct {
+	Nonce     string `json:"nonce"`
+	ExpiresIn int    `json:"expires_in"` // seconds
+}
+
+// serveChallenge issues a nonce to a member, from its own address.
+func (s *Sync) serveChallenge(w http.ResponseWriter, r *http.Request) {
+	node := r.URL.Query().Get("node")
+	if aerr := s.member(r, node); aerr != nil {
+		s.writeError(w, "challenge", aerr)
+		return
+	}
+	nonce, ok := s.nonces.issue(node)
+	if !ok {
+		s.m.noncesFull.Inc()
+		s.writeError(w, "challenge", errNoncesFull)
+		return
+	}
+	s.m.served.WithLabelValues("challenge", "ok").Inc()
+	b, _ := json.Marshal(challengeBody{Nonce: nonce, ExpiresIn: int(nonceTTL / time.Second)})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(append(b, '\n'))
+}
+
+// partialHeader marks a table answered by an entry that is fetching its own from empty
+// (BeginBootstrap): part of a peer's, not a whole one. A joiner applies it (any subset of a
+// table is safe) and prefers a whole one from another peer (Bootstrap). Not sealed: a peer
+// that strips it gets today's behaviour, a table taken as whole.
+const partialHeader = "Fenec-Table-Partial"
+
+func (s *Sync) serveSnapshot(w http.ResponseWriter, r *http.Request) {
+	who, aerr := s.authenticate(r)
+	if aerr != nil {
+		s.writeError(w, "snapshot", aerr)
+		return
+	}
+	if s.partial.Load() {
+		w.Header().Set(partialHeader, "1")
+	}
+	s.stream(w, r, "snapshot", who, func(sw *streamWriter) error {
+		t := s.cfg.Table
+		if err := sw.header(s.cfg.Node, t.Len(), 0); err != nil {
+			return err
+		}
+		var err error
+		n := 0
+		pace := newPacer()
+		t.Range(func(h homes.Home, _ homes.Source) bool {
+			if n++; n > s.maxRecords {
+				return false
+			}
+			if err = sw.home(h); err != nil {
+				return false
+			}
+			pace.wait(n)
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		return s.writeMarks(sw)
+	})
+}
+
+func (s *Sync) writeMarks(sw *streamWriter) error {
+	for _, m := range s.cfg.Table.Marks() {
+		if err := sw.mark(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxStreamRate bounds the homes a table or pull stream sends a second: a million in 2.5 s,
+// within a joiner's 5 s. minStreamRate is the pace below which a stream stops yielding half
+// its CPU: a million in 3.3 s, so that a contended CPU still brings a joiner a million homes
+// within its bootstrap's 4.5 s (node: a first peer within 2 s, then its table within 2.5 s).
+const (
+	maxStreamRate = 400_000
+	minStreamRate = 300_000
+)
+
+// pacer spreads a stream's work so that the serving entry's own requests keep its CPU: after
+// each write (flushEvery sealed blocks, 1,024 homes, about 0.2-0.5 ms of Range, encoding,
+// sealing and the write) it sleeps at least as long as that took (at most half of a CPU, in
+// slices short enough that a request never waits behind a whole stream), and longer if that
+// is still ahead of maxStreamRate. Behind minStreamRate it pauses only yieldPause: on a
+// contended CPU a batch's time is mostly the time the stream waited for the CPU, and pausing
+// as long again slowed a million homes to 4.5 s (bench/joiner, pinned). Without it a stream ran as one CPU-bound goroutine for a
+// second a million homes, and the entry's requests waited behind it for the scheduler's time
+// slices (bench/joiner: p99 7x its idle p99 while a joiner fetched a million homes). It
+// pauses once a write, not once a block: each pause and each write wakes the joiner's reader
+// and this entry's scheduler, which cost more of the serving CPU than the bytes did.
+type pacer struct {
+	start, block time.Time
+	now          func() time.Time    // time.Now but in tests
+	sleep        func(time.Duration) // time.Sleep but in tests
+}
+
+// paceEvery is how many homes a stream writes between pauses: one write.
+const paceEvery = flushEvery * sealEvery
+
+// yieldPause is the pause of a stream behind minStreamRate: enough for the requests waiting
+// for the entry's CPU to run (a goroutine that does not sleep holds its P up to 10 ms).
+const yieldPause = 50 * time.Microsecond
+
+func newPacer() *pacer { return newPacerClock(time.Now, time.Sleep) }
+
+func newPacerClock(now func() time.Time, sleep func(time.Duration)) *pacer {
+	t := now()
+	return &pacer{start: t, block: t, now: now, sleep: sleep}
+}
+
+// wait is called after the n-th home (from 1) is written; it pauses after every paceEvery.
+func (p *pacer) wait(n int) {
+	if n%paceEvery != 0 {
+		return
+	}
+	now := p.now()
+	elapsed := now.Sub(p.start)
+	pause := now.Sub(p.block) // as long as the homes since the last pause took
+	if elapsed > rateTime(n, minStreamRate) {
+		pause = min(pause, yieldPause)
+	}
+	if ahead := rateTime(n, maxStreamRate) - elapsed; ahead > pause {
+		pause = ahead
+	}
+	p.sleep(pause)
+	p.block = p.now()
+}
+
+// rateTime is how long n homes take at rate homes a second.
+func rateTime(n, rate int) time.Duration {
+	return time.Duration(float64(n) / float64(rate) * float64(time.Second))
+}
+
+var errBusy = &authError{http.StatusServiceUnavailable, "busy", "too many snapshot streams at once"}
+
+// stream answers an authenticated request with a sealed stream that fill writes (from the
+// header to the last record; stream adds the trailer), flushed every flushEvery sealed blocks.
+// A write error ends it without a trailer, which the peer detects.
+//
+// The body is not chunked: it ends with the connection (Transfer-Encoding: identity, which
+// net/http's server answers without chunking and then closes). The stream frames itself (its
+// trailer counts the records and its seals prove them), and a chunked body cost three writes
+// a flush (the chunk's size, its data past net/http's 4 KB buffer, and its CRLF at the
+// flush), each waking the peer's reader. A peer's client reads either.
+func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint string, who caller, fill func(*streamWriter) error) {
+	select {
+	case s.streams <- struct{}{}:
+		defer func() { <-s.streams }()
+	default:
+		s.writeError(w, endpoint, errBusy)
+		return
+	}
+	rc := http.NewResponseController(w)
+	rc.SetWriteDeadline(time.Now().Add(s.cfg.Timeout)) // best effort: not every writer has one
+	s.signReply(w, r, who)
+	h := w.Header()
+	h.Set("Content-Type", streamContentType)
+	h.Set("Cache-Control", "no-store")
+	h.Set("Transfer-Encoding", "identity")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10) // a flush's flushEvery blocks, about 45 KB, in one write
+	sw := newStreamWriter(bw, newStreamMAC(who.authKey, who.nonce, r.URL.Path), func() error {
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		return nil
+	})
+	err := fill(sw)
+	if err == nil {
+		err = sw.trailer()
+	}
+	if err != nil {
+		s.m.served.WithLabelValues(endpoint, "error").Inc()
+		s.log.Debug().Err(err).Str("endpoint", endpoint).Str("peer", who.node).Msg("snapshot stream broken")
+		return
+	}
+	s.m.served.WithLabelValues(endpoint, "ok").Inc()
+}
+
+// call makes one authenticated request to peer: a challenge first (with a key), then the
+// request with its proof; it checks the status and the reply proof and returns the answer
+// (whose body the caller reads and closes) and the seal to read it with.
+func (s *Sync) call(ctx context.Context, peer Peer, method, path string, body []byte) (*http.Response, *streamMAC, error) {
+	return s.callWith(ctx, peer, method, path, body, nil)
+}
+
+// callWith is call with more request headers (not covered by the proof: what they say must
+// be harmless to change).
+func (s *Sync) callWith(ctx context.Context, peer Peer, method, path string, body []byte, hdr map[string]string) (*http.Response, *streamMAC, error) {
+	base := "http://" + peer.Addr
+	proof := s.cfg.Node
+	var nonce string
+	authKey := deriveAuthKey(s.keys.Primary()) // the key of this whole exchange
+	if s.keys.Secure() {
+		var err error
+		if nonce, err = s.challenge(ctx, base); err != nil {
+			return nil, nil, err
+		}
+		proof += " " + nonce + " " + requestProof(authKey, s.cfg.Node, nonce, method, path)
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set(proofHeader, proof)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", streamContentType)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, nil, readStatusError(resp)
+	}
+	if err := s.checkReply(resp, peer, nonce, method, path, authKey); err != nil {
+		resp.Body.Close()
+		return nil, nil, err
+	}
+	return resp, newStreamMAC(authKey, nonce, path), nil
+}
+
+func (s *Sync) challenge(ctx context.Context, base string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+pathChallenge+"?node="+url.QueryEscape(s.cfg.Node), nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", readStatusError(resp)
+	}
+	var c challengeBody
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&c); err != nil {
+		return "", fmt.Errorf("gossip: challenge: %w", err)
+	}
+	if c.Nonce == "" || len(c.Nonce) > 64 {
+		return "", errors.New("gossip: challenge: no nonce")
+	}
+	return c.Nonce, nil
+}
+
+func readStatusError(resp *http.Response) error {
+	e := &StatusError{Status: resp.StatusCode}
+	json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(e) // best effort
+	return e
+}
+
+// limitedReader is io.LimitedReader that fails with ErrTooLarge instead of ending.
+type limitedReader struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, ErrTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// received is what one stream brought.
+type received struct {
+	homes, marks       int // records read
+	homesApplied       int
+	marksApplied       int
+	homesInv, marksInv int
+	digest             *digest
+}
+
+// readStream reads a sealed stream from body, applying each sealed block of homes and marks
+// (validated first) as its seal verifies, and returns what it read. On error, what was applied
+// stays applied.
+func (s *Sync) readStream(body io.Reader, mac *streamMAC, via string) (got received, err error) {
+	defer func() {
+		s.m.applied.WithLabelValues(via, typeHome).Add(float64(got.homesApplied))
+		s.m.applied.WithLabelValues(via, typeMark).Add(float64(got.marksApplied))
+		s.m.invalid.WithLabelValues(via, typeHome).Add(float64(got.homesInv))
+		s.m.invalid.WithLabelValues(via, typeMark).Add(float64(got.marksInv))
+	}()
+	sr := newStreamReader(&limitedReader{r: body, n: s.maxBytes}, mac, s.maxRecords)
+	rec, err := sr.next()
+	if err != nil {
+		return got, err
+	}
+	if rec.kind != recHeader {
+		return got, fmt.Errorf("%w: first record is kind %d, not a header", errBadStream, rec.kind)
+	}
+	var hs []homes.Home
+	var ms []homes.Mark
+	for {
+		rec, err := sr.next()
+		if err != nil {
+			return got, err
+		}
+		switch rec.kind {
+		case recHome:
+			hs = append(hs, rec.home)
+			got.homes++
+		case recMark:
+			ms = append(ms, rec.mark)
+			got.marks++
+		case recDigest:
+			got.digest = rec.digest
+		case recSeal, recTrailer:
+			s.applyBlock(hs, ms, &got)
+			hs, ms = hs[:0], ms[:0]
+			if rec.last {
+				return got, nil
+			}
+		default:
+			return got, fmt.Errorf("%w: unexpected record kind %d", errBadStream, rec.kind)
+		}
+	}
+}
+
+func (s *Sync) applyBlock(hs []homes.Home, ms []homes.Mark, got *received) {
+	t, v := s.cfg.Table, s.cfg.Validator
+	for _, h := range hs {
+		if v.Home(h) != nil {
+			got.homesInv++
+		} else if t.Apply(h) {
+			got.homesApplied++
+		}
+	}
+	for _, m := range ms {
+		if v.Mark(m) != nil {
+			got.marksInv++
+		} else if t.ApplyMark(m) {
+			got.marksApplied++
+		}
+	}
+}
+
+// Fetch streams peer's whole table (homes, then every region's latest failure and clear) and applies every valid home and
+// mark that is newer than what this table holds, as each sealed block arrives. It returns how
+// many changed the table and how many were invalid (counted, skipped). An error (the peer
+// refused, did not prove the key, the stream broke, was truncated or over its bound: 2×Capacity
+// records) leaves what was applied applied: versions make any subset of a peer's table safe.
+// Bounded by SyncConfig.Timeout.
+func (s *Sync) Fetch(ctx context.Context, peer Peer) (applied, invalid int, err error) {
+	applied, invalid, _, err = s.fetch(ctx, peer)
+	return applied, invalid, err
+}
+
+// fetch is Fetch, and whether the peer said its table was partial (partialHeader).
+func (s *Sync) fetch(ctx context.Context, peer Peer) (applied, invalid int, partial bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	defer func() {
+		res := "ok"
+		switch {
+		case err != nil:
+			res = "error"
+		case partial:
+			res = "partial"
+		}
+		s.m.fetches.WithLabelValues(res).Inc()
+	}()
+	resp, mac, err := s.call(ctx, peer, http.MethodGet, pathSnapshot, nil)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("gossip: snapshot from %s: %w", peer.Name, err)
+	}
+	defer resp.Body.Close()
+	partial = resp.Header.Get(partialHeader) == "1"
+	got, err := s.readStream(resp.Body, mac, viaSnapshot)
+	applied, invalid = got.homesApplied+got.marksApplied, got.homesInv+got.marksInv
+	if err != nil {
+		return applied, invalid, partial, fmt.Errorf("gossip: snapshot from %s: %w", peer.Name, err)
+	}
+	return applied, invalid, partial, nil
+}
+
+// Bootstrap brings this entry the table of one live peer: it tries the peers in random order
+// until one snapshot succeeds, and returns nil then, or at once if there are no peers. A peer
+// that is itself fetching its table from empty answers part of one (partialHeader): it is
+// applied, and the round goes on to the other peers for a whole one; a round that found only
+// partial ones returns nil at its end (every peer is joining: a fleet starting cold). While
+// peers exist but every one fails, it tries again after a backoff (250 ms doubling to 5 s,
+// jittered), asking Peers each time, until ctx ends; it then returns ctx's error and the last
+// failure. The caller reports ready once it returns nil (or gives up, with a deadline on ctx,
+// and serves with what repair brings later).
+func (s *Sync) Bootstrap(ctx context.Context) error {
+	defer s.BeginBootstrap()()
+	backoff := 250 * time.Millisecond
+	start := time.Now()
+	var last error
+	for {
+		peers := s.cfg.Peers()
+		if len(peers) == 0 {
+			s.log.Info().Msg("no peer to fetch the table from: serving alone")
+			return nil
+		}
+		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
+		partialFrom := ""
+		for _, p := range peers {
+			applied, invalid, partial, err := s.fetch(ctx, p)
+			if err == nil && partial {
+				s.log.Debug().Str("peer", p.Name).Int("applied", applied).Msg("a joining peer's partial table: trying the others for a whole one")
+				partialFrom = p.Name
+				continue
+			}
+			if err == nil {
+				s.log.Info().Str("peer", p.Name).Int("applied", applied).Int("invalid", invalid).
+					Dur("took", time.Since(start)).Int("homes", s.cfg.Table.Len()).Msg("table fetched from peer")
+				return nil
+			}
+			last = err
+			lvl := zerolog.WarnLevel
+			if se := (*StatusError)(nil); errors.As(err, &se) && se.Code == "not_member" {
+				// Normal while joining: the joiner heard of this peer before the peer
+				// heard of the joiner. The next round asks again.
+				lvl = zerolog.DebugLevel
+			}
+			s.log.WithLevel(lvl).Err(err).Str("peer", p.Name).Int("applied", applied).Msg("snapshot failed")
+			if ctx.Err() != nil {
+				return fmt.Errorf("gossip: bootstrap: %w (last: %w)", ctx.Err(), last)
+			}
+		}
+		if partialFrom != "" {
+			s.log.Info().Str("peer", partialFrom).Dur("took", time.Since(start)).Int("homes", s.cfg.Table.Len()).
+				Msg("table fetched from peers that are joining too: no whole one to be had")
+			return nil
+		}
+		wait := backoff/2 + rand.N(backoff)
+		backoff = min(2*backoff, 5*time.Second)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("gossip: bootstrap: %w (last: %w)", ctx.Err(), last)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// BeginBootstrap marks a fetch of this entry's table in progress until the returned func is
+// called (once); fetches may nest (Gossip.Bootstrap around Sync.Bootstrap). While one is in
+// progress this entry starts no repair (RepairPaused): the fetch brings a peer's whole table,
+// and a repair round beside it costs that peer a digest of its table and a pull of a quarter
+// of it, unpaced beside the stream. If the table was empty when the outermost began, digests
+// and pulls are refused (503 "bootstrapping") until it ends: the table is part of a peer's,
+// so a peer repairing with it (as every peer does with an entry that comes alive) would
+// compute its own digest and pull buckets of homes it holds, for nothing. A warm entry's
+// table (restored from its state file) is answered as usual: it may hold what peers lack.
+func (s *Sync) BeginBootstrap() (end func()) {
+	if s.bootstraps.Add(1) == 1 {
+		s.partial.Store(s.cfg.Table.Len() == 0)
+	}
+	var once atomic.Bool
+	return func() {
+		if !once.CompareAndSwap(false, true) {
+			return
+		}
+		if s.bootstraps.Add(-1) == 0 {
+			s.partial.Store(false)
+		}
+	}
+}
+
+// RepairPaused reports whether this entry is fetching its table (BeginBootstrap): no repair
+// round starts then.
+func (s *Sync) RepairPaused() bool { return s.bootstraps.Load() > 0 }
+
+var errBootstrapping = &authError{http.StatusServiceUnavailable, "bootstrapping",
+	"this entry is fetching its table from a peer: it holds part of it, repair with it later"}
