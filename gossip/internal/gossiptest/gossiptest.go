@@ -67,10 +67,10 @@ func Decode(t testing.TB, payloads ...[]byte) (string, []homes.Mark, []homes.Hom
 		}
 		sender = s
 		for _, w := range b.M {
-			ms = append(ms, w.From(s))
+			ms = append(ms, w.Mark(s))
 		}
 		for _, w := range b.H {
-			hs = append(hs, w.From(s))
+			hs = append(hs, w.Home(s))
 		}
 	}
 	return sender, ms, hs

@@ -60,7 +60,7 @@ func (r *receiver) apply(in inbound) {
 	}
 	// Marks first, as sent.
 	for _, w := range b.M {
-		m := w.From(sender)
+		m := w.Mark(sender)
 		if err := r.v.Mark(m); err != nil {
 			r.m.itemsInvalid.WithLabelValues("mark").Inc()
 			r.log.Debug().Err(err).Str("sender", sender).Msg("gossip: invalid mark dropped")
@@ -87,7 +87,7 @@ func (r *receiver) apply(in inbound) {
 	}
 	here := max(now.Sub(in.at), 0)
 	for _, w := range b.H {
-		h := w.From(sender)
+		h := w.Home(sender)
 		if err := r.v.Home(h); err != nil {
 			r.m.itemsInvalid.WithLabelValues("home").Inc()
 			r.log.Debug().Err(err).Str("sender", sender).Msg("gossip: invalid home dropped")

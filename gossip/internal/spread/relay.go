@@ -232,7 +232,7 @@ func (r *relayer) run(ctx context.Context) {
 					r.m.eventsDropped.WithLabelValues("relay_queue_full").Inc()
 					break
 				}
-				held = append(held, w.From(sender))
+				held = append(held, w.Home(sender))
 			}
 		case now := <-tick.C:
 			held = r.flush(now, held)

@@ -15,6 +15,7 @@ import (
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/homes/record"
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
@@ -201,10 +202,10 @@ func TestSnapshotClientRefusesUnprovenReply(t *testing.T) {
 			w.Header().Set(proofReplyHeader, real.Header().Get(proofReplyHeader))
 			w.WriteHeader(200)
 			nonce := strings.Fields(r.Header.Get(proofHeader))[1]
-			sw := newStreamWriter(w, newStreamMAC(deriveAuthKey([]byte("not the key")), nonce, pathSnapshot), nil)
-			sw.header("a", 1, 0)
-			sw.home(homes.Home{Tenant: "evil", Region: "eu", Version: ver(0, 0, "a")})
-			sw.trailer()
+			sw := record.NewWriter(w, record.NewMAC(deriveAuthKey([]byte("not the key")), nonce, pathSnapshot), record.Version, nil)
+			sw.Header("a", 1, 0)
+			sw.Home(homes.Home{Tenant: "evil", Region: "eu", Version: ver(0, 0, "a")})
+			sw.Trailer()
 		})
 		_, _, err := b.sync.Fetch(context.Background(), a.peer())
 		if !errors.Is(err, ErrBadSeal) {

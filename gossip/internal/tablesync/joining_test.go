@@ -1,7 +1,6 @@
 package tablesync
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,8 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/fenec/fenec-entry/homes"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // What a join costs the peer that serves it (bench/joiner, docs/BENCHMARKS.md): the joiner
@@ -61,12 +59,11 @@ func TestRepairRefusedByBootstrappingPeer(t *testing.T) {
 
 func mustMarshalPull(t *testing.T, buckets []byte) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	enc := newStreamWriter(&buf, newStreamMAC(nil, "", ""), nil).enc
-	if err := enc.Encode(&pullRequest{Version: wireVersion, Buckets: buckets}); err != nil {
+	b, err := msgpack.Marshal(&pullRequest{Version: pullVersion, Buckets: buckets})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return buf.Bytes()
+	return b
 }
 
 // An entry fetching its table starts no repair round of its own.
@@ -131,45 +128,6 @@ func TestStreamBodyNotChunked(t *testing.T) {
 	got, err := b.sync.readStream(resp.Body, mac, viaSnapshot)
 	if err != nil || got.homesApplied != 3000 {
 		t.Fatalf("readStream: %d applied, %v", got.homesApplied, err)
-	}
-}
-
-// A stream is flushed every flushEvery sealed blocks and at its end.
-func TestStreamFlushesEveryFourBlocks(t *testing.T) {
-	var buf bytes.Buffer
-	flushes := 0
-	sw := newStreamWriter(&buf, newStreamMAC([]byte("k"), "n", pathSnapshot), func() error { flushes++; return nil })
-	if err := sw.header("a", 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	const n = 2*4*sealEvery + 10
-	for i := range n {
-		if err := sw.home(homes.Home{Tenant: fmt.Sprintf("t%d", i), Region: "eu", Version: homes.Version{HLC: 1, Origin: "a"}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if flushes != 2 {
-		t.Errorf("%d flushes after %d homes, want 2", flushes, n)
-	}
-	if err := sw.trailer(); err != nil || flushes != 3 {
-		t.Errorf("trailer: %v, %d flushes; want 3", err, flushes)
-	}
-	sr := newStreamReader(&buf, newStreamMAC([]byte("k"), "n", pathSnapshot), n)
-	seals := 0
-	for {
-		rec, err := sr.next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec.kind == recSeal {
-			seals++
-		}
-		if rec.last {
-			break
-		}
-	}
-	if seals != n/sealEvery {
-		t.Errorf("%d seals, want %d: a block is still %d records", seals, n/sealEvery, sealEvery)
 	}
 }
 

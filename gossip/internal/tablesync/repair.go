@@ -15,6 +15,7 @@ import (
 
 	"github.com/fenec/fenec-entry/gossip/internal/stablehash"
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/homes/record"
 )
 
 // Anti-entropy repairs what gossip lost (serf's queue overflowed, a partition, a change feed
@@ -56,7 +57,7 @@ import (
 // peer plus ~30 B per home sent (a bucket of a million-home table: 117 KB). At the default
 // 30 s interval that is well under 0.1 % of a core on each side at 50,000 homes, 0.4 % at a
 // million.
-const digestBuckets = 256
+const digestBuckets = record.DigestBuckets
 
 // maxPullBuckets bounds the buckets one round pulls: a quarter of the table at most (at a
 // million homes about 11 MB), the rest left to the next rounds (counted).
@@ -76,11 +77,8 @@ func settledBefore(now time.Time, settle time.Duration) uint64 {
 	return uint64(ms) << 16 // an HLC's physical part (homes.Version)
 }
 
-// digest is a table's bucket sums and its marks' sum.
-type digest struct {
-	buckets [digestBuckets]uint64
-	marks   uint64
-}
+// digest is a table's bucket sums and its marks' sum, as the stream carries it.
+type digest = record.Digest
 
 // homeHash returns h's bucket and its term in the bucket's sum.
 func homeHash(h homes.Home) (bucket int, sum uint64) {
@@ -116,11 +114,11 @@ func computeDigest(t *homes.Table, before uint64, pace func(n int)) *digest {
 			return true
 		}
 		b, x := homeHash(h)
-		d.buckets[b] += x
+		d.Buckets[b] += x
 		return true
 	})
 	for _, m := range t.Marks() {
-		d.marks += markHash(m)
+		d.Marks += markHash(m)
 	}
 	return d
 }
@@ -161,15 +159,18 @@ func (s *Sync) serveDigest(w http.ResponseWriter, r *http.Request) {
 	// The puller's cutoff: both sides digest the same homes. Absent or bad (an older
 	// puller): every home, as before.
 	before, _ := strconv.ParseUint(r.Header.Get(beforeHeader), 10, 64)
-	s.stream(w, r, "digest", who, func(sw *streamWriter) error {
-		if err := sw.header(s.cfg.Node, 0, 0); err != nil {
+	s.stream(w, r, "digest", who, func(sw *record.Writer) error {
+		if err := sw.Header(s.cfg.Node, 0, 0); err != nil {
 			return err
 		}
-		return sw.digest(computeDigest(s.cfg.Table, before, newDigestPacer().wait))
+		return sw.Digest(computeDigest(s.cfg.Table, before, newDigestPacer().wait))
 	})
 }
 
-// pullRequest is the body of POST /_gossip/pull: msgpack [wireVersion, bitmap], the bitmap
+// pullVersion is the pull request's format, apart from the stream's.
+const pullVersion = 1
+
+// pullRequest is the body of POST /_gossip/pull: msgpack [pullVersion, bitmap], the bitmap
 // digestBuckets/8 bytes, bit b (byte b/8, bit b%8) set for each bucket wanted.
 type pullRequest struct {
 	//lint:ignore U1000 read by msgpack through its tag: encode the struct as an array
@@ -196,12 +197,12 @@ func (s *Sync) servePull(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = msgpack.Unmarshal(body, &req)
 	}
-	if err != nil || req.Version != wireVersion || len(req.Buckets) != digestBuckets/8 {
+	if err != nil || req.Version != pullVersion || len(req.Buckets) != digestBuckets/8 {
 		s.writeError(w, "pull", errBadPull)
 		return
 	}
-	s.stream(w, r, "pull", who, func(sw *streamWriter) error {
-		if err := sw.header(s.cfg.Node, 0, 0); err != nil {
+	s.stream(w, r, "pull", who, func(sw *record.Writer) error {
+		if err := sw.Header(s.cfg.Node, 0, 0); err != nil {
 			return err
 		}
 		var err error
@@ -214,7 +215,7 @@ func (s *Sync) servePull(w http.ResponseWriter, r *http.Request) {
 			if n++; n > s.maxRecords {
 				return false
 			}
-			if err = sw.home(h); err != nil {
+			if err = sw.Home(h); err != nil {
 				return false
 			}
 			pace.wait(n)
@@ -261,10 +262,10 @@ func (s *Sync) Repair(ctx context.Context, peer Peer) (res RepairResult, err err
 		return res, fmt.Errorf("gossip: repair digest from %s: %w", peer.Name, err)
 	}
 	ours := computeDigest(s.cfg.Table, before, newDigestPacer().wait)
-	req := pullRequest{Version: wireVersion, Buckets: make([]byte, digestBuckets/8)}
+	req := pullRequest{Version: pullVersion, Buckets: make([]byte, digestBuckets/8)}
 	var differ []int
-	for b := range ours.buckets {
-		if ours.buckets[b] != theirs.buckets[b] {
+	for b := range ours.Buckets {
+		if ours.Buckets[b] != theirs.Buckets[b] {
 			differ = append(differ, b)
 		}
 	}
@@ -282,7 +283,7 @@ func (s *Sync) Repair(ctx context.Context, peer Peer) (res RepairResult, err err
 		req.Buckets[b/8] |= 1 << (b % 8)
 		res.Buckets++
 	}
-	res.MarksDiffer = ours.marks != theirs.marks
+	res.MarksDiffer = ours.Marks != theirs.Marks
 	s.m.buckets.Add(float64(res.Buckets))
 	if res.Buckets == 0 && !res.MarksDiffer {
 		return res, nil
@@ -317,7 +318,7 @@ func (s *Sync) fetchDigest(ctx context.Context, peer Peer, before uint64) (*dige
 		return nil, err
 	}
 	if got.digest == nil {
-		return nil, fmt.Errorf("%w: digest answer without a digest", errBadStream)
+		return nil, fmt.Errorf("%w: digest answer without a digest", record.ErrBadStream)
 	}
 	return got.digest, nil
 }
@@ -378,4 +379,11 @@ func TableDigest(t *homes.Table) string {
 		return true
 	})
 	return fmt.Sprintf("%016x", sum)
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }

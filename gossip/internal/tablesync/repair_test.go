@@ -194,12 +194,12 @@ func TestDigestOrderIndependent(t *testing.T) {
 	}
 	b.Apply(homes.Home{Tenant: "y", Region: "us", Version: ver(time.Second, 0, "o")})
 	da, db := computeDigest(a, 0, nil), computeDigest(b, 0, nil)
-	if da.buckets[bucketOf("y")] == db.buckets[bucketOf("y")] {
+	if da.Buckets[bucketOf("y")] == db.Buckets[bucketOf("y")] {
 		t.Error("a newer version left the bucket's digest unchanged")
 	}
 	diff := 0
-	for i := range da.buckets {
-		if da.buckets[i] != db.buckets[i] {
+	for i := range da.Buckets {
+		if da.Buckets[i] != db.Buckets[i] {
 			diff++
 		}
 	}

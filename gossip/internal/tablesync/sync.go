@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/fenec/fenec-entry/gossip/internal/keyring"
 	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/homes/record"
 )
 
 // Paths of the snapshot listener.
@@ -180,7 +182,7 @@ func NewSync(cfg SyncConfig) (*Sync, error) {
 		m:          m,
 		log:        cfg.Logger.With().Str("component", "sync").Logger(),
 	}
-	s.maxBytes = int64(s.maxRecords)*maxRecBytes + 1<<20
+	s.maxBytes = int64(s.maxRecords)*record.MaxRecordBytes + 1<<20
 	if s.client == nil {
 		s.client = defaultSyncClient()
 	}
@@ -262,6 +264,12 @@ func (s *Sync) serveChallenge(w http.ResponseWriter, r *http.Request) {
 // that strips it gets today's behaviour, a table taken as whole.
 const partialHeader = "Fenec-Table-Partial"
 
+// streamVersionHeader carries, on a request, the newest stream version (package record) the
+// requester reads; the answer is written in it, or in version 1 when the header is missing
+// (an entry from before version 2). Not covered by the proof: changing it changes only the
+// encoding of a stream that is sealed either way.
+const streamVersionHeader = "Fenec-Stream-Version"
+
 func (s *Sync) serveSnapshot(w http.ResponseWriter, r *http.Request) {
 	who, aerr := s.authenticate(r)
 	if aerr != nil {
@@ -271,9 +279,9 @@ func (s *Sync) serveSnapshot(w http.ResponseWriter, r *http.Request) {
 	if s.partial.Load() {
 		w.Header().Set(partialHeader, "1")
 	}
-	s.stream(w, r, "snapshot", who, func(sw *streamWriter) error {
+	s.stream(w, r, "snapshot", who, func(sw *record.Writer) error {
 		t := s.cfg.Table
-		if err := sw.header(s.cfg.Node, t.Len(), 0); err != nil {
+		if err := sw.Header(s.cfg.Node, t.Len(), 0); err != nil {
 			return err
 		}
 		var err error
@@ -283,7 +291,7 @@ func (s *Sync) serveSnapshot(w http.ResponseWriter, r *http.Request) {
 			if n++; n > s.maxRecords {
 				return false
 			}
-			if err = sw.home(h); err != nil {
+			if err = sw.Home(h); err != nil {
 				return false
 			}
 			pace.wait(n)
@@ -296,9 +304,9 @@ func (s *Sync) serveSnapshot(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (s *Sync) writeMarks(sw *streamWriter) error {
+func (s *Sync) writeMarks(sw *record.Writer) error {
 	for _, m := range s.cfg.Table.Marks() {
-		if err := sw.mark(m); err != nil {
+		if err := sw.Mark(m); err != nil {
 			return err
 		}
 	}
@@ -315,7 +323,7 @@ const (
 )
 
 // pacer spreads a stream's work so that the serving entry's own requests keep its CPU: after
-// each write (flushEvery sealed blocks, 1,024 homes, about 0.2-0.5 ms of Range, encoding,
+// each write (record.FlushEvery sealed blocks, 1,024 homes, about 0.2-0.5 ms of Range, encoding,
 // sealing and the write) it sleeps at least as long as that took (at most half of a CPU, in
 // slices short enough that a request never waits behind a whole stream), and longer if that
 // is still ahead of maxStreamRate. Behind minStreamRate it pauses only yieldPause: on a
@@ -332,7 +340,7 @@ type pacer struct {
 }
 
 // paceEvery is how many homes a stream writes between pauses: one write.
-const paceEvery = flushEvery * sealEvery
+const paceEvery = record.FlushEvery * record.SealEvery
 
 // yieldPause is the pause of a stream behind minStreamRate: enough for the requests waiting
 // for the entry's CPU to run (a goroutine that does not sleep holds its P up to 10 ms).
@@ -371,7 +379,7 @@ func rateTime(n, rate int) time.Duration {
 var errBusy = &authError{http.StatusServiceUnavailable, "busy", "too many snapshot streams at once"}
 
 // stream answers an authenticated request with a sealed stream that fill writes (from the
-// header to the last record; stream adds the trailer), flushed every flushEvery sealed blocks.
+// header to the last record; stream adds the trailer), flushed every record.FlushEvery sealed blocks.
 // A write error ends it without a trailer, which the peer detects.
 //
 // The body is not chunked: it ends with the connection (Transfer-Encoding: identity, which
@@ -379,7 +387,7 @@ var errBusy = &authError{http.StatusServiceUnavailable, "busy", "too many snapsh
 // trailer counts the records and its seals prove them), and a chunked body cost three writes
 // a flush (the chunk's size, its data past net/http's 4 KB buffer, and its CRLF at the
 // flush), each waking the peer's reader. A peer's client reads either.
-func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint string, who caller, fill func(*streamWriter) error) {
+func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint string, who caller, fill func(*record.Writer) error) {
 	select {
 	case s.streams <- struct{}{}:
 		defer func() { <-s.streams }()
@@ -395,8 +403,12 @@ func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint string, w
 	h.Set("Cache-Control", "no-store")
 	h.Set("Transfer-Encoding", "identity")
 	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 64<<10) // a flush's flushEvery blocks, about 45 KB, in one write
-	sw := newStreamWriter(bw, newStreamMAC(who.authKey, who.nonce, r.URL.Path), func() error {
+	bw := bufio.NewWriterSize(w, 64<<10) // a flush's FlushEvery blocks, about 45 KB, in one write
+	version := record.OldestVersion      // what a reader that names no version reads
+	if v, err := strconv.Atoi(r.Header.Get(streamVersionHeader)); err == nil && v >= record.Version {
+		version = record.Version
+	}
+	sw := record.NewWriter(bw, record.NewMAC(who.authKey, who.nonce, r.URL.Path), version, func() error {
 		if err := bw.Flush(); err != nil {
 			return err
 		}
@@ -407,7 +419,7 @@ func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint string, w
 	})
 	err := fill(sw)
 	if err == nil {
-		err = sw.trailer()
+		err = sw.Trailer()
 	}
 	if err != nil {
 		s.m.served.WithLabelValues(endpoint, "error").Inc()
@@ -420,13 +432,13 @@ func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint string, w
 // call makes one authenticated request to peer: a challenge first (with a key), then the
 // request with its proof; it checks the status and the reply proof and returns the answer
 // (whose body the caller reads and closes) and the seal to read it with.
-func (s *Sync) call(ctx context.Context, peer Peer, method, path string, body []byte) (*http.Response, *streamMAC, error) {
+func (s *Sync) call(ctx context.Context, peer Peer, method, path string, body []byte) (*http.Response, *record.MAC, error) {
 	return s.callWith(ctx, peer, method, path, body, nil)
 }
 
 // callWith is call with more request headers (not covered by the proof: what they say must
 // be harmless to change).
-func (s *Sync) callWith(ctx context.Context, peer Peer, method, path string, body []byte, hdr map[string]string) (*http.Response, *streamMAC, error) {
+func (s *Sync) callWith(ctx context.Context, peer Peer, method, path string, body []byte, hdr map[string]string) (*http.Response, *record.MAC, error) {
 	base := "http://" + peer.Addr
 	proof := s.cfg.Node
 	var nonce string
@@ -447,6 +459,7 @@ func (s *Sync) callWith(ctx context.Context, peer Peer, method, path string, bod
 		return nil, nil, err
 	}
 	req.Header.Set(proofHeader, proof)
+	req.Header.Set(streamVersionHeader, strconv.Itoa(record.Version))
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
@@ -465,7 +478,7 @@ func (s *Sync) callWith(ctx context.Context, peer Peer, method, path string, bod
 		resp.Body.Close()
 		return nil, nil, err
 	}
-	return resp, newStreamMAC(authKey, nonce, path), nil
+	return resp, record.NewMAC(authKey, nonce, path), nil
 }
 
 func (s *Sync) challenge(ctx context.Context, base string) (string, error) {
@@ -527,45 +540,41 @@ type received struct {
 // readStream reads a sealed stream from body, applying each sealed block of homes and marks
 // (validated first) as its seal verifies, and returns what it read. On error, what was applied
 // stays applied.
-func (s *Sync) readStream(body io.Reader, mac *streamMAC, via string) (got received, err error) {
+func (s *Sync) readStream(body io.Reader, mac *record.MAC, via string) (got received, err error) {
 	defer func() {
 		s.m.applied.WithLabelValues(via, typeHome).Add(float64(got.homesApplied))
 		s.m.applied.WithLabelValues(via, typeMark).Add(float64(got.marksApplied))
 		s.m.invalid.WithLabelValues(via, typeHome).Add(float64(got.homesInv))
 		s.m.invalid.WithLabelValues(via, typeMark).Add(float64(got.marksInv))
 	}()
-	sr := newStreamReader(&limitedReader{r: body, n: s.maxBytes}, mac, s.maxRecords)
-	rec, err := sr.next()
-	if err != nil {
+	sr := record.NewReader(&limitedReader{r: body, n: s.maxBytes}, mac, s.maxRecords)
+	if _, err := sr.Next(); err != nil { // the header
 		return got, err
-	}
-	if rec.kind != recHeader {
-		return got, fmt.Errorf("%w: first record is kind %d, not a header", errBadStream, rec.kind)
 	}
 	var hs []homes.Home
 	var ms []homes.Mark
 	for {
-		rec, err := sr.next()
+		rec, err := sr.Next()
 		if err != nil {
 			return got, err
 		}
-		switch rec.kind {
-		case recHome:
-			hs = append(hs, rec.home)
+		switch rec.Kind {
+		case record.KindHome, record.KindOwnHome:
+			hs = append(hs, rec.Home)
 			got.homes++
-		case recMark:
-			ms = append(ms, rec.mark)
+		case record.KindMark:
+			ms = append(ms, rec.Mark)
 			got.marks++
-		case recDigest:
-			got.digest = rec.digest
-		case recSeal, recTrailer:
+		case record.KindDigest:
+			got.digest = rec.Digest
+		case record.KindSeal, record.KindTrailer:
 			s.applyBlock(hs, ms, &got)
 			hs, ms = hs[:0], ms[:0]
-			if rec.last {
+			if rec.Last {
 				return got, nil
 			}
 		default:
-			return got, fmt.Errorf("%w: unexpected record kind %d", errBadStream, rec.kind)
+			return got, fmt.Errorf("%w: unexpected record kind %d", record.ErrBadStream, rec.Kind)
 		}
 	}
 }
@@ -718,3 +727,12 @@ func (s *Sync) RepairPaused() bool { return s.bootstraps.Load() > 0 }
 
 var errBootstrapping = &authError{http.StatusServiceUnavailable, "bootstrapping",
 	"this entry is fetching its table from a peer: it holds part of it, repair with it later"}
+
+// Errors of an exchange. A stream's are package record's; what was applied before one stays
+// applied: each home and mark passed validation, and Apply kept it only if newer.
+var (
+	ErrTruncated = record.ErrTruncated
+	ErrBadSeal   = record.ErrBadSeal
+	ErrTooLarge  = record.ErrTooLarge
+	ErrBadReply  = errors.New("gossip: peer did not prove the key in Fenec-Proof-Reply")
+)

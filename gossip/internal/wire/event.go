@@ -11,6 +11,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/homes/record"
 )
 
 // EventName is the serf user event that carries homes, marks and clears.
@@ -51,94 +52,52 @@ const maxDecoded = 64 << 10
 // serf checks the encoded size against UserEventSizeLimit.
 const serfEnvelope = 48
 
-// Home is a homes.Home on the wire. O is empty when the version's origin is the sender.
-type Home struct {
-	T string `msgpack:"t"`
-	R string `msgpack:"r"`
-	V uint64 `msgpack:"v"`
-	O string `msgpack:"o,omitempty"`
-}
-
-// Mark is a homes.Mark (a region's failure or clear) on the wire. B (observer) and O
-// (version origin) are empty when they are the sender; W is when it happened, unix
-// milliseconds on the observer's clock. K and X are no longer sent (an older entry's mark
-// kind and read-mark expiry): an older entry ignores a failure without a kind, and a mark
-// from one is dated by its version.
-type Mark struct {
-	R string `msgpack:"r"`
-	C bool   `msgpack:"c,omitempty"`
-	B string `msgpack:"b,omitempty"`
-	W int64  `msgpack:"w,omitempty"`
-	V uint64 `msgpack:"v"`
-	O string `msgpack:"o,omitempty"`
-}
+// Home and Mark are the records of a home and a mark (package record), the one encoding
+// every entry writes: an event's carry the sender's name as "" (From fills it in).
+type (
+	Home = record.Home
+	Mark = record.Mark
+)
 
 // Batch is an event's body. Marks come first: they are few and urgent. S is when the
 // sender encoded it, unix milliseconds on the sender's clock, so that a receiver can tell how
 // long each home waited at its origin without comparing two clocks (0 from older senders).
+// The batch is a map, its records arrays; an earlier entry's maps of maps decode too.
 type Batch struct {
 	M []Mark `msgpack:"m,omitempty"`
 	H []Home `msgpack:"h,omitempty"`
 	S int64  `msgpack:"s,omitempty"`
 }
 
-// flateDict primes DEFLATE with what every body repeats (field names, map headers), so that
-// even a small event compresses.
+// flateDict primes DEFLATE with what bodies repeat, so that even a small event compresses.
+// It is part of the wire: a sender and its receivers must hold the same bytes, so it stays
+// what earlier entries computed, from their map-encoded records (dictHome, dictMark), though
+// records are arrays now.
 var flateDict = func() []byte {
-	b, _ := msgpack.Marshal(Batch{
-		M: []Mark{{R: "eu", W: 1 << 42, V: 1 << 56}},
-		H: []Home{{T: "tenant", R: "us", V: 1 << 56}, {T: "tenant", R: "ap", V: 1 << 56, O: "node"}},
+	type dictHome struct {
+		T string `msgpack:"t"`
+		R string `msgpack:"r"`
+		V uint64 `msgpack:"v"`
+		O string `msgpack:"o,omitempty"`
+	}
+	type dictMark struct {
+		R string `msgpack:"r"`
+		C bool   `msgpack:"c,omitempty"`
+		B string `msgpack:"b,omitempty"`
+		W int64  `msgpack:"w,omitempty"`
+		V uint64 `msgpack:"v"`
+		O string `msgpack:"o,omitempty"`
+	}
+	b, _ := msgpack.Marshal(struct {
+		M []dictMark `msgpack:"m,omitempty"`
+		H []dictHome `msgpack:"h,omitempty"`
+		S int64      `msgpack:"s,omitempty"`
+	}{
+		M: []dictMark{{R: "eu", W: 1 << 42, V: 1 << 56}},
+		H: []dictHome{{T: "tenant", R: "us", V: 1 << 56}, {T: "tenant", R: "ap", V: 1 << 56, O: "node"}},
 	})
 	return b
 }()
-
-func toWireHome(h homes.Home, sender string) Home {
-	w := Home{T: h.Tenant, R: h.Region, V: h.Version.HLC}
-	if h.Version.Origin != sender {
-		w.O = h.Version.Origin
-	}
-	return w
-}
-
-// From is the home w carries in a batch from sender.
-func (w Home) From(sender string) homes.Home {
-	o := w.O
-	if o == "" {
-		o = sender
-	}
-	return homes.Home{Tenant: w.T, Region: w.R, Version: homes.Version{HLC: w.V, Origin: o}}
-}
-
-func toWireMark(m homes.Mark, sender string) Mark {
-	w := Mark{R: m.Region, C: m.Clear, V: m.Version.HLC}
-	if m.Observer != sender {
-		w.B = m.Observer
-	}
-	if m.Version.Origin != sender {
-		w.O = m.Version.Origin
-	}
-	if !m.At.IsZero() {
-		w.W = m.At.UnixMilli()
-	}
-	return w
-}
-
-// From is the mark w carries in a batch from sender.
-func (w Mark) From(sender string) homes.Mark {
-	m := homes.Mark{Region: w.R, Clear: w.C, Observer: w.B, Version: homes.Version{HLC: w.V, Origin: w.O}}
-	if m.Observer == "" {
-		m.Observer = sender
-	}
-	if m.Version.Origin == "" {
-		m.Version.Origin = sender
-	}
-	if w.W != 0 {
-		m.At = time.UnixMilli(w.W)
-	} else {
-		m.At = m.Version.Time()
-	}
-	return m
-}
 
 // Encoder builds event payloads for one sender. Not safe for concurrent use (the publisher
 // owns it); it reuses its buffers and its DEFLATE writer (~600 KB, made once).
@@ -172,10 +131,10 @@ func (e *Encoder) Budget() int { return e.budget }
 func (e *Encoder) Encode(marks []homes.Mark, hs []homes.Home) ([]byte, error) {
 	e.batch.M, e.batch.H, e.batch.S = e.batch.M[:0], e.batch.H[:0], e.now().UnixMilli()
 	for _, m := range marks {
-		e.batch.M = append(e.batch.M, toWireMark(m, e.sender))
+		e.batch.M = append(e.batch.M, record.MarkOf(m, e.sender))
 	}
 	for _, h := range hs {
-		e.batch.H = append(e.batch.H, toWireHome(h, e.sender))
+		e.batch.H = append(e.batch.H, record.HomeOf(h, e.sender))
 	}
 	e.raw.Reset()
 	if err := e.enc.Encode(&e.batch); err != nil {
