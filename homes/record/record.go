@@ -9,22 +9,22 @@ import (
 // Home is a home's record. The msgpack keys are for decoding the map form of earlier
 // entries; it is written as an array.
 type Home struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	T        string   `msgpack:"t"` // tenant
-	R        string   `msgpack:"r"` // region
-	V        uint64   `msgpack:"v"` // the version's hybrid logical clock
-	O        string   `msgpack:"o"` // the version's origin; "" when it is the writer
+	_msgpack struct{} `msgpack:",as_array"` //lint:ignore U1000 msgpack reads its tag
+	T        string   `msgpack:"t"`         // tenant
+	R        string   `msgpack:"r"`         // region
+	V        uint64   `msgpack:"v"`         // the version's hybrid logical clock
+	O        string   `msgpack:"o"`         // the version's origin; "" when it is the writer
 }
 
 // Mark is a mark's record: a region's failure or its clear.
 type Mark struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	R        string   `msgpack:"r"` // region
-	C        bool     `msgpack:"c"` // a clear, not a failure
-	B        string   `msgpack:"b"` // observer; "" when it is the writer
-	W        int64    `msgpack:"w"` // when, unix milliseconds on the observer's clock; 0: unknown
-	V        uint64   `msgpack:"v"` // the version's hybrid logical clock
-	O        string   `msgpack:"o"` // the version's origin; "" when it is the writer
+	_msgpack struct{} `msgpack:",as_array"` //lint:ignore U1000 msgpack reads its tag
+	R        string   `msgpack:"r"`         // region
+	C        bool     `msgpack:"c"`         // a clear, not a failure
+	B        string   `msgpack:"b"`         // observer; "" when it is the writer
+	W        int64    `msgpack:"w"`         // when, unix milliseconds on the observer's clock; 0: unknown
+	V        uint64   `msgpack:"v"`         // the version's hybrid logical clock
+	O        string   `msgpack:"o"`         // the version's origin; "" when it is the writer
 }
 
 // HomeOf is h's record, written by writer.
