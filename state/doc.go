@@ -1,7 +1,8 @@
 // Package state keeps an entry's home table on disk (--state-dir), so that a restarted entry
 // starts with what it knew: written behind, read back at start.
 //
-// It owns the file format (format.go), the write-behind (store.go: at most one write every
+// It owns the file's frame (format.go: a header, then the record stream every table travels
+// in, package homes/record, sealed with the file's key), the write-behind (store.go: at most one write every
 // WriteInterval, only when the table changed, streamed from Table.Range into a temporary file
 // that is synced and renamed over the old one) and the restore (every record checked first,
 // then put back with Table.Restore, oldest first). It also names serf's member snapshot in the

@@ -14,12 +14,12 @@ func FuzzDecode(f *testing.F) {
 	f.Add(good)
 	f.Add(good[:len(good)/2])
 	f.Add(good[:len(magic)+1])
-	f.Add([]byte(magic + "\x01\x00"))
+	f.Add([]byte(magic + "\x02\x00"))
 	f.Add([]byte("not a state file"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var recs []record
-		h, n, err := decode(bytes.NewReader(data), func(r *record) error {
+		var recs []fileHome
+		h, n, err := decode(bytes.NewReader(data), func(r *fileHome) error {
 			recs = append(recs, *r)
 			return nil
 		})
@@ -31,7 +31,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		var buf bytes.Buffer
 		h.Written = time.UnixMilli(h.Written.UnixMilli())
-		enc, err := newEncoder(&buf, h)
+		enc, err := newEncoder(&buf, h, len(recs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,8 +43,8 @@ func FuzzDecode(f *testing.F) {
 		if err := enc.close(); err != nil {
 			t.Fatal(err)
 		}
-		var again []record
-		h2, _, err := decode(&buf, func(r *record) error { again = append(again, *r); return nil })
+		var again []fileHome
+		h2, _, err := decode(&buf, func(r *fileHome) error { again = append(again, *r); return nil })
 		if err != nil {
 			t.Fatalf("a re-encoded file does not decode: %v", err)
 		}

@@ -26,14 +26,15 @@ const (
 
 // WriteInterval is the least time between two writes of the home table: the write-behind
 // checks the table this often and writes only when it changed. A write streams the whole
-// table (about 27 bytes and 0.5 µs a home: 1.4 MB and some 25 ms for 50,000 homes, see
-// docs/BENCHMARKS.md), so one every 5 s costs about 0.5 % of a core; a restart loses at most
+// table (about 31 bytes and 0.25 µs a home: 1.5 MB and some 12 ms for 50,000 homes, see
+// docs/BENCHMARKS.md), so one every 5 s costs about 0.25 % of a core; a restart loses at most
 // the last 5 s of learning, which peers and the routers give back.
 const WriteInterval = 5 * time.Second
 
 // writeShare bounds the write-behind's cost for large tables: after a write that took d, the
 // next waits at least writeShare×d (so at most 1/writeShare of a core, 1 %). At 1,000,000
-// homes a write takes about 0.65 s, so the table is written about once a minute.
+// homes a write takes about 0.2-0.7 s (the disk's sync), so the table is written every 20 s
+// to about once a minute.
 const writeShare = 100
 
 // Config configures a Store.
@@ -219,7 +220,7 @@ func (s *Store) restore() Restored {
 	r := Restored{Result: "restored", Written: h.Written, Node: h.Node}
 	own := h.Node == s.cfg.Node
 	t := s.cfg.Table
-	_, _, err = decode(f, func(rec *record) error {
+	_, _, err = decode(f, func(rec *fileHome) error {
 		if _, ok := t.RegionID(rec.Home.Region); !ok {
 			r.Skipped[SkipUnknownRegion]++
 			return nil
@@ -349,11 +350,7 @@ func (s *Store) writeLocked() (homesWritten int, size int64, err error) {
 	}()
 	cw := &countingWriter{w: f}
 	t := s.cfg.Table
-	regions := make([]string, t.NumRegions())
-	for i := range regions {
-		regions[i], _ = t.RegionName(i)
-	}
-	enc, err := newEncoder(cw, header{Node: s.cfg.Node, Written: s.cfg.Now(), Regions: regions})
+	enc, err := newEncoder(cw, header{Node: s.cfg.Node, Written: s.cfg.Now()}, t.Len())
 	if err != nil {
 		return 0, 0, fmt.Errorf("state: write: %w", err)
 	}

@@ -173,7 +173,8 @@ func TestDamagedOrForeignIgnored(t *testing.T) {
 	}{
 		"empty":            {nil, "foreign"},
 		"other magic":      {[]byte("{\"homes\": []}\n"), "foreign"},
-		"other version":    {append([]byte(magic+"\x02"), good[len(magic)+1:]...), "foreign"},
+		"format 1":         {append([]byte(magic+"\x01"), good[len(magic)+1:]...), "foreign"},
+		"format 3":         {append([]byte(magic+"\x03"), good[len(magic)+1:]...), "foreign"},
 		"truncated header": {good[:12], "damaged"},
 		"truncated":        {good[:len(good)/2], "damaged"},
 		"no checksum":      {good[:len(good)-4], "damaged"},

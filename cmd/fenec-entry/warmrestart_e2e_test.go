@@ -155,7 +155,7 @@ func TestDamagedStateFile(t *testing.T) {
 	_, routers := twoRegions(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "homes.state")
-	garbage := []byte("FENECHOM\x01\x02w1 this file was cut short by a full disk")
+	garbage := []byte("FENECHOM\x02\x00\x00\x01\x02w1 this file was cut short by a full disk")
 	if err := os.WriteFile(path, garbage, 0o600); err != nil {
 		t.Fatal(err)
 	}

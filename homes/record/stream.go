@@ -291,7 +291,11 @@ type Reader struct {
 	homes      uint64
 	marks      uint64
 	strBuf     []byte
+	names      map[string]string // regions and node names read, so that each is one string
 }
+
+// maxNames bounds Reader.names: past it, names are not kept (a stream of many origins).
+const maxNames = 256
 
 // Rec is one record read; Kind says which field is set.
 type Rec struct {
@@ -443,13 +447,13 @@ func (r *Reader) home(h *homes.Home) error {
 	if rh.T, err = r.str(); err != nil {
 		return err
 	}
-	if rh.R, err = r.str(); err != nil {
+	if rh.R, err = r.name(); err != nil {
 		return err
 	}
 	if rh.V, err = r.dec.DecodeUint64(); err != nil {
 		return err
 	}
-	if rh.O, err = r.str(); err != nil {
+	if rh.O, err = r.name(); err != nil {
 		return err
 	}
 	if r.version == OldestVersion {
@@ -464,7 +468,7 @@ func (r *Reader) mark(m *homes.Mark) error {
 	var rm Mark
 	var err error
 	if r.version == OldestVersion {
-		if rm.R, err = r.str(); err != nil {
+		if rm.R, err = r.name(); err != nil {
 			return err
 		}
 		if _, err := r.dec.DecodeUint8(); err != nil { // its mark kind
@@ -473,7 +477,7 @@ func (r *Reader) mark(m *homes.Mark) error {
 		if rm.C, err = r.dec.DecodeBool(); err != nil {
 			return err
 		}
-		if rm.B, err = r.str(); err != nil {
+		if rm.B, err = r.name(); err != nil {
 			return err
 		}
 		at, err := r.dec.DecodeInt64()
@@ -483,7 +487,7 @@ func (r *Reader) mark(m *homes.Mark) error {
 		if rm.V, err = r.dec.DecodeUint64(); err != nil {
 			return err
 		}
-		if rm.O, err = r.str(); err != nil {
+		if rm.O, err = r.name(); err != nil {
 			return err
 		}
 		*m = homes.Mark{Region: rm.R, Clear: rm.C, Observer: rm.B, Version: homes.Version{HLC: rm.V, Origin: rm.O}}
@@ -495,13 +499,13 @@ func (r *Reader) mark(m *homes.Mark) error {
 	if n, err := r.dec.DecodeArrayLen(); err != nil || n != 6 {
 		return r.shape(err, "mark", n)
 	}
-	if rm.R, err = r.str(); err != nil {
+	if rm.R, err = r.name(); err != nil {
 		return err
 	}
 	if rm.C, err = r.dec.DecodeBool(); err != nil {
 		return err
 	}
-	if rm.B, err = r.str(); err != nil {
+	if rm.B, err = r.name(); err != nil {
 		return err
 	}
 	if rm.W, err = r.dec.DecodeInt64(); err != nil {
@@ -510,7 +514,7 @@ func (r *Reader) mark(m *homes.Mark) error {
 	if rm.V, err = r.dec.DecodeUint64(); err != nil {
 		return err
 	}
-	if rm.O, err = r.str(); err != nil {
+	if rm.O, err = r.name(); err != nil {
 		return err
 	}
 	*m = rm.Mark(r.node)
@@ -553,19 +557,44 @@ func (r *Reader) digest(rec *Rec) error {
 
 // str decodes a string of at most MaxString bytes without allocating more than that.
 func (r *Reader) str() (string, error) {
-	n, err := r.dec.DecodeBytesLen()
+	b, err := r.bytes()
+	return string(b), err
+}
+
+// name is str for a name that repeats (a region, a node): the same string each time.
+func (r *Reader) name() (string, error) {
+	b, err := r.bytes()
 	if err != nil {
 		return "", err
 	}
+	if s, ok := r.names[string(b)]; ok {
+		return s, nil
+	}
+	s := string(b)
+	if r.names == nil {
+		r.names = make(map[string]string)
+	}
+	if len(r.names) < maxNames {
+		r.names[s] = s
+	}
+	return s, nil
+}
+
+// bytes reads a string's bytes into the reader's buffer, valid until the next read.
+func (r *Reader) bytes() ([]byte, error) {
+	n, err := r.dec.DecodeBytesLen()
+	if err != nil {
+		return nil, err
+	}
 	if n < 0 || n > MaxString {
-		return "", fmt.Errorf("%w: string of %d bytes", ErrBadStream, n)
+		return nil, fmt.Errorf("%w: string of %d bytes", ErrBadStream, n)
 	}
 	if cap(r.strBuf) < n {
 		r.strBuf = make([]byte, MaxString)
 	}
 	b := r.strBuf[:n]
 	if err := r.dec.ReadFull(b); err != nil {
-		return "", err
+		return nil, err
 	}
-	return string(b), nil
+	return b, nil
 }
