@@ -17,6 +17,9 @@
 // more Ps at once when the demand passed UpAt of its Ps' time, one fewer after DownAfter
 // periods in a row below DownAt of one P fewer. Each change stops the world for some tens of
 // microseconds; there is at most one a period, and a step down needs DownAfter quiet periods.
+//
+// It knows nothing of what the process serves: it reads the kernel's accounting of its
+// threads, sets GOMAXPROCS and tells its caller (OnChange).
 package procs
 
 import (

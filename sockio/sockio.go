@@ -17,6 +17,8 @@
 //
 // A Conn may be read by one goroutine and written by another at the same time, as a
 // net.Conn, but not read (or written) by two at once.
+//
+// It knows nothing of HTTP or of who uses the connection: bytes in, bytes out.
 package sockio
 
 import (

@@ -2,6 +2,7 @@
 // parsers share (h1's plain requests, the proxy's plain router answers): both parse only what
 // is plainly valid and leave everything else to net/http, so these rules are net/http's own
 // (textproto's and httpguts'), and each parser is held to net/http by a differential fuzz test.
+// It must not decide what is refused at the door (package door's): it says what is valid.
 package httpsyntax
 
 // IsTokenByte reports whether c may be in an RFC 9110 token (a header field name, a method).
