@@ -5,8 +5,9 @@
 // CPU Go gives it.
 //
 // node reads no environment variable and parses no command line or flag syntax:
-// cmd/fenec-entry does that and hands over a typed Config. It knows the request path only as a proxy.Handler and the home
-// table only through package homes. Who the client is and where (its address, the PROXY
+// cmd/fenec-entry does that and hands over a typed Config. It must not hold a mechanism of
+// its own beyond wiring the parts: it knows the request path only as a proxy.Handler and the
+// home table only through package homes. Who the client is and where (its address, the PROXY
 // listener, its continent) is package clientinfo's: node builds it from its Config and hands
 // the proxy the two functions it calls. The certificates (the client listener's, reloaded when
 // its files change, and the routers' CAs) are package certs'; gossip, all of it, is package
