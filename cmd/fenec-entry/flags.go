@@ -397,7 +397,8 @@ func scanArgs(args []string) (map[string]string, error) {
 		d := lookupFlag(name)
 		if d == nil {
 			if why, ok := removedEnv[(&flagDef{name: name}).envName()]; ok {
-				return nil, &node.ConfigError{Flag: name, Msg: why}
+				_, why, _ = strings.Cut(why, " is gone: ")
+				return nil, &node.ConfigError{Flag: name, Msg: "no longer a flag: " + why}
 			}
 			return nil, &node.ConfigError{Flag: name, Msg: "unknown flag (see fenec-entry serve --help)"}
 		}
