@@ -1,8 +1,11 @@
 package node
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,9 +60,21 @@ func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
 		}
 	})
 	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
-		res, err := n.Reload(r.Context())
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
+		if !n.mayChange(r) {
+			n.adminRefused.Inc()
+			// Counted, and logged at debug only: anyone who reaches the listener could fill a
+			// log at warn.
+			n.log.Debug().Str("from", r.RemoteAddr).Str("path", r.URL.Path).Msg("admin: a change refused: not from loopback and without the admin token")
+			w.WriteHeader(http.StatusForbidden)
+			json.NewEncoder(w).Encode(struct {
+				Error   string `json:"error"`
+				Message string `json:"message"`
+			}{"forbidden", "changes are taken from loopback, or with --admin-token as Authorization: Bearer <token>"})
+			return
+		}
+		res, err := n.Reload(r.Context())
 		switch {
 		case err == nil:
 			json.NewEncoder(w).Encode(struct {
@@ -78,6 +93,21 @@ func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
 		}{"reload_refused", err.Error()})
 	})
 	return mux
+}
+
+// mayChange says whether r may change the entry through the admin listener: it comes from
+// loopback, or it carries --admin-token as "Authorization: Bearer <token>" (compared in
+// constant time). Whoever reaches the listener may read it; a private network is not trusted
+// to change it.
+func (n *Node) mayChange(r *http.Request) bool {
+	if tok := string(n.cfg.AdminToken); tok != "" {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if ok && subtle.ConstantTimeCompare([]byte(got), []byte(tok)) == 1 {
+			return true
+		}
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
 func writeText(w http.ResponseWriter, status int, body string) {

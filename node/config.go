@@ -18,7 +18,7 @@ import (
 // limits are zero. A Config is a plain value: copying it copies the slices and maps by
 // reference, so do not change one while a Node built from it runs.
 //
-// Secrets (EntryToken, GossipKey, RPCAuth) are of types that print as "[redacted]" with every
+// Secrets (EntryToken, GossipKey, RPCAuth, AdminToken) are of types that print as "[redacted]" with every
 // fmt verb and in JSON; String and MarshalZerologObject summarise the rest (redact.go).
 type Config struct {
 	// Client listener.
@@ -83,10 +83,14 @@ type Config struct {
 
 	// Operations.
 
-	AdminListen string        // --admin-listen: host:port of /metrics, /healthz, /readyz, /status.json
-	Drain       time.Duration // --drain: after SIGTERM, keep serving this long with Connection: close
-	LogLevel    string        // --log-level: debug, info, warn or error
-	LogFormat   string        // --log-format: json or console
+	AdminListen string // --admin-listen: host:port of /metrics, /healthz, /readyz, /status.json
+	// AdminToken (--admin-token) lets a request that sends it as "Authorization: Bearer
+	// <token>" change the entry through the admin listener (POST /reload) from anywhere; without
+	// it only loopback may. Reading (/metrics, /status, ...) is open either way.
+	AdminToken Secret
+	Drain      time.Duration // --drain: after SIGTERM, keep serving this long with Connection: close
+	LogLevel   string        // --log-level: debug, info, warn or error
+	LogFormat  string        // --log-format: json or console
 	// StateDir (--state-dir) keeps the home table and serf's member snapshot on disk, for a
 	// warm restart (package state); "" keeps nothing. An existing directory New can write.
 	StateDir string

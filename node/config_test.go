@@ -144,6 +144,8 @@ func TestValidate(t *testing.T) {
 
 		{"admin listen", "admin-listen", "not host:port", func(c *Config) { c.AdminListen = "9091" }},
 		{"admin is listen", "admin-listen", "also --listen", func(c *Config) { c.AdminListen = c.Listen }},
+		{"admin token short", "admin-token", "at least 16 characters", func(c *Config) { c.AdminToken = "short" }},
+		{"admin token with a space", "admin-token", "without spaces", func(c *Config) { c.AdminToken = "0123456789 abcdef" }},
 		{"drain negative", "drain", "out of range", func(c *Config) { c.Drain = -time.Second }},
 		{"drain huge", "drain", "out of range", func(c *Config) { c.Drain = time.Hour }},
 		{"log level", "log-level", "want debug, info, warn or error", func(c *Config) { c.LogLevel = "trace" }},

@@ -21,6 +21,11 @@ func (n *Node) newRegistry() (*prometheus.Registry, *proxy.Metrics) {
 		&homesCollector{t: n.homes, capacity: n.cfg.Homes},
 	)
 	pm := proxy.NewMetrics(reg)
+	n.adminRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fenec_entry_admin_refused_total",
+		Help: "Changes asked of the admin listener (POST /reload) and refused: not from loopback and without --admin-token.",
+	})
+	reg.MustRegister(n.adminRefused)
 
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fenec_entry_build_info",

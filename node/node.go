@@ -73,7 +73,9 @@ type Node struct {
 	lean   leanServer // plain HTTP/1.x under --http1-server lean; nil otherwise
 	disc   *discover.Discoverer
 	admin  *http.Server
-	reg    *prometheus.Registry
+	// adminRefused counts changes asked of the admin listener and refused (mayChange).
+	adminRefused prometheus.Counter
+	reg          *prometheus.Registry
 	// cluster is the gossip part, set by Start when gossip is enabled; guarded by mu
 	// until Start returns, read-only after.
 	cluster *gossip.Gossip

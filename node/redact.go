@@ -146,6 +146,7 @@ func (c Config) summary() []keyVal {
 		{"rpc_addr", c.RPCAddr},
 		{"rpc_auth", set(c.RPCAuth != "")},
 		{"admin_listen", c.AdminListen},
+		{"admin_token", set(c.AdminToken != "")},
 		{"drain", c.Drain.String()},
 		{"log_level", c.LogLevel},
 		{"log_format", c.LogFormat},

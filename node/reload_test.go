@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -351,5 +352,68 @@ func TestReloadableTable(t *testing.T) {
 		if got := changedSettings(merged, next); len(got) != 0 {
 			t.Errorf("%s taken: still differs in %q", r.flag, got)
 		}
+	}
+}
+
+// POST /reload changes the entry: it is taken from loopback, or with --admin-token as a
+// bearer token, and refused (403, the JSON error, counted) otherwise; reading stays open to
+// whoever reaches the admin listener.
+func TestAdminChangesNeedLoopbackOrToken(t *testing.T) {
+	const token = "0123456789abcdef-admin"
+	for _, row := range []struct {
+		name, remote, auth, token string
+		want                      int
+	}{
+		{"loopback", "127.0.0.1:4000", "", "", 200},
+		{"loopback v6", "[::1]:4000", "", "", 200},
+		{"loopback mapped", "[::ffff:127.0.0.1]:4000", "", "", 200},
+		{"loopback, a token set", "127.0.0.1:4000", "", token, 200},
+		{"private network, no token set", "10.0.0.5:4000", "", "", 403},
+		{"private network, no token set, one sent", "10.0.0.5:4000", "Bearer " + token, "", 403},
+		{"private network, the token", "[fdaa::5]:4000", "Bearer " + token, token, 200},
+		{"private network, another token", "10.0.0.5:4000", "Bearer " + token + "x", token, 403},
+		{"private network, the token as Basic", "10.0.0.5:4000", "Basic " + token, token, 403},
+		{"private network, the token bare", "10.0.0.5:4000", token, token, 403},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			cfg := testConfig(t, "eu", "http://127.0.0.1:1")
+			cfg.AdminToken = Secret(row.token)
+			fr := &fakeReloader{}
+			fr.set(cfg, nil, nil)
+			cfg.Reloader = fr.reload
+			n, _ := startNode(t, cfg)
+			req := httptest.NewRequest(http.MethodPost, "/reload", nil)
+			req.RemoteAddr = row.remote
+			if row.auth != "" {
+				req.Header.Set("Authorization", row.auth)
+			}
+			rec := httptest.NewRecorder()
+			n.admin.Handler.ServeHTTP(rec, req)
+			var body map[string]any
+			json.Unmarshal(rec.Body.Bytes(), &body)
+			if rec.Code != row.want {
+				t.Fatalf("%d %s, want %d", rec.Code, rec.Body, row.want)
+			}
+			calls := fr.called()
+			if row.want == 403 {
+				if body["error"] != "forbidden" || calls != 0 {
+					t.Errorf("refused: body %v, %d reloads; want the JSON error and none", body, calls)
+				}
+				m := httptest.NewRecorder()
+				n.admin.Handler.ServeHTTP(m, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+				if got := scrapeSum(m.Body.String(), "fenec_entry_admin_refused_total"); got != 1 {
+					t.Errorf("fenec_entry_admin_refused_total = %v, want 1", got)
+				}
+			} else if body["status"] != "reloaded" || calls != 1 {
+				t.Errorf("taken: body %v, %d reloads", body, calls)
+			}
+			read := httptest.NewRequest(http.MethodGet, "/status.json", nil)
+			read.RemoteAddr = "10.0.0.5:4000"
+			rec = httptest.NewRecorder()
+			n.admin.Handler.ServeHTTP(rec, read)
+			if rec.Code != 200 {
+				t.Errorf("GET /status.json from the private network: %d, want 200", rec.Code)
+			}
+		})
 	}
 }

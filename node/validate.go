@@ -328,12 +328,19 @@ func (c Config) validateGossip() error {
 	return nil
 }
 
+// MinAdminToken is the shortest --admin-token taken: a token that can be guessed protects
+// nothing (`openssl rand -hex 16` makes one).
+const MinAdminToken = 16
+
 func (c Config) validateOps() error {
 	if err := checkHostPort(c.AdminListen, false); err != nil {
 		return cfgErr("admin-listen", "%v", err)
 	}
 	if _, port, _ := net.SplitHostPort(c.Listen); c.AdminListen == c.Listen && port != "0" {
 		return cfgErr("admin-listen", "%q is also --listen (want another address)", c.AdminListen)
+	}
+	if t := string(c.AdminToken); t != "" && (len(t) < MinAdminToken || strings.ContainsAny(t, " \t\r\n\x00")) {
+		return cfgErr("admin-token", "want at least %d characters, without spaces or control characters", MinAdminToken)
 	}
 	if c.Drain < 0 || c.Drain > MaxDrain {
 		return cfgErr("drain", "%v is out of range (want 0s to %v)", c.Drain, MaxDrain)

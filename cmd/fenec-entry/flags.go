@@ -163,8 +163,11 @@ var flags = []*flagDef{
 		apply: func(c *node.Config, v string) error { c.RPCAuth = node.Secret(v); return nil }},
 
 	{name: "admin-listen", arg: "host:port", group: groupOps, def: node.DefaultAdminListen,
-		usage: "/metrics, /status.json, /healthz, /readyz",
+		usage: "/metrics, /status, /status.json, /healthz, /readyz (open to whoever reaches it) and POST /reload (loopback or --admin-token)",
 		apply: setString(func(c *node.Config) *string { return &c.AdminListen })},
+	{name: "admin-token", arg: "secret", group: groupOps, secret: true,
+		usage: "lets POST /reload come from anywhere with Authorization: Bearer <token> (16 characters at least); without it only loopback may",
+		apply: func(c *node.Config, v string) error { c.AdminToken = node.Secret(v); return nil }},
 	{name: "drain", arg: "duration", group: groupOps, def: node.DefaultDrain.String(),
 		usage: "after SIGTERM, keep serving this long with Connection: close, then stop (open requests get 10s more)",
 		apply: setDuration(func(c *node.Config) *time.Duration { return &c.Drain })},

@@ -207,7 +207,7 @@ func TestEveryFlagHasAField(t *testing.T) {
 		"trusted-proxies": "10.0.0.0/8", "entry-token": "t", "cors": "*", "node": "n3",
 		"gossip-bind": ":3", "gossip-advertise": "10.0.0.1:3", "join": "h:3", "join-dns": "a.internal",
 		"gossip-key": "AAAAAAAAAAAAAAAAAAAAAA==", "insecure-gossip": "true", "rpc-addr": "127.0.0.1:3",
-		"rpc-auth": "r", "admin-listen": "127.0.0.1:2", "drain": "3s", "log-level": "debug", "log-format": "console",
+		"rpc-auth": "r", "admin-listen": "127.0.0.1:2", "admin-token": "0123456789abcdef-t", "drain": "3s", "log-level": "debug", "log-format": "console",
 		"resolve-interval": "7s", "dns-server": "127.0.0.1:53", "config": "/etc/fenec-entry/env",
 		"state-dir": "/var/lib/fenec-entry",
 	}
