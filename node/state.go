@@ -43,9 +43,13 @@ func (n *Node) flushState() {
 	if n.state == nil {
 		return
 	}
-	if err := n.state.Flush(); err != nil {
+	wrote, err := n.state.Flush()
+	switch {
+	case err != nil:
 		n.log.Warn().Err(err).Str("file", n.state.Path()).Msg("state: the drain's write of the home table failed")
-		return
+	case wrote:
+		n.log.Info().Str("file", n.state.Path()).Int("homes", n.homes.Len()).Msg("state: home table written at the drain")
+	default:
+		n.log.Info().Str("file", n.state.Path()).Int("homes", n.homes.Len()).Msg("state: the home table is as last written or restored: not written again at the drain")
 	}
-	n.log.Info().Str("file", n.state.Path()).Int("homes", n.homes.Len()).Msg("state: home table written at the drain")
 }

@@ -75,6 +75,14 @@ func TestWarmRestart(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	// Nothing learned since the restore: the drain says the file was not written again.
+	if err := n2.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out := logs.String(); strings.Contains(out, "home table written at the drain") ||
+		!strings.Contains(out, "not written again at the drain") {
+		t.Errorf("the drain of an unchanged table does not say it was not written:\n%s", out)
+	}
 }
 
 // TestStateDirErrorNamesTheFlag: a --state-dir New cannot use is a *ConfigError naming it.

@@ -43,7 +43,7 @@ func BenchmarkRestore(b *testing.B) {
 				src.LearnName(fmt.Sprintf("tenant-%07d", i), regions[i%3])
 			}
 			dir := b.TempDir()
-			if err := open(b, dir, "entry-fra-1", src, nil).Flush(); err != nil {
+			if _, err := open(b, dir, "entry-fra-1", src, nil).Flush(); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()

@@ -290,7 +290,7 @@ func (s *Store) Run(ctx context.Context) {
 			continue
 		}
 		start := time.Now()
-		if err := s.Flush(); err != nil {
+		if _, err := s.Flush(); err != nil {
 			s.log.Warn().Err(err).Str("file", s.path).Msg("state: writing the home table failed; trying again later")
 		}
 		next = start.Add(writeShare * time.Since(start))
@@ -298,27 +298,28 @@ func (s *Store) Run(ctx context.Context) {
 }
 
 // Flush writes the table now if it changed since the last write or restore (the drain calls
-// it once requests have ended). It returns the write's error, which is counted too.
-func (s *Store) Flush() error {
+// it once requests have ended), and says whether it wrote. It returns the write's error,
+// which is counted too.
+func (s *Store) Flush() (wrote bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	gen := s.cfg.Table.Generation()
 	if s.wrote && gen == s.written {
-		return nil
+		return false, nil
 	}
 	if !s.wrote && s.cfg.Table.Len() == 0 {
-		return nil // nothing known and nothing on disk to replace
+		return false, nil // nothing known and nothing on disk to replace
 	}
 	start := time.Now()
 	n, size, err := s.writeLocked()
 	took := time.Since(start)
 	s.m.wrote(err, took, n, size, s.cfg.Now())
 	if err != nil {
-		return err
+		return false, err
 	}
 	s.written, s.wrote = gen, true
 	s.log.Debug().Str("file", s.path).Int("homes", n).Int64("bytes", size).Dur("took", took).Msg("state: home table written")
-	return nil
+	return true, nil
 }
 
 // countingWriter counts what passes through it.

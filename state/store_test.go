@@ -70,7 +70,7 @@ func TestRoundTrip(t *testing.T) {
 	a.Apply(homes.Home{Tenant: "umbrella", Region: "eu", Version: homes.Version{HLC: 1 << 41, Origin: "e3"}})
 	a.LearnName("acme", "us") // moved: updated in place, keeps its place in the order
 	want := contents(a)
-	if err := open(t, dir, "e1", a, nil).Flush(); err != nil {
+	if _, err := open(t, dir, "e1", a, nil).Flush(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -133,7 +133,7 @@ func TestWriteBoundedByMaxHomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Flush(); err != nil {
+	if _, err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	b := newTable(t, "e1", 0)
@@ -151,7 +151,7 @@ func goodFile(tb testing.TB) []byte {
 		a.LearnName(fmt.Sprintf("tenant-%d", i), regions[i%3])
 	}
 	a.Apply(homes.Home{Tenant: "peer", Region: "us", Version: homes.Version{HLC: 1 << 40, Origin: "e2"}})
-	if err := open(tb, dir, "e1", a, nil).Flush(); err != nil {
+	if _, err := open(tb, dir, "e1", a, nil).Flush(); err != nil {
 		tb.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, HomesFile))
@@ -274,7 +274,7 @@ func TestAtomicWrite(t *testing.T) {
 	a := newTable(t, "e1", 0)
 	a.LearnName("acme", "eu")
 	s := open(t, dir, "e1", a, nil)
-	if err := s.Flush(); err != nil {
+	if _, err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	old, _ := os.ReadFile(s.Path())
@@ -285,7 +285,7 @@ func TestAtomicWrite(t *testing.T) {
 		f, err := os.CreateTemp(dir, pattern)
 		return &failingFile{File: f, limit: 100 << 10}, err
 	}
-	if err := s.Flush(); err == nil {
+	if _, err := s.Flush(); err == nil {
 		t.Fatal("Flush over a failing disk returned nil")
 	}
 	if now, _ := os.ReadFile(s.Path()); !bytes.Equal(now, old) {
@@ -387,12 +387,16 @@ func TestFlushAfterRestoreWritesOnlyChanges(t *testing.T) {
 	b := newTable(t, "e1", 0)
 	s := open(t, dir, "e1", b, nil)
 	s.Restore()
-	s.Flush()
+	if wrote, err := s.Flush(); wrote || err != nil {
+		t.Errorf("Flush of a restored, unchanged table: wrote %v, %v; want neither", wrote, err)
+	}
 	if n := writesOK(s); n != 0 {
 		t.Errorf("%v writes of a restored, unchanged table", n)
 	}
 	b.LearnName("globex", "us")
-	s.Flush()
+	if wrote, err := s.Flush(); !wrote || err != nil {
+		t.Errorf("Flush after a change: wrote %v, %v; want a write", wrote, err)
+	}
 	if n := writesOK(s); n != 1 {
 		t.Errorf("%v writes after a change, want 1", n)
 	}

@@ -188,7 +188,8 @@ func writeState(dir, node string, n int) error {
 	if err != nil {
 		return err
 	}
-	return s.Flush()
+	_, err = s.Flush()
+	return err
 }
 
 var pinA, pinB bool // set from -pin

@@ -218,7 +218,8 @@ func writeState(dir, node string, n int) error {
 	if err != nil {
 		return err
 	}
-	return s.Flush()
+	_, err = s.Flush()
+	return err
 }
 
 // copyDir copies the regular files of src into dst (created).

@@ -95,7 +95,13 @@ func demo(args []string, stdout, stderr io.Writer) int {
 }
 
 // runDemo starts everything, prints the guide, waits for ctx, and stops everything.
-func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
+func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err error) {
+	stopping := false
+	defer func() { // the first registered, so the last to run: everything else is closed
+		if stopping && err == nil {
+			fmt.Fprintln(stdout, "stopped: the entries drained and the stand-in routers are closed")
+		}
+	}()
 	level, _ := zerolog.ParseLevel(o.logs)
 	cw := zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly, NoColor: terminal(stderr) == nil}
 	logger := zerolog.New(cw).Level(level).With().Timestamp().Logger()
@@ -173,6 +179,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	printGuide(stdout, ports)
 
 	<-ctx.Done()
+	stopping = true
 	fmt.Fprintln(stdout, "\nstopping... (Ctrl-C again stops at once)")
 	for _, n := range nodes {
 		dctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

@@ -63,6 +63,9 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(out.String(), "Ctrl-C again stops at once") {
 		t.Error("the demo did not say that a second Ctrl-C stops at once")
 	}
+	if o := out.String(); !strings.HasSuffix(o, "stopped: the entries drained and the stand-in routers are closed\n") {
+		t.Errorf("the demo's last line does not say it stopped: %q", o[max(0, len(o)-200):])
+	}
 }
 
 // runGuide runs the guide's lines in order and checks each one's output.
