@@ -152,6 +152,14 @@ func checkRegionName(name string) error {
 }
 
 func checkRouterURL(u *url.URL) error {
+	for _, s := range []string{"http", "https"} {
+		switch {
+		case u.Scheme == "" && strings.HasPrefix(u.Path, s+"//"):
+			return fmt.Errorf("no \":\" after %s (want %s://host:port)", s, s)
+		case u.Scheme == s && u.Host == "" && strings.HasPrefix(u.Path, "/") && !strings.HasPrefix(u.Path, "//"):
+			return fmt.Errorf("one \"/\" after %s: (want %s://host:port)", s, s)
+		}
+	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Errorf("scheme must be http or https")

@@ -270,9 +270,10 @@ func TestServeBadConfiguration(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			bin := binary(t) // built once, before the clock starts: a cold build takes longer
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, binary(t), append([]string{"serve"}, tt.args...)...)
+			cmd := exec.CommandContext(ctx, bin, append([]string{"serve"}, tt.args...)...)
 			cmd.Env = cleanEnv(append([]string{"FENEC_ENTRY_POP=p", "FENEC_ENTRY_NODE=n"}, tt.env...)...)
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
