@@ -62,16 +62,15 @@ func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
 	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		if !n.mayChange(r) {
+		type refusal struct {
+			Error   string `json:"error"`
+			Message string `json:"message"`
+		}
+		if !n.mayChange(r) { // counted, and logged at debug only: anyone could fill a log at warn
 			n.adminRefused.Inc()
-			// Counted, and logged at debug only: anyone who reaches the listener could fill a
-			// log at warn.
-			n.log.Debug().Str("from", r.RemoteAddr).Str("path", r.URL.Path).Msg("admin: a change refused: not from loopback and without the admin token")
+			n.log.Debug().Str("from", r.RemoteAddr).Msg("admin: a change refused: not from loopback, no admin token")
 			w.WriteHeader(http.StatusForbidden)
-			json.NewEncoder(w).Encode(struct {
-				Error   string `json:"error"`
-				Message string `json:"message"`
-			}{"forbidden", "changes are taken from loopback, or with --admin-token as Authorization: Bearer <token>"})
+			json.NewEncoder(w).Encode(refusal{"forbidden", "changes are taken from loopback, or with --admin-token as Authorization: Bearer <token>"})
 			return
 		}
 		res, err := n.Reload(r.Context())
@@ -87,10 +86,7 @@ func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
 		default:
 			w.WriteHeader(http.StatusBadRequest)
 		}
-		json.NewEncoder(w).Encode(struct {
-			Error   string `json:"error"`
-			Message string `json:"message"`
-		}{"reload_refused", err.Error()})
+		json.NewEncoder(w).Encode(refusal{"reload_refused", err.Error()})
 	})
 	return mux
 }

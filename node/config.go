@@ -83,14 +83,11 @@ type Config struct {
 
 	// Operations.
 
-	AdminListen string // --admin-listen: host:port of /metrics, /healthz, /readyz, /status.json
-	// AdminToken (--admin-token) lets a request that sends it as "Authorization: Bearer
-	// <token>" change the entry through the admin listener (POST /reload) from anywhere; without
-	// it only loopback may. Reading (/metrics, /status, ...) is open either way.
-	AdminToken Secret
-	Drain      time.Duration // --drain: after SIGTERM, keep serving this long with Connection: close
-	LogLevel   string        // --log-level: debug, info, warn or error
-	LogFormat  string        // --log-format: json or console
+	AdminListen string        // --admin-listen: host:port of /metrics, /healthz, /readyz, /status.json
+	AdminToken  Secret        // --admin-token: as "Authorization: Bearer", POST /reload from anywhere (mayChange)
+	Drain       time.Duration // --drain: after SIGTERM, keep serving this long with Connection: close
+	LogLevel    string        // --log-level: debug, info, warn or error
+	LogFormat   string        // --log-format: json or console
 	// StateDir (--state-dir) keeps the home table and serf's member snapshot on disk, for a
 	// warm restart (package state); "" keeps nothing. An existing directory New can write.
 	StateDir string

@@ -19,7 +19,11 @@ func NewLogger(cfg Config, w io.Writer) zerolog.Logger {
 	if cfg.LogFormat == "console" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339Nano, NoColor: !isTerminal(w)}
 	}
-	return zerolog.New(w).Level(parseLevel(cfg.LogLevel)).With().Timestamp().Logger()
+	level, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil || cfg.LogLevel == "" {
+		level = zerolog.InfoLevel
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }
 
 func isTerminal(w io.Writer) bool {
@@ -66,14 +70,4 @@ func (r regionLog) MarshalZerologObject(e *zerolog.Event) {
 		us[i] = u.Redacted()
 	}
 	e.Str("name", r.Name).Strs("routers", us)
-}
-
-// parseLevel is --log-level's level; an unknown or empty one is info (Validate refuses
-// unknown ones before).
-func parseLevel(s string) zerolog.Level {
-	l, err := zerolog.ParseLevel(s)
-	if err != nil || s == "" {
-		return zerolog.InfoLevel
-	}
-	return l
 }

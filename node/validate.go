@@ -336,8 +336,7 @@ func (c Config) validateGossip() error {
 	return nil
 }
 
-// MinAdminToken is the shortest --admin-token taken: a token that can be guessed protects
-// nothing (`openssl rand -hex 16` makes one).
+// MinAdminToken is the shortest --admin-token taken (`openssl rand -hex 16` makes one).
 const MinAdminToken = 16
 
 func (c Config) validateOps() error {
