@@ -28,6 +28,12 @@ import (
 //	/status.json  status.Status as JSON
 //	POST /reload  re-read --config and apply it (Reload): 200 and what changed, 400 and the
 //	              error naming the setting (nothing applied), 409 without --config
+// The admin listener's error codes, in the JSON error the client listener's errors use.
+const (
+	codeForbidden     = "forbidden"      // a change not from loopback, without --admin-token
+	codeReloadRefused = "reload_refused" // a configuration with an error, or no --config
+)
+
 func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
@@ -70,7 +76,7 @@ func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
 			n.adminRefused.Inc()
 			n.log.Debug().Str("from", r.RemoteAddr).Msg("admin: a change refused: not from loopback, no admin token")
 			w.WriteHeader(http.StatusForbidden)
-			json.NewEncoder(w).Encode(refusal{"forbidden", "changes are taken from loopback, or with --admin-token as Authorization: Bearer <token>"})
+			json.NewEncoder(w).Encode(refusal{codeForbidden, "changes are taken from loopback, or with --admin-token as Authorization: Bearer <token>"})
 			return
 		}
 		res, err := n.Reload(r.Context())
@@ -86,7 +92,7 @@ func (n *Node) adminHandler(reg *prometheus.Registry) http.Handler {
 		default:
 			w.WriteHeader(http.StatusBadRequest)
 		}
-		json.NewEncoder(w).Encode(refusal{"reload_refused", err.Error()})
+		json.NewEncoder(w).Encode(refusal{codeReloadRefused, err.Error()})
 	})
 	return mux
 }

@@ -502,7 +502,15 @@ func (n *Node) drain(ctx context.Context) error {
 	n.log.Info().Int64("inflight", n.proxy.Inflight()).Stringer("grace", n.grace).
 		Msg("stopped listening; waiting for open requests")
 	if err := n.shutdownClient(sctx); err != nil {
-		n.log.Warn().Int64("inflight", n.proxy.Inflight()).Msg("open requests ended at the end of the grace")
+		// An event stream never ends by itself: ending it here is the drain doing its work
+		// (clients reconnect). A request not yet answered is one the drain failed.
+		inflight, streams := n.proxy.Inflight(), n.proxy.Streaming()
+		if inflight > streams {
+			n.log.Warn().Int64("inflight", inflight).Int64("streams", streams).
+				Msg("open requests ended at the end of the grace, before their answer")
+		} else {
+			n.log.Info().Int64("streams", streams).Msg("open streams ended at the end of the grace")
+		}
 		n.closeClient()
 	}
 	n.proxy.Close()

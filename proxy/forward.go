@@ -295,6 +295,8 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, x *exchange, a
 		at.finishConn(reusable)
 		return
 	}
+	h.streaming.Add(1)
+	defer h.streaming.Add(-1)
 	bp, pool := smallBufPool.Get().(*[]byte), &smallBufPool
 	defer func() { pool.Put(bp) }()
 	buf := *bp

@@ -35,8 +35,9 @@ type Handler struct {
 	// first instead of the default region (Config.LatencyChoice, latency.go); -1: the default.
 	closest atomic.Int32
 
-	inflight atomic.Int64
-	budget   bodyBudget // request body bytes held in memory, across requests
+	inflight  atomic.Int64
+	streaming atomic.Int64 // answers whose head the client has, their body still coming
+	budget      bodyBudget // request body bytes held in memory, across requests
 	idPrefix string
 	idSeq    atomic.Uint64
 }
@@ -83,6 +84,11 @@ func (h *Handler) Close() {
 
 // Inflight returns the number of requests in flight.
 func (h *Handler) Inflight() int64 { return h.inflight.Load() }
+
+// Streaming returns how many of the requests in flight are answers being handed on: the
+// client has the head, the body is still coming (an event stream, a long download). A drain
+// that ends these ends streams; one that ends the others ends requests not yet answered.
+func (h *Handler) Streaming() int64 { return h.streaming.Load() }
 
 // exchange is one client request's state across its attempts.
 type exchange struct {

@@ -26,7 +26,7 @@ func newSyncMetrics(reg prometheus.Registerer) (*syncMetrics, error) {
 	m := &syncMetrics{
 		served: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenec_entry_snapshot_requests_total",
-			Help: "Requests to the snapshot listener by endpoint and result (ok, error, or why refused).",
+			Help: "Requests from peers for this entry's table or a repair pull, on the gossip port, by endpoint and result (ok, error, or why refused).",
 		}, []string{"endpoint", "result"}),
 		noncesFull: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_snapshot_nonces_full_total",
