@@ -28,6 +28,7 @@ import (
 //	/status.json  status.Status as JSON
 //	POST /reload  re-read --config and apply it (Reload): 200 and what changed, 400 and the
 //	              error naming the setting (nothing applied), 409 without --config
+//
 // The admin listener's error codes, in the JSON error the client listener's errors use.
 const (
 	codeForbidden     = "forbidden"      // a change not from loopback, without --admin-token

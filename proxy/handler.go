@@ -37,9 +37,9 @@ type Handler struct {
 
 	inflight  atomic.Int64
 	streaming atomic.Int64 // answers whose head the client has, their body still coming
-	budget      bodyBudget // request body bytes held in memory, across requests
-	idPrefix string
-	idSeq    atomic.Uint64
+	budget    bodyBudget   // request body bytes held in memory, across requests
+	idPrefix  string
+	idSeq     atomic.Uint64
 }
 
 // New builds a Handler from cfg. It does no I/O.
