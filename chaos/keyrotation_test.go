@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// homeSpread is CONTRACT.md section 6's bound for a home to reach every other entry on one
-// network (3 s), with slack for a loaded 2-core machine.
+// homeSpread is the bound of docs/REFERENCE.md, "Homes", for a home to reach every other entry on
+// one network (3 s), with slack for a loaded 2-core machine.
 const homeSpread = 5 * time.Second
 
 // outsiderWait bounds the look at an entry that must not join: more than one --join retry

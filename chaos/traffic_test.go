@@ -32,7 +32,7 @@ var opNames = [...]string{"read", "write", "keyed", "sse", "probe"}
 
 func (o opKind) String() string { return opNames[o] }
 
-// entryCodes are the entry's own error codes (CONTRACT.md section 8).
+// entryCodes are the entry's own error codes (docs/REFERENCE.md, "Streams, cancellation, errors").
 var entryCodes = map[string]bool{"may_have_run": true, "no_region_reachable": true,
 	"overloaded": true, "bad_path": true, "length_required": true}
 

@@ -42,8 +42,8 @@ func AddrFunc(mode string, trusted []netip.Prefix) func(*http.Request) string {
 
 // SourceHeaders returns the headers the operator named as sources of the client's address
 // or country (mode header:NAME, countryHeader), for proxy.Config.StripHeaders: the router
-// must learn the client from Fenec-Client alone (CONTRACT.md §5). Fly-Client-IP (ModeFly) is
-// not listed: the proxy drops every Fly-* header anyway.
+// must learn the client from Fenec-Client alone (docs/REFERENCE.md, "Headers"). Fly-Client-IP
+// (ModeFly) is not listed: the proxy drops every Fly-* header anyway.
 func SourceHeaders(mode, countryHeader string) []string {
 	var names []string
 	if name, ok := strings.CutPrefix(mode, ModeHeaderPrefix); ok {

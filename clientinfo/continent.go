@@ -54,7 +54,7 @@ type ContinentSources struct {
 }
 
 // Continents answers proxy.Config.ClientContinent: the continent of the client, from the
-// first source that answers (CONTRACT.md §3):
+// first source that answers (docs/REFERENCE.md, "Configuration"):
 //  1. --geoip: the continent.code of the client's address (the one --client-ip gives) in a
 //     MaxMind or DB-IP database;
 //  2. --country-header: the country named by that header, through countryContinents, believed

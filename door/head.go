@@ -145,8 +145,8 @@ func (h *head) requestLine(line []byte, connStart bool) Reason {
 	return targetRule(string(method) == "OPTIONS", target)
 }
 
-// methodRule is the door's rule for a method (RFC 9110 section 9, CONTRACT.md section 4):
-// an uppercase token, and neither CONNECT nor TRACE.
+// methodRule is the door's rule for a method (RFC 9110 section 9, docs/REFERENCE.md, "At the
+// door"): an uppercase token, and neither CONNECT nor TRACE.
 func methodRule[T string | []byte](m T) Reason {
 	switch string(m) {
 	case "GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS":

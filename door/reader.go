@@ -13,7 +13,7 @@ import (
 )
 
 // Reader reads one client connection's HTTP/1 request stream for the server that parses it,
-// and lets through only what the door accepts (CONTRACT.md section 4, "At the door"):
+// and lets through only what the door accepts (docs/REFERENCE.md, "At the door"):
 //
 //   - A request head is held until it is whole and checked, then passed on at once; the
 //     server's own parser never sees a head the door refused, nor a part of one.

@@ -96,7 +96,7 @@ func check(t *testing.T, raw, out string, refuse, body Reason) {
 
 const get = "GET /t/acme/x HTTP/1.1\r\nHost: e\r\n\r\n"
 
-// A row a rule of CONTRACT.md section 4, "At the door", as the door reads it.
+// A row a rule of docs/REFERENCE.md, "At the door", as the door reads it.
 var headRows = []struct {
 	name string
 	head string

@@ -2,9 +2,9 @@ package door
 
 import "net/http"
 
-// Reason is why the door refused a request: one rule of CONTRACT.md section 4, "At the
-// door". Each has its status, its error code (the JSON "error") and a label (the metric's
-// reason and the debug log line's).
+// Reason is why the door refused a request: one rule of docs/REFERENCE.md, "At the door".
+// Each has its status, its error code (the JSON "error") and a label (the metric's reason
+// and the debug log line's).
 type Reason uint8
 
 const (
@@ -48,7 +48,7 @@ const (
 	numReasons
 )
 
-// The door's limits (CONTRACT.md section 4): nginx's 8 KiB line, Envoy's 100 fields and
+// The door's limits (docs/REFERENCE.md, "At the door"): nginx's 8 KiB line, Envoy's 100 fields and
 // 60 KiB head, rounded. They are constants, not flags: no router needs more, and a client
 // that sends more is not one the entry serves.
 const (
@@ -60,7 +60,7 @@ const (
 	maxEmptyLines  = 8        // empty lines taken before a request line (RFC 9112 section 2.2)
 )
 
-// Codes, the JSON "error" of a refusal (CONTRACT.md section 8).
+// Codes, the JSON "error" of a refusal (docs/REFERENCE.md, "Streams, cancellation, errors").
 const (
 	CodeBadRequest       = "bad_request"
 	CodeNotImplemented   = "not_implemented"

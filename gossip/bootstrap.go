@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Bootstrap brings a starting entry the table of a peer (CONTRACT.md section 6): it waits up
+// Bootstrap brings a starting entry the table of a peer (docs/REFERENCE.md, "Homes"): it waits up
 // to joinWait for a first peer to be seen alive, then fetches a peer's table (Sync.Bootstrap)
 // until that succeeds or ctx ends. With no peer seen within joinWait it returns nil at once:
 // the entry serves alone, and repair brings the table when a peer appears. The caller reports

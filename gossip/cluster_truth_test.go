@@ -20,9 +20,9 @@ import (
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
-// TestTableTravelsOnTheGossipPort pins CONTRACT.md section 3: the joiner's table and repair go
-// through --gossip-bind, with no listener of their own. A joiner fetches a peer's whole table
-// (homes a direct packet never brought it) through the peer's memberlist port.
+// TestTableTravelsOnTheGossipPort pins docs/REFERENCE.md, "Configuration": the joiner's table and
+// repair go through --gossip-bind, with no listener of their own. A joiner fetches a peer's whole
+// table (homes a direct packet never brought it) through the peer's memberlist port.
 func TestTableTravelsOnTheGossipPort(t *testing.T) {
 	nodes := startCluster(t, 2)
 	a := nodes[0]
@@ -78,9 +78,9 @@ func TestGossipPortSortsStreams(t *testing.T) {
 	}
 }
 
-// TestKeyRotation is CONTRACT.md section 10 in one process: serf's key manager installs B,
-// makes it primary and removes A while homes keep travelling; an entry holding only B joins
-// and gets the table; one holding only A can neither join nor teach a home.
+// TestKeyRotation is docs/REFERENCE.md, "Cluster and operations" in one process: serf's key manager
+// installs B, makes it primary and removes A while homes keep travelling; an entry holding only B
+// joins and gets the table; one holding only A can neither join nor teach a home.
 func TestKeyRotation(t *testing.T) {
 	keyA := clusterKey
 	keyB := bytes.Repeat([]byte{5}, 32)
@@ -146,7 +146,7 @@ func TestKeyRotation(t *testing.T) {
 	}
 }
 
-// TestNameConflictSaysGossipDown pins CONTRACT.md section 3's --node row: an entry whose name
+// TestNameConflictSaysGossipDown pins the --node row of docs/REFERENCE.md: an entry whose name
 // another member holds says so at error, with both addresses, reports gossip down (Up, the
 // gauge, no members) while serf is shut down, and starts a fresh serf rather than sitting
 // dead.
@@ -227,9 +227,9 @@ type skewedClock time.Duration
 
 func (c skewedClock) Now() time.Time { return time.Now().Add(time.Duration(c)) }
 
-// TestPropagationByTwoClocks pins CONTRACT.md section 10's histogram "by the two clocks": with
-// the origin's clock 5 s behind, the origin-stamp measure is off by the skew, the local one
-// (the origin's wait by its clock, half the round trip, the wait here) is not.
+// TestPropagationByTwoClocks pins the histogram of docs/REFERENCE.md, "Metrics", "by the two
+// clocks": with the origin's clock 5 s behind, the origin-stamp measure is off by the skew, the
+// local one (the origin's wait by its clock, half the round trip, the wait here) is not.
 func TestPropagationByTwoClocks(t *testing.T) {
 	const skew = -5 * time.Second
 	nodes := startCluster(t, 2, func(c *Config) {

@@ -64,7 +64,7 @@ const (
 	// sends at most GossipNodes packets per GossipInterval, 40 packets (~52 KB) a second at
 	// these values. The WAN 500 ms costs a round of hops half a second, too slow for 3 s
 	// convergence over several hops at 100 entries; 100 ms is the value the limits in
-	// GOSSIP-NOTES.md were measured with.
+	// gossip's defaults were measured with.
 	DefaultGossipInterval = 100 * time.Millisecond
 	DefaultGossipNodes    = 4
 
@@ -76,8 +76,9 @@ const (
 
 	// DefaultProbeInterval (WAN default 5 s), DefaultProbeTimeout (WAN 3 s) and
 	// DefaultSuspicionMult (WAN 6) are memberlist's failure detector, chosen so that a killed
-	// or frozen entry is listed failed by every peer within 10 s (CONTRACT.md 10) on links of
-	// 10-150 ms one way. How memberlist spends that time (state.go probeNode, suspectNode):
+	// or frozen entry is listed failed by every peer within 10 s (docs/REFERENCE.md, "Cluster and
+	// operations") on links of 10-150 ms one way. How memberlist spends that time (state.go
+	// probeNode, suspectNode):
 	//
 	//   - Each entry probes one peer per ProbeInterval, round robin, so a dead entry is
 	//     probed about once per ProbeInterval cluster-wide, whatever N.

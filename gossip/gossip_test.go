@@ -182,7 +182,7 @@ func TestMarksAndClearsTravel(t *testing.T) {
 	}
 }
 
-// TestKnownHomeSendsNothing pins DESIGN.md: a request to a known home sends nothing.
+// TestKnownHomeSendsNothing: a request to a known home sends nothing.
 func TestKnownHomeSendsNothing(t *testing.T) {
 	a := startNode(t, "a", nil)
 	if !a.table.LearnName("acme", "eu") {

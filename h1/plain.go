@@ -20,7 +20,7 @@ import (
 // the headers net/http acts on while it reads a request (Content-Length, Transfer-Encoding,
 // Trailer, Pragma, Expect, a Connection other than keep-alive). Such a head is read from one
 // string: the names and values are its substrings, the request is built with ctx, and it costs
-// about a third of http.ReadRequest's allocations (docs/BENCHMARKS.md, issue 10).
+// about a third of http.ReadRequest's allocations (docs/BENCHMARKS.md).
 //
 // ok false: not plain, nothing consumed; http.ReadRequest then reads the same bytes, so what is
 // refused and how is net/http's. What readPlain accepts, http.ReadRequest accepts with the same
@@ -34,7 +34,7 @@ func readPlain(br *bufio.Reader, ctx context.Context) (req *http.Request, ok boo
 // the header map, the values' array and the URL of the last request it read, which h1 no
 // longer uses once that request's answer is finished (a handler must not keep the Request
 // past its return: see Server). Three of a request's allocations fewer, and the map's memory
-// (docs/BENCHMARKS.md, issue 10).
+// (docs/BENCHMARKS.md).
 type plainStore struct {
 	header http.Header
 	vals   []string

@@ -172,7 +172,7 @@ func FuzzPlainRequest(f *testing.F) {
 	})
 }
 
-// The fast path's allocations (docs/BENCHMARKS.md, issue 10): a browser's head, against
+// The fast path's allocations (docs/BENCHMARKS.md): a browser's head, against
 // http.ReadRequest's.
 func BenchmarkReadPlain(b *testing.B) {
 	raw := plainCases[1].raw

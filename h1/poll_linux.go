@@ -228,7 +228,7 @@ func (p *poller) wait(fd uintptr) bool {
 // own role to one (handOn) and returns the connection, for its goroutine to serve at once
 // (leader/follower): the request then waits for no thread woken on another CPU. Only with more
 // than one P: with one, nothing runs beside it, and the role's hand-off only put the new
-// poller first in line, to wake for nothing (docs/BENCHMARKS.md, issue 10's fourth step).
+// poller first in line, to wake for nothing (docs/BENCHMARKS.md).
 // nil: closed, or epoll_wait failed (err: why; the poller is dead then).
 func (p *poller) run() (*conn, error) {
 	p.lead, p.werr = nil, nil

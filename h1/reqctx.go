@@ -14,7 +14,7 @@ import (
 // context.AfterFunc uses (and context.WithCancel for a child, and so on): the proxy's "close
 // the router connection when the client leaves" then costs one small record, not a
 // cancelCtx, a goroutine-ready afterFuncCtx and their channels (about seven of a request's
-// allocations; docs/BENCHMARKS.md, issue 10).
+// allocations; docs/BENCHMARKS.md).
 type reqCtx struct {
 	mu   sync.Mutex
 	done chan struct{} // made by the first Done, or closed at cancel

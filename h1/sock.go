@@ -18,7 +18,7 @@ import (
 
 // A client connection's socket is a bare non-blocking file descriptor: no net.TCPConn and no
 // runtime poll descriptor (about 1.2 KB of a held connection's memory with the GC's headroom;
-// docs/BENCHMARKS.md, issue 10). It is read and written by raw system calls (package sockio
+// docs/BENCHMARKS.md). It is read and written by raw system calls (package sockio
 // says why), and when it is not ready the goroutine serving it waits for the server's own
 // epoll instance (poller), where the connection is registered anyway: the poller's event
 // wakes the waiter, as Go's netpoller wakes a net.Conn's reader.

@@ -17,7 +17,7 @@ const workerIdleTimeout = 10 * time.Second
 // workers serves woken connections on goroutines kept from earlier ones. A new goroutine
 // starts with a small stack and grows it, copying every frame each time, on its way down the
 // request path (net/http's parser, the proxy, the router's answer): a tenth of the entry's
-// CPU under load in the profile (docs/BENCHMARKS.md, issue 10). A kept goroutine has grown it
+// CPU under load in the profile (docs/BENCHMARKS.md). A kept goroutine has grown it
 // already. Idle workers are taken last in, first out, so the ones in use stay warm and the
 // others age out.
 type workers struct {

@@ -8,10 +8,10 @@ import (
 	"unsafe"
 )
 
-// Region failure marks (CONTRACT.md section 4). A region holds two registers, each moving
-// only to a newer Version: its latest failure (a request could get no answer from it) and
-// its latest clear (one of its routers answered). The region is failing while its latest
-// failure is newer than its latest clear. How long a failure counts depends on the request
+// Region failure marks (docs/REFERENCE.md, "Which region, which router"). A region holds two
+// registers, each moving only to a newer Version: its latest failure (a request could get no answer
+// from it) and its latest clear (one of its routers answered). The region is failing while its
+// latest failure is newer than its latest clear. How long a failure counts depends on the request
 // being planned, not on the one that failed:
 //   - a plain write (Strict) asks a failing region last until a clear;
 //   - a read or keyed write (Lenient) asks it last only while the failure is also younger

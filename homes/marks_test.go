@@ -13,7 +13,7 @@ import (
 
 const backoff = 10 * time.Second // the default ReadBackoff the tests rely on
 
-// TestMarksByPlannedRequest is CONTRACT.md section 4's marks paragraph, row by row, at the
+// TestMarksByPlannedRequest is the failure marks of docs/REFERENCE.md, row by row, at the
 // table: how long a failure counts depends on the request being planned, not on the one that
 // failed (the failing request's kind is not even recorded).
 func TestMarksByPlannedRequest(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 // BenchmarkTableMemory reports what a full table costs per home beyond the tenant's name (the
 // heap after a GC, less the table when empty and the names' own bytes), with 19-byte names as
-// issue 12 measured: "B/home" is the number to hold to 64. One iteration fills a table of n.
+// "B/home" is the number to hold to 64 (docs/BENCHMARKS.md). One iteration fills a table of n.
 //
 //	go test -run '^$' -bench TableMemory -benchtime 1x ./homes
 func BenchmarkTableMemory(b *testing.B) {

@@ -2,7 +2,7 @@ package homes
 
 import "unique"
 
-// The table's memory (issue 12: at most 64 bytes a home beyond its name, at a million homes).
+// The table's memory (the goal: at most 64 bytes a home beyond its name, at a million homes).
 // Homes are kept in a slab, a ring of fixed slots in insertion order, and each shard indexes
 // its tenants with an open-addressing array of 8-byte words. A home costs its slot (40 bytes:
 // the name's string header, the version's clock, the version's origin as a unique.Handle, the

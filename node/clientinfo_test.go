@@ -153,7 +153,7 @@ func TestProxyProtocolTLS(t *testing.T) {
 	}
 }
 
-// Issue 8 item 8: --client-ip header:NAME and --country-header reached the router. Through a
+// Once, --client-ip header:NAME and --country-header reached the router. Through a
 // running node: the router sees neither, learns the client from Fenec-Client, and both
 // headers still did their work (the address in Fenec-Client, the country's region first).
 func TestClientSourceHeadersNotPassedOn(t *testing.T) {

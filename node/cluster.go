@@ -7,7 +7,8 @@ import (
 	"github.com/fenec/fenec-entry/gossip"
 )
 
-// Gossip timing of a start (CONTRACT.md section 6: a joining entry holds the table within 5 s).
+// Gossip timing of a start (docs/REFERENCE.md, "Homes": a joining entry holds the table within 5
+// s).
 const (
 	joinWait      = 2 * time.Second         // how long a start waits for a first peer before serving alone
 	bootstrapWait = 2500 * time.Millisecond // how long it then tries to fetch the table
@@ -49,8 +50,8 @@ func (n *Node) startCluster(ctx context.Context) error {
 	n.cluster = g
 	switch {
 	case c.hasPeersToJoin() && n.warm:
-		// CONTRACT.md §6 with warm state: the restored table is what a peer's would bring
-		// (versions decide between them), so ready now; the peer's table still comes.
+		// docs/REFERENCE.md, "Homes" with warm state: the restored table is what a peer's would
+		// bring (versions decide between them), so ready now; the peer's table still comes.
 		n.log.Info().Int("homes", n.homes.Len()).
 			Msg("warm start: ready with the restored home table; fetching a peer's in the background")
 	case c.hasPeersToJoin():

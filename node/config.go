@@ -11,8 +11,9 @@ import (
 )
 
 // Config is the configuration of one entry: every setting of `fenec-entry serve`
-// (CONTRACT.md section 3) as a parsed value, each field named after its flag. Build one with
-// DefaultConfig, set Routers, Pop and Node at least, and check it with Validate (New does).
+// (docs/REFERENCE.md, "Configuration") as a parsed value, each field named after its flag. Build
+// one with DefaultConfig, set Routers, Pop and Node at least, and check it with Validate (New
+// does).
 //
 // The zero Config is not valid: Routers, Pop and Node have no default, and the durations and
 // limits are zero. A Config is a plain value: copying it copies the slices and maps by
@@ -127,8 +128,8 @@ type Config struct {
 	Clock homes.Clock `json:"-"`
 }
 
-// Defaults of DefaultConfig, as CONTRACT.md section 3 gives them. Each setting a package owns
-// takes that package's default; the flag help shows these.
+// Defaults of DefaultConfig, as docs/REFERENCE.md, "Configuration" gives them. Each setting a
+// package owns takes that package's default; the flag help shows these.
 const (
 	DefaultListen          = ":8080"
 	DefaultMaxInflight     = proxy.DefaultMaxInflight
@@ -165,8 +166,8 @@ const (
 	MaxRegionNameLen    = homes.MaxRegionNameLen // a region name, in bytes
 )
 
-// DefaultConfig returns the defaults of CONTRACT.md section 3. Routers, Pop and Node are left
-// empty (they have no environment-free default: cmd derives Pop and Node from FLY_REGION,
+// DefaultConfig returns the defaults of docs/REFERENCE.md, "Configuration". Routers, Pop and Node
+// are left empty (they have no environment-free default: cmd derives Pop and Node from FLY_REGION,
 // FLY_MACHINE_ID and the hostname, cmd/fenec-entry derives them); Continents is nil, which
 // means DefaultContinents of whatever regions Routers names.
 func DefaultConfig() Config {

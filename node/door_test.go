@@ -18,7 +18,7 @@ import (
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
-// doorRows: CONTRACT.md section 4, "At the door", a row a rule, as raw bytes on a socket.
+// doorRows: docs/REFERENCE.md, "At the door", a row a rule, as raw bytes on a socket.
 // Every refusal is the JSON error with the status and code of its row, the connection closed
 // after it, and no router asked. halfClose: the client stops sending after raw (the rules
 // about a body the client did not finish).

@@ -10,7 +10,7 @@ import (
 	"github.com/fenec/fenec-entry/proxy"
 )
 
-// The latency matrix (issue 11 item 4): each entry measures its round trip to every region
+// The latency matrix: each entry measures its round trip to every region
 // (proxy/latency.go), probes the regions no request reached lately, and shares what it
 // measured in its serf tag "lat" ("eu:12,us:85,ap:210", milliseconds), so that any entry's
 // /status shows the fleet's PoP x region matrix.

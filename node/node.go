@@ -30,7 +30,7 @@ import (
 const (
 	maxHeaderBytes = door.MaxHead      // net/http's limit, above the door's (it reads up to 4096 bytes more): the door refuses first
 	idleTimeout    = 120 * time.Second // an idle client keep-alive connection is closed after this
-	ShutdownGrace  = 10 * time.Second  // after the drain, open requests get this long (then are ended); CONTRACT.md §10
+	ShutdownGrace  = 10 * time.Second  // after the drain, open requests get this long (then are ended)
 	adminGrace     = time.Second       // the admin listener's own shutdown grace
 )
 
@@ -319,8 +319,8 @@ func (n *Node) startLocked(ctx context.Context) error {
 	return nil
 }
 
-// serveClient serves clients on cl, every HTTP/1 request read through the door: HTTPS (h2 and HTTP/1.1) with --tls-cert, else plain
-// HTTP/1.x by h1 (lean) or net/http, and h2c by net/http.
+// serveClient serves clients on cl, every HTTP/1 request read through the door: HTTPS (h2 and
+// HTTP/1.1) with --tls-cert, else plain HTTP/1.x by h1 (lean) or net/http, and h2c by net/http.
 func (n *Node) serveClient(cl net.Listener) {
 	if n.pp != nil {
 		cl = n.pp.Wrap(cl) // under TLS too: the PROXY header comes before the handshake
@@ -415,7 +415,7 @@ func (n *Node) logStart() {
 
 // SetReady sets the condition /readyz reports besides "started and not draining". It is true
 // from New; gossip will set it false until the joining entry holds the home table of a peer
-// (CONTRACT.md §6). Safe for concurrent use, before or after Start.
+// (docs/REFERENCE.md, "Homes"). Safe for concurrent use, before or after Start.
 func (n *Node) SetReady(ok bool) {
 	n.ready.Store(ok)
 }
@@ -446,10 +446,10 @@ func (n *Node) version() string {
 	return n.cfg.Version
 }
 
-// Drain stops the entry gracefully, as after SIGTERM (CONTRACT.md §10): every answer carries
-// Connection: close and /readyz answers 503 for --drain; then the listeners close, open
-// requests get up to 10 s (streams included) and are ended; then the proxy's idle router
-// connections close and the background goroutines stop; then, with --state-dir, the home
+// Drain stops the entry gracefully, as after SIGTERM (docs/REFERENCE.md, "Cluster and operations"):
+// every answer carries Connection: close and /readyz answers 503 for --drain; then the listeners
+// close, open requests get up to 10 s (streams included) and are ended; then the proxy's idle
+// router connections close and the background goroutines stop; then, with --state-dir, the home
 // table is written a last time. It returns when all that is done.
 //
 // If ctx ends (or Close is called) first, the waits are cut short and open requests are

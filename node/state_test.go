@@ -33,7 +33,7 @@ func TestWarmRestart(t *testing.T) {
 	router := newRouter(t, "eu", nil)
 	dir := t.TempDir()
 	n1, _ := startNode(t, joiningConfig(t, dir, "eu", router.URL))
-	if n1.isReady() { // CONTRACT.md §6: not until the join gives up
+	if n1.isReady() { // docs/REFERENCE.md, "Homes": not until the join gives up
 		t.Error("a cold entry with a peer to join is ready at once")
 	}
 	client := &http.Client{Timeout: 5 * time.Second}

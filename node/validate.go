@@ -30,8 +30,8 @@ func cfgErr(flag, format string, args ...any) error {
 }
 
 // Validate reports the first thing wrong with c as a *ConfigError, checking the flags in the
-// order of CONTRACT.md section 3. It is pure: it reads no file, no environment and no DNS
-// (files are read by New, names resolved by whoever dials them).
+// order of docs/REFERENCE.md, "Configuration". It is pure: it reads no file, no environment and no
+// DNS (files are read by New, names resolved by whoever dials them).
 func (c Config) Validate() error {
 	for _, check := range []func() error{
 		c.validateListen, c.validateRouters, c.validateDiscovery, c.validatePlacement, c.validateClientIP,

@@ -8,7 +8,7 @@
 // host, nothing pinned, one request at a time: the entry on 2 Ps added 134 µs to a request, on
 // 1 P 73 µs (nginx: 67 µs); at 32 connections its CPU a request was 25% higher on 2 Ps. But one
 // P cannot use a second CPU when the load needs it: requests/s 0.92x nginx's on 1 P, 0.99x on
-// 2 (docs/BENCHMARKS.md, issue 10; docs/DECISIONS.md, "The entry runs on the Ps its load
+// 2 (docs/BENCHMARKS.md; docs/DECISIONS.md, "The entry runs on the Ps its load
 // needs").
 //
 // The Controller reads the process's demand for CPU every Period (the CPU time its threads

@@ -18,7 +18,7 @@ import (
 // "Transfer-Encoding: chunked", no Connection or Trailer header, a status with a body. Such
 // a head, when it is in the read buffer whole, is parsed here from one string (the header's
 // names and values are its substrings): 6 allocations where http.ReadResponse makes 14
-// (docs/BENCHMARKS.md, issue 10). Anything else (or any doubt) is read by http.ReadResponse
+// (docs/BENCHMARKS.md). Anything else (or any doubt) is read by http.ReadResponse
 // from the same unread bytes, so what is accepted, refused and how a body is framed is
 // net/http's; FuzzAnswerDifferential holds the fast path to that.
 func readAnswer(br *bufio.Reader, req *http.Request) (*http.Response, error) {
@@ -212,7 +212,7 @@ func plainLength(v string) (int64, bool) {
 // proxy hands one back to its connection once delivered (the head written to the client, the
 // body read to its end, nothing left holding the Response or its header map), and the
 // connection's next answer is built in it: two of a request's allocations fewer, and the
-// map's memory (docs/BENCHMARKS.md, issue 10). An answer held or given up is not handed back.
+// map's memory (docs/BENCHMARKS.md). An answer held or given up is not handed back.
 type plainAnswer struct {
 	resp http.Response
 	body lengthBody

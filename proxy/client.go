@@ -164,7 +164,7 @@ func (e *dialError) Unwrap() error { return e.err }
 // answerDeadline sets c's deadline for an answer head to a request sent at sent: at least
 // timeout after it, and at most timeout/16 (1 s at the most) more. A deadline set for an
 // earlier request that still falls in that window is kept: setting one is two changes of a
-// runtime timer, 1.5% of the entry's CPU when done twice a request (docs/BENCHMARKS.md, issue 10).
+// runtime timer, 1.5% of the entry's CPU when done twice a request (docs/BENCHMARKS.md).
 func (c *conn) answerDeadline(sent time.Time, timeout time.Duration) {
 	c.inBody = false
 	need := sent.Add(timeout)

@@ -72,11 +72,11 @@ type Config struct {
 	// Nil: always "" (then DefaultRegion).
 	ClientContinent func(r *http.Request, addr string) string
 
-	// EntryToken, if non-empty, enables Fenec-Client marks (CONTRACT.md §5).
+	// EntryToken, if non-empty, enables Fenec-Client marks (docs/REFERENCE.md, "Headers").
 	EntryToken string
 
 	// StripHeaders names more client headers that must not reach the router, besides the
-	// fixed ones of CONTRACT.md §5: the operator's sources of the client's address or
+	// fixed ones of docs/REFERENCE.md, "Headers": the operator's sources of the client's address or
 	// country (--client-ip header:NAME, --country-header), so that the router learns the
 	// client from Fenec-Client alone. Names match without regard to case; New canonicalises
 	// them once and leaves out those already dropped, so naming X-Forwarded-For costs
@@ -156,7 +156,7 @@ const (
 )
 
 const (
-	maxTenantLen = 255              // CONTRACT.md section 4
+	maxTenantLen = 255              // docs/REFERENCE.md, "Which region, which router"
 	maxRegions   = homes.MaxRegions // a plan orders at most this many (a mark set is 64 bits)
 )
 

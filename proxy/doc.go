@@ -1,8 +1,8 @@
 // Package proxy is the request path of one entry: it takes a client's request for
 // /t/<tenant>/..., plans the order of regions and routers to ask (known home
 // first, marked regions last), sends the request to one router at a time, and
-// decides from the outcome of each attempt, by the table in CONTRACT.md section 4
-// (see decide in outcome.go), whether to answer, try the next router, try the
+// decides from the outcome of each attempt, by the table in docs/REFERENCE.md, "Which region, which
+// router" (see decide in outcome.go), whether to answer, try the next router, try the
 // next region, or refuse with 502 may_have_run because a write may have run.
 //
 // It owns header hygiene in both directions, request body buffering, the

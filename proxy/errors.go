@@ -7,7 +7,7 @@ import (
 	"github.com/fenec/fenec-entry/door"
 )
 
-// The entry's own error codes (CONTRACT.md section 8).
+// The entry's own error codes (docs/REFERENCE.md, "Streams, cancellation, errors").
 const (
 	codeBadPath           = "bad_path"
 	codeLengthRequired    = "length_required"
@@ -31,10 +31,10 @@ const (
 )
 
 // entryErrors is, per entry error, its code (the JSON "error" and the result label of
-// fenec_entry_requests_total), status and one-sentence message (CONTRACT.md sections 4
-// and 8). Every one carries Content-Type: application/json, Cache-Control: no-store, the
-// request id when the entry knows it (body and X-Request-Id), and CORS headers when --cors
-// allows the origin (section 7): see writeError.
+// fenec_entry_requests_total), status and one-sentence message (docs/REFERENCE.md, "Which region,
+// which router" and "Streams, cancellation, errors"). Every one carries Content-Type:
+// application/json, Cache-Control: no-store, the request id when the entry knows it (body and
+// X-Request-Id), and CORS headers when --cors allows the origin (section 7): see writeError.
 var entryErrors = [...]struct {
 	code   string
 	status int
@@ -86,7 +86,7 @@ func writeJSONError(w http.ResponseWriter, r *http.Request, x *exchange, code st
 	w.Write(b)
 }
 
-// refuseAtDoor answers a request the door refused (CONTRACT.md section 4, "At the door") with
+// refuseAtDoor answers a request the door refused (docs/REFERENCE.md, "At the door") with
 // the reason's JSON error, closes the connection after the answer, and counts and logs it.
 // Nothing of the request has reached a router.
 func (h *Handler) refuseAtDoor(w http.ResponseWriter, r *http.Request, x *exchange, reason door.Reason) {

@@ -9,7 +9,7 @@ import (
 	"github.com/fenec/fenec-entry/homes"
 )
 
-// TestEntryErrors is the entry's own error answers (CONTRACT.md sections 4, 7 and 8), a row
+// TestEntryErrors is the entry's own error answers (docs/REFERENCE.md: error codes, and CORS), a row
 // per error: status, code and message, the JSON body with the request id, and the headers
 // every one of them carries.
 func TestEntryErrors(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 )
 
 // dropToRouter says whether a client header must not reach the router
-// (CONTRACT.md section 5). key is in canonical form, as net/http stores it.
+// (docs/REFERENCE.md, "Headers"). key is in canonical form, as net/http stores it.
 // Hop-by-hop headers named by Connection are handled by the caller.
 func dropToRouter(key string) bool {
 	switch key {
@@ -120,8 +120,8 @@ type outHead struct {
 
 // writeHead writes an HTTP/1.1 request head for a router: the client's
 // headers less those dropToRouter, Connection and h.strip name and those whose
-// name holds "_" (many router frameworks read Fenec_Client as Fenec-Client: CONTRACT.md
-// section 4), then the entry's own. It returns how many it left out for a "_".
+// name holds "_" (many router frameworks read Fenec_Client as Fenec-Client: docs/REFERENCE.md,
+// "At the door"), then the entry's own. It returns how many it left out for a "_".
 // It writes straight into the connection's buffer and does not allocate.
 func writeHead(w *bufio.Writer, h *outHead, hdr http.Header) (underscores int) {
 	w.WriteString(h.method)

@@ -81,7 +81,7 @@ func TestHeadersToRouter(t *testing.T) {
 	}
 }
 
-// Issue 8 item 8: the headers the operator named as sources of the client's address or
+// Once, the headers the operator named as sources of the client's address or
 // country (--client-ip header:NAME, --country-header) reached the router.
 func TestStripHeaders(t *testing.T) {
 	rows := []struct {

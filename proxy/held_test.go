@@ -12,7 +12,7 @@ import (
 	"github.com/fenec/fenec-entry/homes"
 )
 
-// Issue 9 item 7: a router's 5xx held while the next region is asked was read to its end
+// Once, a router's 5xx held while the next region is asked was read to its end
 // with no deadline, so a router that stalled that body stalled the failover for as long as
 // it liked. The held body gets the answer timeout.
 func TestHeldBodyHasTheAnswerTimeout(t *testing.T) {

@@ -94,7 +94,7 @@ func TestHygieneThroughTheEntry(t *testing.T) {
 	}
 }
 
-// Issue 8 item 8: the operator's sources of the client's address and country reached the
+// Once, the operator's sources of the client's address and country reached the
 // router. Through the entry to a stand-in: the router sees neither, while ClientAddr and
 // ClientContinent still read them (Fenec-Client carries the address; the continent chose the
 // first region).
@@ -206,7 +206,7 @@ func TestPathDecoding(t *testing.T) {
 	}
 }
 
-// Issue 8 item 4: /t/acme/items/1%00 (a NUL after the tenant) reached the router. A NUL
+// Once, /t/acme/items/1%00 (a NUL after the tenant) reached the router. A NUL
 // anywhere in the decoded path, outside /t/ too, is 400 bad_path from the entry itself, for
 // every method, and no router sees the request. The stand-in refuses such a path as well, so
 // what shows that the entry answered is the stand-ins' record of requests seen (and an answer

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Latency from this entry to each region (issue 11 item 4): the round trip as the entry sees
+// Latency from this entry to each region: the round trip as the entry sees
 // it, from three kinds of samples, all cheap: the time to a router's answer head for every
 // request, the time to connect to a router whenever a new connection is made, and a TCP
 // connect by Probe to a region no request asked lately. The estimate is the smallest sample

@@ -56,7 +56,7 @@ var actionNames = [...]string{"deliver", "next_router", "next_region", "retry_sa
 
 func (a action) String() string { return actionNames[a] }
 
-// decide is CONTRACT.md section 4's outcome table, row by row. retryable is
+// decide is the outcome table of docs/REFERENCE.md, row by row. retryable is
 // true for GET, HEAD and OPTIONS and for any request with Idempotency-Key.
 // staleRetried says this attempt was already the one repeat on a fresh
 // connection, which is never repeated again.

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// TestOutcomeTable is CONTRACT.md section 4's outcome table, row by row: what
+// TestOutcomeTable is the outcome table of docs/REFERENCE.md, row by row: what
 // one attempt's answer or failure is classified as, and what the request does
 // next, for retryable (GET/HEAD/OPTIONS or Idempotency-Key) and other requests.
 func TestOutcomeTable(t *testing.T) {

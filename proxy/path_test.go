@@ -26,7 +26,7 @@ func TestTenantOf(t *testing.T) {
 		{"bare /t/", "/t/", "", pathBad},
 		{"bare /t", "/t", "", pathBad},
 		{"NUL", "/t/ac%00me/x", "", pathBad},
-		// Issue 8 item 4: a NUL after the tenant reached the router.
+		// Once, a NUL after the tenant reached the router.
 		{"NUL at the end", "/t/acme/items/1%00", "", pathBad},
 		{"NUL right after the tenant", "/t/acme%00/items", "", pathBad},
 		{"NUL as the rest", "/t/acme/%00", "", pathBad},

@@ -16,7 +16,7 @@ const (
 // plan writes the order in which regions are asked into buf and returns it:
 // the tenant's known home; else the region for the client's continent, else
 // the default region; then every other region in --routers order. Regions
-// whose failure counts for this kind of request (CONTRACT.md section 4: a
+// whose failure counts for this kind of request (docs/REFERENCE.md, "Which region, which router": a
 // plain write until a router of the region answers, a read or keyed write for
 // --read-backoff) move to the end, keeping their relative order: a mark only
 // reorders, it never removes a region.

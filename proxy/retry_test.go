@@ -218,7 +218,7 @@ func TestRowMayHaveReached(t *testing.T) {
 	}
 }
 
-// TestMarks is CONTRACT.md section 4's marks paragraph, row by row, through the proxy and
+// TestMarks is the failure marks of docs/REFERENCE.md, row by row, through the proxy and
 // real stand-ins: how long a failure counts depends on the request being planned, not on
 // the one that failed; a mark only reorders.
 func TestMarks(t *testing.T) {

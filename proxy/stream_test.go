@@ -61,7 +61,7 @@ func TestSSEStreamsEachEvent(t *testing.T) {
 
 // A write applied while a stream is open reaches the stream.
 //
-// Issue 9 item 5: this test had no deadline and swallowed its POST's error, so a write
+// Once, this test had no deadline and swallowed its POST's error, so a write
 // that never reached the stream waited out go test's timeout. Now the stream and the write
 // share a 10 s deadline, a failed write ends the stream at once, and either way the test
 // fails saying what became of the write.

@@ -10,7 +10,7 @@ import (
 // ReadFD is one read of non-blocking socket fd into p (len(p) > 0), by a raw system call,
 // retried on EINTR: syscall.EAGAIN when nothing can be read now, 0 bytes and no error at the
 // end. The call is recvfrom(2), not read(2): the same on a socket, less the file layer's work
-// (docs/BENCHMARKS.md, issue 10's eleventh step).
+// (docs/BENCHMARKS.md).
 func ReadFD(fd int, p []byte) (int, syscall.Errno) {
 	for {
 		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), 0, 0, 0)

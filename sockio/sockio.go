@@ -8,7 +8,7 @@
 // context switches for a system call that could never block. A read or write on a
 // non-blocking socket returns as soon as it copied what fits, so the raw call keeps the P and
 // the thread (nginx's worker does the same, having only the one). The profile and the numbers
-// are in docs/BENCHMARKS.md, issue 10.
+// are in docs/BENCHMARKS.md.
 //
 // Deadlines, Close and everything else are the net.TCPConn's (ReadFrom and WriteTo too:
 // io.Copy through them is correct, by net's system calls); errors are shaped as
@@ -111,8 +111,8 @@ func (c *Conn) readRaw(p []byte, nowait bool) (int, error) {
 // system-call turn (RawConn.Read's function), after the read readiness was reset, so the
 // goroutine waits for readability at once and loses no event that w's answer brings (an
 // answer that came meanwhile is marked ready, and the wait returns at once). One read system
-// call and one netpoller turn less for a proxy's request and its answer (docs/BENCHMARKS.md,
-// issue 10). A write that fills the socket is finished by Write, waiting for room, and then
+// call and one netpoller turn less for a proxy's request and its answer (docs/BENCHMARKS.md).
+// A write that fills the socket is finished by Write, waiting for room, and then
 // read by Read.
 //
 // n is Read's; a failed write returns Write's error (a *net.OpError "write") and n 0. The

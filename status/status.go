@@ -5,7 +5,8 @@
 //
 // It knows nothing of node, proxy, homes or gossip: node fills a Status from them, and this
 // package shows it. The fields of Status are part of the admin listener's contract
-// (CONTRACT.md section 10): fields are added, never removed or renamed without a note.
+// (docs/REFERENCE.md, "Cluster and operations"): fields are added, never removed or renamed without
+// a note.
 package status
 
 import "time"
@@ -81,7 +82,8 @@ type RegionStatus struct {
 	Measured  bool    `json:"latency_measured"`
 	// Marked: the region's latest failure is newer than its latest clear, so plain writes ask
 	// it last until one of its routers answers; MarkedForReads: that failure is also younger
-	// than --read-backoff, so reads and keyed writes ask it last too (CONTRACT.md section 4).
+	// than --read-backoff, so reads and keyed writes ask it last too (docs/REFERENCE.md, "Which
+	// region, which router").
 	Marked         bool `json:"marked"`
 	MarkedForReads bool `json:"marked_for_reads"`
 	// RouterStates are the Routers in the same order, with what this entry last saw of each.
@@ -95,7 +97,7 @@ type RouterStatus struct {
 	// (not asked since this entry started).
 	State string `json:"state"`
 	// LastOutcome is the last attempt's class: answer, home_5xx, shard_5xx, never_made or
-	// may_have_reached (CONTRACT.md section 4); "" before any.
+	// may_have_reached (docs/REFERENCE.md, "Which region, which router"); "" before any.
 	LastOutcome string    `json:"last_outcome,omitempty"`
 	LastStatus  int       `json:"last_status,omitempty"` // the last answer's status; 0: no answer head
 	LastAt      time.Time `json:"last_at,omitzero"`      // when the last attempt ended

@@ -20,7 +20,8 @@ import (
 )
 
 // The multi-process gossip tests: real fenec-entry processes joined in one encrypted serf
-// cluster on loopback, in front of stand-in routers (CONTRACT.md sections 6 and 10).
+// cluster on loopback, in front of stand-in routers (docs/REFERENCE.md, "Homes" and "Cluster and
+// operations").
 
 type clusterEntry struct {
 	*entry

@@ -18,7 +18,7 @@ import (
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
-// The demo makes its point by itself (issue 8 item 9): every line of its guide is run as
+// The demo makes its point by itself: every line of its guide is run as
 // printed, one after the other without a pause (as when pasted all at once), by sh and curl,
 // and what it prints is what the comment above it says: reads find their item, a home
 // learned at iad is used at sin, a broken region is marked (in /status.json) and avoided by

@@ -312,7 +312,7 @@ func TestServeBindFailureExitsOne(t *testing.T) {
 	}
 }
 
-// Issue 8 item 8, from the flags on: the headers named by --client-ip header:NAME and
+// From the flags on: the headers named by --client-ip header:NAME and
 // --country-header do not reach the router, which learns the client from Fenec-Client.
 func TestServeDoesNotPassClientSourceHeaders(t *testing.T) {
 	seen := make(chan http.Header, 4)

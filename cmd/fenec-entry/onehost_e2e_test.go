@@ -75,8 +75,8 @@ func oneRouter(t *testing.T) *standin.Cluster {
 	return sc
 }
 
-// TestTwoEntriesOnOneHost pins CONTRACT.md section 3: two entries on one host, given distinct
-// values of the contract's ports and nothing else (no --node: both take the hostname, with
+// TestTwoEntriesOnOneHost pins docs/REFERENCE.md, "Configuration": two entries on one host, given
+// distinct values of the contract's ports and nothing else (no --node: both take the hostname, with
 // their gossip port), start, join and list as two members, and neither opens a listener the
 // table does not name.
 func TestTwoEntriesOnOneHost(t *testing.T) {
@@ -177,7 +177,7 @@ func serfKeys(t *testing.T, rpc, auth string, args ...string) string {
 	return string(out)
 }
 
-// TestKeyRotationEndToEnd is CONTRACT.md section 10's rotation with real processes and the
+// TestKeyRotationEndToEnd is the key rotation of docs/REFERENCE.md with real processes and the
 // stock CLI: three entries under traffic rotate from key A to key B (serf keys -install,
 // -use, -remove through one entry's RPC); no home is lost; an entry started with only B joins
 // and gets the table; one with only A can neither join nor teach a home.

@@ -186,7 +186,7 @@ func defaultPop(flyRegion, hostname string) string {
 	return hostname
 }
 
-// defaultNode is --node's default (CONTRACT.md section 3): the Fly machine ID
+// defaultNode is --node's default (docs/REFERENCE.md, "Configuration"): the Fly machine ID
 // (FLY_MACHINE_ID), else the hostname, with "-<port>" appended when gossipBind (--gossip-bind)
 // is not on gossip's default port, so that entries side by side on one host, given distinct
 // ports and nothing else, have distinct names. gossipBind is as given (host:port); one that

@@ -112,7 +112,7 @@ func writeConfig(t *testing.T, path string, lines ...string) {
 	}
 }
 
-// TestReloadUnderLoad is issue 11's reload test with real processes: SIGHUP and POST /reload
+// TestReloadUnderLoad is the reload with real processes: SIGHUP and POST /reload
 // re-read --config under load with no failed request; the new routers are used and the
 // removed ones are not; a bad file is refused and the configuration in force keeps serving.
 func TestReloadUnderLoad(t *testing.T) {
@@ -179,7 +179,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	l.check(t)
 }
 
-// TestRoutersFromDNSUnderLoad is issue 11's DNS test with real processes: a region's routers
+// TestRoutersFromDNSUnderLoad is routers from DNS with real processes: a region's routers
 // from dns+http://NAME:PORT on a DNS server the test runs (--dns-server); routers added and
 // removed under load with no failed request, a removed one taking no new request.
 func TestRoutersFromDNSUnderLoad(t *testing.T) {

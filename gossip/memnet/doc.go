@@ -5,7 +5,7 @@
 // It exists because memberlist's own MockNetwork hands packets over
 // unbuffered, so two nodes that ping each other deadlock, and after a node
 // shuts down dials to it ignore their timeout and packet sends to it block
-// (see GOSSIP-NOTES.md). memnet behaves like UDP and TCP instead:
+// (measured with serf's own). memnet behaves like UDP and TCP instead:
 //
 //   - Packets (WriteTo) never block the sender. Each node has a bounded inbox;
 //     a packet is dropped and counted when it is lost, when it crosses a

@@ -27,7 +27,7 @@ func cpuTime(t *testing.T) time.Duration {
 }
 
 // TestScale starts clusters of 10 and 100 memberlist nodes with the WAN
-// settings of GOSSIP-NOTES.md and logs convergence time, goroutines, CPU
+// settings gossip's defaults were measured with and logs convergence time, goroutines, CPU
 // and heap in steady state, and how fast the goroutines go after Shutdown.
 func TestScale(t *testing.T) {
 	const window = 10 * time.Second // steady-state measuring window

@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// TestKilledEntryListedFailedWithin10s pins CONTRACT.md 10: a killed (or frozen) entry is
-// listed failed by every peer within 10 s, and no live one is listed failed meanwhile. It runs
-// gossip's production failure detector (not FastTiming) on links of 10-150 ms with 1 % loss.
-// With the WAN suspicion settings of before (ProbeInterval 2 s, SuspicionMult 6) this took
-// ~15 s at 3 entries.
+// TestKilledEntryListedFailedWithin10s pins docs/REFERENCE.md, "Cluster and operations": a killed
+// (or frozen) entry is listed failed by every peer within 10 s, and no live one is listed failed
+// meanwhile. It runs gossip's production failure detector (not FastTiming) on links of 10-150 ms
+// with 1 % loss. With the WAN suspicion settings of before (ProbeInterval 2 s, SuspicionMult 6)
+// this took ~15 s at 3 entries.
 func TestKilledEntryListedFailedWithin10s(t *testing.T) {
 	c := start(t, Options{Nodes: 3, Seed: 3, MinLatency: 10 * time.Millisecond, MaxLatency: 150 * time.Millisecond, Loss: 0.01})
 	const victim = 2
@@ -41,7 +41,7 @@ func TestKilledEntryListedFailedWithin10s(t *testing.T) {
 		return missing
 	})
 	if err != nil {
-		t.Fatalf("%v after %v; CONTRACT.md 10 wants every peer to list a killed entry failed within 10 s",
+		t.Fatalf("%v after %v; the reference wants every peer to list a killed entry failed within 10 s",
 			err, time.Since(killed).Round(time.Millisecond))
 	}
 	t.Logf("every peer listed %s failed %v after the kill", name, time.Since(killed).Round(time.Millisecond))

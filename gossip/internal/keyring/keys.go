@@ -6,8 +6,8 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// Keys are the gossip keys everything entries exchange follows (CONTRACT.md section 10):
-// memberlist's keyring, the one serf's key manager changes when an operator runs
+// Keys are the gossip keys everything entries exchange follows (docs/REFERENCE.md, "Cluster and
+// operations"): memberlist's keyring, the one serf's key manager changes when an operator runs
 // `serf keys -install/-use/-remove` through any entry's RPC. Every serf incarnation of a
 // Gossip shares it, so a restarted serf keeps the keys a rotation installed. What this entry
 // sends is sealed or proven with the primary key; what it receives is accepted under any

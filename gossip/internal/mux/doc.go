@@ -1,5 +1,5 @@
-// Package mux owns the one gossip address's sorting (CONTRACT.md section 3): a Transport
-// under memberlist that takes out the packets beginning with the byte it is given (direct
+// Package mux owns the one gossip address's sorting (docs/REFERENCE.md, "Configuration"): a
+// Transport under memberlist that takes out the packets beginning with the byte it is given (direct
 // homes, relays, acks) and the streams beginning with SyncMagic (the table's HTTP
 // exchanges), and hands memberlist everything else, unchanged; and the Listener the sync
 // streams (and serf's RPC connections) are pushed to.

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// One gossip address (CONTRACT.md section 3). The joiner's table and repair travel over
-// memberlist's own TCP port, as direct homes travel over its UDP port: a stream that opens
+// One gossip address (docs/REFERENCE.md, "Configuration"). The joiner's table and repair travel
+// over memberlist's own TCP port, as direct homes travel over its UDP port: a stream that opens
 // with the byte SyncMagic is a sync stream (an HTTP/1.1 exchange with the table's server
 // follows, past that byte), any other is memberlist's and is handed to it with its first byte
 // put back. The dialer of a sync stream writes SyncMagic first. No memberlist

@@ -6,9 +6,9 @@ import "time"
 // names when they are zero (gossip.DefaultConfig).
 const (
 	// DefaultFlushInterval is how long a learned home waits to be batched with others. 75 ms
-	// keeps the ~1-3 s end-to-end budget (CONTRACT.md 6) while turning a burst of learnings
-	// into one event instead of dozens: serf's capacity is a few events per second cluster-wide
-	// (GOSSIP-NOTES.md), not homes per second.
+	// keeps the ~1-3 s end-to-end budget (docs/REFERENCE.md, "Homes") while turning a burst of
+	// learnings into one event instead of dozens: serf's capacity is a few events per second
+	// cluster-wide (measured on serf), not homes per second.
 	DefaultFlushInterval = 75 * time.Millisecond
 
 	// DefaultMaxFlushInterval bounds how far backpressure widens the flush interval: under
@@ -47,7 +47,7 @@ const (
 
 	// DefaultDirectBudget is what one entry's direct batches may send to each member, in
 	// bytes a second (a burst of one second's worth above it), two thirds of the 30 KB/s an
-	// entry's gossip may cost (issue 12), the rest left to serf and repair. First copies come
+	// entry's gossip may cost, the rest left to serf and repair. First copies come
 	// before the extra copies; what the budget cannot send waits in MaxPending (the oldest
 	// dropped past it, counted) and repair carries it. At about 11.5 bytes a home in full
 	// batches: some 1,700 homes a second from one entry with one copy, about 580 with three.

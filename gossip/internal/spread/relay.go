@@ -12,7 +12,7 @@ import (
 	"github.com/fenec/fenec-entry/homes"
 )
 
-// Relays, for large fleets (issue 12; bench/msgsim's proposal). Direct homes cost the origin
+// Relays, for large fleets (bench/msgsim modelled them first). Direct homes cost the origin
 // N-1 packets a batch, and a member receives a batch of one home (89 B, three times) from every
 // origin that learns little: at 1,000 entries and 500 homes a second about 130 KB/s each, and
 // 30,000 packets a second from an origin at 5,000 entries. With more than RelayAbove alive

@@ -41,7 +41,7 @@ const (
 	DefaultRepairInterval = 30 * time.Second
 	DefaultSyncTimeout    = 10 * time.Second
 	DefaultMaxStreams     = 4
-	// DefaultRepairSettle: a home reaches every entry within 3 s (CONTRACT.md section 6), in
+	// DefaultRepairSettle: a home reaches every entry within 3 s (docs/REFERENCE.md, "Homes"), in
 	// about 0.3 s on one network; older than 2 s and still missing, it was lost.
 	DefaultRepairSettle = 2 * time.Second
 )

@@ -26,7 +26,7 @@ func typicalHomes(n int, origin string) []homes.Home {
 	return out
 }
 
-// TestSplitWithinLimit pins issue 3 part 2: a batch of many long tenant names is split into
+// TestSplitWithinLimit: a batch of many long tenant names is split into
 // events each within serf's size limit, and every home comes out, in order.
 func TestSplitWithinLimit(t *testing.T) {
 	for _, nameLen := range []int{10, 60, 200, 250} {
