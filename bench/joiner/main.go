@@ -1,4 +1,4 @@
-// Command joiner measures issue 12's joiner: how long an entry joining a peer that holds a
+// Command joiner measures what a join costs: how long an entry joining a peer that holds a
 // million homes takes to be ready with them, and what the transfer does to the peer's own
 // requests. Real processes on loopback:
 //

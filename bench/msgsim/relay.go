@@ -2,8 +2,9 @@ package main
 
 import "math"
 
-// The relay strategy (-strategy relay), the proposed next step: entries form Groups groups
-// (regions or pools; here by index). An origin sends its batch straight to the members of its
+// The relay strategy (-strategy relay), what gossip/ does above RelayAbove members when run
+// with -ack -relay-ack -nack=false (the NACKed relay hop is the alternative it was weighed
+// against): entries form Groups groups (regions or pools; here by index). An origin sends its batch straight to the members of its
 // own group and, for every other group, to that group's relay (Copies copies each, as now).
 // A relay aggregates what it receives for RelayFlush (or until a batch is full) and sends
 // full batches to the members of its group, RelayCopies times. With Nack, a relay numbers its
