@@ -1,0 +1,101 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
+)
+
+// TestDocLinks: every relative link of every Markdown file in the repository names a file of
+// the repository (none points outside it: a clone is all a reader has) and, with a #fragment,
+// a heading of that file, as GitHub makes anchors of headings.
+func TestDocLinks(t *testing.T) {
+	root := testutil.ModuleRoot(t)
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		a := map[string]bool{}
+		b, _ := os.ReadFile(path)
+		fence := false
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "```") {
+				fence = !fence
+			}
+			if !fence && strings.HasPrefix(l, "#") {
+				a[slug(strings.TrimLeft(l, "# "))] = true
+			}
+		}
+		anchors[path] = a
+		return a
+	}
+	checked := 0
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".md") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, frag, _ := strings.Cut(target, "#")
+			dest := path
+			if file != "" {
+				dest = filepath.Join(filepath.Dir(path), file)
+			}
+			checked++
+			if r, err := filepath.Rel(root, dest); err != nil || strings.HasPrefix(r, "..") {
+				t.Errorf("%s: %s points outside the repository", rel, target)
+				continue
+			}
+			if _, err := os.Stat(dest); err != nil {
+				t.Errorf("%s: %s: no such file", rel, target)
+				continue
+			}
+			if frag != "" && strings.HasSuffix(dest, ".md") && !anchorsOf(dest)[frag] {
+				t.Errorf("%s: %s: no heading makes the anchor #%s", rel, target, frag)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 20 {
+		t.Fatalf("checked only %d links: the scan is broken", checked)
+	}
+}
+
+// slug is GitHub's anchor of a heading: lower case, punctuation but - and _ dropped, spaces
+// made -.
+func slug(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
