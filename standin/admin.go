@@ -18,10 +18,19 @@ import (
 //	GET  /_standin/ledger[?since=N]            the writes applied (after the first N)
 //	GET  /_standin/seen[?since=SEQ]            the requests seen (with Seq > SEQ)
 //	GET  /_standin/marks                       the client mark counts
-//	POST /_standin/reset                       clear ledger, items, keys, seen, marks, faults
+//	POST /_standin/reset                       clear ledger, items, keys, seen, marks, faults;
+//	                                           seed Config.Items again
 //
 // Parameters may also come in a form body. Errors are JSON {"error":..,"message":..}.
 const adminPrefix = "/_standin/"
+
+// adminMethods is every admin path (after adminPrefix) and its method; "" for both GET and
+// POST.
+var adminMethods = map[string]string{
+	"health": http.MethodGet, "routers": http.MethodGet, "directory": http.MethodGet,
+	"ledger": http.MethodGet, "seen": http.MethodGet, "marks": http.MethodGet,
+	"move": http.MethodPost, "reset": http.MethodPost, "fault": "",
+}
 
 type routerInfo struct {
 	Addr   string `json:"addr"`
@@ -39,12 +48,7 @@ func (rt *Router) serveAdmin(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set(hdrShard, "1")
 	w.Header().Set("Cache-Control", "no-store")
 	path := req.URL.Path[len(adminPrefix):]
-	method := map[string]string{
-		"health": http.MethodGet, "routers": http.MethodGet, "directory": http.MethodGet,
-		"ledger": http.MethodGet, "seen": http.MethodGet, "marks": http.MethodGet,
-		"move": http.MethodPost, "reset": http.MethodPost, "fault": "",
-	}
-	want, ok := method[path]
+	want, ok := adminMethods[path]
 	if !ok {
 		writeError(w, http.StatusNotFound, "not_found", "no such admin path")
 		return

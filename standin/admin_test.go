@@ -3,7 +3,12 @@ package standin
 import (
 	"encoding/json"
 	"net"
+	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -188,6 +193,44 @@ func TestAdminPutsItsOwnRouterDown(t *testing.T) {
 		}
 		if err := c.SetFault(eu0, Fault{}); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// Every admin endpoint the code serves (adminMethods) has a curl line in the README of
+// cmd/fenec-standin for each of its methods, so that the two cannot drift.
+func TestAdminEndpointsInREADME(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "cmd", "fenec-standin", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	curlURL := regexp.MustCompile(`http://[^/\s']+` + adminPrefix + `([a-z]+)`)
+	has := make(map[string]bool) // "GET health", "POST move", ...
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "curl ") {
+			continue
+		}
+		method := http.MethodGet
+		if strings.Contains(line, " -d ") || strings.Contains(line, "-X POST") {
+			method = http.MethodPost
+		}
+		for _, m := range curlURL.FindAllStringSubmatch(line, -1) {
+			has[method+" "+m[1]] = true
+		}
+	}
+	for path, method := range adminMethods {
+		methods := []string{method}
+		if method == "" {
+			methods = []string{http.MethodGet, http.MethodPost}
+		}
+		for _, m := range methods {
+			if !has[m+" "+path] {
+				t.Errorf("README.md has no curl line for %s %s%s", m, adminPrefix, path)
+			}
+			if !strings.Contains(string(b), "`"+m+" "+adminPrefix+path) {
+				t.Errorf("README.md's table does not list %s %s%s", m, adminPrefix, path)
+			}
 		}
 	}
 }

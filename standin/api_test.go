@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -246,5 +247,78 @@ func TestSeed(t *testing.T) {
 		if err := c.Seed(bad[0], bad[1]); err == nil {
 			t.Errorf("Seed(%q, %q) = nil, want an error", bad[0], bad[1])
 		}
+	}
+}
+
+// Config.Items seeds items 1..N of every tenant in its home region: read from the home and
+// relayed from another region, not in the ledger, ids of POSTs after them, seeded again by
+// Reset in the home of that moment.
+func TestConfigItemsSeeded(t *testing.T) {
+	c := startCluster(t, func(cfg *Config) { cfg.Items = 3 })
+	client := newClient(t)
+	get := func(u, tenant, id string) answer {
+		t.Helper()
+		return do(t, client, req{url: u + "/t/" + tenant + "/items/" + id, header: map[string]string{hdrHome: "1"}})
+	}
+	for _, tt := range []struct {
+		tenant, home string
+		from         []string // routers asked: the home's, then another region's
+	}{
+		{"acme", "eu", []string{c.url("eu", 0), c.url("eu", 1), c.url("us", 1), c.url("ap", 0)}},
+		{"globex", "us", []string{c.url("us", 0), c.url("eu", 0)}},
+		{"initech", "ap", []string{c.url("ap", 0), c.url("us", 0)}},
+	} {
+		for _, u := range tt.from {
+			for _, id := range []string{"1", "2", "3"} {
+				a := get(u, tt.tenant, id)
+				m := a.json(t)
+				relayed := a.header.Get(hdrRelayedBy) != ""
+				home := c.Router(strings.TrimPrefix(u, "http://")).Region() == tt.home
+				if a.status != 200 || m["id"] != id || m["region"] != tt.home || a.header.Get(hdrHome) != tt.home || relayed == home {
+					t.Errorf("GET %s item %s at %s: %d %v %s, want 200 from %s (relayed: %v)",
+						tt.tenant, id, u, a.status, a.header, a.body, tt.home, !home)
+				}
+			}
+			if a := get(u, tt.tenant, "4"); a.status != 404 {
+				t.Errorf("GET %s item 4 at %s: %d, want 404 (3 seeded)", tt.tenant, u, a.status)
+			}
+		}
+	}
+	if n := len(c.Ledger()); n != 0 {
+		t.Errorf("ledger has %d writes after seeding, want none", n)
+	}
+	a := do(t, client, req{method: "POST", url: c.url("us", 0) + "/t/acme/items", body: "x"})
+	if id := a.json(t)["id"]; a.status != 201 || id != "4" {
+		t.Errorf("first POST: %d %s, want 201 with id 4, after the seeded items", a.status, a.body)
+	}
+
+	// Reset removes what was written and seeds again, in the home of the moment (a tenant
+	// moved in meanwhile included).
+	if err := c.Move("acme", "us"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Move("newco", "ap"); err != nil {
+		t.Fatal(err)
+	}
+	if a := get(c.url("ap", 0), "newco", "1"); a.status != 404 {
+		t.Errorf("GET newco item 1 before a reset: %d, want 404 (moved in after the seeding)", a.status)
+	}
+	if err := c.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if a := get(c.url("eu", 0), "acme", "4"); a.status != 404 {
+		t.Errorf("GET the POSTed item after Reset: %d, want 404", a.status)
+	}
+	for _, tt := range [][2]string{{"acme", "us"}, {"newco", "ap"}, {"globex", "us"}} {
+		a := get(c.url("eu", 1), tt[0], "3")
+		if m := a.json(t); a.status != 200 || m["region"] != tt[1] || a.header.Get(hdrHome) != tt[1] {
+			t.Errorf("GET %s item 3 after Reset: %d %s, want 200 seeded in %s", tt[0], a.status, a.body, tt[1])
+		}
+	}
+
+	// Without Items nothing is seeded: item 1 is 404 until written.
+	c0 := startCluster(t, nil)
+	if a := do(t, client, req{url: c0.url("eu", 0) + "/t/acme/items/1"}); a.status != 404 {
+		t.Errorf("GET item 1 without Items: %d, want 404", a.status)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ type Cluster struct {
 	log       zerolog.Logger
 	cors      corsPolicy
 	keepAlive time.Duration
+	items     int // Config.Items: seeded at Start and after every Reset
 	marks     markCounter
 	seen      seenLog
 	store     store
@@ -64,6 +66,7 @@ func Start(cfg Config) (*Cluster, error) {
 		log:       zerolog.Nop(),
 		cors:      cors,
 		keepAlive: cfg.KeepAlive,
+		items:     cfg.Items,
 		byName:    make(map[string]*region),
 		byAddr:    make(map[string]*Router),
 		dir:       make(map[string]string, len(cfg.Tenants)),
@@ -121,6 +124,7 @@ func Start(cfg Config) (*Cluster, error) {
 		c.regions = append(c.regions, reg)
 		c.byName[rc.Name] = reg
 	}
+	c.store.seed(c.configItems()...) // before any router serves: the first GET finds them
 
 	c.lifeMu.RLock()
 	for _, rt := range c.routers {
@@ -246,8 +250,9 @@ func (c *Cluster) home(tenant string) (string, bool) {
 
 // Seed puts item id of tenant in the tenant's home region, as its first router would have
 // written it, but without a ledger entry: items that are there before anyone writes (the
-// demo's). A numeric id moves the ids later POSTs get past it, so no POST replaces a seeded
-// item. Reset removes seeded items with the others.
+// demo's, and Config.Items). A numeric id moves the ids later POSTs get past it, so no POST
+// replaces a seeded item. Reset removes the items seeded by Seed with the others, then seeds
+// Config.Items again.
 func (c *Cluster) Seed(tenant, id string) error {
 	home, ok := c.home(tenant)
 	if !ok {
@@ -256,8 +261,24 @@ func (c *Cluster) Seed(tenant, id string) error {
 	if id == "" || strings.ContainsAny(id, "/\x00") {
 		return fmt.Errorf("standin: seed %s: item id %q: want a non-empty path segment", tenant, id)
 	}
-	c.store.seed(item{ID: id, Tenant: tenant, Region: home, Router: c.byName[home].routers[0].addr})
+	c.store.seed(c.seedItem(tenant, home, id))
 	return nil
+}
+
+// seedItem is item id of tenant as the first router of home would have written it.
+func (c *Cluster) seedItem(tenant, home, id string) item {
+	return item{ID: id, Tenant: tenant, Region: home, Router: c.byName[home].routers[0].addr}
+}
+
+// configItems returns items 1..Config.Items of every tenant in the directory, in its home now.
+func (c *Cluster) configItems() []item {
+	var its []item
+	for tenant, home := range c.Directory() {
+		for i := 1; i <= c.items; i++ {
+			its = append(its, c.seedItem(tenant, home, strconv.Itoa(i)))
+		}
+	}
+	return its
 }
 
 // Ledger returns every write applied, in the order applied.
@@ -274,9 +295,10 @@ func (c *Cluster) SeenSince(seq uint64) []Seen { return c.seen.since(seq) }
 func (c *Cluster) ClientMarks() MarkCounts { return c.marks.counts() }
 
 // Reset clears the ledger, the items and idempotency keys, the requests seen (their Seq keeps
-// counting), the client mark counts and every router's fault. The directory is kept.
+// counting), the client mark counts and every router's fault, then seeds Config.Items again
+// (in every tenant's home now). The directory is kept.
 func (c *Cluster) Reset() error {
-	c.store.reset()
+	c.store.reset(c.configItems())
 	c.keys.reset()
 	c.seen.reset()
 	c.marks.reset()

@@ -14,6 +14,9 @@ import (
 // DefaultKeepAlive is the interval of the SSE keep-alive comment when Config.KeepAlive is 0.
 const DefaultKeepAlive = 15 * time.Second
 
+// MaxItems is the largest Config.Items: the items are kept in memory, every tenant's.
+const MaxItems = 10000
+
 // maxTenantLen is the longest tenant name a router accepts, as the entry does.
 const maxTenantLen = 255
 
@@ -42,6 +45,13 @@ type Config struct {
 	// If 0, DefaultKeepAlive is used.
 	KeepAlive time.Duration
 
+	// Items, if positive, seeds items 1..Items of every tenant in the directory at Start, as
+	// Cluster.Seed does (in the home region, no ledger entry; POSTs get ids past them), and
+	// again after every Reset, so that a GET of /t/<tenant>/items/1 answers 200 before anyone
+	// writes. A tenant added by Move gets none until the next Reset. At most MaxItems; 0 seeds
+	// nothing.
+	Items int
+
 	// Logger receives one line per state change at info and one per request at debug. It
 	// never receives EntryToken. If nil, nothing is logged.
 	Logger *zerolog.Logger
@@ -55,7 +65,7 @@ type Region struct {
 
 // A ConfigError is a Config that Start refuses. Field names the Config field at fault.
 type ConfigError struct {
-	Field string // "Regions", "Tenants", "CORS" or "KeepAlive"
+	Field string // "Regions", "Tenants", "CORS", "KeepAlive" or "Items"
 	Msg   string
 }
 
@@ -109,6 +119,9 @@ func (c *Config) Validate() error {
 	}
 	if c.KeepAlive < 0 {
 		return configErrorf("KeepAlive", "must not be negative, got %v", c.KeepAlive)
+	}
+	if c.Items < 0 || c.Items > MaxItems {
+		return configErrorf("Items", "must be from 0 to %d, got %d", MaxItems, c.Items)
 	}
 	return nil
 }

@@ -40,6 +40,28 @@ const (
 	FaultBlackhole = "blackhole"
 )
 
+// FaultMode describes one fault mode for the help and the README.
+type FaultMode struct {
+	Mode    string // one of the Fault* constants, FaultNone excepted
+	Syntax  string // as ParseFault reads it: Mode, or "slow=<ms>"
+	Summary string // one short phrase: what the entry sees
+}
+
+// faultModes is every fault mode, in the order the help and the README list them. validate
+// accepts exactly these (and FaultNone): a mode added to the constants but not here is refused.
+var faultModes = []FaultMode{
+	{FaultDown, FaultDown, "a crashed router: connections refused, open ones closed at once"},
+	{FaultRefuse, FaultRefuse, "new connections refused; requests in flight finish"},
+	{FaultResetAfterRequest, FaultResetAfterRequest, "processed (a write applied), then the connection reset"},
+	{FaultUnmarked5xx, FaultUnmarked5xx, "502 without Fenec-Shard, as from a load balancer; nothing done"},
+	{FaultMarked5xxNoHome, FaultMarked5xxNoHome, "503 with Fenec-Shard, without Fenec-Home; nothing done"},
+	{FaultSlow, FaultSlow + "=<ms>", "waits <ms> milliseconds, then answers as usual"},
+	{FaultBlackhole, FaultBlackhole, "reads the request, never answers (until the client leaves); nothing done"},
+}
+
+// FaultModes returns every fault mode ("ok", no fault, excepted), in the order of the constants.
+func FaultModes() []FaultMode { return append([]FaultMode(nil), faultModes...) }
+
 // Fault is the fault mode of one router. The zero value is no fault.
 type Fault struct {
 	Mode   string // one of the Fault* constants
@@ -84,20 +106,24 @@ func (f Fault) String() string {
 }
 
 func (f Fault) validate() error {
-	switch f.Mode {
-	case FaultNone, FaultDown, FaultRefuse, FaultResetAfterRequest, FaultUnmarked5xx,
-		FaultMarked5xxNoHome, FaultBlackhole:
-		if f.SlowMS != 0 {
-			return fmt.Errorf("standin: fault %q takes no SlowMS", f.Mode)
-		}
-		return nil
-	case FaultSlow:
-		if f.SlowMS < 0 {
-			return fmt.Errorf("standin: fault slow: SlowMS must not be negative, got %d", f.SlowMS)
-		}
-		return nil
+	known := f.Mode == FaultNone
+	for _, m := range faultModes {
+		known = known || m.Mode == f.Mode
 	}
-	return fmt.Errorf("standin: unknown fault %q (want ok, down, refuse, reset_after_request, unmarked_5xx, marked_5xx_no_home, slow=<ms> or blackhole)", f.Mode)
+	switch {
+	case !known:
+		want := []string{"ok"}
+		for _, m := range faultModes {
+			want = append(want, m.Syntax)
+		}
+		return fmt.Errorf("standin: unknown fault %q (want %s or %s)", f.Mode,
+			strings.Join(want[:len(want)-1], ", "), want[len(want)-1])
+	case f.Mode == FaultSlow && f.SlowMS < 0:
+		return fmt.Errorf("standin: fault slow: SlowMS must not be negative, got %d", f.SlowMS)
+	case f.Mode != FaultSlow && f.SlowMS != 0:
+		return fmt.Errorf("standin: fault %q takes no SlowMS", f.Mode)
+	}
+	return nil
 }
 
 // offline reports whether the mode keeps the router's listener closed.

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +40,33 @@ func TestParseFault(t *testing.T) {
 	for _, s := range []string{"slow", "slow=", "slow=-1", "slow=x", "down=1", "crash", "DOWN"} {
 		if f, err := ParseFault(s); err == nil {
 			t.Errorf("ParseFault(%q) = %+v, want an error", s, f)
+		}
+	}
+	// FaultModes, which the help and the README are checked against, is every mode ParseFault
+	// reads: each syntax parses to its mode, and the error for an unknown one lists them all.
+	var listed []string
+	for _, m := range FaultModes() {
+		listed = append(listed, m.Mode)
+		f, err := ParseFault(strings.Replace(m.Syntax, "<ms>", "5", 1))
+		if err != nil || f.Mode != m.Mode || m.Summary == "" {
+			t.Errorf("FaultModes entry %+v: ParseFault = %+v, %v", m, f, err)
+		}
+	}
+	var parsed []string
+	for _, f := range good {
+		if f.Mode != FaultNone {
+			parsed = append(parsed, f.Mode)
+		}
+	}
+	slices.Sort(listed)
+	slices.Sort(parsed)
+	if !slices.Equal(listed, parsed) {
+		t.Errorf("FaultModes lists %v, ParseFault reads %v", listed, parsed)
+	}
+	_, err := ParseFault("crash")
+	for _, m := range FaultModes() {
+		if err == nil || !strings.Contains(err.Error(), m.Syntax) {
+			t.Errorf("the error for an unknown mode (%v) does not list %s", err, m.Syntax)
 		}
 	}
 	c := startCluster(t, nil)

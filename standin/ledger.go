@@ -72,10 +72,17 @@ func (s *store) apply(a Apply, bodyLen int, publish func(tenant string, data []b
 	return &storedAnswer{status: status, body: append(b, '\n')}
 }
 
-// seed puts it among the items without a ledger entry; a numeric id moves nextID past it.
-func (s *store) seed(it item) {
+// seed puts the items among the others without a ledger entry; a numeric id moves nextID past
+// it.
+func (s *store) seed(its ...item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, it := range its {
+		s.seedLocked(it)
+	}
+}
+
+func (s *store) seedLocked(it item) {
 	items := s.items[it.Tenant]
 	if items == nil {
 		items = make(map[string]item)
@@ -104,11 +111,16 @@ func (s *store) applies(from int) []Apply {
 	return append([]Apply{}, s.ledger[from:]...)
 }
 
-func (s *store) reset() {
+// reset forgets the ledger and the items, then seeds its, at once: no reader sees the store
+// without them.
+func (s *store) reset(its []item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ledger = nil
 	s.items = make(map[string]map[string]item)
+	for _, it := range its {
+		s.seedLocked(it)
+	}
 }
 
 // storedAnswer is the answer to a write, kept for the repeats of its Idempotency-Key.

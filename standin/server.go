@@ -246,7 +246,8 @@ func (rt *Router) handle(w http.ResponseWriter, req *http.Request, ex *exchange)
 	c.cors.annotate(h, req)
 	switch {
 	case len(req.TransferEncoding) > 0:
-		// Routers take no chunked body (CONTRACT.md section 4): the entry sends a length.
+		// Routers take no chunked body (a body comes with a Content-Length): an entry that
+		// sends one fails its tests.
 		writeError(w, http.StatusLengthRequired, "length_required", "routers take no chunked body")
 	case !ex.under:
 		writeError(w, http.StatusNotFound, "not_found", "no such path; the tenant API is under /t/<tenant>/")

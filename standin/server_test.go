@@ -198,6 +198,8 @@ func TestStartRefusesBadConfig(t *testing.T) {
 		{"bad tenant", Config{Regions: ok, Tenants: map[string]string{"a/b": "eu"}}, "Tenants"},
 		{"bad cors", Config{Regions: ok, CORS: "example.com"}, "CORS"},
 		{"negative keepalive", Config{Regions: ok, KeepAlive: -1}, "KeepAlive"},
+		{"negative items", Config{Regions: ok, Items: -1}, "Items"},
+		{"too many items", Config{Regions: ok, Items: MaxItems + 1}, "Items"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

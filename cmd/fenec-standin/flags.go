@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,10 +16,10 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// envPrefix prefixes the environment variable of every flag (CONTRACT.md section 2):
-// --http-cors reads FENEC_STANDIN_HTTP_CORS when not given (its own prefix, so an entry's
-// FENEC_ENTRY_* environment never configures a stand-in). A repeatable flag's variable holds
-// its values separated by ';'.
+// envPrefix prefixes the environment variable of every flag, as fenec-entry reads
+// FENEC_ENTRY_<FLAG>: --http-cors reads FENEC_STANDIN_HTTP_CORS when not given (its own prefix,
+// so an entry's FENEC_ENTRY_* environment never configures a stand-in). A repeatable flag's
+// variable holds its values separated by ';'.
 const envPrefix = "FENEC_STANDIN_"
 
 var errHelp = errors.New("help requested")
@@ -50,6 +51,7 @@ type options struct {
 	keepAlive time.Duration
 	logLevel  zerolog.Level
 	faults    []faultFlag
+	items     int
 }
 
 func (o *options) config() standin.Config {
@@ -59,6 +61,7 @@ func (o *options) config() standin.Config {
 		EntryToken: o.token,
 		CORS:       o.cors,
 		KeepAlive:  o.keepAlive,
+		Items:      o.items,
 	}
 }
 
@@ -113,6 +116,24 @@ func (d *durationValue) Set(s string) error {
 	return nil
 }
 
+// defaultItems is the default --items: item 1 of every tenant, as the demo seeds it, so that
+// a stand-in started by hand answers GET /t/<tenant>/items/1 with 200 at once.
+const defaultItems = 1
+
+// itemsValue is --items N, 0..standin.MaxItems.
+type itemsValue int
+
+func (n *itemsValue) String() string { return strconv.Itoa(int(*n)) }
+
+func (n *itemsValue) Set(s string) error {
+	v, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || v < 0 || v > standin.MaxItems {
+		return fmt.Errorf("%q: want a whole number from 0 to %d", s, standin.MaxItems)
+	}
+	*n = itemsValue(v)
+	return nil
+}
+
 type flagSet struct {
 	fs         *flag.FlagSet
 	repeatable map[string]bool
@@ -124,14 +145,16 @@ type flagSet struct {
 func newFlagSet() *flagSet {
 	s := &flagSet{fs: flag.NewFlagSet("fenec-standin", flag.ContinueOnError)}
 	fs := s.fs
-	fs.Var(regionsValue{&s.opts.regions}, "region", "a region and its routers, `NAME=HOST:PORT,HOST:PORT` (repeatable, in order; port 0 picks a free port)")
+	fs.Var(regionsValue{&s.opts.regions}, "region", "a region and its routers in order, `NAME=HOST:PORT,HOST:PORT` (repeatable; port 0 = a free port)")
 	fs.StringVar(&s.tenants, "tenants", "", "the directory, `TENANT=REGION,...`, or @FILE with one TENANT=REGION per line (# comments)")
 	fs.StringVar(&s.opts.token, "entry-token", "", "the entries' --entry-token: check and count Fenec-Client marks")
 	fs.StringVar(&s.opts.cors, "http-cors", "", "CORS as in the entry's --cors, `ORIGINS`: * or a comma list (https://app.example)")
 	s.opts.keepAlive = standin.DefaultKeepAlive
 	fs.Var((*durationValue)(&s.opts.keepAlive), "http-keepalive", "interval of the keep-alive comment on event streams, a `duration` (15s, 500ms)")
 	fs.StringVar(&s.logLevel, "log-level", "info", "trace, debug, info, warn, error or disabled")
-	fs.Var(faultsValue{&s.opts.faults}, "fault", "start a router in a fault mode, `HOST:PORT=MODE`, the address as written in --region (repeatable)")
+	fs.Var(faultsValue{&s.opts.faults}, "fault", "start a router in a fault mode, `HOST:PORT=MODE`, the address as written in --region (repeatable; the modes are below)")
+	s.opts.items = defaultItems
+	fs.Var((*itemsValue)(&s.opts.items), "items", "seed items 1..`N` of every tenant, in its home region and not in the ledger (POSTs get ids after them), again on each /_standin/reset; 0: none")
 	s.repeatable = map[string]bool{"region": true, "fault": true}
 	return s
 }
@@ -237,7 +260,8 @@ func (s *flagSet) finish() error {
 
 // configFlagError names the flag that sets the Config field a ConfigError is about.
 func configFlagError(ce *standin.ConfigError) *flagError {
-	flagOf := map[string]string{"Regions": "region", "Tenants": "tenants", "CORS": "http-cors", "KeepAlive": "http-keepalive"}
+	flagOf := map[string]string{"Regions": "region", "Tenants": "tenants", "CORS": "http-cors",
+		"KeepAlive": "http-keepalive", "Items": "items"}
 	name, ok := flagOf[ce.Field]
 	if !ok {
 		name = "region"
@@ -285,23 +309,62 @@ func parseTenants(s string) (map[string]string, error) {
 	return tenants, nil
 }
 
-// usage is the --help text: every flag, its default and its environment variable.
+// readme is the guide to the stand-in, by its path in the repository.
+const readme = "cmd/fenec-standin/README.md"
+
+// helpWidth is the widest line of --help.
+const helpWidth = 100
+
+// usage is the --help text: every flag, its default and its environment variable, then every
+// fault mode, each line at most helpWidth columns.
 func usage() string {
 	var b strings.Builder
-	b.WriteString("Usage: fenec-standin [flags]\n\nStand-in Fenec routers (CONTRACT.md section 9).\n\n")
+	b.WriteString("Usage: fenec-standin [flags]\n\n")
+	wrap(&b, "", "Stand-in Fenec routers for development, tests, the chaos suite and the demo: every "+
+		"router of every region, in one process, with faults on demand. See "+readme+" for the "+
+		"tenant API, the admin endpoints (/_standin/ on every router) and a curl line for each.")
+	b.WriteString("\n")
 	s := newFlagSet()
 	s.fs.VisitAll(func(f *flag.Flag) {
 		kind, text := flag.UnquoteUsage(f)
-		repeatable := s.repeatable[f.Name]
-		fmt.Fprintf(&b, "  --%s %s\n      %s", f.Name, kind, text)
+		fmt.Fprintf(&b, "  --%s %s\n", f.Name, kind)
 		if f.DefValue != "" {
-			fmt.Fprintf(&b, " (default %s)", f.DefValue)
+			text += fmt.Sprintf(" (default %s)", f.DefValue)
 		}
-		fmt.Fprintf(&b, "\n      env %s", envName(f.Name))
-		if repeatable {
-			b.WriteString(" (values separated by ;)")
+		wrap(&b, "      ", text)
+		env := "env " + envName(f.Name)
+		if s.repeatable[f.Name] {
+			env += " (values separated by ;)"
 		}
-		b.WriteString("\n")
+		wrap(&b, "      ", env)
 	})
+	b.WriteString("\nFault modes, for --fault and POST /_standin/fault?router=HOST:PORT&mode=MODE (mode=ok clears):\n")
+	width := 0
+	for _, m := range standin.FaultModes() {
+		width = max(width, len(m.Syntax))
+	}
+	for _, m := range standin.FaultModes() {
+		wrap(&b, "  "+m.Syntax+strings.Repeat(" ", width-len(m.Syntax)+2), m.Summary)
+	}
 	return b.String()
+}
+
+// wrap writes text in lines of at most helpWidth columns, the first starting with first and
+// the others indented as deep. A word longer than a line gets a line of its own.
+func wrap(b *strings.Builder, first, text string) {
+	indent := strings.Repeat(" ", len(first))
+	line := first
+	empty := true
+	for _, word := range strings.Fields(text) {
+		if !empty && len(line)+1+len(word) > helpWidth {
+			b.WriteString(line + "\n")
+			line, empty = indent, true
+		}
+		if !empty {
+			line += " "
+		}
+		line += word
+		empty = false
+	}
+	b.WriteString(line + "\n")
 }

@@ -1,15 +1,18 @@
-// Command fenec-standin runs stand-in Fenec routers (CONTRACT.md section 9): every router of
-// every region listed, in one process, for development, tests, the chaos suite and the demo.
+// Command fenec-standin runs stand-in Fenec routers: every router of every region listed, in
+// one process, for development, tests, the chaos suite and the demo. They do what a real Fenec
+// router must do for the entry (Fenec-Shard, Fenec-Home, the relay to the home region, the
+// Fenec-Client check, a write applied once), with faults on demand; README.md in this
+// directory (cmd/fenec-standin/README.md) is the guide.
 //
 //	fenec-standin --region eu=127.0.0.1:7101,127.0.0.1:7102 --region us=127.0.0.1:7201 \
-//	    --tenants acme=eu,globex=us [--entry-token T] [--http-cors '*']
+//	    --tenants acme=eu,globex=us [--items N] [--entry-token T] [--http-cors '*']
 //
 // Once every router listens, it prints one JSON line per router on stdout
 // ({"region":..,"addr":..,"url":..}; useful with port 0), then serves until SIGINT or SIGTERM,
 // closes cleanly and exits 0. Bad configuration exits 2 with one line on stderr naming the
 // flag; a listen failure exits 1. Logs go to stderr, one JSON object per line. The faults,
 // the directory and the ledger are driven and read through the admin API, /_standin/ on every
-// router (see package standin).
+// router (see README.md).
 package main
 
 import (
@@ -72,7 +75,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		enc.Encode(map[string]string{"region": rt.Region(), "addr": rt.Addr(), "url": rt.URL()})
 	}
 	logger.Info().Int("routers", len(cluster.Routers())).Int("tenants", len(cfg.Tenants)).
-		Bool("entry_token", cfg.EntryToken != "").Str("cors", cfg.CORS).Msg("stand-in ready")
+		Int("items", cfg.Items).Bool("entry_token", cfg.EntryToken != "").Str("cors", cfg.CORS).
+		Msg("stand-in ready")
 
 	<-ctx.Done()
 	logger.Info().Msg("stopping")

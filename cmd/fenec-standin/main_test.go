@@ -5,18 +5,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fenec/fenec-entry/internal/testutil"
+	"github.com/fenec/fenec-entry/standin"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -49,6 +53,12 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{"bad keepalive", []string{eu, "--http-keepalive", "soon"}, nil, "--http-keepalive"},
 		{"zero keepalive", []string{eu, "--http-keepalive", "0s"}, nil, "--http-keepalive"},
 		{"bad log level", []string{eu, "--log-level", "loud"}, nil, "--log-level"},
+		{"items not a number", []string{eu, "--items", "many"}, nil, "--items"},
+		{"items a fraction", []string{eu, "--items=1.5"}, nil, "--items"},
+		{"items empty", []string{eu, "--items="}, nil, "--items"},
+		{"items negative", []string{eu, "--items", "-1"}, nil, "--items"},
+		{"items too many", []string{eu, "--items", "10001"}, nil, "--items"},
+		{"items bad env", []string{eu}, map[string]string{"FENEC_STANDIN_ITEMS": "some"}, "--items"},
 		{"unknown flag", []string{eu, "--regions", "x"}, nil, "--regions"},
 		{"missing value", []string{eu, "--tenants"}, nil, "--tenants"},
 		{"bad env", nil, map[string]string{"FENEC_STANDIN_REGION": "eu=nope"}, "--region"},
@@ -97,6 +107,89 @@ func TestParseArgs(t *testing.T) {
 	if opts.token != "from-env" || opts.cors != "*" || opts.logLevel.String() != "warn" || opts.keepAlive != 15*time.Second {
 		t.Errorf("options = %+v", opts)
 	}
+	if opts.items != 1 || opts.config().Items != 1 {
+		t.Errorf("items = %d, want the default 1", opts.items)
+	}
+	for _, tt := range []struct {
+		args []string
+		env  string
+		want int
+	}{
+		{[]string{"--items", "0"}, "", 0},
+		{[]string{"--items=10000"}, "", 10000},
+		{nil, "5", 5},
+		{[]string{"--items", "2"}, "5", 2}, // the command line wins
+	} {
+		env := func(k string) (string, bool) {
+			if k == "FENEC_STANDIN_ITEMS" && tt.env != "" {
+				return tt.env, true
+			}
+			return "", false
+		}
+		opts, err := parseArgs(append([]string{"--region", "eu=127.0.0.1:0"}, tt.args...), env)
+		if err != nil || opts.items != tt.want {
+			t.Errorf("args %q env %q: items %v, %v, want %d", tt.args, tt.env, opts, err, tt.want)
+		}
+	}
+}
+
+// The help fits 100 columns, and every fault mode the code knows (standin.FaultModes, which
+// ParseFault reads) is in the help with its phrase and in the README with a curl line to set
+// it, as is every flag with its environment variable: the three cannot drift.
+func TestHelpAndREADMEListEveryFaultModeAndFlag(t *testing.T) {
+	help := usage()
+	for i, line := range strings.Split(strings.TrimSuffix(help, "\n"), "\n") {
+		if n := utf8.RuneCountInString(line); n > helpWidth {
+			t.Errorf("--help line %d is %d columns, want at most %d: %q", i+1, n, helpWidth, line)
+		}
+	}
+	if !strings.Contains(help, readme) {
+		t.Errorf("--help does not point to %s", readme)
+	}
+	if _, err := os.Stat(filepath.Join("..", "..", readme)); err != nil {
+		t.Errorf("--help points to %s: %v", readme, err)
+	}
+	if strings.Contains(help, "CONTRACT") {
+		t.Error("--help cites CONTRACT.md, which is not in the repository")
+	}
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	modes := standin.FaultModes()
+	if len(modes) == 0 {
+		t.Fatal("standin.FaultModes is empty")
+	}
+	helpLine := func(syntax string) string {
+		for _, line := range strings.Split(help, "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == syntax {
+				return line
+			}
+		}
+		return ""
+	}
+	for _, m := range modes {
+		line := helpLine(m.Syntax)
+		if line == "" || !strings.Contains(strings.Join(strings.Fields(help), " "), m.Syntax+" "+m.Summary) {
+			t.Errorf("--help does not list fault mode %s with %q:\n%s", m.Syntax, m.Summary, help)
+		}
+		if !strings.Contains(doc, "| `"+m.Syntax+"` |") {
+			t.Errorf("README.md's table of fault modes has no row for %s", m.Syntax)
+		}
+		set := regexp.MustCompile(`(?m)^curl .*-d mode=` + regexp.QuoteMeta(strings.Replace(m.Syntax, "<ms>", "", 1)) + `[0-9]*[ ']`)
+		if !set.MatchString(doc) {
+			t.Errorf("README.md has no curl line setting fault mode %s", m.Syntax)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^curl .*-d mode=ok `).MatchString(doc) {
+		t.Error("README.md has no curl line clearing a fault (mode=ok)")
+	}
+	newFlagSet().fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(doc, "`--"+f.Name+" ") || !strings.Contains(doc, "`"+envName(f.Name)+"`") {
+			t.Errorf("README.md's table of flags has no --%s with %s", f.Name, envName(f.Name))
+		}
+	})
 }
 
 func TestHelp(t *testing.T) {
@@ -105,7 +198,7 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	for _, want := range []string{"--region", "FENEC_STANDIN_REGION", "--tenants", "--entry-token", "FENEC_STANDIN_ENTRY_TOKEN",
-		"--http-cors", "--http-keepalive", "--log-level", "--fault"} {
+		"--http-cors", "--http-keepalive", "--log-level", "--fault", "--items", "FENEC_STANDIN_ITEMS"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("--help does not mention %s:\n%s", want, stdout.String())
 		}
@@ -188,6 +281,79 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), `"message":"request"`) {
 		t.Errorf("no debug request line in the log:\n%s", stderr.String())
+	}
+}
+
+// A stand-in started with --items answers GET of a seeded item 200 at once, in the tenant's
+// home region and relayed from another; without seeded items (--items 0) it is 404.
+func TestRunSeedsItems(t *testing.T) {
+	for _, tt := range []struct {
+		items  string
+		seeded []string // ids answered 200
+		absent []string // ids answered 404
+	}{
+		{"", []string{"1"}, []string{"2", "0"}}, // the default
+		{"3", []string{"1", "2", "3"}, []string{"4"}},
+		{"0", nil, []string{"1"}},
+	} {
+		t.Run("items="+tt.items, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			args := []string{"--region", "eu=127.0.0.1:0,127.0.0.1:0", "--region", "us=127.0.0.1:0",
+				"--tenants", "acme=eu,globex=us", "--log-level", "disabled"}
+			if tt.items != "" {
+				args = append(args, "--items", tt.items)
+			}
+			pr, pw := io.Pipe()
+			var stderr testutil.LogBuffer
+			done := make(chan int, 1)
+			go func() {
+				done <- run(ctx, args, noEnv, pw, &stderr)
+				pw.Close()
+			}()
+			defer func() {
+				cancel()
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					t.Error("run did not return after cancel")
+				}
+			}()
+			routers := readRouters(t, pr, 3)
+			go io.Copy(io.Discard, pr)
+			client := &http.Client{Timeout: 5 * time.Second}
+			get := func(u, tenant, id string) (int, http.Header, map[string]any) {
+				t.Helper()
+				hr, _ := http.NewRequestWithContext(ctx, http.MethodGet, u+"/t/"+tenant+"/items/"+id, nil)
+				hr.Header.Set("Fenec-Home", "1")
+				resp, err := client.Do(hr)
+				if err != nil {
+					t.Fatalf("GET %s item %s at %s: %v", tenant, id, u, err)
+				}
+				defer resp.Body.Close()
+				var m map[string]any
+				json.NewDecoder(resp.Body).Decode(&m)
+				return resp.StatusCode, resp.Header, m
+			}
+			for _, tn := range []struct{ tenant, home string }{{"acme", "eu"}, {"globex", "us"}} {
+				for _, r := range routers {
+					relayed := r["region"] != tn.home
+					for _, id := range tt.seeded {
+						status, h, m := get(r["url"], tn.tenant, id)
+						if status != 200 || m["id"] != id || m["region"] != tn.home || h.Get("Fenec-Home") != tn.home ||
+							(h.Get("Standin-Relayed-By") != "") != relayed {
+							t.Errorf("GET %s item %s at %s (%s): %d %v %v, want 200 from %s (relayed: %v)",
+								tn.tenant, id, r["addr"], r["region"], status, h, m, tn.home, relayed)
+						}
+					}
+					for _, id := range tt.absent {
+						if status, h, _ := get(r["url"], tn.tenant, id); status != 404 || h.Get("Fenec-Home") != tn.home {
+							t.Errorf("GET %s item %s at %s: %d %v, want 404 with Fenec-Home %s", tn.tenant, id, r["addr"], status, h, tn.home)
+						}
+					}
+				}
+			}
+		})
 	}
 }
 
