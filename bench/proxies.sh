@@ -445,7 +445,7 @@ facts() {
 	[[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]] && git_rev+="+dirty"
 	ver_entry=-
 	if has_target fenec-entry; then
-		# `fenec-entry version` prints version, commit and Go version (CONTRACT.md section 2).
+		# `fenec-entry version` prints version, commit and Go version (docs/REFERENCE.md, Commands).
 		ver_entry=$(timeout 5 "$TMP/bin/fenec-entry" version 2>/dev/null | awk 'NR == 1' || true)
 		if [[ -z $ver_entry ]]; then
 			ver_entry="built from the repo at $git_rev"

@@ -99,3 +99,44 @@ func slug(h string) string {
 	}
 	return b.String()
 }
+
+// TestNoPointerOutside: no file of the repository sends its reader to the project's private
+// spec (the files beside the repository, which a clone does not have). What they say is in
+// docs/, in the project's own words.
+func TestNoPointerOutside(t *testing.T) {
+	root := testutil.ModuleRoot(t)
+	outside := []string{"../" + "shared", "CONTRACT" + ".md", "DESIGN" + ".md", "GOSSIP-NOTES" + ".md", "STYLE" + ".md"}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "testdata", "bin": // bin: make build's binaries, not sources
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".md", ".sh", ".toml", ".yml", ".yaml", ".service", ".example", ".txt", "":
+		default:
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		for i, l := range strings.Split(string(b), "\n") {
+			for _, o := range outside {
+				if strings.Contains(l, o) {
+					t.Errorf("%s:%d points outside the repository (%s): %s", rel, i+1, o, strings.TrimSpace(l))
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
