@@ -1,4 +1,4 @@
-// Package chaos is the chaos suite of fenec-entry (issue 5, docs/CHAOS.md): it builds
+// Package chaos is the chaos suite of fenec-entry (docs/CHAOS.md): it builds
 // fenec-entry, fenec-standin and the serf CLI, runs three entries in one encrypted gossip
 // cluster in front of stand-in routers on loopback, breaks them (kill -9, SIGSTOP, a
 // packet-filter partition, router faults, home moves, a gossip key rotation) while clients
