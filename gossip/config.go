@@ -180,7 +180,8 @@ type Config struct {
 	// lists as alive, even after a graceful leave (RejoinAfterLeave), and the joiner keeps
 	// trying them with Join and JoinDNS until a first peer answers: a restarted entry finds
 	// its cluster when Join and JoinDNS do not answer. A file serf cannot open is moved
-	// aside (SnapshotPath+".bad") and serf runs without one; see startSerfLocked.
+	// aside (state.MoveAside: SnapshotPath+".bad-" and the time, state.KeepBad kept) and serf
+	// starts a fresh one; see startIncarnationLocked.
 	SnapshotPath string
 
 	// Regions are the regions configured at start. Required. Homes and marks a peer sends
