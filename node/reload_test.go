@@ -162,8 +162,8 @@ func TestReloadRefusedKeepsOld(t *testing.T) {
 	if !strings.Contains(logs.String(), "reload refused") {
 		t.Error("a refused reload is not logged")
 	}
-	fr.set(Config{}, nil, &ConfigError{Flag: "routers", Msg: "in f line 2: bad"})
-	if _, err := n.Reload(context.Background()); err == nil || !strings.HasPrefix(err.Error(), "--routers: ") {
+	fr.set(Config{}, nil, &ConfigError{Flag: "config", Msg: "f: line 2: FENEC_ENTRY_ROUTERS: bad"})
+	if _, err := n.Reload(context.Background()); err == nil || !strings.HasPrefix(err.Error(), "--config: f: line 2: ") {
 		t.Errorf("the reloader's error: %v", err)
 	}
 }

@@ -161,7 +161,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 400 || !strings.Contains(string(body), "--routers: in "+file+" line 1: ") {
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "--config: "+file+": line 1: FENEC_ENTRY_ROUTERS: ") {
 		t.Errorf("a bad file: %d %s", resp.StatusCode, body)
 	}
 	seq = lastSeq(sc)
