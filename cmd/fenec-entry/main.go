@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,6 +43,10 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 	case "demo":
 		return demo(args[1:], stdout, stderr)
 	case "version":
+		if len(args) == 2 && slices.Contains([]string{"-h", "-help", "--help"}, args[1]) {
+			io.WriteString(stdout, versionUsage)
+			return 0
+		}
 		if len(args) > 1 {
 			fmt.Fprintln(stderr, "fenec-entry version: takes no arguments")
 			return 2
