@@ -76,8 +76,9 @@ const (
 
 	// DefaultProbeInterval (WAN default 5 s), DefaultProbeTimeout (WAN 3 s) and
 	// DefaultSuspicionMult (WAN 6) are memberlist's failure detector, chosen so that a killed
-	// or frozen entry is listed failed by every peer within 10 s (CONTRACT.md 10) on links of
-	// 10-150 ms one way. How memberlist spends that time (state.go probeNode, suspectNode):
+	// or frozen entry is listed failed by every peer within 10 s (docs/REFERENCE.md, Cluster
+	// and operations) on links of 10-150 ms one way. How memberlist spends that time
+	// (state.go probeNode, suspectNode):
 	//
 	//   - Each entry probes one peer per ProbeInterval, round robin, so a dead entry is
 	//     probed about once per ProbeInterval cluster-wide, whatever N.

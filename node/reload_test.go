@@ -292,8 +292,9 @@ func TestRoutersFromDNS(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "the second router in the region", func() bool {
 		return len(n.proxy.Routing().Regions[0].Discovered) == 2
 	})
-	// Routers are asked starting from the one that answered last (CONTRACT.md section 4), so
-	// the new one takes requests once the old one is gone from DNS, though still alive.
+	// Routers are asked starting from the one that answered last (docs/REFERENCE.md, Which
+	// region, which router), so the new one takes requests once the old one is gone from DNS,
+	// though still alive.
 	dns.SetAddrs("eu.routers.test", "127.0.0.22")
 	testutil.Eventually(t, 5*time.Second, "the first router dropped", func() bool {
 		return len(n.proxy.Routing().Regions[0].Discovered) == 1

@@ -53,7 +53,8 @@ const (
 
 var groups = []string{groupClient, groupRouters, groupPlacement, groupProtocol, groupGossip, groupOps}
 
-// flags are the flags of `serve`, in the order of CONTRACT.md section 3 within each group.
+// flags are the flags of `serve`, in the order of docs/REFERENCE.md, Configuration, within
+// each group.
 var flags = []*flagDef{
 	{name: "listen", arg: "host:port", group: groupClient, def: node.DefaultListen,
 		usage: "client-facing HTTP/1.1 and h2c listener (HTTPS with --tls-cert)",

@@ -1,5 +1,5 @@
 // Command fenec-entry is the global front door of Fenec: `fenec-entry serve` runs one entry
-// (see CONTRACT.md), `fenec-entry version` says which build it is.
+// (see docs/REFERENCE.md), `fenec-entry version` says which build it is.
 //
 // Exit status: 0 after a clean stop (a drain after SIGTERM or SIGINT), 1 on a runtime failure
 // (a listener that cannot be bound or stops serving, a second signal during the drain), 2 on
@@ -162,7 +162,8 @@ func secondNotice(log zerolog.Logger, tty io.Writer) func(os.Signal) {
 }
 
 // terminal returns w if it is a terminal, else nil: plain sentences go to a person only,
-// never into a stream of JSON log lines that a collector reads (CONTRACT.md §8).
+// never into a stream of JSON log lines that a collector reads (docs/REFERENCE.md, Streams,
+// cancellation, errors).
 func terminal(w io.Writer) io.Writer {
 	f, ok := w.(*os.File)
 	if !ok {
