@@ -73,8 +73,9 @@ type regionSources struct {
 
 // nameState is what one name last resolved to.
 type nameState struct {
-	targets []Target // the last good answer, sorted by Addr
-	failing string   // the last lookup's error, "" after a success (for logging a change once)
+	targets  []Target // the last good answer, sorted by Addr
+	answered bool     // a lookup has succeeded: targets is an answer, not nothing yet
+	failing  string   // the last lookup's error, "" after a success (for logging a change once)
 }
 
 type metrics struct {
@@ -271,11 +272,18 @@ func (d *Discoverer) resolve(ctx context.Context, s Source) bool {
 		msg := err.Error()
 		first := st.failing != msg
 		st.failing = msg
-		kept := len(st.targets)
+		kept, answered := len(st.targets), st.answered
 		d.mu.Unlock()
 		if first {
-			d.log.Warn().Str("name", s.String()).Str("error", msg).Int("routers_kept", kept).
-				Msg("router name failed to resolve: its last good answer is kept")
+			why := "router name failed to resolve: its last good answer is kept"
+			switch {
+			case kept > 0:
+			case !answered: // at start, or a name a reload added
+				why = "router name failed to resolve: no answer yet, the region has no router from this name until one"
+			default:
+				why = "router name failed to resolve: its last answer held no router, the region has none from this name until one"
+			}
+			d.log.Warn().Str("name", s.String()).Str("error", msg).Int("routers_kept", kept).Msg(why)
 		}
 		return false
 	}
@@ -284,14 +292,17 @@ func (d *Discoverer) resolve(ctx context.Context, s Source) bool {
 		d.met.dropped.Add(float64(len(targets) - d.cfg.MaxTargets))
 		targets = targets[:d.cfg.MaxTargets]
 	}
-	recovered := st.failing != ""
-	st.failing = ""
+	recovered, again := st.failing != "", st.answered
+	st.failing, st.answered = "", true
 	old := st.targets
 	changed := !slices.Equal(old, targets)
 	st.targets = targets
 	d.mu.Unlock()
-	if recovered {
+	switch {
+	case recovered && again:
 		d.log.Info().Str("name", s.String()).Int("routers", len(targets)).Msg("router name resolves again")
+	case recovered:
+		d.log.Info().Str("name", s.String()).Int("routers", len(targets)).Msg("router name resolves: its first answer")
 	}
 	if changed {
 		added, removed := diff(old, targets)

@@ -153,8 +153,11 @@ func TestFailingNameKeepsLastAnswer(t *testing.T) {
 		srv.SetAddrs("eu.routers.test", "127.0.0.11", "127.0.0.12")
 		d.Refresh(ctx)
 	}
-	if n := strings.Count(logs.String(), "failed to resolve"); n != 2 {
+	if n := strings.Count(logs.String(), "failed to resolve: its last good answer is kept"); n != 2 {
 		t.Errorf("%d failure lines for two failing spells of three lookups each, want 2:\n%s", n, logs)
+	}
+	if n := strings.Count(logs.String(), `"routers_kept":2`); n != 2 {
+		t.Errorf("%d failure lines say 2 routers are kept, want 2:\n%s", n, logs)
 	}
 	if n := strings.Count(logs.String(), "resolves again"); n != 2 {
 		t.Errorf("%d recovery lines, want 2", n)
@@ -170,6 +173,39 @@ func TestFailingNameKeepsLastAnswer(t *testing.T) {
 	})
 	if !strings.Contains(logs.String(), `"added":["127.0.0.13:7000"]`) || !strings.Contains(logs.String(), `"removed":["127.0.0.11:7000","127.0.0.12:7000"]`) {
 		t.Errorf("the change is not logged with what was added and removed:\n%s", logs)
+	}
+}
+
+// A name that fails from its first lookup has no answer to keep: its warning says so, and
+// not that an answer is kept; its first answer is logged as the first.
+func TestNameNeverResolvedSaysSo(t *testing.T) {
+	srv := dnstest.Start(t)
+	srv.Fail("eu.routers.test")
+	d, logs, _ := newTestDiscoverer(t, srv, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d.SetSources(ctx, []string{"eu"}, map[string][]Source{"eu": {src(t, "dns+http://eu.routers.test:7000")}})
+	for range 2 {
+		d.Refresh(ctx)
+	}
+	if got := d.Found()["eu"]; len(got) != 0 {
+		t.Fatalf("routers %v from a name that never resolved", got)
+	}
+	out := logs.String()
+	if strings.Contains(out, "last good answer") {
+		t.Errorf("a name that never resolved is said to keep its last good answer:\n%s", out)
+	}
+	want := "router name failed to resolve: no answer yet, the region has no router from this name until one"
+	if n := strings.Count(out, want); n != 1 || !strings.Contains(out, `"routers_kept":0`) {
+		t.Errorf("%d lines %q (with routers_kept 0), want 1:\n%s", n, want, out)
+	}
+	srv.SetAddrs("eu.routers.test", "127.0.0.11")
+	d.Refresh(ctx)
+	if got := addrs(d.Found()["eu"]); !slices.Equal(got, []string{"127.0.0.11:7000"}) {
+		t.Errorf("routers %v once the name resolves, want 127.0.0.11:7000", got)
+	}
+	if !strings.Contains(logs.String(), "router name resolves: its first answer") || strings.Contains(logs.String(), "resolves again") {
+		t.Errorf("the first answer is not logged as the first:\n%s", logs)
 	}
 }
 

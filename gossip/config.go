@@ -76,9 +76,9 @@ const (
 
 	// DefaultProbeInterval (WAN default 5 s), DefaultProbeTimeout (WAN 3 s) and
 	// DefaultSuspicionMult (WAN 6) are memberlist's failure detector, chosen so that a killed
-	// or frozen entry is listed failed by every peer within 10 s (docs/REFERENCE.md, "Cluster and
-	// operations") on links of 10-150 ms one way. How memberlist spends that time (state.go
-	// probeNode, suspectNode):
+	// or frozen entry is listed failed by every peer within 10 s (docs/REFERENCE.md, Cluster
+	// and operations) on links of 10-150 ms one way. How memberlist spends that time
+	// (state.go probeNode, suspectNode):
 	//
 	//   - Each entry probes one peer per ProbeInterval, round robin, so a dead entry is
 	//     probed about once per ProbeInterval cluster-wide, whatever N.
@@ -181,7 +181,8 @@ type Config struct {
 	// lists as alive, even after a graceful leave (RejoinAfterLeave), and the joiner keeps
 	// trying them with Join and JoinDNS until a first peer answers: a restarted entry finds
 	// its cluster when Join and JoinDNS do not answer. A file serf cannot open is moved
-	// aside (SnapshotPath+".bad") and serf runs without one; see startSerfLocked.
+	// aside (state.MoveAside: SnapshotPath+".bad-" and the time, state.KeepBad kept) and serf
+	// starts a fresh one; see startIncarnationLocked.
 	SnapshotPath string
 
 	// Regions are the regions configured at start. Required. Homes and marks a peer sends

@@ -3,7 +3,10 @@ package gossip
 import (
 	"context"
 	"net"
+	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/serf/serf"
@@ -17,9 +20,13 @@ const leaveJoinWait = time.Second
 // alive members: the first join (retried until a peer answers; meanwhile the entry serves
 // alone), and the rejoin after a restart or a healed partition, when the other side's
 // members are failed here. It stops at Leave or Close. One goroutine.
+//
+// Each attempt is logged at debug; a failure is logged once, when it starts or when what
+// fails changes (joinReport), and once when it ends.
 func (g *Gossip) joiner(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var rep joinReport
 	for {
 		select {
 		case <-ctx.Done():
@@ -32,7 +39,10 @@ func (g *Gossip) joiner(ctx context.Context) {
 			t.Reset(g.cfg.JoinInterval)
 			continue
 		}
-		if targets := g.joinTargets(ctx, s); len(targets) > 0 && ctx.Err() == nil {
+		targets, unresolved := g.joinTargets(ctx, s)
+		if len(targets) == 0 && !unresolved && ctx.Err() == nil {
+			rep.members(g)
+		} else if len(targets) > 0 && ctx.Err() == nil {
 			// Leave waits for this join to return (leaveJoinWait at most); after Leave, none
 			// starts.
 			g.mu.Lock()
@@ -49,11 +59,8 @@ func (g *Gossip) joiner(ctx context.Context) {
 			g.joining = nil
 			g.mu.Unlock()
 			close(joining)
-			ev := g.log.Debug()
-			if err != nil && n == 0 {
-				ev = g.log.Info()
-			}
-			ev.Err(err).Strs("targets", targets).Int("joined", n).Msg("gossip: join")
+			g.log.Debug().Err(err).Strs("targets", targets).Int("joined", n).Msg("gossip: join attempt")
+			rep.joined(g, s, targets, n, err)
 		}
 		t.Reset(g.cfg.JoinInterval)
 	}
@@ -62,15 +69,15 @@ func (g *Gossip) joiner(ctx context.Context) {
 // joinTargets returns the resolved Join and JoinDNS addresses, ip:port, that are not alive
 // or leaving members (this entry among them); until a first peer has been seen alive, the
 // members serf's snapshot listed too (a restarted entry whose Join and JoinDNS do not answer
-// keeps trying the members it knew, where serf tries each once).
-func (g *Gossip) joinTargets(ctx context.Context, s *serf.Serf) []string {
+// keeps trying the members it knew, where serf tries each once). unresolved says a name did
+// not resolve.
+func (g *Gossip) joinTargets(ctx context.Context, s *serf.Serf) (out []string, unresolved bool) {
 	members := make(map[string]bool)
 	for _, m := range s.Members() {
 		if m.Status == serf.StatusAlive || m.Status == serf.StatusLeaving {
 			members[memberAddr(m)] = true
 		}
 	}
-	var out []string
 	add := func(ip net.IP, port int) {
 		a := net.JoinHostPort(ip.String(), strconv.Itoa(port))
 		if !members[a] {
@@ -86,6 +93,7 @@ func (g *Gossip) joinTargets(ctx context.Context, s *serf.Serf) []string {
 		defer cancel()
 		ips, err := g.cfg.LookupIP(rctx, host)
 		if err != nil {
+			unresolved = true
 			g.log.Debug().Err(err).Str("host", host).Msg("gossip: resolving a join target failed")
 		}
 		return ips
@@ -110,10 +118,94 @@ func (g *Gossip) joinTargets(ctx context.Context, s *serf.Serf) []string {
 			}
 		}
 	}
-	return out
+	return out, unresolved
 }
 
 // memberAddr is a member's memberlist address, ip:port.
 func memberAddr(m serf.Member) string {
 	return net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port)))
+}
+
+// joinReport is what the joiner last said of its joins at info or warn. serf retries a dead
+// --join peer every JoinInterval, also while the entry is clustered through others; logging
+// each failure would repeat the same lines forever. A failure is logged once when it starts,
+// and again only when its text (each failing target and its reason) changes or the entry
+// gains or loses its last peer; its end is logged once.
+type joinReport struct {
+	failing bool
+	key     string // the failure last logged: its text without local addresses, and alone
+}
+
+// joined takes the outcome of one Join of targets: n joined, err why none did.
+func (r *joinReport) joined(g *Gossip, s *serf.Serf, targets []string, n int, err error) {
+	if n > 0 || err == nil {
+		if r.failing {
+			r.failing, r.key = false, ""
+			g.log.Info().Strs("targets", targets).Int("joined", n).
+				Msg("gossip: join recovered: a join target answered")
+		}
+		return
+	}
+	peers := alivePeers(s, g.cfg.NodeName)
+	text := joinFailure(err)
+	key := localAddr.ReplaceAllString(text, "") + "\x00" + strconv.FormatBool(peers == 0)
+	if r.failing && key == r.key {
+		return
+	}
+	r.failing, r.key = true, key
+	ev, msg := g.log.Info(), "gossip: join failed; clustered through other members, trying again every "
+	if peers == 0 {
+		ev, msg = g.log.Warn(), "gossip: join failed; this entry has no peer, trying again every "
+	}
+	ev.Str("error", text).Strs("targets", targets).Int("peers", peers).
+		Msg(msg + g.cfg.JoinInterval.String())
+}
+
+// members notes that there is nothing to join: every target is a member (a dead peer came
+// back and joined this entry itself).
+func (r *joinReport) members(g *Gossip) {
+	if r.failing {
+		r.failing, r.key = false, ""
+		g.log.Info().Msg("gossip: join recovered: every join target is a member")
+	}
+}
+
+// alivePeers counts the alive members other than self.
+func alivePeers(s *serf.Serf, self string) int {
+	n := 0
+	for _, m := range s.Members() {
+		if m.Status == serf.StatusAlive && m.Name != self {
+			n++
+		}
+	}
+	return n
+}
+
+// localAddr is the local end of a connection in an error (the "10.0.0.9:41234->" of "read
+// tcp 10.0.0.9:41234->10.0.0.1:7946"): a new port at each attempt, not a change of what fails.
+var localAddr = regexp.MustCompile(`[^ ]*->`)
+
+// joinFailure flattens Join's error to one line. memberlist returns a hashicorp multierror,
+// "1 error occurred:\n\t* failed to join 10.0.0.1:7946: <reason>\n\n"; this is each of its
+// errors ("failed to join <target>: <reason>", "failed to resolve <name>: <reason>"), with
+// its white space collapsed, sorted, joined with "; ".
+func joinFailure(err error) string {
+	var errs []error
+	switch e := err.(type) {
+	case interface{ WrappedErrors() []error }:
+		errs = e.WrappedErrors()
+	case interface{ Unwrap() []error }:
+		errs = e.Unwrap()
+	}
+	var parts []string
+	for _, e := range errs {
+		if e != nil {
+			parts = append(parts, strings.Join(strings.Fields(e.Error()), " "))
+		}
+	}
+	if len(parts) == 0 {
+		return strings.Join(strings.Fields(err.Error()), " ")
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "; ")
 }

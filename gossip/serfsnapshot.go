@@ -7,6 +7,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/fenec/fenec-entry/state"
 )
 
 // maxSnapshotSize bounds serf's member snapshot at start. serf compacts the file once it
@@ -47,16 +49,16 @@ func (g *Gossip) checkSnapshot() string {
 	return path
 }
 
-// moveSnapshotAside renames the snapshot to path+".bad" (keeping the last bad one) and
-// returns path, free for a fresh snapshot, or "" if it could not be moved.
+// moveSnapshotAside moves the snapshot aside with state.MoveAside (path+".bad-" and the time,
+// one file for each damage, the state.KeepBad newest kept) and returns path, free for a fresh
+// snapshot, or "" if it could not be moved.
 func (g *Gossip) moveSnapshotAside(path string) string {
-	bad := path + ".bad"
-	os.RemoveAll(bad) // a directory moved aside before
-	if err := os.Rename(path, bad); err != nil {
+	a, err := state.MoveAside(path, g.cfg.Clock.Now())
+	if err != nil {
 		g.log.Error().Err(err).Str("file", path).Msg("gossip: cannot move serf's member snapshot aside: starting without it")
 		return ""
 	}
-	g.log.Warn().Str("file", path).Str("moved_to", bad).Msg("gossip: serf's member snapshot moved aside: no rejoin of known members this time")
+	a.Log(g.log.Warn().Str("file", path)).Msg("gossip: serf's member snapshot moved aside: no rejoin of known members this time")
 	return path
 }
 

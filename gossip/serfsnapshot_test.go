@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/internal/testutil"
+	"github.com/fenec/fenec-entry/state"
 )
 
 func memberState(n *testNode, name string) string {
@@ -58,8 +59,8 @@ func TestSnapshotRejoinsAfterLeave(t *testing.T) {
 	})
 }
 
-// TestBadSnapshotStartsWithout: a snapshot serf cannot open is logged, moved aside, and
-// gossip starts with a fresh one.
+// TestBadSnapshotStartsWithout: a snapshot serf cannot open is logged, moved aside to its
+// name with the time, and gossip starts with a fresh one.
 func TestBadSnapshotStartsWithout(t *testing.T) {
 	dir := t.TempDir()
 	snap := filepath.Join(dir, "serf.snapshot")
@@ -67,18 +68,55 @@ func TestBadSnapshotStartsWithout(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log testutil.LogBuffer
-	n := startNode(t, "a", func(c *Config) { c.SnapshotPath = snap; c.Logger = zerolog.New(&log) })
+	clock := testutil.NewClock(time.Date(2026, 12, 3, 14, 35, 1, 0, time.UTC))
+	n := startNode(t, "a", func(c *Config) { c.SnapshotPath = snap; c.Logger = zerolog.New(&log); c.Clock = clock })
 	if !n.g.Up() {
 		t.Fatal("gossip is not up")
 	}
 	if fi, err := os.Stat(snap); err != nil || !fi.Mode().IsRegular() {
 		t.Errorf("no fresh snapshot file at %s: %v", snap, err)
 	}
-	if fi, err := os.Stat(snap + ".bad"); err != nil || !fi.IsDir() {
-		t.Errorf("the bad snapshot was not moved to %s.bad: %v", snap, err)
+	bad := snap + ".bad-20261203T143501Z"
+	if fi, err := os.Stat(bad); err != nil || !fi.IsDir() {
+		t.Errorf("the bad snapshot was not moved to %s: %v", bad, err)
 	}
-	if out := log.String(); !strings.Contains(out, "member snapshot") || !strings.Contains(out, snap) {
-		t.Errorf("no log line names the bad snapshot:\n%s", out)
+	if out := log.String(); !strings.Contains(out, "member snapshot") || !strings.Contains(out, `"moved_to":"`+bad+`"`) {
+		t.Errorf("no log line names the bad snapshot's new name %s:\n%s", bad, out)
+	}
+}
+
+// TestBadSnapshotsBounded: each bad snapshot keeps its own file, state.KeepBad at most, the
+// oldest removed and named in the warning; the same helper as the home table's.
+func TestBadSnapshotsBounded(t *testing.T) {
+	dir := t.TempDir()
+	snap := filepath.Join(dir, "serf.snapshot")
+	clock := testutil.NewClock(time.Date(2026, 12, 3, 14, 35, 1, 0, time.UTC))
+	var kept []string
+	for i := range state.KeepBad + 1 {
+		if err := os.Mkdir(snap, 0o700); err != nil { // not a file at all
+			t.Fatal(err)
+		}
+		var log testutil.LogBuffer
+		n := startNode(t, "a", func(c *Config) { c.SnapshotPath = snap; c.Logger = zerolog.New(&log); c.Clock = clock })
+		if err := n.g.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(snap); err != nil { // the fresh one
+			t.Fatal(err)
+		}
+		kept = append(kept, snap+".bad-"+clock.Now().Format("20060102T150405Z"))
+		out := log.String()
+		if !strings.Contains(out, `"moved_to":"`+kept[i]+`"`) {
+			t.Errorf("damage %d: no log line names %s:\n%s", i, kept[i], out)
+		}
+		if i == state.KeepBad && !strings.Contains(out, `"removed":["`+kept[0]+`"]`) {
+			t.Errorf("damage %d: no log line names %s as removed:\n%s", i, kept[0], out)
+		}
+		clock.Advance(time.Hour)
+	}
+	got, _ := filepath.Glob(snap + ".bad*")
+	if want := kept[1:]; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("bad snapshots %q, want %q", got, want)
 	}
 }
 

@@ -162,8 +162,8 @@ func TestReloadRefusedKeepsOld(t *testing.T) {
 	if !strings.Contains(logs.String(), "reload refused") {
 		t.Error("a refused reload is not logged")
 	}
-	fr.set(Config{}, nil, &ConfigError{Flag: "routers", Msg: "in f line 2: bad"})
-	if _, err := n.Reload(context.Background()); err == nil || !strings.HasPrefix(err.Error(), "--routers: ") {
+	fr.set(Config{}, nil, &ConfigError{Flag: "config", Msg: "f: line 2: FENEC_ENTRY_ROUTERS: bad"})
+	if _, err := n.Reload(context.Background()); err == nil || !strings.HasPrefix(err.Error(), "--config: f: line 2: ") {
 		t.Errorf("the reloader's error: %v", err)
 	}
 }
@@ -292,9 +292,9 @@ func TestRoutersFromDNS(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "the second router in the region", func() bool {
 		return len(n.proxy.Routing().Regions[0].Discovered) == 2
 	})
-	// Routers are asked starting from the one that answered last (docs/REFERENCE.md, "Which region,
-	// which router"), so the new one takes requests once the old one is gone from DNS, though still
-	// alive.
+	// Routers are asked starting from the one that answered last (docs/REFERENCE.md, Which
+	// region, which router), so the new one takes requests once the old one is gone from DNS,
+	// though still alive.
 	dns.SetAddrs("eu.routers.test", "127.0.0.22")
 	testutil.Eventually(t, 5*time.Second, "the first router dropped", func() bool {
 		return len(n.proxy.Routing().Regions[0].Discovered) == 1

@@ -20,7 +20,7 @@ import (
 const (
 	HomesFile    = "homes.state"   // the home table, written by Store
 	SerfSnapshot = "serf.snapshot" // serf's member snapshot, written by serf (SerfSnapshotPath)
-	BadSuffix    = ".bad"          // a damaged or foreign file is moved to its name plus this
+	BadSuffix    = ".bad"          // a damaged or foreign file goes to its name, this and a time (MoveAside)
 	tempPattern  = HomesFile + ".tmp-*"
 )
 
@@ -175,9 +175,9 @@ var skipReasons = [numSkip]string{"unknown_region", "invalid", "not_newer"}
 // Restore reads the home table's file into the table: a first pass checks the whole file
 // (structure, record count, checksum) without keeping anything, a second puts each home back
 // with Table.Restore, oldest first. It never fails: no file is an empty start; a damaged or
-// foreign file is logged (warn), moved aside to HomesFile+BadSuffix (keeping the evidence from
-// the next write) and the table stays empty; an unreadable one is logged (error) and left. Call
-// it once, before the table is used.
+// foreign file is logged (warn), moved aside with MoveAside (HomesFile+BadSuffix and the time,
+// keeping the evidence from the next write; KeepBad of them at most) and the table stays empty;
+// an unreadable one is logged (error) and left. Call it once, before the table is used.
 func (s *Store) Restore() Restored {
 	r := s.restore()
 	s.m.restored(r)
@@ -260,12 +260,11 @@ func (s *Store) reject(f *os.File, r Restored, why error) Restored {
 	if f != nil {
 		f.Close()
 	}
-	bad := s.path + BadSuffix
 	ev := s.log.Warn().Str("file", s.path).Str("reason", why.Error())
-	if err := os.Rename(s.path, bad); err != nil {
+	if a, err := MoveAside(s.path, s.cfg.Now()); err != nil {
 		ev = ev.AnErr("move_aside", err)
 	} else {
-		ev = ev.Str("moved_to", bad)
+		ev = a.Log(ev)
 	}
 	ev.Msg("state: home table's file ignored (" + r.Result + "): starting empty")
 	return r

@@ -200,8 +200,15 @@ func TestDamagedOrForeignIgnored(t *testing.T) {
 			if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the bad file is still at %s (%v)", path, err)
 			}
-			if kept, err := os.ReadFile(path + BadSuffix); err != nil || !bytes.Equal(kept, tt.data) {
-				t.Errorf("the bad file was not moved to %s intact: %v", path+BadSuffix, err)
+			bad := badFiles(t, path)
+			if len(bad) != 1 {
+				t.Fatalf("bad files %q, want one", bad)
+			}
+			if kept, err := os.ReadFile(bad[0]); err != nil || !bytes.Equal(kept, tt.data) {
+				t.Errorf("the bad file was not moved to %s intact: %v", bad[0], err)
+			}
+			if out := log.String(); !strings.Contains(out, bad[0]) {
+				t.Errorf("log does not name %s:\n%s", bad[0], out)
 			}
 		})
 	}
@@ -219,8 +226,8 @@ func TestDamagedOrForeignIgnored(t *testing.T) {
 			if r := open(t, dir, "e1", tbl, nil).Restore(); r.Result != "foreign" {
 				t.Errorf("Restore of a %v = %+v, want foreign", path, r)
 			}
-			if _, err := os.Lstat(path + BadSuffix); err != nil {
-				t.Errorf("not moved aside: %v", err)
+			if bad := badFiles(t, path); len(bad) != 1 {
+				t.Errorf("not moved aside: bad files %q", bad)
 			}
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -59,8 +60,8 @@ func TestConfigFilePrecedence(t *testing.T) {
 	if err == nil {
 		t.Fatal("--drain on the command line and in the file accepted")
 	}
-	if ce := configError(t, err); ce.Flag != "drain" {
-		t.Fatalf("error %v, want one naming --drain", err)
+	if ce := configError(t, err); ce.Flag != "config" || !strings.Contains(err.Error(), "--drain is given on the command line") {
+		t.Fatalf("error %v, want one of --config naming --drain", err)
 	}
 
 	cfg, err := parseWith([]string{"--config", path, "--answer-timeout", "7s"}, envOf(env), boxHost)
@@ -143,11 +144,11 @@ func TestConfigAndCommandLineSameFlag(t *testing.T) {
 		}
 		ce := configError(t, err)
 		msg := err.Error()
-		if ce.Flag != c.flag || !strings.HasPrefix(msg, "--"+c.flag+": ") {
-			t.Errorf("error %q, want it to start --%s: ", msg, c.flag)
+		if want := "--config: " + path + ": line 2: "; ce.Flag != "config" || !strings.HasPrefix(msg, want) {
+			t.Errorf("error %q, want it to start %q", msg, want)
 		}
-		if !strings.Contains(msg, path) || !strings.Contains(msg, "line 2") {
-			t.Errorf("error %q, want it to name %s line 2", msg, path)
+		if !strings.Contains(msg, "--"+c.flag+" is given on the command line and in --config") {
+			t.Errorf("error %q, want it to name --%s", msg, c.flag)
 		}
 		_, fileValue, _ := strings.Cut(c.line, "=")
 		if strings.Contains(msg, fileValue) || strings.Contains(msg, c.arg) {
@@ -194,15 +195,57 @@ func TestConfigFileKeys(t *testing.T) {
 			if ce := configError(t, err); ce.Flag != "config" {
 				t.Errorf("error %q names --%s, want --config", msg, ce.Flag)
 			}
-			want := fmt.Sprintf("--config: %s line %d: ", path, c.line)
-			if c.says == `no "="` { // parseEnvFile's error: the path, then its own
-				want = fmt.Sprintf("--config: %s: line %d: ", path, c.line)
-			}
+			want := fmt.Sprintf("--config: %s: line %d: ", path, c.line)
 			if !strings.HasPrefix(msg, want) || !strings.Contains(msg, c.says) {
 				t.Errorf("error %q, want %q and %q", msg, want, c.says)
 			}
 			if strings.Contains(msg, configSecret) {
 				t.Errorf("error %q shows the value", msg)
+			}
+		})
+	}
+}
+
+var lineNumber = regexp.MustCompile(`line [0-9]+`)
+
+// TestConfigFileErrorFormat: every error of a line of --config's file, whichever part finds
+// it (the parser, the names, the command line, a flag's value, the validation), reads
+// "--config: <path>: line N: <what>", and is a --config error.
+func TestConfigFileErrorFormat(t *testing.T) {
+	good := "FENEC_ENTRY_ROUTERS=" + testRouters + "\n"
+	for _, c := range []struct {
+		name, text string
+		args       []string
+		line       int
+		what       string // the start of <what>
+	}{
+		{"no =", "# c\n" + good + "FENEC_ENTRY_LISTEN 127.0.0.1:80\n", nil, 3, `no "="`},
+		{"no variable name", good + "FENEC-ENTRY-LISTEN=127.0.0.1:80\n", nil, 2, `the text before "=" is not a variable name`},
+		{"quote not closed", good + "FENEC_ENTRY_POP='ams\n", nil, 2, `FENEC_ENTRY_POP: a ' quote is not closed`},
+		{"names no flag", good + "FENEC_ENTRY_LISTN=127.0.0.1:80\n", nil, 2, "FENEC_ENTRY_LISTN names no flag"},
+		{"another file", good + "FENEC_ENTRY_CONFIG=/etc/other.env\n", nil, 2, "FENEC_ENTRY_CONFIG cannot name another file"},
+		{"removed flag", good + "\nFENEC_ENTRY_SNAPSHOT_LISTEN=:7947\n", nil, 3, "--snapshot-listen is gone: "},
+		{"on the command line too", good + "FENEC_ENTRY_DRAIN=4s\n", []string{"--drain", "6s"}, 2,
+			"FENEC_ENTRY_DRAIN: --drain is given on the command line and in --config: give it in one place"},
+		{"a bad value", good + "FENEC_ENTRY_DRAIN=soon\n", nil, 2, "FENEC_ENTRY_DRAIN: "},
+		{"a value validation refuses", good + "FENEC_ENTRY_LISTEN=nowhere\n", nil, 2, "FENEC_ENTRY_LISTEN: "},
+		{"a bad router", "\nFENEC_ENTRY_ROUTERS=eu=ftp://127.0.0.1:7101\n", nil, 2, "FENEC_ENTRY_ROUTERS: "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := newEnvFile(t, c.text)
+			_, err := parseWith(append([]string{"--config", path}, c.args...), envOf(nil), boxHost)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			msg := err.Error()
+			if ce := configError(t, err); ce.Flag != "config" {
+				t.Errorf("error %q names --%s, want --config", msg, ce.Flag)
+			}
+			if want := fmt.Sprintf("--config: %s: line %d: %s", path, c.line, c.what); !strings.HasPrefix(msg, want) {
+				t.Errorf("error %q, want it to start %q", msg, want)
+			}
+			if len(lineNumber.FindAllString(msg, -1)) != 1 || strings.Contains(msg, "\n") {
+				t.Errorf("error %q names more than one line, or takes more than one", msg)
 			}
 		})
 	}
@@ -324,10 +367,10 @@ func TestConfigReloadBadValue(t *testing.T) {
 	if err == nil {
 		t.Fatalf("bad routers reloaded: %v", cfg.Routers)
 	}
-	if ce := configError(t, err); ce.Flag != "routers" {
-		t.Errorf("error %v, want it naming --routers", err)
+	if ce := configError(t, err); ce.Flag != "config" {
+		t.Errorf("error %v, want it naming --config", err)
 	}
-	if want := "--routers: in " + path + " line 2: "; !strings.HasPrefix(err.Error(), want) {
+	if want := "--config: " + path + ": line 2: FENEC_ENTRY_ROUTERS: "; !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("error %q, want it to start %q", err, want)
 	}
 	if len(cfg.Routers) != 0 || restart != nil {
@@ -355,13 +398,13 @@ func TestConfigNeverShowsSecrets(t *testing.T) {
 	for _, c := range []struct {
 		name, line, flag, prefix string // prefix: of the error, after the flag, with %s the path
 	}{
-		{"gossip-key not base64", "FENEC_ENTRY_GOSSIP_KEY=" + configSecret + "==", "gossip-key", "in %s line 2: "},
-		{"gossip-key of a wrong length", "FENEC_ENTRY_GOSSIP_KEY='czNjcjN0LXZhbHVl'", "gossip-key", "in %s line 2: "},
+		{"gossip-key not base64", "FENEC_ENTRY_GOSSIP_KEY=" + configSecret + "==", "config", "%s: line 2: FENEC_ENTRY_GOSSIP_KEY: "},
+		{"gossip-key of a wrong length", "FENEC_ENTRY_GOSSIP_KEY='czNjcjN0LXZhbHVl'", "config", "%s: line 2: FENEC_ENTRY_GOSSIP_KEY: "},
 		{"gossip-key line missing its =", "FENEC_ENTRY_GOSSIP_KEY " + configSecret + "AAAAAAAAAAAAAA==", "config", "%s: line 2: "},
 		{"entry-token line missing its =", "FENEC_ENTRY_ENTRY_TOKEN: " + configSecret + "=", "config", "%s: line 2: "},
 		{"entry-token quote not closed", "FENEC_ENTRY_ENTRY_TOKEN=\"" + configSecret, "config", "%s: line 2: "},
 		{"entry-token text after its quote", "FENEC_ENTRY_ENTRY_TOKEN='" + configSecret + "'" + configSecret, "config", "%s: line 2: "},
-		{"entry-token over two lines", "FENEC_ENTRY_ENTRY_TOKEN='" + configSecret + "\n" + configSecret + "'", "entry-token", ""},
+		{"entry-token over two lines", "FENEC_ENTRY_ENTRY_TOKEN='" + configSecret + "\n" + configSecret + "'", "config", "%s: line 2: FENEC_ENTRY_ENTRY_TOKEN: "},
 		{"rpc-auth quote not closed", "FENEC_ENTRY_RPC_AUTH='" + configSecret, "config", "%s: line 2: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {

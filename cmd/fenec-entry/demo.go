@@ -74,9 +74,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 			}
 			opts.logs = val
 		case "h", "help":
-			fmt.Fprintln(stdout, "usage: fenec-entry demo [--port-offset N] [--log-level warn]\n\n"+
-				"Stand-in routers for eu, us and ap and three entries (ams, iad, sin) in one gossip\n"+
-				"cluster on loopback; prints URLs and curl lines; Ctrl-C stops everything.")
+			io.WriteString(stdout, demoUsage)
 			return 0
 		default:
 			fmt.Fprintf(stderr, "fenec-entry demo: --%s: unknown flag (want --port-offset, --log-level)\n", name)

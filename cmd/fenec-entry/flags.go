@@ -53,7 +53,8 @@ const (
 
 var groups = []string{groupClient, groupRouters, groupPlacement, groupProtocol, groupGossip, groupOps}
 
-// flags are the flags of `serve`, in the order of docs/REFERENCE.md, Configuration, within each group.
+// flags are the flags of `serve`, in the order of docs/REFERENCE.md, Configuration, within
+// each group.
 var flags = []*flagDef{
 	{name: "listen", arg: "host:port", group: groupClient, def: node.DefaultListen,
 		usage: "client-facing HTTP/1.1 and h2c listener (HTTPS with --tls-cert)",
@@ -246,8 +247,7 @@ type input struct {
 }
 
 // readFile reads the --config file's settings by flag name (nil without --config). Its
-// errors are *node.ConfigError: a file that cannot be read or parsed names --config, a line
-// for a flag also on the command line names that flag.
+// errors are *node.ConfigError naming --config: the file, then its line (lineErr).
 func (in input) readFile() (map[string]envVar, error) {
 	if in.path == "" {
 		return nil, nil
@@ -271,9 +271,7 @@ func (in input) readFile() (map[string]envVar, error) {
 			continue // GOMAXPROCS and the like: the unit's, not the entry's
 		}
 		v := vars[name]
-		bad := func(msg string) error {
-			return &node.ConfigError{Flag: "config", Msg: fmt.Sprintf("%s line %d: %s", in.path, v.line, msg)}
-		}
+		bad := func(msg string) error { return in.lineErr(v.line, msg) }
 		flag := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))
 		if why, ok := removedEnv[name]; ok {
 			return nil, bad(why)
@@ -289,11 +287,17 @@ func (in input) readFile() (map[string]envVar, error) {
 			return nil, bad(name + " cannot name another file from within one")
 		}
 		if _, dup := in.cmdline[flag]; dup {
-			return nil, &node.ConfigError{Flag: flag, Msg: fmt.Sprintf("given on the command line and in --config %s (line %d): give it in one place", in.path, v.line)}
+			return nil, bad(name + ": --" + flag + " is given on the command line and in --config: give it in one place")
 		}
 		out[flag] = v
 	}
 	return out, nil
+}
+
+// lineErr is an error of line n of --config's file, in the one format of every error of a
+// file: "--config: <path>: line <n>: <what>" (parseEnvFile's, after the path, are the same).
+func (in input) lineErr(n int, what string) error {
+	return &node.ConfigError{Flag: "config", Msg: fmt.Sprintf("%s: line %d: %s", in.path, n, what)}
 }
 
 // build makes the Config of in with file's settings, and returns the text each flag took.
@@ -305,26 +309,32 @@ func (in input) build(file map[string]envVar) (node.Config, map[string]string, e
 	cfg.Continent = defaultContinent(env("FLY_REGION"))
 	cfg.Node = "" // derived below from --gossip-bind unless given
 	texts := map[string]string{}
-	froms := map[string]string{} // where each flag's text came from, for errors
+	// Where each flag's text came from, for its errors: a line of the file is named as the
+	// file's errors are ("--config: c.env: line 2: FENEC_ENTRY_ROUTERS: ..."), a variable
+	// after the flag ("--routers: FENEC_ENTRY_ROUTERS: ..."); the command line needs nothing.
+	froms := map[string]func(*node.ConfigError) error{}
 	for _, d := range flags {
 		v, ok := in.cmdline[d.name]
-		from := ""
 		if !ok {
 			fv, inFile := file[d.name]
+			name := d.envName()
 			switch {
 			case inFile:
-				v, from = fv.value, fmt.Sprintf("in %s line %d: ", in.path, fv.line)
+				v = fv.value
+				froms[d.name] = func(ce *node.ConfigError) error { return in.lineErr(fv.line, name+": "+ce.Msg) }
 			case in.shadow[d.name]:
 				continue // in the file at start, gone from it now: the default, not a stale variable
 			default:
-				v, from = env(d.envName()), d.envName()+": "
+				v = env(name)
+				froms[d.name] = func(ce *node.ConfigError) error {
+					return &node.ConfigError{Flag: ce.Flag, Msg: name + ": " + ce.Msg}
+				}
 			}
 			if v == "" {
 				continue
 			}
 		}
 		texts[d.name] = v
-		froms[d.name] = from
 		if err := d.apply(&cfg, v); err != nil {
 			msg := err.Error()
 			if d.secret {
@@ -334,7 +344,11 @@ func (in input) build(file map[string]envVar) (node.Config, map[string]string, e
 					msg = string(se)
 				}
 			}
-			return node.Config{}, nil, &node.ConfigError{Flag: d.name, Msg: from + msg}
+			ce := &node.ConfigError{Flag: d.name, Msg: msg}
+			if from := froms[d.name]; from != nil {
+				return node.Config{}, nil, from(ce)
+			}
+			return node.Config{}, nil, ce
 		}
 	}
 	if cfg.Node == "" {
@@ -343,8 +357,8 @@ func (in input) build(file map[string]envVar) (node.Config, map[string]string, e
 	if err := cfg.Validate(); err != nil {
 		// Say where the setting came from, as apply's errors do.
 		var ce *node.ConfigError
-		if errors.As(err, &ce) && froms[ce.Flag] != "" {
-			return node.Config{}, nil, &node.ConfigError{Flag: ce.Flag, Msg: froms[ce.Flag] + ce.Msg}
+		if errors.As(err, &ce) && froms[ce.Flag] != nil {
+			return node.Config{}, nil, froms[ce.Flag](ce)
 		}
 		return node.Config{}, nil, err
 	}

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fenec/fenec-entry/node"
 )
@@ -247,6 +249,79 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	for _, name := range []string{"geoip", "country-header", "client-ip"} {
 		if d := lookupFlag(name); d == nil || d.later != "" {
 			t.Errorf("--%s is still marked as waiting for something", name)
+		}
+	}
+}
+
+// TestHelpFitsTheWidth: every line of every help is at most helpWidth runes and points at
+// nothing outside the repository; serve's wraps each flag's help at word boundaries under
+// the flag, losing no word.
+func TestHelpFitsTheWidth(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"-h"}, {"serve", "--help"}, {"demo", "--help"}, {"version", "--help"}} {
+		var stdout, stderr bytes.Buffer
+		if status := run(args, &stdout, &stderr, envOf(nil)); status != 0 || stdout.Len() == 0 {
+			t.Errorf("%q: status %d, %d bytes of help (stderr %q)", args, status, stdout.Len(), stderr.String())
+		}
+		for i, line := range strings.Split(stdout.String(), "\n") {
+			if n := utf8.RuneCountInString(line); n > helpWidth {
+				t.Errorf("%q: line %d is %d columns, more than %d: %q", args, i+1, n, helpWidth, line)
+			}
+			for _, outside := range []string{"CONTRACT", "../", "shared/", "DESIGN.md"} {
+				if strings.Contains(line, outside) {
+					t.Errorf("%q: line %d points outside the repository (%s): %q", args, i+1, outside, line)
+				}
+			}
+		}
+	}
+
+	var out bytes.Buffer
+	printServeUsage(&out)
+	help := out.String()
+	if !strings.Contains(help, "docs/REFERENCE.md") || !strings.Contains(help, "FENEC_ENTRY_<FLAG>") {
+		t.Errorf("serve's help does not say where the reference is, or that flags read variables:\n%s", help)
+	}
+	// Each flag's block: its head line, then lines indented to flagColumn.
+	blocks := map[string][]string{}
+	var cur string
+	for _, line := range strings.Split(help, "\n") {
+		switch {
+		case strings.HasPrefix(line, "  --"):
+			cur = strings.Fields(line)[0][2:]
+			blocks[cur] = []string{line[min(len(line), flagColumn):]}
+		case cur != "" && strings.HasPrefix(line, strings.Repeat(" ", flagColumn)):
+			blocks[cur] = append(blocks[cur], line[flagColumn:])
+		default:
+			cur = ""
+		}
+	}
+	for _, d := range flags {
+		b := blocks[d.name]
+		if len(b) == 0 {
+			t.Errorf("no block for --%s", d.name)
+			continue
+		}
+		text := strings.Join(b, " ")
+		if want := strings.Join(strings.Fields(d.usage), " "); !strings.HasPrefix(text, want+" (env "+d.envName()) {
+			t.Errorf("--%s's help reads %q, want its usage %q whole, then (env %s", d.name, text, want, d.envName())
+		}
+	}
+}
+
+func TestWrap(t *testing.T) {
+	for _, c := range []struct {
+		text  string
+		width int
+		want  []string
+	}{
+		{"", 10, []string{""}},
+		{"one two three", 7, []string{"one two", "three"}},
+		{"one two three", 6, []string{"one", "two", "three"}},
+		{"a verylongword b", 4, []string{"a", "verylongword", "b"}},
+		{"été à l'ombre", 7, []string{"été à", "l'ombre"}}, // runes, not bytes
+		{"  spaces   inside\nand lines ", 20, []string{"spaces inside and", "lines"}},
+	} {
+		if got := wrap(c.text, c.width); !slices.Equal(got, c.want) {
+			t.Errorf("wrap(%q, %d) = %q, want %q", c.text, c.width, got, c.want)
 		}
 	}
 }

@@ -1,5 +1,5 @@
 // Command fenec-entry is the global front door of Fenec: `fenec-entry serve` runs one entry
-// (docs/REFERENCE.md), `fenec-entry version` says which build it is.
+// (see docs/REFERENCE.md), `fenec-entry version` says which build it is.
 //
 // Exit status: 0 after a clean stop (a drain after SIGTERM or SIGINT), 1 on a runtime failure
 // (a listener that cannot be bound or stops serving, a second signal during the drain), 2 on
@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,6 +43,10 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 	case "demo":
 		return demo(args[1:], stdout, stderr)
 	case "version":
+		if len(args) == 2 && slices.Contains([]string{"-h", "-help", "--help"}, args[1]) {
+			io.WriteString(stdout, versionUsage)
+			return 0
+		}
 		if len(args) > 1 {
 			fmt.Fprintln(stderr, "fenec-entry version: takes no arguments")
 			return 2
@@ -157,8 +162,8 @@ func secondNotice(log zerolog.Logger, tty io.Writer) func(os.Signal) {
 }
 
 // terminal returns w if it is a terminal, else nil: plain sentences go to a person only,
-// never into a stream of JSON log lines that a collector reads (docs/REFERENCE.md, "Streams,
-// cancellation, errors").
+// never into a stream of JSON log lines that a collector reads (docs/REFERENCE.md, Streams,
+// cancellation, errors).
 func terminal(w io.Writer) io.Writer {
 	f, ok := w.(*os.File)
 	if !ok {

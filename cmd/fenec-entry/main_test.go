@@ -27,6 +27,8 @@ func TestRunExitStatus(t *testing.T) {
 		{"version", []string{"version"}, 0, "fenec-entry ", ""},
 		{"help", []string{"help"}, 0, "Usage: fenec-entry <command>", ""},
 		{"serve help", []string{"serve", "--help"}, 0, "FENEC_ENTRY_ROUTERS", ""},
+		{"demo help", []string{"demo", "--help"}, 0, "Usage: fenec-entry demo", ""},
+		{"version help", []string{"version", "--help"}, 0, "Usage: fenec-entry version", ""},
 		{"no command", nil, 2, "", "\x00"},
 		{"unknown command", []string{"start"}, 2, "", `unknown command "start" (want serve, demo or version`},
 		{"flag before command", []string{"--gossip-key=c2VjcmV0", "serve"}, 2, "", "flags go after the command"},

@@ -112,9 +112,9 @@ func writeConfig(t *testing.T, path string, lines ...string) {
 	}
 }
 
-// TestReloadUnderLoad is the reload with real processes: SIGHUP and POST /reload
-// re-read --config under load with no failed request; the new routers are used and the
-// removed ones are not; a bad file is refused and the configuration in force keeps serving.
+// TestReloadUnderLoad, with real processes: SIGHUP and POST /reload re-read --config under
+// load with no failed request; the new routers are used and the removed ones are not; a bad
+// file is refused and the configuration in force keeps serving.
 func TestReloadUnderLoad(t *testing.T) {
 	sc, err := standin.Start(standin.Config{
 		Regions: []standin.Region{
@@ -161,7 +161,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 400 || !strings.Contains(string(body), "--routers: in "+file+" line 1: ") {
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "--config: "+file+": line 1: FENEC_ENTRY_ROUTERS: ") {
 		t.Errorf("a bad file: %d %s", resp.StatusCode, body)
 	}
 	seq = lastSeq(sc)
@@ -179,9 +179,9 @@ func TestReloadUnderLoad(t *testing.T) {
 	l.check(t)
 }
 
-// TestRoutersFromDNSUnderLoad is routers from DNS with real processes: a region's routers
-// from dns+http://NAME:PORT on a DNS server the test runs (--dns-server); routers added and
-// removed under load with no failed request, a removed one taking no new request.
+// TestRoutersFromDNSUnderLoad, with real processes: a region's routers from
+// dns+http://NAME:PORT on a DNS server the test runs (--dns-server); routers added and removed
+// under load with no failed request, a removed one taking no new request.
 func TestRoutersFromDNSUnderLoad(t *testing.T) {
 	dns := dnstest.Start(t)
 	// Two routers on one port at two loopback addresses, as a DNS name lists machines.

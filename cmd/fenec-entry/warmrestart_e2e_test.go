@@ -165,8 +165,10 @@ func TestDamagedStateFile(t *testing.T) {
 	if !e.logged(`"level":"warn"`, path, "damaged") {
 		t.Errorf("no warning names %s as damaged", path)
 	}
-	if bad, err := os.ReadFile(path + ".bad"); err != nil || string(bad) != string(garbage) {
-		t.Errorf("the damaged file was not kept at %s.bad: %v", path, err)
+	if kept, _ := filepath.Glob(path + ".bad-*"); len(kept) != 1 {
+		t.Errorf("the damaged file was not kept as one %s.bad-<time>: %q", path, kept)
+	} else if bad, err := os.ReadFile(kept[0]); err != nil || string(bad) != string(garbage) {
+		t.Errorf("the damaged file was not kept intact at %s: %v", kept[0], err)
 	}
 	ce := &clusterEntry{entry: e, client: client, admin: admin}
 	if s := ce.status(t); s.Homes.Held != 0 || !s.Ready {
