@@ -222,34 +222,6 @@ func TestEcho(t *testing.T) {
 	}
 }
 
-// Seeded items are there before anyone writes, readable from every region, not in the ledger,
-// and no POST gets a seeded id.
-func TestSeed(t *testing.T) {
-	c := startCluster(t, nil)
-	client := newClient(t)
-	if err := c.Seed("acme", "1"); err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range []string{c.url("eu", 1), c.url("us", 0), c.url("ap", 0)} {
-		a := do(t, client, req{url: u + "/t/acme/items/1"})
-		if m := a.json(t); a.status != 200 || m["id"] != "1" || m["region"] != "eu" || m["router"] != c.addrOf("eu", 0) {
-			t.Errorf("GET seeded item at %s: %d %s", u, a.status, a.body)
-		}
-	}
-	if n := len(c.Ledger()); n != 0 {
-		t.Errorf("ledger has %d writes after a seed, want none", n)
-	}
-	a := do(t, client, req{method: "POST", url: c.url("eu", 0) + "/t/acme/items", body: "x"})
-	if id := a.json(t)["id"]; a.status != 201 || id == "1" {
-		t.Errorf("POST after the seed: %d %s, want a new id", a.status, a.body)
-	}
-	for _, bad := range [][2]string{{"nobody", "1"}, {"acme", ""}, {"acme", "a/b"}} {
-		if err := c.Seed(bad[0], bad[1]); err == nil {
-			t.Errorf("Seed(%q, %q) = nil, want an error", bad[0], bad[1])
-		}
-	}
-}
-
 // Config.Items seeds items 1..N of every tenant in its home region: read from the home and
 // relayed from another region, not in the ledger, ids of POSTs after them, seeded again by
 // Reset in the home of that moment.

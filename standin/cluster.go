@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -246,23 +245,6 @@ func (c *Cluster) home(tenant string) (string, bool) {
 	defer c.dirMu.RUnlock()
 	r, ok := c.dir[tenant]
 	return r, ok
-}
-
-// Seed puts item id of tenant in the tenant's home region, as its first router would have
-// written it, but without a ledger entry: items that are there before anyone writes (the
-// demo's, and Config.Items). A numeric id moves the ids later POSTs get past it, so no POST
-// replaces a seeded item. Reset removes the items seeded by Seed with the others, then seeds
-// Config.Items again.
-func (c *Cluster) Seed(tenant, id string) error {
-	home, ok := c.home(tenant)
-	if !ok {
-		return fmt.Errorf("standin: seed: tenant %q is not in the directory", tenant)
-	}
-	if id == "" || strings.ContainsAny(id, "/\x00") {
-		return fmt.Errorf("standin: seed %s: item id %q: want a non-empty path segment", tenant, id)
-	}
-	c.store.seed(c.seedItem(tenant, home, id))
-	return nil
 }
 
 // seedItem is item id of tenant as the first router of home would have written it.

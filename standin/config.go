@@ -45,11 +45,11 @@ type Config struct {
 	// If 0, DefaultKeepAlive is used.
 	KeepAlive time.Duration
 
-	// Items, if positive, seeds items 1..Items of every tenant in the directory at Start, as
-	// Cluster.Seed does (in the home region, no ledger entry; POSTs get ids past them), and
-	// again after every Reset, so that a GET of /t/<tenant>/items/1 answers 200 before anyone
-	// writes. A tenant added by Move gets none until the next Reset. At most MaxItems; 0 seeds
-	// nothing.
+	// Items, if positive, seeds items 1..Items of every tenant in the directory at Start, in
+	// its home region as its first router would have written them but with no ledger entry
+	// (POSTs get ids past them), and again after every Reset, so that a GET of
+	// /t/<tenant>/items/1 answers 200 before anyone writes. A tenant added by Move gets none
+	// until the next Reset. At most MaxItems; 0 seeds nothing.
 	Items int
 
 	// Logger receives one line per state change at info and one per request at debug. It

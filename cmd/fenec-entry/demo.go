@@ -126,18 +126,13 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err 
 		routerSpec = append(routerSpec, name+"="+strings.Join(urls, ","))
 	}
 	slog := logger.With().Str("part", "standin").Logger()
+	// Items: item 1 of every tenant, so that the guide's reads find one (200, not 404).
 	sc, err := standin.Start(standin.Config{Regions: regions, Tenants: demoTenants, EntryToken: token,
-		CORS: "*", KeepAlive: 15 * time.Second, Logger: &slog})
+		CORS: "*", KeepAlive: 15 * time.Second, Logger: &slog, Items: 1})
 	if err != nil {
 		return fmt.Errorf("stand-in routers: %w (another demo running? try --port-offset 1000)", err)
 	}
 	defer sc.Close()
-	// Item 1 of every tenant, so that the guide's reads find one (200, not 404).
-	for tenant := range demoTenants {
-		if err := sc.Seed(tenant, "1"); err != nil {
-			return err
-		}
-	}
 
 	routers, err := parseRouters(strings.Join(routerSpec, ";"))
 	if err != nil {
