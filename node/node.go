@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -386,9 +387,16 @@ func (n *Node) serve(flag string, loop func() error) {
 // warning for each setting accepted but not yet in effect.
 func (n *Node) logStart() {
 	c := n.cfg
+	// One process on every CPU: cpus is the most Ps it runs on (GOMAXPROCS, or the CPUs it
+	// may use when the Ps follow the load), so that a log says what a start was given.
+	cpus := runtime.GOMAXPROCS(0)
+	if n.procs != nil {
+		cpus = n.procs.Max()
+	}
 	n.log.Info().Str("version", n.version()).Str("node", c.Node).Str("pop", c.Pop).Str("continent", c.Continent).
 		Str("listen", n.clientAddr.String()).Bool("tls", n.certs != nil).Str("admin_listen", n.adminAddr.String()).
 		Array("regions", regionsLog(c.Routers)).Str("default_region", c.DefaultRegionName()).
+		Int("cpus", cpus).Bool("cpus_follow_load", n.procs != nil).
 		Msg("entry started")
 	n.log.Debug().Object("config", c).Msg("configuration")
 

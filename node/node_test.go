@@ -113,6 +113,10 @@ func TestNodeServes(t *testing.T) {
 	if !strings.Contains(logs.String(), `"message":"entry started"`) || !strings.Contains(logs.String(), router.URL) {
 		t.Errorf("no start line with the routers: %s", logs)
 	}
+	// The start line says what the process was given to run on.
+	if want := fmt.Sprintf(`"cpus":%d,`, runtime.GOMAXPROCS(0)); !strings.Contains(logs.String(), want) {
+		t.Errorf("the start line does not say %s: %s", want, logs)
+	}
 }
 
 func TestNodeH2C(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/fenec/fenec-entry/homes"
@@ -65,6 +66,9 @@ func TestEntryErrors(t *testing.T) {
 			var b errorBody
 			if err := json.Unmarshal(w.Body.Bytes(), &b); err != nil {
 				t.Fatalf("body %q: %v", w.Body, err)
+			}
+			if body := w.Body.String(); !strings.HasSuffix(body, "}\n") {
+				t.Errorf("body %q does not end with a newline: a shell prompt runs into it", body)
 			}
 			if b != (errorBody{Error: tt.code, Message: tt.msg, RequestID: "req-7"}) {
 				t.Errorf("body = %+v", b)
