@@ -113,6 +113,10 @@ type Node struct {
 	drainOnce sync.Once
 	closeOnce sync.Once
 
+	// tickets are the client listener's session ticket keys (certs.TicketKeys); nil without
+	// --tls-cert.
+	tickets *certs.TicketKeys
+
 	procs *procs.Controller // nil: GOMAXPROCS is the operator's (Config.AdaptProcs)
 }
 
@@ -229,6 +233,8 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 		protos.SetHTTP2(true)
 		n.client.TLSConfig = &tls.Config{GetCertificate: n.certs.GetCertificate, MinVersion: tls.VersionTLS12,
 			NextProtos: []string{"h2", "http/1.1"}}
+		n.openTickets()
+		n.tickets.Apply(n.client.TLSConfig) // the very config the door hands tls.Server: never a clone
 	} else {
 		protos.SetUnencryptedHTTP2(true)
 	}
@@ -286,6 +292,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 	}
 	if n.certs != nil {
 		n.wg.Go(func() { n.certs.Watch(n.bg, n.certsEvery) })
+		n.wg.Go(func() { n.tickets.Run(n.bg, certs.TicketCheckEvery) })
 	}
 	if n.state != nil {
 		n.wg.Go(func() { n.state.Run(n.bg) })

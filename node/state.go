@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 
+	"github.com/fenec/fenec-entry/certs"
 	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/state"
 )
@@ -35,6 +36,18 @@ func (n *Node) openState() error {
 	n.state = s
 	n.warm = s.Restore().Homes > 0
 	return nil
+}
+
+// openTickets makes the client listener's session ticket keys (package certs), read from
+// --state-dir when it is set (openState has checked it), else kept in memory only. Called from
+// New with --tls-cert, before the listener serves.
+func (n *Node) openTickets() {
+	n.tickets = certs.NewTicketKeys(certs.TicketConfig{
+		Dir:        n.cfg.StateDir,
+		Now:        n.cfg.Clock.Now,
+		Logger:     n.log,
+		Registerer: n.reg,
+	})
 }
 
 // flushState writes the home table a last time, at the end of a drain (requests have ended,
