@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -30,7 +31,15 @@ func TestDocLinks(t *testing.T) {
 				fence = !fence
 			}
 			if !fence && strings.HasPrefix(l, "#") {
-				a[slug(strings.TrimLeft(l, "# "))] = true
+				// A heading whose anchor is taken gets -1, -2, ... as on GitHub.
+				s := slug(strings.TrimLeft(l, "# "))
+				for n, try := 1, s; ; n++ {
+					if !a[try] {
+						a[try] = true
+						break
+					}
+					try = fmt.Sprintf("%s-%d", s, n)
+				}
 			}
 		}
 		anchors[path] = a
