@@ -461,11 +461,11 @@ func (n *Node) version() string {
 	return n.cfg.Version
 }
 
-// Drain stops the entry gracefully, as after SIGTERM (docs/REFERENCE.md, "Cluster and operations"):
-// every answer carries Connection: close and /readyz answers 503 for --drain; then the listeners
-// close, open requests get up to 10 s (streams included) and are ended; then the proxy's idle
-// router connections close and the background goroutines stop; then, with --state-dir, the home
-// table is written a last time. It returns when all that is done.
+// Drain stops the entry gracefully, as after SIGTERM (docs/REFERENCE.md, "Cluster and
+// operations"): every answer carries Connection: close and /readyz answers 503 for --drain;
+// then the listeners close, open requests get up to 10 s (streams included) and are ended;
+// then the proxy's idle router connections close and the background goroutines stop; then,
+// with --state-dir, the home table is written a last time. It returns when all that is done.
 //
 // If ctx ends (or Close is called) first, the waits are cut short and open requests are
 // ended at once; Drain then returns ctx's error. Drain before Start amounts to Close. See Node

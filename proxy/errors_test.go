@@ -10,8 +10,8 @@ import (
 	"github.com/fenec/fenec-entry/homes"
 )
 
-// TestEntryErrors is the entry's own error answers (docs/REFERENCE.md: error codes, and CORS), a row
-// per error: status, code and message, the JSON body with the request id, and the headers
+// TestEntryErrors is the entry's own error answers (docs/REFERENCE.md: error codes, and CORS), a
+// row per error: status, code and message, the JSON body with the request id, and the headers
 // every one of them carries.
 func TestEntryErrors(t *testing.T) {
 	table, err := homes.New(homes.Config{Regions: []string{"eu"}, Origin: "test"})

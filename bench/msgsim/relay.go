@@ -4,14 +4,14 @@ import "math"
 
 // The relay strategy (-strategy relay), what gossip/ does above RelayAbove members when run
 // with -ack -relay-ack -nack=false (the NACKed relay hop is the alternative it was weighed
-// against): entries form Groups groups (regions or pools; here by index). An origin sends its batch straight to the members of its
-// own group and, for every other group, to that group's relay (Copies copies each, as now).
-// A relay aggregates what it receives for RelayFlush (or until a batch is full) and sends
-// full batches to the members of its group, RelayCopies times. With Nack, a relay numbers its
-// batches; a member that sees a gap (a later number, or the relay's heartbeat after its last
-// batch) asks the relay for what it missed, and asks again until it comes; repair carries the
-// rest. With RelayShards > 1 each group has that many relays, each for a share of the tenant
-// space (by digest bucket), which spreads the relays' load and aggregates less.
+// against): entries form Groups groups (regions or pools; here by index). An origin sends its batch
+// straight to the members of its own group and, for every other group, to that group's relay
+// (Copies copies each, as now). A relay aggregates what it receives for RelayFlush (or until a
+// batch is full) and sends full batches to the members of its group, RelayCopies times. With Nack,
+// a relay numbers its batches; a member that sees a gap (a later number, or the relay's heartbeat
+// after its last batch) asks the relay for what it missed, and asks again until it comes; repair
+// carries the rest. With RelayShards > 1 each group has that many relays, each for a share of the
+// tenant space (by digest bucket), which spreads the relays' load and aggregates less.
 
 type relayState struct {
 	groupOf   []int32
