@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build demo test fuzz bench bench-proxies vet fmt clean cross
+.PHONY: build demo test fuzz bench bench-proxies bench-protocols vet fmt clean cross
 
 build:
 	@mkdir -p $(BIN)
@@ -47,6 +47,10 @@ bench:
 # fenec-entry against direct, nginx and haproxy (installs them; see bench/README.md).
 bench-proxies:
 	bash bench/proxies.sh
+
+# fenec-entry against nginx over every protocol a client speaks, and memory (bench/README.md).
+bench-protocols:
+	bash bench/proxies.sh --mode protocols
 
 vet:
 	$(GO) vet ./...

@@ -2,7 +2,10 @@
 # bench/proxies.sh: the added latency and the throughput of fenec-entry next to nginx and
 # haproxy, all proxying one request to the same upstream on loopback, measured in
 # interleaved rounds; with --mode conns, the memory each of them spends per open client
-# connection, idle or streaming. See bench/README.md for what it measures and how to read it.
+# connection, idle or streaming; with --mode protocols, fenec-entry beside nginx over every
+# protocol a client speaks (HTTP/1.1 plain and over TLS, h2, h2c, TLS handshakes and session
+# resumption) and the memory of held connections, in one run. See bench/README.md for what it
+# measures and how to read it.
 #
 #   bash bench/proxies.sh [flags]     (flags: bash bench/proxies.sh --help)
 set -euo pipefail
@@ -12,7 +15,10 @@ usage() {
 usage: bash bench/proxies.sh [flags]
 
   --mode MODE      requests: added latency and requests/s (the default);
-                   conns: memory (RSS) per held connection, idle and streaming (env BENCH_MODE)
+                   conns: memory (RSS) per held connection, idle and streaming;
+                   protocols: fenec-entry beside nginx over plain HTTP/1.1, HTTPS HTTP/1.1,
+                          h2, h2c, full TLS handshakes, session resumption, and the memory of
+                          the conns mode, one table of ratios (env BENCH_MODE)
   --rounds N       interleaved rounds (env BENCH_ROUNDS, default 5; 3 in conns mode)
   --seconds S      seconds per measurement (env BENCH_SECONDS, default 5)
   --latency-slices N  the latency run (one connection) of each round is N slices of S/N
@@ -28,7 +34,8 @@ usage: bash bench/proxies.sh [flags]
                    the CPUs the servers may use); given, fenec-entry runs with GOMAXPROCS=N,
                    else with its default (its Ps follow its load, up to those CPUs)
   --targets LIST   comma list from direct,nginx,haproxy,fenec-entry (env BENCH_TARGETS, default all;
-                   conns mode: nginx,haproxy,fenec-entry, direct has no proxy to measure)
+                   conns mode: nginx,haproxy,fenec-entry, direct has no proxy to measure;
+                   protocols mode: nginx,fenec-entry, the only two it knows)
   --base-port P    first port tried for the listeners (env BENCH_BASE_PORT, default 18000)
   --idle-wait S    before each round, wait up to S seconds for other processes to use less
                    than 15% of a CPU (env BENCH_IDLE_WAIT, default 30); runs they disturb anyway
@@ -52,7 +59,15 @@ conns mode (--seconds, --warmup, --conns, --idle-wait and --check are for the re
   --streams N      server-sent event streams held open (env BENCH_STREAMS, default 2000)
   --settle S       seconds from the last connection open to the second memory reading
                    (env BENCH_SETTLE, default 5)
-  --scenarios LIST comma list from idle,streams (env BENCH_SCENARIOS, default both)
+  --scenarios LIST comma list from idle,streams (env BENCH_SCENARIOS, default both;
+                   protocols mode: none leaves the memory rows out)
+
+protocols mode (--seconds, --latency-slices, --warmup, --conns, --idle-wait, --pin, --workers
+and the conns mode's flags all apply; --check does not):
+  --h2-clients N   h2load's connections for h2 and h2c (env BENCH_H2_CLIENTS, default 8)
+  --h2-streams N   h2load's streams at once on each (-m; env BENCH_H2_STREAMS, default 16)
+  --resumes N      reconnects with the last session saved, counted if resumed
+                   (env BENCH_RESUMES, default 30)
 EOF
 }
 
@@ -81,6 +96,9 @@ IDLE_CONNS=${BENCH_IDLE_CONNS:-10000}
 STREAMS=${BENCH_STREAMS:-2000}
 SETTLE_S=${BENCH_SETTLE:-5}
 SCENARIOS_ARG=${BENCH_SCENARIOS:-idle,streams}
+H2_CLIENTS=${BENCH_H2_CLIENTS:-8}
+H2_STREAMS=${BENCH_H2_STREAMS:-16}
+RESUMES=${BENCH_RESUMES:-30}
 CHECK=0
 KEEP=0
 
@@ -91,6 +109,9 @@ while (($#)); do
 	--streams) STREAMS=${2:?--streams needs a value}; shift 2 ;;
 	--settle) SETTLE_S=${2:?--settle needs a value}; shift 2 ;;
 	--scenarios) SCENARIOS_ARG=${2:?--scenarios needs a value}; shift 2 ;;
+	--h2-clients) H2_CLIENTS=${2:?--h2-clients needs a value}; shift 2 ;;
+	--h2-streams) H2_STREAMS=${2:?--h2-streams needs a value}; shift 2 ;;
+	--resumes) RESUMES=${2:?--resumes needs a value}; shift 2 ;;
 	--rounds) ROUNDS=${2:?--rounds needs a value}; shift 2 ;;
 	--seconds) MEASURE_S=${2:?--seconds needs a value}; shift 2 ;;
 	--latency-slices) SLICES=${2:?--latency-slices needs a value}; shift 2 ;;
@@ -130,7 +151,12 @@ conns)
 	TARGETS_ARG=${TARGETS_ARG:-nginx,haproxy,fenec-entry}
 	((!CHECK)) || die "--check: no floor in --mode conns"
 	;;
-*) die "--mode: want requests or conns, got '$MODE'" ;;
+protocols)
+	ROUNDS=${ROUNDS:-5}
+	TARGETS_ARG=${TARGETS_ARG:-nginx,fenec-entry}
+	((!CHECK)) || die "--check: no floor in --mode protocols"
+	;;
+*) die "--mode: want requests, conns or protocols, got '$MODE'" ;;
 esac
 want_int rounds "$ROUNDS" 1 1000
 want_int seconds "$MEASURE_S" 1 3600
@@ -143,7 +169,12 @@ want_int idle-wait "$IDLE_WAIT_S" 0 3600
 want_int conns "$CONNS" 2 10000
 want_int base-port "$BASE_PORT" 1024 64999
 case $PIN in split | none) ;; *) die "--pin: want split or none, got '$PIN'" ;; esac
-if [[ $MODE == conns ]]; then
+if [[ $MODE == protocols ]]; then
+	want_int h2-clients "$H2_CLIENTS" 1 1000
+	want_int h2-streams "$H2_STREAMS" 1 1000
+	want_int resumes "$RESUMES" 1 1000
+fi
+if [[ $MODE != requests ]]; then
 	want_int idle-conns "$IDLE_CONNS" 1 60000
 	want_int streams "$STREAMS" 1 30000
 	# fenec-entry closes a client connection idle for 120 s (node/node.go, idleTimeout, not a
@@ -154,10 +185,11 @@ if [[ $MODE == conns ]]; then
 	for s in "${_scen[@]}"; do
 		case $s in
 		idle | streams) [[ " ${SCENARIOS[*]} " == *" $s "* ]] || SCENARIOS+=("$s") ;;
+		none) [[ $MODE == protocols && ${#_scen[@]} == 1 ]] || die "--scenarios: none is for --mode protocols, alone" ;;
 		*) die "--scenarios: want a comma list from idle,streams, got '$s'" ;;
 		esac
 	done
-	((${#SCENARIOS[@]})) || die "--scenarios: empty"
+	[[ $MODE == protocols ]] || ((${#SCENARIOS[@]})) || die "--scenarios: empty"
 fi
 
 declare -a TARGETS=()
@@ -165,10 +197,14 @@ IFS=, read -r -a _targets <<<"$TARGETS_ARG"
 for t in "${_targets[@]}"; do
 	case $t in
 	direct)
-		[[ $MODE == requests ]] || die "--targets: direct has no proxy process to measure in --mode conns"
+		[[ $MODE == requests ]] || die "--targets: direct has no proxy process to measure in --mode $MODE"
 		TARGETS+=("$t")
 		;;
-	nginx | haproxy | fenec-entry) TARGETS+=("$t") ;;
+	haproxy)
+		[[ $MODE != protocols ]] || die "--targets: --mode protocols measures nginx and fenec-entry only"
+		TARGETS+=("$t")
+		;;
+	nginx | fenec-entry) TARGETS+=("$t") ;;
 	*) die "--targets: want a comma list from direct,nginx,haproxy,fenec-entry, got '$t'" ;;
 	esac
 done
@@ -265,11 +301,13 @@ PATH=$PATH:/usr/sbin:/sbin
 command -v go >/dev/null || die "go is missing (the toolchain that builds the upstream and fenec-entry)"
 tools="curl taskset ss"
 [[ $MODE == conns ]] || tools="wrk $tools"
+[[ $MODE != protocols ]] || tools+=" h2load openssl"
 for tool in $tools; do
 	command -v "$tool" >/dev/null && continue
 	case $tool in
 	taskset) apt_install util-linux ;;
 	ss) apt_install iproute2 ;;
+	h2load) apt_install nghttp2-client ;;
 	*) apt_install "$tool" ;;
 	esac
 done
@@ -363,16 +401,17 @@ port() { # port VAR: the next port >= NEXT_PORT with no TCP or UDP listener
 	printf -v "$1" %d "$p"
 }
 
-# wait_ready NAME URL: poll (bounded, 15 s) until URL answers 200, failing at once if the
-# process dies.
+# wait_ready NAME URL [CURL-ARGS...]: poll (bounded, 15 s) until URL answers 200, failing at
+# once if the process dies.
 wait_ready() {
 	local name=$1 url=$2 i code
+	shift 2
 	for ((i = 0; i < 150; i++)); do
 		if ! kill -0 "${PIDS[$name]}" 2>/dev/null; then
 			show_log "$name"
 			die "$name exited while starting"
 		fi
-		code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$url" || true)
+		code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "$@" "$url" || true)
 		[[ $code == 200 ]] && return 0
 		sleep 0.1
 	done
@@ -399,7 +438,7 @@ verify() {
 mkdir -p "$TMP/bin"
 echo "proxies.sh: building bench/upstream$([[ $MODE == requests ]] || echo ', bench/connhold, cmd/fenec-standin')$([[ -n $ENTRY_BIN ]] || echo ' and cmd/fenec-entry')" >&2
 go build -trimpath -o "$TMP/bin/upstream" ./bench/upstream
-if [[ $MODE == conns ]]; then
+if [[ $MODE != requests ]]; then
 	go build -trimpath -o "$TMP/bin/connhold" ./bench/connhold
 	# The streams' upstream: the stream scenario cannot go without it.
 	go build -trimpath -o "$TMP/bin/fenec-standin" ./cmd/fenec-standin 2>"$TMP/fenec-standin.build.log" ||
@@ -899,116 +938,7 @@ conns_main() {
 	echo "(this report: $OUT_MD)"
 }
 
-if [[ $MODE == conns ]]; then
-	conns_main
-	exit 0
-fi
-
-# ---- start -------------------------------------------------------------------------------
-port UP_PORT
-start upstream "$SERVER_CPUS" "$TMP/bin/upstream" -listen "127.0.0.1:$UP_PORT"
-wait_ready upstream "http://127.0.0.1:$UP_PORT$REQ_PATH"
-declare -A URL=([direct]="http://127.0.0.1:$UP_PORT$REQ_PATH")
-
-# nginx and haproxy do the header work the entry does on every request: add Fenec-Home: 1
-# and an X-Request-Id on the way in, drop Fenec-Home on the way out.
-if has_target nginx; then
-	port NGINX_PORT
-	mkdir -p "$TMP/nginx"
-	cat >"$TMP/nginx/nginx.conf" <<EOF
-worker_processes $WORKERS;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path $TMP/nginx/body;
-    proxy_temp_path $TMP/nginx/proxy;
-    fastcgi_temp_path $TMP/nginx/fastcgi;
-    uwsgi_temp_path $TMP/nginx/uwsgi;
-    scgi_temp_path $TMP/nginx/scgi;
-    keepalive_requests 1000000;
-    upstream fenec_router {
-        server 127.0.0.1:$UP_PORT;
-        keepalive 64;
-        keepalive_requests 1000000;
-    }
-    server {
-        listen 127.0.0.1:$NGINX_PORT;
-        location / {
-            proxy_pass http://fenec_router;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Fenec-Home 1;
-            proxy_set_header X-Request-Id \$request_id;
-            proxy_hide_header Fenec-Home;
-            proxy_buffering off;
-        }
-    }
-}
-EOF
-	start nginx "$SERVER_CPUS" nginx -e "$TMP/nginx/error.log" -p "$TMP/nginx" \
-		-c "$TMP/nginx/nginx.conf" -g 'daemon off;'
-	URL[nginx]="http://127.0.0.1:$NGINX_PORT$REQ_PATH"
-	wait_ready nginx "${URL[nginx]}"
-fi
-
-if has_target haproxy; then
-	port HAPROXY_PORT
-	cat >"$TMP/haproxy.cfg" <<EOF
-global
-    nbthread $WORKERS
-    maxconn 4096
-defaults
-    mode http
-    option http-keep-alive
-    http-reuse always
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-    timeout http-keep-alive 60s
-frontend entry
-    bind 127.0.0.1:$HAPROXY_PORT
-    unique-id-format %{+X}o\ %ci:%cp_%fi:%fp_%Ts_%rt:%pid
-    http-request set-header Fenec-Home 1
-    http-request set-header X-Request-Id %[unique-id]
-    default_backend fenec_router
-backend fenec_router
-    http-response del-header Fenec-Home
-    server r1 127.0.0.1:$UP_PORT
-EOF
-	start haproxy "$SERVER_CPUS" haproxy -db -f "$TMP/haproxy.cfg"
-	URL[haproxy]="http://127.0.0.1:$HAPROXY_PORT$REQ_PATH"
-	wait_ready haproxy "${URL[haproxy]}"
-fi
-
-# start_entry NAME: fenec-entry as target NAME, `fenec-entry serve` with no layout flag: this
-# build runs one process (its Ps its own, or --workers); an older build given with --entry-bin
-# or --ab-bin runs its own default, which may be a master and worker processes: those are its
-# children, and proc_ticks and rss count them with it.
-start_entry() {
-	local name=$1 listen admin gossip rpc
-	port listen
-	port admin
-	port gossip
-	port rpc
-	start "$name" "$SERVER_CPUS" env "${ENTRY_ENV[@]}" "$TMP/bin/$name" serve \
-		--listen "127.0.0.1:$listen" --admin-listen "127.0.0.1:$admin" \
-		--routers "eu=http://127.0.0.1:$UP_PORT" \
-		--gossip-bind "127.0.0.1:$gossip" --rpc-addr "127.0.0.1:$rpc"
-	URL[$name]="http://127.0.0.1:$listen$REQ_PATH"
-	wait_ready "$name" "${URL[$name]}"
-	count_kids "$name"
-}
-if has_target fenec-entry; then start_entry fenec-entry; fi
-if has_target fenec-entry-b; then
-	cp "$AB_BIN" "$TMP/bin/fenec-entry-b"
-	start_entry fenec-entry-b
-fi
-
-for t in "${TARGETS[@]}"; do verify "$t" "${URL[$t]}"; done
-
-# ---- measure -----------------------------------------------------------------------------
+# ---- measuring (requests and protocols modes) ----------------------------------------------
 cat >"$TMP/report.lua" <<'EOF'
 -- One machine-readable line per wrk run; latency in microseconds.
 done = function(summary, latency, requests)
@@ -1117,6 +1047,762 @@ wrk_run() {
 	fi
 }
 
+STEAL_MAX=10 # % steal above which a run is named in a warning
+wait_idle() { # wait_idle ROUND
+	local waited=0 other before ours
+	while :; do
+		ours=$(our_ticks)
+		before=$(cpu_ticks)
+		sleep 1
+		other=$(other_load "$before" "$ours")
+		((other > IDLE_MAX && waited < IDLE_WAIT_S)) || break
+		((waited++ > 0)) || echo "proxies.sh: round $1: other processes use ${other}% of a CPU; waiting up to ${IDLE_WAIT_S}s for quiet" >&2
+	done
+	((other <= IDLE_MAX)) || echo "proxies.sh: warning: round $1 starts with other processes at ${other}% of a CPU: its numbers will be noisy" >&2
+}
+# hist_pct FILE: "p50 p99" in µs of the latencies in FILE's HIST lines (report.lua), merged;
+# the rank as wrk's own percentile takes it.
+hist_pct() {
+	tr ' ' '\n' <"$1" | awk -F: 'NF == 2 { c[$1] += $2 } END { for (v in c) print v, c[v] }' | sort -n |
+		awk '{ v[NR] = $1; c[NR] = $2; total += $2 }
+		END {
+			r50 = int(0.50 * total + 1); r99 = int(0.99 * total + 1); t = 0; p50 = p99 = 0
+			for (i = 1; i <= NR; i++) { t += c[i]; if (!p50 && t >= r50) p50 = v[i]; if (!p99 && t >= r99) p99 = v[i] }
+			if (!p99) p99 = v[NR]
+			print p50 + 0, p99 + 0 }'
+}
+
+# ---- protocols mode: every protocol a client speaks, fenec-entry beside nginx -------------
+# In one run and the same interleaved rounds, in front of the same upstream: plain HTTP/1.1,
+# HTTP/1.1 over TLS, h2 over TLS, h2c, full TLS handshakes, session resumption, and the conns
+# mode's memory per held connection. README.md, "Every protocol a client speaks", says what
+# each row measures. Each target runs as two processes (two nginx masters with their workers,
+# two fenec-entry processes): one with the plain listeners (HTTP/1.1; h2c: the entry on the
+# same port, nginx on a second one, as nginx 1.22 speaks h2c only on a port of its own), one
+# with the TLS listener, since the entry given a certificate serves TLS on its only listener.
+# The memory rows start each target afresh as the conns mode does.
+H2LOAD_THREADS=2 # as wrk -t2
+declare -A INST_PLAIN=() INST_TLS=() URL_PLAIN=() URL_H2C=() URL_TLS=() TLS_ADDR=()
+declare -A TLS_BYTES=() TLS_INFO=() BROKEN=()
+# The rows each protocol's check stands for: a protocol that fails its check leaves them
+# BROKEN in the table, the target's other protocols measured as usual.
+declare -A PROTO_METRICS=([plain]="plain_rps plain_p50 plain_p99" [https]="https_rps https_p50 https_p99"
+	[h2]="h2_rps" [h2c]="h2c_rps" [tls10]="handshakes resumed")
+
+# proto_cert: one self-signed ECDSA P-256 certificate for the run, for every TLS listener.
+proto_cert() {
+	mkdir -p "$TMP/tls"
+	CERT=$TMP/tls/cert.pem KEY=$TMP/tls/key.pem
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+		-subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+		-keyout "$KEY" -out "$CERT" >"$TMP/tls/req.log" 2>&1 ||
+		{ cat "$TMP/tls/req.log" >&2; die "openssl req: could not make the certificate"; }
+}
+
+# proto_nginx KIND: starts nginx-KIND, KIND plain (HTTP/1.1 on one port, h2c on a second) or
+# tls (HTTPS, HTTP/1.1 and h2 by ALPN), with the requests mode's proxying and header work.
+proto_nginx() {
+	local kind=$1 name=nginx-$1 dir=$TMP/nginx-$1 p1 p2 servers loc
+	mkdir -p "$dir"
+	# shellcheck disable=SC2016 # nginx's $request_id, not this shell's
+	loc='        location / {
+            proxy_pass http://fenec_router;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Fenec-Home 1;
+            proxy_set_header X-Request-Id $request_id;
+            proxy_hide_header Fenec-Home;
+            proxy_buffering off;
+        }'
+	port p1
+	if [[ $kind == plain ]]; then
+		port p2
+		servers="    server {
+        listen 127.0.0.1:$p1;
+$loc
+    }
+    server {
+        listen 127.0.0.1:$p2 http2;
+$loc
+    }"
+		URL_PLAIN[nginx]=http://127.0.0.1:$p1$REQ_PATH
+		URL_H2C[nginx]=http://127.0.0.1:$p2$REQ_PATH
+		INST_PLAIN[nginx]=$name
+	else
+		# Session cache and tickets as nginx has them by default, with the shared cache a
+		# server of several workers would use. ssl_protocols: nginx 1.22's default leaves
+		# TLS 1.3 out, which the entry (Go) and every client here speak. The server's cipher
+		# order, as the entry (Go) chooses its own: both then agree on TLS_AES_128_GCM_SHA256
+		# with clients (OpenSSL's) that list AES-256 first.
+		servers="    ssl_certificate $CERT;
+    ssl_certificate_key $KEY;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_prefer_server_ciphers on;
+    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;
+    ssl_session_cache shared:SSL:10m;
+    server {
+        listen 127.0.0.1:$p1 ssl http2;
+$loc
+    }"
+		URL_TLS[nginx]=https://127.0.0.1:$p1$REQ_PATH
+		TLS_ADDR[nginx]=127.0.0.1:$p1
+		INST_TLS[nginx]=$name
+	fi
+	cat >"$dir/nginx.conf" <<EOF
+worker_processes $WORKERS;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $dir/body;
+    proxy_temp_path $dir/proxy;
+    fastcgi_temp_path $dir/fastcgi;
+    uwsgi_temp_path $dir/uwsgi;
+    scgi_temp_path $dir/scgi;
+    keepalive_requests 1000000;
+    upstream fenec_router {
+        server 127.0.0.1:$UP_PORT;
+        keepalive 64;
+        keepalive_requests 1000000;
+    }
+$servers
+}
+EOF
+	start "$name" "$SERVER_CPUS" nginx -e "$dir/error.log" -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;'
+	if [[ $kind == plain ]]; then wait_ready "$name" "${URL_PLAIN[nginx]}"; else wait_ready "$name" "${URL_TLS[nginx]}" -k; fi
+}
+
+# proto_entry TARGET KIND: starts TARGET-KIND (fenec-entry or fenec-entry-b) as start_entry
+# does; KIND tls adds the run's certificate, which turns its listener to HTTPS.
+proto_entry() {
+	local t=$1 kind=$2 name=$1-$2 listen admin gossip rpc tls=()
+	port listen
+	port admin
+	port gossip
+	port rpc
+	[[ $kind == plain ]] || tls=(--tls-cert "$CERT" --tls-key "$KEY")
+	start "$name" "$SERVER_CPUS" env "${ENTRY_ENV[@]}" "$TMP/bin/$t" serve \
+		--listen "127.0.0.1:$listen" --admin-listen "127.0.0.1:$admin" \
+		--routers "eu=http://127.0.0.1:$UP_PORT" \
+		--gossip-bind "127.0.0.1:$gossip" --rpc-addr "127.0.0.1:$rpc" "${tls[@]}"
+	if [[ $kind == plain ]]; then
+		URL_PLAIN[$t]=http://127.0.0.1:$listen$REQ_PATH
+		URL_H2C[$t]=${URL_PLAIN[$t]}
+		INST_PLAIN[$t]=$name
+		wait_ready "$name" "${URL_PLAIN[$t]}"
+	else
+		URL_TLS[$t]=https://127.0.0.1:$listen$REQ_PATH
+		TLS_ADDR[$t]=127.0.0.1:$listen
+		INST_TLS[$t]=$name
+		wait_ready "$name" "${URL_TLS[$t]}" -k
+	fi
+	entry_kids "$t"
+}
+
+# entry_kids TARGET: count_kids for both processes of fenec-entry TARGET, the most under TARGET.
+entry_kids() {
+	local inst
+	for inst in "${INST_PLAIN[$1]:-}" "${INST_TLS[$1]:-}"; do
+		[[ -n $inst ]] || continue
+		count_kids "$inst"
+		((${ENTRY_KIDS[$inst]:-0} <= ${ENTRY_KIDS[$1]:-0})) || ENTRY_KIDS[$1]=${ENTRY_KIDS[$inst]}
+	done
+}
+
+# check_http WANT URL CURL-ARGS...: one GET by hand, as verify does, for a protocol curl is
+# told to speak; on failure returns 1 with WHY.
+check_http() {
+	local want=$1 url=$2 hdr=$TMP/check.hdr status size
+	shift 2
+	WHY=""
+	: >"$hdr"
+	if ! size=$(curl -sS -D "$hdr" -o /dev/null -w '%{size_download}' --max-time 2 "$@" "$url" 2>"$hdr.err"); then
+		WHY="curl $* $url: $(tail -n 1 "$hdr.err")"
+		return 1
+	fi
+	status=$(head -n 1 "$hdr" | tr -d '\r')
+	[[ $status == "$want"* ]] || { WHY="curl $*: want $want, got: ${status:-no answer}"; return 1; }
+	grep -qi '^fenec-shard: 1' "$hdr" || { WHY="curl $*: the answer lacks Fenec-Shard: 1"; return 1; }
+	((size == 64)) || { WHY="curl $*: want the 64-byte body, got $size bytes"; return 1; }
+	! grep -qi '^fenec-home:' "$hdr" || echo "proxies.sh: warning: $url passed Fenec-Home on to the client" >&2
+}
+
+# check_tls10 TARGET: the request openssl s_time and the resumption loop send (GET, HTTP/1.0,
+# no Host) over TLS, checked by hand; sets TLS_BYTES (the answer's bytes, which s_time's
+# must match) and TLS_INFO (what the handshake settled on). On failure returns 1 with WHY.
+check_tls10() {
+	local t=$1 out=$TMP/check.$1.tls10 status body info
+	WHY=""
+	printf 'GET %s HTTP/1.0\r\n\r\n' "$REQ_PATH" |
+		timeout 5 openssl s_client -connect "${TLS_ADDR[$t]}" -quiet >"$out" 2>"$out.err" || true
+	status=$(head -n 1 "$out" | tr -d '\r')
+	[[ $status =~ ^HTTP/1\.[01]\ 200 ]] || { WHY="openssl s_client, GET HTTP/1.0: want 200, got: ${status:-no answer} ($(tail -n 1 "$out.err"))"; return 1; }
+	grep -qi '^fenec-shard: 1' "$out" || { WHY="openssl s_client, GET HTTP/1.0: the answer lacks Fenec-Shard: 1"; return 1; }
+	body=$(awk 'BEGIN { RS = "\r\n\r\n" } NR > 1 { printf "%s%s", (NR > 2) ? RS : "", $0 }' "$out" | wc -c)
+	((body == 64)) || { WHY="openssl s_client, GET HTTP/1.0: want the 64-byte body, got $body bytes"; return 1; }
+	TLS_BYTES[$t]=$(wc -c <"$out")
+	info=$(timeout 5 openssl s_client -connect "${TLS_ADDR[$t]}" -alpn h2,http/1.1 </dev/null 2>&1 |
+		awk '/^(New|Reused), / && !v { sub(/,$/, "", $2); v = $2; c = $NF }
+			/^Server Temp Key:/ { sub(/^Server Temp Key: /, ""); sub(/,.*/, ""); k = $0 }
+			/^Peer signature type:/ { s = $NF }
+			/^ALPN protocol:/ { a = $NF }
+			END { printf "%s %s, key exchange %s, %s signature, ALPN %s", v, c, k, s, (a == "") ? "none" : a }' || true)
+	TLS_INFO[$t]=$info
+}
+
+# proto_check TARGET: every protocol of TARGET checked by hand before the rounds; a failure is
+# a warning, and the rows of that protocol say BROKEN (the reason under the table).
+proto_check() {
+	local t=$1 p ok m
+	for p in plain h2c https h2 tls10; do
+		case $p in
+		plain) check_http "HTTP/1.1 200" "${URL_PLAIN[$t]}" --http1.1 ;;
+		h2c) check_http "HTTP/2 200" "${URL_H2C[$t]}" --http2-prior-knowledge ;;
+		https) check_http "HTTP/1.1 200" "${URL_TLS[$t]}" -k --http1.1 ;;
+		h2) check_http "HTTP/2 200" "${URL_TLS[$t]}" -k --http2 ;;
+		tls10) check_tls10 "$t" ;;
+		esac && ok=1 || ok=0
+		((ok)) && continue
+		echo "proxies.sh: warning: $t fails the $p check, its $p rows are left out: $WHY" >&2
+		BROKEN[$t,$p]=$WHY
+		for m in ${PROTO_METRICS[$p]}; do printf '%s\t%s\t%s\n' "$t" "$m" "$p: $WHY" >>"$TMP/broken.tsv"; done
+	done
+}
+proto_ok() { [[ -z ${BROKEN[$1,$2]:-} ]]; } # proto_ok TARGET PROTO: its check passed
+
+# client_run INST OUT CMD...: runs CMD on the client CPUs, its output to OUT, and sets what
+# wrk_run does (R_BUSY, R_OTHER, R_STEAL, R_CLIENT_TICKS), R_WALL_US, and R_TARGET_TICKS and
+# R_UP_TICKS, the CPU ticks of target process INST (and its children) and of the upstream.
+client_run() {
+	local inst=$1 out=$2 before ours steal0 child0 tt0 tu0 t0
+	shift 2
+	ours=$(our_ticks)
+	before=$(cpu_ticks)
+	steal0=$(steal_ticks)
+	tt0=$(proc_ticks "$inst")
+	tu0=$(proc_ticks upstream)
+	child0=$(children_ticks) # last before the client: the forks above are this shell's children too
+	t0=${EPOCHREALTIME/./}
+	(pinned "$CLIENT_CPUS" "$@") >"$out" 2>&1 &
+	WRK_PID=$!
+	wait "$WRK_PID" || { tail -n 20 "$out" >&2; die "$1 against $inst failed"; }
+	WRK_PID=""
+	R_WALL_US=$((${EPOCHREALTIME/./} - t0))
+	R_CLIENT_TICKS=$(($(children_ticks) - child0))
+	R_TARGET_TICKS=$(($(proc_ticks "$inst") - tt0))
+	R_UP_TICKS=$(($(proc_ticks upstream) - tu0))
+	R_BUSY=$(cpu_busy "$before")
+	R_OTHER=$(other_load "$before" "$ours")
+	R_STEAL=$(steal_pct "$steal0")
+	check_alive
+}
+
+# run_warnings R T WHAT: the disturbed-run warnings of the last run, as the requests mode's.
+run_warnings() {
+	((R_OTHER <= IDLE_MAX)) ||
+		echo "proxies.sh: warning: round $1, $2, $3: other processes took ${R_OTHER}% of a CPU" >&2
+	((R_STEAL <= STEAL_MAX)) ||
+		echo "proxies.sh: warning: round $1, $2, $3: the hypervisor took ${R_STEAL}% of the CPU time (steal): other guests on this host" >&2
+}
+
+# proto_latency ROUND PROTO: the c=1 latency runs over PROTO (plain or https) of every target,
+# sliced and merged as in the requests mode; a row per target.
+proto_latency() {
+	local r=$1 p=$2 k i t url inst p50 p99 busy
+	local -A lat_req=() lat_err=() lat_other=() lat_steal=()
+	local -a live=()
+	for t in "${order[@]}"; do
+		proto_ok "$t" "$p" || continue
+		live+=("$t")
+		: >"$TMP/hist.$t"
+		lat_req[$t]=0 lat_err[$t]=0 lat_other[$t]=0 lat_steal[$t]=0
+	done
+	((${#live[@]})) || return 0
+	for ((k = 0; k < SLICES; k++)); do
+		for ((i = 0; i < ${#live[@]}; i++)); do
+			t=${live[$(((i + k) % ${#live[@]}))]}
+			if [[ $p == plain ]]; then inst=${INST_PLAIN[$t]} url=${URL_PLAIN[$t]}; else inst=${INST_TLS[$t]} url=${URL_TLS[$t]}; fi
+			wrk_run "$inst" 1 1 "$SLICE_S" "$url"
+			grep '^HIST ' "$TMP/wrk.$inst.out" >>"$TMP/hist.$t" || die "wrk printed no HIST line against $inst"
+			lat_req[$t]=$((lat_req[$t] + R_REQUESTS)) lat_err[$t]=$((lat_err[$t] + R_SOCKET_ERRORS + R_NON_2XX))
+			((R_OTHER <= lat_other[$t])) || lat_other[$t]=$R_OTHER
+			((R_STEAL <= lat_steal[$t])) || lat_steal[$t]=$R_STEAL
+		done
+	done
+	for ((i = 0; i < ${#live[@]}; i++)); do
+		t=${live[$i]}
+		read -r p50 p99 < <(hist_pct "$TMP/hist.$t")
+		((lat_req[$t] > 0)) || lat_err[$t]=$((lat_err[$t] + 1)) # no answer at all is an error too
+		printf '{"kind":"protocol","round":%d,"position":%d,"target":"%s","measurement":"%s_latency","tool":"wrk -t1 -c1","seconds":%d,"slices":%d,"p50_us":%d,"p99_us":%d,"requests":%d,"errors":%d,"other_load_pct":%d,"steal_pct":%d}\n' \
+			"$r" "$((i + 1))" "$t" "$p" "$MEASURE_S" "$SLICES" "$p50" "$p99" "${lat_req[$t]}" "${lat_err[$t]}" "${lat_other[$t]}" "${lat_steal[$t]}" >>"$OUT"
+		busy=-
+		printf '%d\t%s\t%s_p50\t%s\t-\t%d\t%d\t%d\t%s\n' "$r" "$t" "$p" "$p50" "${lat_err[$t]}" "${lat_steal[$t]}" "${lat_other[$t]}" "$busy" >>"$PROWS"
+		printf '%d\t%s\t%s_p99\t%s\t-\t%d\t%d\t%d\t%s\n' "$r" "$t" "$p" "$p99" "${lat_err[$t]}" "${lat_steal[$t]}" "${lat_other[$t]}" "$busy" >>"$PROWS"
+		((lat_other[$t] <= IDLE_MAX)) || echo "proxies.sh: warning: round $r, $t, $p latency: other processes took ${lat_other[$t]}% of a CPU" >&2
+		((lat_steal[$t] <= STEAL_MAX)) || echo "proxies.sh: warning: round $r, $t, $p latency: the hypervisor took ${lat_steal[$t]}% of the CPU time (steal): other guests on this host" >&2
+	done
+}
+
+# proto_load ROUND POSITION TARGET MEASUREMENT: one load run, MEASUREMENT plain or https
+# (wrk -t2 -c--conns), h2 or h2c (h2load) or handshakes (openssl s_time -new); a row.
+proto_load() {
+	local r=$1 pos=$2 t=$3 m=$4 inst url out rps req err line tool json_extra="" bytes want tt0 tu0 us
+	case $m in
+	plain | https)
+		if [[ $m == plain ]]; then inst=${INST_PLAIN[$t]} url=${URL_PLAIN[$t]}; else inst=${INST_TLS[$t]} url=${URL_TLS[$t]}; fi
+		tool="wrk -t2 -c$CONNS"
+		tt0=$(proc_ticks "$inst") tu0=$(proc_ticks upstream)
+		wrk_run "$inst" 2 "$CONNS" "$MEASURE_S" "$url"
+		R_TARGET_TICKS=$(($(proc_ticks "$inst") - tt0)) R_UP_TICKS=$(($(proc_ticks upstream) - tu0))
+		rps=$R_RPS req=$R_REQUESTS err=$((R_SOCKET_ERRORS + R_NON_2XX))
+		;;
+	h2 | h2c)
+		if [[ $m == h2 ]]; then inst=${INST_TLS[$t]} url=${URL_TLS[$t]}; else inst=${INST_PLAIN[$t]} url=${URL_H2C[$t]}; fi
+		tool="h2load -t$H2LOAD_THREADS -c$H2_CLIENTS -m$H2_STREAMS"
+		out=$TMP/h2load.$inst.out
+		client_run "$inst" "$out" h2load -t"$H2LOAD_THREADS" -c"$H2_CLIENTS" -m"$H2_STREAMS" -D "$MEASURE_S" "$url"
+		# "finished in 5.00s, 9514.50 req/s, ..."; "requests: T total, S started, D done,
+		# OK succeeded, F failed, E errored, X timeout" (F: every failure, errors, timeouts and
+		# 4xx/5xx answers alike); "status codes: A 2xx, B 3xx, C 4xx, D 5xx"
+		line=$(awk '/^finished in / { r = $4 } /^requests: / { ok = $8; bad = $10 }
+			/^status codes: / { st = $5 } /^Application protocol: / { ap = $3 }
+			END { printf "%s %s %s %s %s", (r == "") ? "-" : r, (ok == "") ? 0 : ok, bad + 0, st + 0, (ap == "") ? "-" : ap }' "$out")
+		read -r rps req err json_extra want <<<"$line"
+		[[ $rps != - ]] || { tail -n 20 "$out" >&2; die "h2load against $inst printed no result"; }
+		# 3xx answers are errors here too (h2load counts them as succeeded).
+		err=$((err + json_extra))
+		if [[ $want != "$m" ]]; then
+			echo "proxies.sh: warning: round $r, $t, $m: h2load spoke ${want}, not $m: every request counted as an error" >&2
+			err=$((err + req + 1))
+		fi
+		((err == 0)) || echo "proxies.sh: warning: round $r, $t, $m: $err failed or non-2xx requests of $((req + err)) (h2load, $out)" >&2
+		json_extra=",\"application_protocol\":\"$want\""
+		;;
+	handshakes)
+		inst=${INST_TLS[$t]}
+		tool="openssl s_time -new"
+		out=$TMP/s_time.$inst.out
+		client_run "$inst" "$out" openssl s_time -new -connect "${TLS_ADDR[$t]}" -www "$REQ_PATH" -time "$MEASURE_S"
+		# "N connections in T real seconds, B bytes read per connection": T in whole seconds,
+		# so the rate is N over the run's own wall time.
+		line=$(awk '/connections in .* real seconds/ { n = $1; b = $7 } END { print n + 0, b + 0 }' "$out")
+		read -r req bytes <<<"$line"
+		rps=$(awk -v n="$req" -v us="$R_WALL_US" 'BEGIN { printf "%.1f", (us > 0) ? n * 1e6 / us : 0 }')
+		err=0
+		want=${TLS_BYTES[$t]}
+		if ((req == 0)); then
+			err=1
+			echo "proxies.sh: warning: round $r, $t, handshakes: openssl s_time made no connection ($out)" >&2
+		elif ((bytes != want)); then
+			# Every connection read the answer; one of another size is not the checked 200.
+			err=$req
+			echo "proxies.sh: warning: round $r, $t, handshakes: $bytes bytes read a connection, the checked answer has $want: every connection counted as an error" >&2
+		fi
+		json_extra=",\"bytes_per_conn\":$bytes,\"wall_us\":$R_WALL_US"
+		;;
+	esac
+	[[ $t != fenec-entry* ]] || entry_kids "$t"
+	us=$(awk -v c="$R_CLIENT_TICKS" -v u="$R_UP_TICKS" -v a="$R_TARGET_TICKS" -v n="$req" -v hz="$CLK_TCK" \
+		'BEGIN { k = (n > 0) ? 1e6 / hz / n : 0; printf "%.2f\t%.2f\t%.2f\t%s", c * k, u * k, a * k, (u > 0) ? sprintf("%.3f", a / u) : "null" }')
+	local us_c us_u us_t vs_up
+	IFS=$'\t' read -r us_c us_u us_t vs_up <<<"$us"
+	printf '{"kind":"protocol","round":%d,"position":%d,"target":"%s","measurement":"%s","tool":"%s","seconds":%d,"per_s":%s,"requests":%d,"errors":%d,"cpu_ticks":{"client":%d,"upstream":%d,"target":%d},"cpu_us_per_request":{"client":%s,"upstream":%s,"target":%s},"cpu_vs_upstream":%s,"cpu_busy_pct":[%s],"other_load_pct":%d,"steal_pct":%d%s}\n' \
+		"$r" "$pos" "$t" "$m" "$tool" "$MEASURE_S" "$rps" "$req" "$err" "$R_CLIENT_TICKS" "$R_UP_TICKS" "$R_TARGET_TICKS" \
+		"$us_c" "$us_u" "$us_t" "$vs_up" "$R_BUSY" "$R_OTHER" "$R_STEAL" "$json_extra" >>"$OUT"
+	[[ $m == handshakes ]] || m=${m}_rps
+	printf '%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n' "$r" "$t" "$m" "$rps" "$us_t" "$err" "$R_STEAL" "$R_OTHER" \
+		"$(pick_busy "$R_BUSY" server)" >>"$PROWS"
+	run_warnings "$r" "$t" "$m"
+}
+
+# proto_resume ROUND POSITION TARGET: a full handshake whose session is saved, then --resumes
+# reconnects, each offering the last session saved (as a client keeps its newest ticket) and
+# saving the one it gets; counts those the server resumed ("Reused" from openssl s_client).
+proto_resume() {
+	local r=$1 pos=$2 t=$3 i out=$TMP/resume.$3.out sess=$TMP/resume.$3 reused=0 fresh=0 failed=0 line
+	rm -f "$sess".*.pem
+	printf 'GET %s HTTP/1.0\r\n\r\n' "$REQ_PATH" |
+		(pinned "$CLIENT_CPUS" timeout 5 openssl s_client -connect "${TLS_ADDR[$t]}" -sess_out "$sess.0.pem" -ign_eof) >"$out" 2>&1 || true
+	[[ -s $sess.0.pem ]] || die "$t: openssl s_client saved no session ($(tail -n 1 "$out"))"
+	for ((i = 1; i <= RESUMES; i++)); do
+		printf 'GET %s HTTP/1.0\r\n\r\n' "$REQ_PATH" |
+			(pinned "$CLIENT_CPUS" timeout 5 openssl s_client -connect "${TLS_ADDR[$t]}" \
+				-sess_in "$sess.$((i - 1)).pem" -sess_out "$sess.$i.pem" -ign_eof) >"$out" 2>&1 || true
+		line=$(awk '/^(New|Reused), / { print $1; exit }' "$out")
+		if [[ ! -s $sess.$i.pem ]] || ! grep -Eq '^HTTP/1\.[01] 200' "$out"; then
+			((++failed))
+			cp "$sess.$((i - 1)).pem" "$sess.$i.pem" 2>/dev/null || true
+		elif [[ $line == Reused, ]]; then
+			((++reused))
+		else
+			((++fresh))
+		fi
+	done
+	check_alive
+	((failed == 0)) || echo "proxies.sh: warning: round $r, $t, resumption: $failed of $RESUMES reconnects failed or were not answered 200 (last: $out)" >&2
+	printf '{"kind":"protocol","round":%d,"position":%d,"target":"%s","measurement":"resumption","tool":"openssl s_client -sess_in -sess_out","reconnects":%d,"resumed":%d,"full_handshakes":%d,"failed":%d}\n' \
+		"$r" "$pos" "$t" "$RESUMES" "$reused" "$fresh" "$failed" >>"$OUT"
+	printf '%d\t%s\tresumed\t%d\t-\t%d\t-\t-\t-\n' "$r" "$t" "$reused" "$failed" >>"$PROWS"
+}
+
+# proto_table: the one table of the protocols mode, from $PROWS and the memory rows in $ROWS;
+# medians over rounds (min-max), ratios paired per round.
+proto_table() {
+	local mem=$TMP/memrows.tsv
+	# The conns mode's rows as measurements (the connections the proxy closed while held as
+	# errors): round target metric KB/conn.
+	awk -F'\t' '{ printf "%d\t%s\t%s\t%s\t-\t%d\t-\t-\t-\n", $1, $3, ($2 == "idle") ? "idle_kb" : "stream_kb", $7, $9 }' "$ROWS" >"$mem"
+	cat "$PROWS" "$mem" | awk -F'\t' -v targets="$(IFS=,; echo "${TARGETS[*]}")" -v resumes="$RESUMES" \
+		-v conns="$CONNS" -v h2="-c$H2_CLIENTS -m$H2_STREAMS" -v idle="$IDLE_CONNS" -v streams="$STREAMS" \
+		-v scen=" ${SCENARIOS[*]} " -v broken="$TMP/broken.tsv" '
+	function med(a, n,   i, j, v) { # sorts a[1..n] in place
+		for (i = 2; i <= n; i++) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	function add(key, v) { vals[key, ++cnt[key]] = v }
+	function stat(key, fmt,   a, i, n, m) { # "median (min-max)" of the values under key
+		n = cnt[key]
+		if (n == 0) return ""
+		for (i = 1; i <= n; i++) a[i] = vals[key, i]
+		m = med(a, n)
+		if (sprintf(fmt, a[1]) == sprintf(fmt, a[n])) return sprintf(fmt, m)
+		return sprintf(fmt " (" fmt "-" fmt ")", m, a[1], a[n])
+	}
+	function cell(m, t, fmt,   s) {
+		if ((t, m) in bad) return "BROKEN"
+		s = stat(m " " t, fmt)
+		if (s == "") return "MISSING"
+		if (err[m, t] > 0) s = s " ⚠ " err[m, t] " err"
+		return s
+	}
+	BEGIN { while ((getline line < broken) > 0) { split(line, f, "\t"); bad[f[1], f[2]] = 1 } }
+	{ v[$1, $2, $3] = $4; if ($5 != "-") c[$1, $2, $3] = $5; err[$3, $2] += $6; rounds[$1] = 1
+	  add($3 " " $2, $4); if ($5 != "-") add("cpu " $3 " " $2, $5) }
+	END {
+		nt = split(targets, T, ",")
+		nm = 0
+		M[++nm] = "plain_rps";  L[nm] = "plain HTTP/1.1 requests/s, c=" conns; B[nm] = "higher"; F[nm] = "%.0f"
+		M[++nm] = "plain_p50";  L[nm] = "plain HTTP/1.1 p50 µs, c=1"; B[nm] = "lower"; F[nm] = "%.0f"
+		M[++nm] = "plain_p99";  L[nm] = "plain HTTP/1.1 p99 µs, c=1"; B[nm] = "lower"; F[nm] = "%.0f"
+		M[++nm] = "https_rps";  L[nm] = "HTTPS HTTP/1.1 requests/s, c=" conns; B[nm] = "higher"; F[nm] = "%.0f"
+		M[++nm] = "https_p50";  L[nm] = "HTTPS HTTP/1.1 p50 µs, c=1"; B[nm] = "lower"; F[nm] = "%.0f"
+		M[++nm] = "https_p99";  L[nm] = "HTTPS HTTP/1.1 p99 µs, c=1"; B[nm] = "lower"; F[nm] = "%.0f"
+		M[++nm] = "h2_rps";     L[nm] = "h2 (TLS) requests/s, " h2; B[nm] = "higher"; F[nm] = "%.0f"
+		M[++nm] = "h2c_rps";    L[nm] = "h2c requests/s, " h2; B[nm] = "higher"; F[nm] = "%.0f"
+		M[++nm] = "handshakes"; L[nm] = "full TLS handshakes/s, one at a time"; B[nm] = "higher"; F[nm] = "%.0f"
+		M[++nm] = "resumed";    L[nm] = "sessions resumed, of " resumes " reconnects"; B[nm] = "higher"; F[nm] = "%g/" resumes
+		if (scen ~ / idle /) { M[++nm] = "idle_kb"; L[nm] = "KB per idle keep-alive connection (" idle " held)"; B[nm] = "lower"; F[nm] = "%.2f" }
+		if (scen ~ / streams /) { M[++nm] = "stream_kb"; L[nm] = "KB per open event stream (" streams " held)"; B[nm] = "lower"; F[nm] = "%.2f" }
+		# Ratios: every target but nginx against nginx, and fenec-entry against fenec-entry-b.
+		np = 0
+		for (k = 1; k <= nt; k++) if (T[k] != "nginx") { PA[++np] = T[k]; PB[np] = "nginx" }
+		for (k = 1; k <= nt; k++) if (T[k] == "fenec-entry-b") { PA[++np] = "fenec-entry"; PB[np] = "fenec-entry-b" }
+		for (i = 1; i <= nm; i++) for (p = 1; p <= np; p++) for (r in rounds) {
+			m = M[i]; a = PA[p]; b = PB[p]
+			if (((r, a, m) in v) && ((r, b, m) in v) && v[r, b, m] > 0) add("ratio " m " " a " " b, v[r, a, m] / v[r, b, m])
+			if (((r, a, m) in c) && ((r, b, m) in c) && c[r, b, m] > 0) add("cpuratio " m " " a " " b, c[r, a, m] / c[r, b, m])
+		}
+		h = "| measurement | better |"; sep = "|---|---|"
+		for (k = 1; k <= nt; k++) { h = h " " T[k] " | " T[k] " CPU µs |"; sep = sep "---|---|" }
+		for (p = 1; p <= np; p++) { h = h " " PA[p] " / " PB[p] " | CPU " PA[p] " / " PB[p] " |"; sep = sep "---|---|" }
+		print h; print sep
+		for (i = 1; i <= nm; i++) {
+			m = M[i]; line = "| " L[i] " | " B[i] " |"
+			for (k = 1; k <= nt; k++) {
+				t = T[k]
+				cpu = ((t, m) in bad) ? "-" : stat("cpu " m " " t, "%.1f")
+				line = line " " cell(m, T[k], F[i]) " | " ((cpu == "") ? "-" : cpu) " |"
+			}
+			for (p = 1; p <= np; p++) {
+				s = stat("ratio " m " " PA[p] " " PB[p], "%.2f"); s2 = stat("cpuratio " m " " PA[p] " " PB[p], "%.2f")
+				line = line " " ((s == "") ? "-" : s) " | " ((s2 == "") ? "-" : s2) " |"
+			}
+			print line
+		}
+	}'
+}
+
+# proto_busy: the server CPU's (or, unpinned, all CPUs') busy share during each load run, median.
+proto_busy() {
+	awk -F'\t' -v targets="$(IFS=,; echo "${TARGETS[*]}")" '
+	function med(a, n,   i, j, v) {
+		for (i = 2; i <= n; i++) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	$9 != "-" { x[$3, $2, ++n[$3, $2]] = $9; if (!($3 in seen)) { seen[$3] = 1; order[++nm] = $3 } }
+	END {
+		nt = split(targets, T, ",")
+		for (i = 1; i <= nm; i++) {
+			m = order[i]; s = ""
+			for (k = 1; k <= nt; k++) {
+				if (!((m, T[k]) in n)) continue
+				delete a
+				for (j = 1; j <= n[m, T[k]]; j++) a[j] = x[m, T[k], j]
+				s = s sprintf("%s%s %.0f%%", (s == "") ? "" : ", ", T[k], med(a, n[m, T[k]]))
+			}
+			out = out sprintf("%s%s: %s", (out == "") ? "" : "; ", m, s)
+		}
+		print out
+	}' "$PROWS"
+}
+
+protocols_main() {
+	local r i t s n m order
+	conns_limits
+	((${#TARGETS[@]})) || die "no target left to measure"
+	if has_target fenec-entry-b; then cp "$AB_BIN" "$TMP/bin/fenec-entry-b"; fi
+	proto_cert
+	: >"$TMP/broken.tsv"
+	port UP_PORT
+	start upstream "$SERVER_CPUS" "$TMP/bin/upstream" -listen "127.0.0.1:$UP_PORT"
+	wait_ready upstream "http://127.0.0.1:$UP_PORT$REQ_PATH"
+	if [[ " ${SCENARIOS[*]} " == *" streams "* ]]; then
+		port STANDIN_PORT
+		start standin "$SERVER_CPUS" "$TMP/bin/fenec-standin" --region "eu=127.0.0.1:$STANDIN_PORT" \
+			--tenants acme=eu --http-keepalive "$STANDIN_KEEPALIVE" --log-level warn
+		wait_ready standin "http://127.0.0.1:$STANDIN_PORT/t/acme/echo"
+	fi
+	for t in "${TARGETS[@]}"; do
+		if [[ $t == nginx ]]; then
+			proto_nginx plain
+			proto_nginx tls
+		else
+			proto_entry "$t" plain
+			proto_entry "$t" tls
+		fi
+	done
+	for t in "${TARGETS[@]}"; do proto_check "$t"; done
+
+	open_out
+	facts
+	ver_wrk=$(wrk -v 2>&1 | awk 'NR == 1 { print $2 }' || true) # wrk -v exits 1
+	ver_h2load=$(h2load --version 2>&1 | awk 'NR == 1 { print $2 }' || true)
+	ver_openssl=$(openssl version 2>&1 | awk 'NR == 1 { print $2 }' || true)
+	REPRO="bash bench/proxies.sh --mode protocols --rounds $ROUNDS --seconds $MEASURE_S --latency-slices $SLICES --warmup $WARMUP_S --idle-wait $IDLE_WAIT_S --conns $CONNS --h2-clients $H2_CLIENTS --h2-streams $H2_STREAMS --resumes $RESUMES --idle-conns $IDLE_CONNS --streams $STREAMS --settle $SETTLE_S --scenarios $SCENARIOS_ARG --pin $PIN${ENTRY_ENV[0]:+ --workers $WORKERS} --targets $TARGETS_ARG${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}${AB_BIN:+ --ab-bin $AB_BIN}"
+	{
+		printf '{"kind":"meta","mode":"protocols","started":%s,"nproc":%d,"cpu":%s,"kernel":%s' \
+			"$(json_str "$started")" "$NCPU" "$(json_str "$cpu_model")" "$(json_str "$(uname -r)")"
+		printf ',"pin":%s,"client_cpus":%s,"server_cpus":%s,"workers":%d,"rounds":%d,"seconds":%d,"latency_slices":%d,"conns":%d,"h2_clients":%d,"h2_streams":%d,"resumes":%d' \
+			"$(json_str "$PIN")" "$(json_str "$CLIENT_CPUS")" "$(json_str "$SERVER_CPUS")" "$WORKERS" \
+			"$ROUNDS" "$MEASURE_S" "$SLICES" "$CONNS" "$H2_CLIENTS" "$H2_STREAMS" "$RESUMES"
+		printf ',"scenarios":%s,"idle_conns":%d,"streams":%d,"settle_s":%d' \
+			"$(json_str "$(IFS=,; echo "${SCENARIOS[*]}")")" "$IDLE_CONNS" "$STREAMS" "$SETTLE_S"
+		printf ',"tls":{'
+		s=""
+		for t in "${TARGETS[@]}"; do
+			printf '%s"%s":%s' "$s" "$t" "$(json_str "${TLS_INFO[$t]:-broken}")"
+			s=,
+		done
+		printf '},"git":%s,"fenec_entry":%s,"nginx":%s,"wrk":%s,"h2load":%s,"openssl":%s,"go":%s,"targets":%s,"reproduce":%s}\n' \
+			"$(json_str "$git_rev")" "$(json_str "$ver_entry")" "$(json_str "$ver_nginx")" \
+			"$(json_str "$ver_wrk")" "$(json_str "$ver_h2load")" "$(json_str "$ver_openssl")" "$(json_str "$ver_go")" \
+			"$(json_str "$(IFS=,; echo "${TARGETS[*]}")")" "$(json_str "$REPRO")"
+	} >>"$OUT"
+
+	PROWS=$TMP/protorows.tsv # round target metric value target-CPU-µs errors steal% other% server-busy%
+	: >"$PROWS"
+	ROWS=$TMP/rows.tsv # the conns mode's rows (conns_measure)
+	: >"$ROWS"
+	n=${#TARGETS[@]}
+	echo "proxies.sh: --mode protocols: targets ${TARGETS[*]}; $ROUNDS rounds; about $((n * 4 * WARMUP_S + ROUNDS * (1 + n * (9 * MEASURE_S + 3) + n * ${#SCENARIOS[@]} * (SETTLE_S + 10))))s, more if it waits for quiet" >&2
+	if ((WARMUP_S)); then
+		for t in "${TARGETS[@]}"; do
+			! proto_ok "$t" plain || wrk_run "${INST_PLAIN[$t]}" 2 "$CONNS" "$WARMUP_S" "${URL_PLAIN[$t]}"
+			! proto_ok "$t" https || wrk_run "${INST_TLS[$t]}" 2 "$CONNS" "$WARMUP_S" "${URL_TLS[$t]}"
+			! proto_ok "$t" h2 || client_run "${INST_TLS[$t]}" "$TMP/warmup.out" h2load -t"$H2LOAD_THREADS" \
+				-c"$H2_CLIENTS" -m"$H2_STREAMS" -D "$WARMUP_S" "${URL_TLS[$t]}"
+			! proto_ok "$t" h2c || client_run "${INST_PLAIN[$t]}" "$TMP/warmup.out" h2load -t"$H2LOAD_THREADS" \
+				-c"$H2_CLIENTS" -m"$H2_STREAMS" -D "$WARMUP_S" "${URL_H2C[$t]}"
+		done
+	fi
+	# Rounds as in the requests mode: every target once per measurement, the order rotated by
+	# one each round; each measurement visits the targets in turn before the next starts, so
+	# that what drifts within a round hits both sides of a ratio alike.
+	for ((r = 1; r <= ROUNDS; r++)); do
+		order=()
+		for ((i = 0; i < n; i++)); do order+=("${TARGETS[$(((i + r - 1) % n))]}"); done
+		wait_idle "$r"
+		echo "proxies.sh: round $r/$ROUNDS: ${order[*]}" >&2
+		proto_latency "$r" plain
+		proto_latency "$r" https
+		for m in plain https h2 h2c handshakes; do
+			for ((i = 0; i < n; i++)); do
+				t=${order[$i]}
+				if [[ $m == handshakes ]]; then proto_ok "$t" tls10 || continue; else proto_ok "$t" "$m" || continue; fi
+				proto_load "$r" "$((i + 1))" "$t" "$m"
+			done
+		done
+		for ((i = 0; i < n; i++)); do
+			t=${order[$i]}
+			proto_ok "$t" tls10 || continue
+			proto_resume "$r" "$((i + 1))" "$t"
+		done
+		for s in "${SCENARIOS[@]}"; do
+			for ((i = 0; i < n; i++)); do conns_measure "$r" "$((i + 1))" "$s" "${order[$i]}"; done
+		done
+	done
+
+	{
+		echo "## fenec-entry vs nginx over every protocol a client speaks: GET $REQ_PATH on loopback"
+		echo
+		proto_table
+		echo
+		echo "Median over $ROUNDS interleaved rounds (min-max); each ratio is paired per round (this round's target over this round's nginx), then the median taken."
+		echo "CPU µs: the target's CPU (user + system, every process of it) over the requests of the run; in the handshakes row, over the connections (a full handshake and one request each)."
+		echo "p50/p99: wrk -t1 -c1 --latency, ${MEASURE_S}s in $SLICES slices taking turns with the other targets, merged; requests/s: wrk -t2 -c$CONNS, ${MEASURE_S}s; h2, h2c: h2load -t$H2LOAD_THREADS -c$H2_CLIENTS -m$H2_STREAMS -D $MEASURE_S;"
+		echo "handshakes: openssl s_time -new -www $REQ_PATH -time $MEASURE_S (one connection at a time, each a full handshake and a GET); resumption: openssl s_client -sess_in (the last session saved) -sess_out, $RESUMES reconnects, \"Reused\" counted;"
+		((${#SCENARIOS[@]} == 0)) || echo "memory: as --mode conns: (RSS after - before) / connections held, a fresh target each time (fenec-entry: every process of it; nginx: its worker), 1 KB = 1024 B."
+		echo "⚠ N err: failed or non-2xx requests in those runs (raw file); BROKEN: the target failed that protocol's check by hand (below) and was not measured on it."
+		echo
+		echo "- server CPU busy during the load runs (median$([[ $PIN == split ]] && echo ", CPU $SERVER_CPUS" || echo ", all CPUs")): $(proto_busy)"
+		awk -F'\t' -v max="$IDLE_MAX" '$8 != "-" { n++; v[n] = $8; if ($8 > worst) { worst = $8; at = "round " $1 ", " $2 ", " $3 } }
+			END { if (!n) exit
+				if (!worst) { print "- other processes during the runs: none measured"; exit }
+				for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+				m = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+				printf "- other processes during the runs: median %.0f%% of a CPU, worst %d%% (%s)%s\n", m, worst, at,
+					(m > max) ? ": noisy, run again on a quiet machine" : (worst > max) ? ": distrust that run if it stands out in the raw file" : "" }' "$PROWS"
+		awk -F'\t' -v max="$STEAL_MAX" '$7 != "-" { n++; v[n] = $7; if ($7 > worst) { worst = $7; at = "round " $1 ", " $2 ", " $3 } }
+			END { if (!n) exit
+				if (!worst) { print "- steal (the hypervisor running other guests): none measured"; exit }
+				for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+				m = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+				printf "- steal (the hypervisor running other guests): median %.0f%% of the CPU time, worst %d%% (%s)%s\n", m, worst, at,
+					(worst > max) ? "; runs above " max "% are slowed by the host, not by the targets" : "" }' "$PROWS"
+		for t in "${TARGETS[@]}"; do
+			echo "- TLS, $t: ${TLS_INFO[$t]:-not checked (its TLS check failed)}; one self-signed ECDSA P-256 certificate for every target"
+		done
+		awk -F'\t' '{ split($3, p, ":"); if (!(($1, p[1]) in seen)) { seen[$1, p[1]] = 1; printf "- BROKEN: %s, %s\n", $1, $3 } }' "$TMP/broken.tsv"
+		awk -F'\t' '{ c += $9 } END { if (c) printf "- WARNING: %d held connections were closed by the proxy before they were let go (raw: closed_during_hold)\n", c }' "$ROWS"
+		echo "- machine: nproc $NCPU ($cpu_model), kernel $(uname -r), $started"
+		echo "- versions: nginx $ver_nginx, wrk $ver_wrk, h2load $ver_h2load, OpenSSL $ver_openssl, go $ver_go; fenec-entry: $ver_entry; repo at $git_rev"
+		if [[ $PIN == split ]]; then
+			echo "- layout: wrk, h2load, openssl and connhold on CPU $CLIENT_CPUS; upstream$([[ " ${SCENARIOS[*]} " != *" streams "* ]] || echo ", stand-in") and targets on CPU $SERVER_CPUS; each target two processes (plain and h2c; TLS), $WORKERS nginx worker(s) each (memory rows: 1)$(entry_layouts)"
+		else
+			echo "- layout: nothing pinned; each target two processes (plain and h2c; TLS), $WORKERS nginx worker(s) each (memory rows: 1)$(entry_layouts)"
+		fi
+		echo "- raw: $OUT"
+		echo "- reproduce: cd $ROOT && $REPRO"
+	} >"$OUT_MD"
+	echo
+	cat "$OUT_MD"
+	echo "(this report: $OUT_MD)"
+}
+
+if [[ $MODE == conns ]]; then
+	conns_main
+	exit 0
+fi
+if [[ $MODE == protocols ]]; then
+	protocols_main
+	exit 0
+fi
+
+# ---- start -------------------------------------------------------------------------------
+port UP_PORT
+start upstream "$SERVER_CPUS" "$TMP/bin/upstream" -listen "127.0.0.1:$UP_PORT"
+wait_ready upstream "http://127.0.0.1:$UP_PORT$REQ_PATH"
+declare -A URL=([direct]="http://127.0.0.1:$UP_PORT$REQ_PATH")
+
+# nginx and haproxy do the header work the entry does on every request: add Fenec-Home: 1
+# and an X-Request-Id on the way in, drop Fenec-Home on the way out.
+if has_target nginx; then
+	port NGINX_PORT
+	mkdir -p "$TMP/nginx"
+	cat >"$TMP/nginx/nginx.conf" <<EOF
+worker_processes $WORKERS;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $TMP/nginx/body;
+    proxy_temp_path $TMP/nginx/proxy;
+    fastcgi_temp_path $TMP/nginx/fastcgi;
+    uwsgi_temp_path $TMP/nginx/uwsgi;
+    scgi_temp_path $TMP/nginx/scgi;
+    keepalive_requests 1000000;
+    upstream fenec_router {
+        server 127.0.0.1:$UP_PORT;
+        keepalive 64;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location / {
+            proxy_pass http://fenec_router;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Fenec-Home 1;
+            proxy_set_header X-Request-Id \$request_id;
+            proxy_hide_header Fenec-Home;
+            proxy_buffering off;
+        }
+    }
+}
+EOF
+	start nginx "$SERVER_CPUS" nginx -e "$TMP/nginx/error.log" -p "$TMP/nginx" \
+		-c "$TMP/nginx/nginx.conf" -g 'daemon off;'
+	URL[nginx]="http://127.0.0.1:$NGINX_PORT$REQ_PATH"
+	wait_ready nginx "${URL[nginx]}"
+fi
+
+if has_target haproxy; then
+	port HAPROXY_PORT
+	cat >"$TMP/haproxy.cfg" <<EOF
+global
+    nbthread $WORKERS
+    maxconn 4096
+defaults
+    mode http
+    option http-keep-alive
+    http-reuse always
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    timeout http-keep-alive 60s
+frontend entry
+    bind 127.0.0.1:$HAPROXY_PORT
+    unique-id-format %{+X}o\ %ci:%cp_%fi:%fp_%Ts_%rt:%pid
+    http-request set-header Fenec-Home 1
+    http-request set-header X-Request-Id %[unique-id]
+    default_backend fenec_router
+backend fenec_router
+    http-response del-header Fenec-Home
+    server r1 127.0.0.1:$UP_PORT
+EOF
+	start haproxy "$SERVER_CPUS" haproxy -db -f "$TMP/haproxy.cfg"
+	URL[haproxy]="http://127.0.0.1:$HAPROXY_PORT$REQ_PATH"
+	wait_ready haproxy "${URL[haproxy]}"
+fi
+
+# start_entry NAME: fenec-entry as target NAME, `fenec-entry serve` with no layout flag: this
+# build runs one process (its Ps its own, or --workers); an older build given with --entry-bin
+# or --ab-bin runs its own default, which may be a master and worker processes: those are its
+# children, and proc_ticks and rss count them with it.
+start_entry() {
+	local name=$1 listen admin gossip rpc
+	port listen
+	port admin
+	port gossip
+	port rpc
+	start "$name" "$SERVER_CPUS" env "${ENTRY_ENV[@]}" "$TMP/bin/$name" serve \
+		--listen "127.0.0.1:$listen" --admin-listen "127.0.0.1:$admin" \
+		--routers "eu=http://127.0.0.1:$UP_PORT" \
+		--gossip-bind "127.0.0.1:$gossip" --rpc-addr "127.0.0.1:$rpc"
+	URL[$name]="http://127.0.0.1:$listen$REQ_PATH"
+	wait_ready "$name" "${URL[$name]}"
+	count_kids "$name"
+}
+if has_target fenec-entry; then start_entry fenec-entry; fi
+if has_target fenec-entry-b; then
+	cp "$AB_BIN" "$TMP/bin/fenec-entry-b"
+	start_entry fenec-entry-b
+fi
+
+for t in "${TARGETS[@]}"; do verify "$t" "${URL[$t]}"; done
+
 open_out
 facts
 ver_wrk=$(wrk -v 2>&1 | awk 'NR == 1 { print $2 }' || true) # wrk -v exits 1
@@ -1147,32 +1833,8 @@ ROWS=$TMP/rows.tsv # round target p50 p99 rps server-busy% client-busy% other-lo
 : >"$ROWS"
 STEALS=$TMP/steals.tsv # round target steal% (the larger of the two runs)
 : >"$STEALS"
-STEAL_MAX=10
 CPUS=$TMP/cpus.tsv # round target target-CPU/upstream-CPU in the load run
 : >"$CPUS"
-wait_idle() { # wait_idle ROUND
-	local waited=0 other before ours
-	while :; do
-		ours=$(our_ticks)
-		before=$(cpu_ticks)
-		sleep 1
-		other=$(other_load "$before" "$ours")
-		((other > IDLE_MAX && waited < IDLE_WAIT_S)) || break
-		((waited++ > 0)) || echo "proxies.sh: round $1: other processes use ${other}% of a CPU; waiting up to ${IDLE_WAIT_S}s for quiet" >&2
-	done
-	((other <= IDLE_MAX)) || echo "proxies.sh: warning: round $1 starts with other processes at ${other}% of a CPU: its numbers will be noisy" >&2
-}
-# hist_pct FILE: "p50 p99" in µs of the latencies in FILE's HIST lines (report.lua), merged;
-# the rank as wrk's own percentile takes it.
-hist_pct() {
-	tr ' ' '\n' <"$1" | awk -F: 'NF == 2 { c[$1] += $2 } END { for (v in c) print v, c[v] }' | sort -n |
-		awk '{ v[NR] = $1; c[NR] = $2; total += $2 }
-		END {
-			r50 = int(0.50 * total + 1); r99 = int(0.99 * total + 1); t = 0; p50 = p99 = 0
-			for (i = 1; i <= NR; i++) { t += c[i]; if (!p50 && t >= r50) p50 = v[i]; if (!p99 && t >= r99) p99 = v[i] }
-			if (!p99) p99 = v[NR]
-			print p50 + 0, p99 + 0 }'
-}
 for ((r = 1; r <= ROUNDS; r++)); do
 	order=()
 	for ((i = 0; i < n; i++)); do order+=("${TARGETS[$(((i + r - 1) % n))]}"); done
