@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -305,13 +306,16 @@ func (t *TicketKeys) removeTemps() {
 	}
 }
 
-// writeLocked writes the keys to a temporary file (mode 0600), syncs it, renames it over the
-// file and syncs the directory; on failure the old file stays and the write is tried again
-// at the next Rotate. t.mu is held.
+// writeLocked writes the keys whole or not at all (state.WriteAtomic: a temporary file of
+// mode 0600, synced and renamed over the file); on failure the old file stays and the write
+// is tried again at the next Rotate. t.mu is held.
 func (t *TicketKeys) writeLocked() {
 	b := encodeTickets(t.keys)
 	defer clear(b)
-	if err := writeAtomic(t.cfg.Dir, t.path, b); err != nil {
+	if err := state.WriteAtomic(t.path, ticketsTempPattern, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	}); err != nil {
 		t.writes.WithLabelValues("error").Inc()
 		t.log.Warn().Err(err).Str("file", t.path).
 			Msg("tls: writing the session ticket keys failed: a restart now starts new sessions; trying again in a minute")
@@ -319,39 +323,6 @@ func (t *TicketKeys) writeLocked() {
 	}
 	t.writes.WithLabelValues("ok").Inc()
 	t.dirty = false
-}
-
-func writeAtomic(dir, path string, b []byte) (err error) {
-	f, err := os.CreateTemp(dir, ticketsTempPattern) // mode 0600
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err = f.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err = f.Write(b); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil { // the rename is durable once the directory is
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 func encodeTickets(keys []ticketKey) []byte {

@@ -141,7 +141,7 @@ func Open(cfg Config) (*Store, error) {
 		path:   filepath.Join(cfg.Dir, HomesFile),
 		log:    cfg.Logger.With().Str("component", "state").Logger(),
 		m:      m,
-		create: func(dir, pattern string) (tempFile, error) { return os.CreateTemp(dir, pattern) },
+		create: osCreateTemp,
 	}, nil
 }
 
@@ -337,57 +337,36 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // file and syncs the directory. On any failure the temporary file is removed and the old
 // file stays as it was. s.mu is held.
 func (s *Store) writeLocked() (homesWritten int, size int64, err error) {
-	f, err := s.create(s.cfg.Dir, tempPattern)
-	if err != nil {
-		return 0, 0, fmt.Errorf("state: write: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
+	err = writeAtomic(s.create, s.path, tempPattern, func(w io.Writer) error {
+		cw := &countingWriter{w: w}
+		t := s.cfg.Table
+		enc, err := newEncoder(cw, header{Node: s.cfg.Node, Written: s.cfg.Now()}, t.Len())
 		if err != nil {
-			f.Close()
-			os.Remove(tmp)
+			return err
 		}
-	}()
-	cw := &countingWriter{w: f}
-	t := s.cfg.Table
-	enc, err := newEncoder(cw, header{Node: s.cfg.Node, Written: s.cfg.Now()}, t.Len())
-	if err != nil {
-		return 0, 0, fmt.Errorf("state: write: %w", err)
-	}
-	var werr error
-	t.Range(func(h homes.Home, src homes.Source) bool {
-		ok, err := enc.home(h, src)
-		if err != nil {
-			werr = err
-			return false
+		var werr error
+		t.Range(func(h homes.Home, src homes.Source) bool {
+			ok, err := enc.home(h, src)
+			if err != nil {
+				werr = err
+				return false
+			}
+			if ok {
+				homesWritten++
+			}
+			return s.cfg.MaxHomes <= 0 || homesWritten < s.cfg.MaxHomes
+		})
+		if werr != nil {
+			return werr
 		}
-		if ok {
-			homesWritten++
+		if err := enc.close(); err != nil {
+			return err
 		}
-		return s.cfg.MaxHomes <= 0 || homesWritten < s.cfg.MaxHomes
+		size = cw.n
+		return nil
 	})
-	if werr != nil {
-		return 0, 0, fmt.Errorf("state: write: %w", werr)
-	}
-	if err = enc.close(); err != nil {
+	if err != nil {
 		return 0, 0, fmt.Errorf("state: write: %w", err)
 	}
-	if err = f.Sync(); err != nil {
-		return 0, 0, fmt.Errorf("state: write: sync: %w", err)
-	}
-	if err = f.Close(); err != nil {
-		return 0, 0, fmt.Errorf("state: write: close: %w", err)
-	}
-	if err = os.Rename(tmp, s.path); err != nil {
-		return 0, 0, fmt.Errorf("state: write: %w", err)
-	}
-	syncDir(s.cfg.Dir) // the rename is durable once the directory is: best effort
-	return homesWritten, cw.n, nil
-}
-
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
+	return homesWritten, size, nil
 }
