@@ -338,5 +338,22 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, x *exchange, a
 			h.finish(x, r, x.requestID(r), resAborted, x.status)
 			panic(http.ErrAbortHandler)
 		}
+		if streamPaused(resp, n, len(buf), at.c.br) && pool == &smallBufPool {
+			// An event stream spends its life waiting for the next event: it waits holding
+			// no copy buffer (4 KiB of every open stream), in the connection's own reader.
+			// What the wait meets (data, the end, an error) the next Read meets again.
+			smallBufPool.Put(bp)
+			at.c.br.Peek(1)
+			bp = smallBufPool.Get().(*[]byte)
+			buf = *bp
+		}
 	}
+}
+
+// streamPaused reports whether an answer of no announced length (a stream: chunked, or to the
+// connection's end) has handed on all it had: the read before got less than the buffer and
+// nothing is buffered, so the next read would wait for the router. An answer of known length
+// never waits here: its last read may end with its last byte, and nothing more would come.
+func streamPaused(resp *http.Response, n, bufLen int, br *bufio.Reader) bool {
+	return resp.ContentLength < 0 && n < bufLen && br.Buffered() == 0
 }

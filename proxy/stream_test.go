@@ -252,3 +252,30 @@ func TestStreamOutlivesTheAnswerTimeout(t *testing.T) {
 		t.Errorf("%d ticks in %v, want one each 100 ms", ticks, 4*answerTimeout)
 	}
 }
+
+// TestStreamPaused: a stream that handed on all it had waits for its next bytes without the
+// copy buffer; an answer of known length never waits there (its last byte may have come with
+// no end reported yet, and nothing more would: a wait would hang it), nor one with bytes
+// still buffered or a read that filled the buffer (a bulk answer, read on at once).
+func TestStreamPaused(t *testing.T) {
+	buffered := bufio.NewReader(strings.NewReader("more"))
+	buffered.Peek(1)
+	empty := bufio.NewReader(strings.NewReader(""))
+	for _, tt := range []struct {
+		name   string
+		length int64
+		n      int
+		br     *bufio.Reader
+		want   bool
+	}{
+		{"a stream paused", -1, 100, empty, true},
+		{"known length", 64, 64, empty, false},
+		{"known length, read short", 8192, 100, empty, false},
+		{"bytes still buffered", -1, 100, buffered, false},
+		{"the buffer filled", -1, 4096, empty, false},
+	} {
+		if got := streamPaused(&http.Response{ContentLength: tt.length}, tt.n, 4096, tt.br); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
