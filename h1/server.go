@@ -602,8 +602,29 @@ type session struct {
 }
 
 var sessionPool = sync.Pool{New: func() any {
-	return &session{br: bufio.NewReaderSize(nil, 4096), bw: bufio.NewWriterSize(nil, 4096), io: newSockIO()}
+	return &session{br: bufio.NewReaderSize(nil, 4096), bw: writerPool.Get().(*bufio.Writer), io: newSockIO()}
 }}
+
+// writerPool holds the writers sessions gave back while their answer waited (releaseWriter),
+// which new sessions take first: the writer an open stream gave back serves the next one.
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
+
+// releaseWriter gives ss's writer, empty, back to writerPool: its answer waits long between
+// writes (response.ReleaseWriteBuffer). acquireWriter takes one again.
+func (ss *session) releaseWriter() {
+	ss.bw.Reset(nil)
+	writerPool.Put(ss.bw)
+	ss.bw = nil
+}
+
+// acquireWriter gives ss a writer again, if it gave its own back.
+func (ss *session) acquireWriter() *bufio.Writer {
+	if ss.bw == nil {
+		ss.bw = writerPool.Get().(*bufio.Writer)
+		ss.bw.Reset(&ss.io)
+	}
+	return ss.bw
+}
 
 // getSession gives c a session. c is at a request's first byte: it parks only between
 // requests, with nothing read and not yet served (serve).
@@ -618,6 +639,7 @@ func getSession(c *conn) *session {
 }
 
 func putSession(ss *session) {
+	ss.acquireWriter() // an answer ended while its writer was given back (a handler's panic)
 	ss.br.Reset(nil)
 	ss.bw.Reset(nil)
 	ss.door.Reset(nil, false)
@@ -778,7 +800,7 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // request; handedOff: c was given to Fallback.
 func (c *conn) serveOne(ss *session, first bool) (keep, handedOff bool) {
 	s := c.srv
-	br, bw, lr := ss.br, ss.bw, &ss.lr
+	br, lr := ss.br, &ss.lr
 	// Nothing of a next request read yet, here or held by the door: a read that would wait is
 	// a wake with nothing to read.
 	nothingYet := !first && br.Buffered() == 0 && ss.door.Buffered() == 0
@@ -829,7 +851,7 @@ func (c *conn) serveOne(ss *session, first bool) (keep, handedOff bool) {
 	c.cancel.Store(ctx)
 	defer c.cancel.Store(nil)
 	req.RemoteAddr = c.remote
-	w := newResponse(s, bw, req)
+	w := newResponse(s, ss, req)
 	if req.Body != nil && req.Body != http.NoBody && hasToken([]string{req.Header.Get("Expect")}, "100-continue") && req.ProtoAtLeast(1, 1) && req.ContentLength != 0 {
 		req.Body = &expectContinue{r: req.Body, w: w}
 	}
@@ -839,7 +861,7 @@ func (c *conn) serveOne(ss *session, first bool) (keep, handedOff bool) {
 	w.finish()
 	keep = !w.closeAfter && !s.closing() && bodyDone(req)
 	w.release()
-	if err := bw.Flush(); err != nil {
+	if err := ss.bw.Flush(); err != nil { // finish took the writer again if it was given back
 		keep = false
 	}
 	return keep, false
@@ -997,8 +1019,9 @@ func (e *expectContinue) Read(p []byte) (int, error) {
 	if !e.sent {
 		e.sent = true
 		if !e.w.wroteHeader {
-			e.w.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
-			e.w.bw.Flush()
+			bw := e.w.writer()
+			bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+			bw.Flush()
 		}
 	}
 	return e.r.Read(p)

@@ -206,6 +206,40 @@ func TestFlushStreams(t *testing.T) {
 	}
 }
 
+// A stream that gives its write buffer back while it waits (ReleaseWriteBuffer, as the proxy
+// does when a stream pauses) holds none, writes on with one taken again, ends its chunked
+// body, and the connection carries the next request. A writer still holding bytes is kept.
+func TestReleaseWriteBuffer(t *testing.T) {
+	released := make(chan bool, 2)
+	addr := startLean(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/stream" {
+			io.WriteString(w, "ok")
+			return
+		}
+		rw := w.(*response)
+		io.WriteString(w, "event: one\n\n")
+		rw.ReleaseWriteBuffer() // bytes held (the head is not out yet): kept
+		released <- rw.bw == nil
+		w.(http.Flusher).Flush()
+		rw.ReleaseWriteBuffer()
+		released <- rw.bw == nil && rw.ss.bw == nil
+		io.WriteString(w, "event: two\n\n")
+	})})
+	c, br := dial(t, addr)
+	resp := get(t, c, br, "/stream")
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "event: one\n\nevent: two\n\n" {
+		t.Fatalf("the stream's body: %q %v", body, err)
+	}
+	if first, second := <-released, <-released; first || !second {
+		t.Errorf("released with bytes held: %v; released once flushed: %v (want false, true)", first, second)
+	}
+	resp = get(t, c, br, "/next")
+	if b, _ := io.ReadAll(resp.Body); string(b) != "ok" {
+		t.Errorf("the next request on the connection: %q", b)
+	}
+}
+
 // The idle timeout closes a parked connection; the header timeout one that sends half a head.
 func TestTimeouts(t *testing.T) {
 	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: 200 * time.Millisecond,
@@ -500,8 +534,9 @@ func TestResponseResetClearsEveryField(t *testing.T) {
 	w.pending = []byte("old")
 	w.pendingBuf[0] = 'x'
 	req := httptestRequest()
-	w.reset(nil, nil, req)
-	want := response{header: http.Header{}, req: req, contentLen: -1}
+	ss := &session{bw: bufio.NewWriter(io.Discard)}
+	w.reset(nil, ss, req)
+	want := response{header: http.Header{}, req: req, ss: ss, bw: ss.bw, contentLen: -1}
 	want.pending = w.pendingBuf[:0]
 	want.pendingBuf = w.pendingBuf // the hold's bytes are not cleared: pending says how many count
 	if !reflect.DeepEqual(*w, want) {

@@ -340,15 +340,24 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, x *exchange, a
 		}
 		if streamPaused(resp, n, len(buf), at.c.br) && pool == &smallBufPool {
 			// An event stream spends its life waiting for the next event: it waits holding
-			// no copy buffer (4 KiB of every open stream), in the connection's own reader.
-			// What the wait meets (data, the end, an error) the next Read meets again.
+			// no copy buffer (4 KiB of every open stream), in the connection's own reader,
+			// and the client's server gives back its empty write buffer too where it can (h1:
+			// 4 KiB more). What the wait meets (data, the end, an error) the next Read meets
+			// again.
 			smallBufPool.Put(bp)
+			if rb, ok := w.(writeBufferReleaser); ok {
+				rb.ReleaseWriteBuffer()
+			}
 			at.c.br.Peek(1)
 			bp = smallBufPool.Get().(*[]byte)
 			buf = *bp
 		}
 	}
 }
+
+// writeBufferReleaser is a ResponseWriter that can give its write buffer back while nothing
+// is held in it (h1's), taking one again at the next write.
+type writeBufferReleaser interface{ ReleaseWriteBuffer() }
 
 // streamPaused reports whether an answer of no announced length (a stream: chunked, or to the
 // connection's end) has handed on all it had: the read before got less than the buffer and
