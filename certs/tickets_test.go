@@ -60,28 +60,13 @@ func serveTLS(t *testing.T, p tlsPeer, keys *TicketKeys) string {
 
 func serveConfig(t *testing.T, cfg *tls.Config) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(ticketDeadline))
-				tc := tls.Server(c, cfg)
-				if tc.Handshake() == nil {
-					tc.Write([]byte("x")) // after the NewSessionTicket of TLS 1.3
-				}
-			}()
+	return tu.ServeTCP(t, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(ticketDeadline))
+		tc := tls.Server(c, cfg)
+		if tc.Handshake() == nil {
+			tc.Write([]byte("x")) // after the NewSessionTicket of TLS 1.3
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // resumes connects to addr with cache and reports whether the handshake resumed a session.
