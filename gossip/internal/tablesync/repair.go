@@ -205,26 +205,10 @@ func (s *Sync) servePull(w http.ResponseWriter, r *http.Request) {
 		if err := sw.Header(s.cfg.Node, 0, 0); err != nil {
 			return err
 		}
-		var err error
-		n := 0
-		pace := newPacer()
-		s.cfg.Table.Range(func(h homes.Home, _ homes.Source) bool {
-			if b := bucketOf(h.Tenant); req.Buckets[b/8]&(1<<(b%8)) == 0 {
-				return true
-			}
-			if n++; n > s.maxRecords {
-				return false
-			}
-			if err = sw.Home(h); err != nil {
-				return false
-			}
-			pace.wait(n)
-			return true
+		return s.writeTable(sw, func(tenant string) bool {
+			b := bucketOf(tenant)
+			return req.Buckets[b/8]&(1<<(b%8)) != 0
 		})
-		if err != nil {
-			return err
-		}
-		return s.writeMarks(sw)
 	})
 }
 

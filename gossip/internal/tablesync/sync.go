@@ -280,28 +280,36 @@ func (s *Sync) serveSnapshot(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(partialHeader, "1")
 	}
 	s.stream(w, r, "snapshot", who, func(sw *record.Writer) error {
-		t := s.cfg.Table
-		if err := sw.Header(s.cfg.Node, t.Len(), 0); err != nil {
+		if err := sw.Header(s.cfg.Node, s.cfg.Table.Len(), 0); err != nil {
 			return err
 		}
-		var err error
-		n := 0
-		pace := newPacer()
-		t.Range(func(h homes.Home, _ homes.Source) bool {
-			if n++; n > s.maxRecords {
-				return false
-			}
-			if err = sw.Home(h); err != nil {
-				return false
-			}
-			pace.wait(n)
-			return true
-		})
-		if err != nil {
-			return err
-		}
-		return s.writeMarks(sw)
+		return s.writeTable(sw, nil)
 	})
+}
+
+// writeTable writes the table's homes (those of tenants keep takes; all when keep is nil),
+// at most maxRecords of them, paced, and then its marks: the body of a snapshot and of a pull.
+func (s *Sync) writeTable(sw *record.Writer, keep func(tenant string) bool) error {
+	var err error
+	n := 0
+	pace := newPacer()
+	s.cfg.Table.Range(func(h homes.Home, _ homes.Source) bool {
+		if keep != nil && !keep(h.Tenant) {
+			return true
+		}
+		if n++; n > s.maxRecords {
+			return false
+		}
+		if err = sw.Home(h); err != nil {
+			return false
+		}
+		pace.wait(n)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return s.writeMarks(sw)
 }
 
 func (s *Sync) writeMarks(sw *record.Writer) error {
