@@ -181,6 +181,13 @@ func (l *tlsListener) acceptLoop() {
 }
 
 func (l *tlsListener) handshake(c net.Conn) {
+	if tc, ok := c.(*tls.Conn); ok { // handshaken by a server before this one (h1's, for h2)
+		l.mu.Lock()
+		delete(l.pending, c)
+		l.mu.Unlock()
+		l.deliver(doorOrH2(tc))
+		return
+	}
 	tc := tls.Server(c, l.cfg)
 	ctx := context.Background()
 	if l.timeout > 0 {
@@ -194,10 +201,7 @@ func (l *tlsListener) handshake(c net.Conn) {
 	delete(l.pending, c)
 	l.mu.Unlock()
 	if err != nil {
-		var re tls.RecordHeaderError
-		if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader) {
-			io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
-		}
+		AnswerFailedHandshake(err)
 		if l.logf != nil {
 			l.logf("TLS handshake from %s: %v", c.RemoteAddr(), err)
 		}
@@ -205,14 +209,34 @@ func (l *tlsListener) handshake(c net.Conn) {
 		return
 	}
 	c.SetDeadline(time.Time{})
-	var out net.Conn = tc
-	if tc.ConnectionState().NegotiatedProtocol != "h2" {
-		out = NewConn(tc)
+	l.deliver(doorOrH2(tc))
+}
+
+// doorOrH2 is tc as the server is to read it: through the door, or as it is if it negotiated
+// h2 (HTTP/2 frames its own requests).
+func doorOrH2(tc *tls.Conn) net.Conn {
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+		return tc
 	}
+	return NewConn(tc)
+}
+
+// deliver gives c to the next Accept, or closes it once the listener is closed.
+func (l *tlsListener) deliver(c net.Conn) {
 	select {
-	case l.ready <- out:
+	case l.ready <- c:
 	case <-l.done:
-		out.Close()
+		c.Close()
+	}
+}
+
+// AnswerFailedHandshake answers a TLS handshake that failed with err as net/http does: one
+// that was plain HTTP (a method's first bytes where a TLS record should start) is told 400
+// in the clear. Any other is not answered.
+func AnswerFailedHandshake(err error) {
+	var re tls.RecordHeaderError
+	if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader) {
+		io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
 	}
 }
 

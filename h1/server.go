@@ -5,6 +5,7 @@ package h1
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,10 +25,11 @@ import (
 	"github.com/fenec/fenec-entry/door"
 )
 
-// Server serves HTTP/1.x on plain TCP connections with an http.Handler. A connection waiting
-// for its next request holds no goroutine and no buffer: it is parked in an epoll instance
-// and picked up when the client sends. Connections that are not HTTP/1.x (an HTTP/2 preface)
-// or not TCP are handed to Fallback.
+// Server serves HTTP/1.x on TCP connections, plain or (with TLSConfig) over TLS, with an
+// http.Handler. A connection waiting for its next request holds no goroutine and no buffer
+// of the server's: it is parked in an epoll instance and picked up when the client sends.
+// Connections that are not HTTP/1.x (an HTTP/2 preface, or h2 negotiated over TLS) or not
+// TCP are handed to Fallback.
 //
 // Unlike net/http's, the Request a handler is given is not its to keep: once the handler has
 // returned, h1 reads the connection's next request into the same header map, URL and values
@@ -43,6 +45,14 @@ type Server struct {
 	Fallback func(net.Conn)
 	// ErrorLog, if set, is told of a handler's panic (other than http.ErrAbortHandler).
 	ErrorLog func(msg string)
+	// TLSConfig, if set, makes every TCP connection a TLS one (tls.go): its handshake is
+	// made within ReadHeaderTimeout of the accept, and one that negotiates h2 is given to
+	// Fallback as its *tls.Conn, handshaken. It should offer "h2" only with a Fallback that
+	// serves HTTP/2, and "http/1.1". A connection that is not TCP goes to Fallback as it
+	// came, before any handshake.
+	TLSConfig *tls.Config
+	// HandshakeLog, if set, is told of each failed TLS handshake.
+	HandshakeLog func(format string, args ...any)
 
 	// epoll is the poller's system calls; nil: the system's (a test gives one that counts
 	// or fails them).
@@ -527,9 +537,8 @@ type conn struct {
 	// gone: the event that woke c said the client had closed its side too. Edge-triggered,
 	// no event will say it again, so c reads on to the end instead of parking.
 	gone atomic.Bool
+	tls  *tlsState // a TLS connection's, made at its first wake (Server.TLSConfig); nil: plain
 }
-
-func (c *conn) idleSince() { c.idleFor(c.srv.IdleTimeout) }
 
 // idleFor closes c if it stays idle for d (0: never): the sweeper closes it.
 func (c *conn) idleFor(d time.Duration) {
@@ -559,6 +568,9 @@ func (c *conn) close() {
 	c.fdClosed = true
 	c.stopIdle()
 	c.srv.poll.release(c)
+	if c.tls != nil && c.tls.sock.nc == nil {
+		c.tls.tc.Close() // its close_notify, written if the socket has room; not the socket
+	}
 	unix.Close(c.fd)
 	c.mu.Unlock()
 	c.srv.forget(c)
@@ -598,7 +610,19 @@ type session struct {
 	door  door.Reader // between br and lr: br sees only what the door lets in
 	lr    limitReader
 	io    sockIO
+	tio   tlsIO      // a TLS connection's tls.Conn over io
+	tr    transport  // what br (through the door) reads and bw writes: &io, or &tio
 	plain plainStore // readPlainInto's
+}
+
+// transport is a connection's byte stream as its session reads and writes it: the socket
+// (sockIO), or TLS over it (tlsIO).
+type transport interface {
+	Read(p []byte) (int, error)
+	ReadNow(p []byte) (int, error) // errWouldBlock: nothing to read yet
+	Write(p []byte) (int, error)
+	SetReadDeadline(t time.Time)
+	SetWriteDeadline(t time.Time)
 }
 
 var sessionPool = sync.Pool{New: func() any {
@@ -621,7 +645,7 @@ func (ss *session) releaseWriter() {
 func (ss *session) acquireWriter() *bufio.Writer {
 	if ss.bw == nil {
 		ss.bw = writerPool.Get().(*bufio.Writer)
-		ss.bw.Reset(&ss.io)
+		ss.bw.Reset(ss.tr)
 	}
 	return ss.bw
 }
@@ -631,10 +655,16 @@ func (ss *session) acquireWriter() *bufio.Writer {
 func getSession(c *conn) *session {
 	ss := sessionPool.Get().(*session)
 	ss.io.reset(c)
-	ss.lr.r = &ss.io
+	ss.tr = &ss.io
+	if c.tls != nil {
+		c.tls.sock.io = &ss.io
+		ss.tio = tlsIO{t: c.tls, io: &ss.io}
+		ss.tr = &ss.tio
+	}
+	ss.lr.r = ss.tr
 	ss.door.Reset(&ss.lr, !c.served)
 	ss.br.Reset(&ss.door)
-	ss.bw.Reset(&ss.io)
+	ss.bw.Reset(ss.tr)
 	return ss
 }
 
@@ -644,6 +674,11 @@ func putSession(ss *session) {
 	ss.bw.Reset(nil)
 	ss.door.Reset(nil, false)
 	ss.lr.r = nil
+	if ss.tio.t != nil {
+		ss.tio.t.sock.io = nil
+		ss.tio = tlsIO{}
+	}
+	ss.tr = nil
 	ss.io.reset(nil)
 	ss.plain.release()
 	sessionPool.Put(ss)
@@ -652,11 +687,11 @@ func putSession(ss *session) {
 // h2Preface is how an HTTP/2 connection with prior knowledge starts.
 const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-// park hands busy c to epoll (its registration armed) with its idle timer running, and
-// closes it if the server began shutting down meanwhile; false: an event came while it was
-// busy, and c stays busy.
-func (c *conn) park() bool {
-	c.idleSince()
+// park hands busy c to epoll (its registration armed) with its idle timer running for idle
+// (0: none), and closes it if the server began shutting down meanwhile; false: an event came
+// while it was busy, and c stays busy.
+func (c *conn) park(idle time.Duration) bool {
+	c.idleFor(idle)
 	if !c.state.CompareAndSwap(stateBusy, stateIdle) {
 		return false
 	}
@@ -677,8 +712,37 @@ func (c *conn) wantHangup() {
 
 // serve serves requests on c while they come without a pause, then parks c in epoll again.
 func (c *conn) serve() {
+	handshakeBy := c.idleUntil.Load() // a new connection's: ReadHeaderTimeout after the accept
 	c.stopIdle()
-	ss := getSession(c)
+	if c.srv.TLSConfig != nil && c.tls == nil { // a TLS connection's first wake
+		c.tls = newTLSState(c)
+		ss := getSession(c)
+		ok, handedOff := c.handshake(ss, handshakeBy)
+		if handedOff {
+			return
+		}
+		if !ok {
+			putSession(ss)
+			c.shut()
+			return
+		}
+		// The first request may have come with the client's Finished, read with it; else
+		// it is a round trip away, and c parks for it as a new connection does.
+		if !ss.tlsHolds() {
+			putSession(ss)
+			if !c.parkOrWake(c.srv.ReadHeaderTimeout) {
+				return
+			}
+			ss = getSession(c)
+		}
+		c.serveFrom(ss)
+		return
+	}
+	c.serveFrom(getSession(c))
+}
+
+// serveFrom serves c's requests with session ss (see serve).
+func (c *conn) serveFrom(ss *session) {
 	for {
 		keep, handedOff := c.serveOne(ss, !c.served)
 		c.served = true
@@ -700,19 +764,22 @@ func (c *conn) serve() {
 		if ss.br.Buffered() > 0 || ss.door.Buffered() > 0 || c.gone.Load() { // a pipelined request read already, or the end
 			continue
 		}
+		if c.tls != nil && ss.tlsHolds() {
+			continue
+		}
 		putSession(ss)
-		if !c.parkOrWake() {
+		if !c.parkOrWake(c.srv.IdleTimeout) {
 			return
 		}
 		ss = getSession(c)
 	}
 }
 
-// parkOrWake parks c (false), or says that data waits (true): the next request came while
-// c was busy, whose event (edge-triggered) was the only one it gets.
-func (c *conn) parkOrWake() bool {
+// parkOrWake parks c (false) for at most idle, or says that data waits (true): the next
+// request came while c was busy, whose event (edge-triggered) was the only one it gets.
+func (c *conn) parkOrWake(idle time.Duration) bool {
 	for {
-		if c.park() { // its registration wakes it for the next request
+		if c.park(idle) { // its registration wakes it for the next request
 			return false
 		}
 		// An event came while busy: the next request, or a body's bytes (read already), or
@@ -759,7 +826,7 @@ func (c *conn) shut() {
 // every one is, costs no deadline (two timer changes a request). The head's size is the
 // door's to limit.
 type limitReader struct {
-	r           *sockIO
+	r           transport
 	headTimeout time.Duration
 	armed       bool
 	// idleOK: a read that would wait before any byte of the next request came (got 0) returns
@@ -818,7 +885,7 @@ func (c *conn) serveOne(ss *session, first bool) (keep, handedOff bool) {
 			return false, false
 		}
 	}
-	if first {
+	if first && c.tls == nil {
 		// The HTTP/2 preface with prior knowledge goes to Fallback, its bytes replayed (the
 		// door lets it through as a connection's first bytes, and nothing after it).
 		if b, _ := br.Peek(4); string(b) == h2Preface[:4] {
@@ -842,7 +909,7 @@ func (c *conn) serveOne(ss *session, first bool) (keep, handedOff bool) {
 		}
 		req = req.WithContext(ctx)
 	} else if lr.armed {
-		ss.io.SetReadDeadline(time.Time{}) // a read of its first bytes waited (Peek above)
+		ss.tr.SetReadDeadline(time.Time{}) // a read of its first bytes waited (Peek above)
 	}
 	lr.headTimeout, lr.armed = 0, false
 	// c stays registered for the next request or the client leaving while this one is
@@ -851,6 +918,9 @@ func (c *conn) serveOne(ss *session, first bool) (keep, handedOff bool) {
 	c.cancel.Store(ctx)
 	defer c.cancel.Store(nil)
 	req.RemoteAddr = c.remote
+	if c.tls != nil {
+		req.TLS = c.tls.state
+	}
 	w := newResponse(s, ss, req)
 	if req.Body != nil && req.Body != http.NoBody && hasToken([]string{req.Header.Get("Expect")}, "100-continue") && req.ProtoAtLeast(1, 1) && req.ContentLength != 0 {
 		req.Body = &expectContinue{r: req.Body, w: w}
@@ -881,17 +951,17 @@ func (c *conn) readRequest(ss *session) (*http.Request, bool) {
 		switch {
 		case isCommonNetReadError(err): // the client left or was too slow: no answer
 		case fmt.Sprintf("%T", err) == "*http.unsupportedTEError": // net/http answers it 501
-			writeRaw(&ss.io, "501 Not Implemented", "unsupported transfer encoding")
+			writeRaw(ss, "501 Not Implemented", "unsupported transfer encoding")
 		default:
-			writeRaw(&ss.io, "400 Bad Request", "")
+			writeRaw(ss, "400 Bad Request", "")
 		}
 		return nil, false
 	}
 	if armed {
-		ss.io.SetReadDeadline(time.Time{})
+		ss.tr.SetReadDeadline(time.Time{})
 	}
 	if status, msg := checkRequest(req); status != "" {
-		writeRaw(&ss.io, status, msg)
+		writeRaw(ss, status, msg)
 		return nil, false
 	}
 	return req, true
@@ -950,7 +1020,7 @@ func isCommonNetReadError(err error) bool {
 }
 
 // writeRaw answers a request that cannot be served (net/http's words) and the connection closes.
-func writeRaw(sio *sockIO, status, msg string) {
+func writeRaw(ss *session, status, msg string) {
 	body := status
 	if msg != "" {
 		body += ": " + msg
@@ -958,9 +1028,9 @@ func writeRaw(sio *sockIO, status, msg string) {
 	if strings.HasPrefix(status, "431") {
 		body = "431 Request Header Fields Too Large"
 	}
-	sio.SetWriteDeadline(time.Now().Add(time.Second))
-	io.WriteString(sio, "HTTP/1.1 "+status+"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+body)
-	sio.c.closeWriteAndWait()
+	ss.tr.SetWriteDeadline(time.Now().Add(time.Second))
+	io.WriteString(ss.tr, "HTTP/1.1 "+status+"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+body)
+	ss.io.c.closeWriteAndWait()
 }
 
 // rstAvoidanceDelay is net/http's: after an answer that closes a connection the client may
@@ -969,6 +1039,9 @@ func writeRaw(sio *sockIO, status, msg string) {
 const rstAvoidanceDelay = 500 * time.Millisecond
 
 func (c *conn) closeWriteAndWait() {
+	if c.tls != nil {
+		c.tls.tc.CloseWrite() // close_notify first (written at once, or with what is left)
+	}
 	unix.Shutdown(c.fd, unix.SHUT_WR) // c's goroutine owns it: not closed meanwhile
 	time.Sleep(rstAvoidanceDelay)
 }

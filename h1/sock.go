@@ -3,7 +3,6 @@
 package h1
 
 import (
-	"errors"
 	"io"
 	"net"
 	"os"
@@ -106,8 +105,15 @@ func newSockIO() sockIO {
 	return sockIO{rw: waiter{ch: make(chan struct{}, 1)}, ww: waiter{ch: make(chan struct{}, 1)}}
 }
 
-// errWouldBlock is ReadNow's when the socket has nothing to read yet.
-var errWouldBlock = errors.New("h1: nothing to read yet")
+// errWouldBlock is ReadNow's when the socket has nothing to read yet: a temporary net.Error,
+// which crypto/tls gives back without keeping it (tls.go).
+var errWouldBlock error = wouldBlock{}
+
+type wouldBlock struct{}
+
+func (wouldBlock) Error() string   { return "h1: nothing to read yet" }
+func (wouldBlock) Timeout() bool   { return false }
+func (wouldBlock) Temporary() bool { return true }
 
 // Read reads into p as net.Conn's Read does: it waits for data, the end (io.EOF) or the read
 // deadline.

@@ -29,10 +29,10 @@ type Config struct {
 	TLSKey        string        // --tls-key: PEM private key file; with TLSCert
 	MaxInflight   int           // --max-inflight: requests in flight at once, 1..MaxMaxInflight
 	HeaderTimeout time.Duration // --header-timeout: how long a request head may take to arrive
-	// HTTP1Server (--http1-server) serves plain HTTP/1.x: "lean" (package h1: an idle
-	// connection is parked in epoll, no goroutine and no buffer; Linux only, and the default
-	// there) or "std" (Go's net/http server; the default elsewhere: DefaultHTTP1Server). TLS,
-	// h2c and PROXY-protocol connections are net/http's either way.
+	// HTTP1Server (--http1-server) serves HTTP/1.x, plain and over TLS: "lean" (package h1:
+	// an idle connection is parked in epoll, no goroutine and no buffer; Linux only, and the
+	// default there) or "std" (Go's net/http server; the default elsewhere:
+	// DefaultHTTP1Server). h2, h2c and PROXY-protocol connections are net/http's either way.
 	HTTP1Server string
 
 	// Routers.

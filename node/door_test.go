@@ -109,6 +109,10 @@ func doorListeners(t *testing.T) []doorListener {
 		{"std", func(c *Config) { c.HTTP1Server = "std" }, plain},
 		{"tls", func(c *Config) { c.TLSCert, c.TLSKey = certFile, keyFile },
 			func(t *testing.T, addr string) net.Conn { return withTLS(t, plain(t, addr)) }},
+		{"std tls", func(c *Config) {
+			c.HTTP1Server = "std"
+			c.TLSCert, c.TLSKey = certFile, keyFile
+		}, func(t *testing.T, addr string) net.Conn { return withTLS(t, plain(t, addr)) }},
 		{"proxy-protocol", func(c *Config) { c.ClientIP = ClientIPProxyProtocol },
 			func(t *testing.T, addr string) net.Conn { return withProxy(t, plain(t, addr)) }},
 		{"proxy-protocol tls", func(c *Config) {

@@ -22,14 +22,15 @@ func (n *Node) newLean(addr net.Addr) (leanServer, net.Listener) {
 	handoff := h1.NewHandoff(addr)
 	lean := &h1.Server{Handler: n.proxy, ReadHeaderTimeout: n.client.ReadHeaderTimeout,
 		IdleTimeout: n.client.IdleTimeout, Fallback: handoff.Give,
-		ErrorLog: func(msg string) { n.log.Error().Str("server", "client").Msg(msg) }}
+		ErrorLog:  func(msg string) { n.log.Error().Str("server", "client").Msg(msg) },
+		TLSConfig: n.client.TLSConfig, HandshakeLog: n.handshakeLog}
 	n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fenec_entry_http1_idle_workers",
-		Help: "Goroutines kept to serve the next woken plain HTTP/1.x connection (at most h1.MaxIdleWorkers; past it one exits after its connection parks).",
+		Help: "Goroutines kept to serve the next woken HTTP/1.x connection (at most h1.MaxIdleWorkers; past it one exits after its connection parks).",
 	}, func() float64 { return float64(lean.IdleWorkers()) }))
 	n.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "fenec_entry_http1_leader_served_total",
-		Help: "Woken plain HTTP/1.x connections served by the poller's own goroutine (leader/follower: no thread woken on another CPU), rather than handed to a worker.",
+		Help: "Woken HTTP/1.x connections served by the poller's own goroutine (leader/follower: no thread woken on another CPU), rather than handed to a worker.",
 	}, func() float64 { return float64(lean.LeaderServed()) }))
 	return lean, handoff
 }

@@ -71,7 +71,7 @@ type Node struct {
 	pp     *clientinfo.ProxyProtocol // nil unless --client-ip proxy-protocol
 	geoip  *clientinfo.GeoIP         // nil without --geoip
 	client *http.Server
-	lean   leanServer // plain HTTP/1.x under --http1-server lean; nil otherwise
+	lean   leanServer // HTTP/1.x (plain and TLS) under --http1-server lean; nil otherwise
 	disc   *discover.Discoverer
 	admin  *http.Server
 	// adminRefused counts changes asked of the admin listener and refused (mayChange).
@@ -327,32 +327,31 @@ func (n *Node) startLocked(ctx context.Context) error {
 	return nil
 }
 
-// serveClient serves clients on cl, every HTTP/1 request read through the door: HTTPS (h2 and
-// HTTP/1.1) with --tls-cert, else plain HTTP/1.x by h1 (lean) or net/http, and h2c by net/http.
+// serveClient serves clients on cl, every HTTP/1 request read through the door: by h1 (lean)
+// HTTP/1.x, over TLS with --tls-cert, and by net/http what h1 hands it (h2 negotiated over
+// TLS, h2c, PROXY-protocol connections); or everything by net/http (std).
 func (n *Node) serveClient(cl net.Listener) {
 	if n.pp != nil {
 		cl = n.pp.Wrap(cl) // under TLS too: the PROXY header comes before the handshake
 	}
+	// net/http's TLS: the door terminates it so that it reads HTTP/1.1 in the clear, and an
+	// h2 connection goes on to net/http as the TLS connection it is (one h1 handshook passes
+	// as it is).
+	tlsConfig, timeout := n.client.TLSConfig, n.client.ReadHeaderTimeout
 	switch {
-	case n.certs != nil:
-		// The door terminates TLS, so that it reads HTTP/1.1 in the clear; h2 goes on to
-		// net/http as the TLS connection it is.
-		handshakeLog := func(format string, args ...any) {
-			n.log.Debug().Str("server", "client").Msgf(format, args...)
-		}
-		n.serve("--listen", func() error {
-			return n.client.Serve(door.Listen(cl, n.client.TLSConfig, n.client.ReadHeaderTimeout, handshakeLog))
-		})
 	case n.cfg.HTTP1Server == "lean" && leanBuilt: // Validate refuses lean where it is not built
-		// h1 serves plain HTTP/1.x and hands net/http the rest (h2c, PROXY-protocol
-		// connections) through a listener of its own (lean_linux.go).
 		var handoff net.Listener
 		n.lean, handoff = n.newLean(cl.Addr())
 		n.serve("--listen", func() error { return n.lean.Serve(cl) })
-		n.serve("--listen", func() error { return n.client.Serve(door.Listen(handoff, nil, 0, nil)) })
+		n.serve("--listen", func() error { return n.client.Serve(door.Listen(handoff, tlsConfig, timeout, n.handshakeLog)) })
 	default:
-		n.serve("--listen", func() error { return n.client.Serve(door.Listen(cl, nil, 0, nil)) })
+		n.serve("--listen", func() error { return n.client.Serve(door.Listen(cl, tlsConfig, timeout, n.handshakeLog)) })
 	}
+}
+
+// handshakeLog is told of a client's failed TLS handshake.
+func (n *Node) handshakeLog(format string, args ...any) {
+	n.log.Debug().Str("server", "client").Msgf(format, args...)
 }
 
 // shutdownClient shuts the client servers down (net/http's, and h1's when it serves), each

@@ -72,8 +72,8 @@ var flags = []*flagDef{
 		usage: "a connection whose request head is incomplete after this is closed (a head past the door's limits is refused: 414, 431)",
 		apply: setDuration(func(c *node.Config) *time.Duration { return &c.HeaderTimeout })},
 	{name: "http1-server", arg: "kind", group: groupClient, def: node.DefaultHTTP1Server,
-		usage: "plain HTTP/1.x: lean (an idle connection holds no goroutine and no buffer; Linux only) or std " +
-			"(Go's net/http server); the default is the one this build has. TLS, h2c and proxy-protocol connections are net/http's either way",
+		usage: "HTTP/1.x, plain and over TLS: lean (an idle connection holds no goroutine and no buffer; Linux only) or std " +
+			"(Go's net/http server); the default is the one this build has. h2, h2c and proxy-protocol connections are net/http's either way",
 		apply: setString(func(c *node.Config) *string { return &c.HTTP1Server })},
 
 	{name: "routers", arg: "spec", group: groupRouters,
