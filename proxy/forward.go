@@ -262,7 +262,7 @@ var (
 )
 
 // deliver hands an answer to the client: learns the home it names, copies
-// the headers less hygiene, and streams the body, flushing each read, so an
+// the headers less hygiene, and streams the body, flushing each read but the last, so an
 // event reaches the client as the router sends it.
 func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, x *exchange, at attemptResult) {
 	resp := at.resp
@@ -310,7 +310,10 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, x *exchange, a
 				at.discard()
 				return
 			}
-			if flusher != nil {
+			if flusher != nil && rerr != io.EOF {
+				// Not after the last read: the answer ends as the handler returns, and
+				// HTTP/2 then sends its head and body with END_STREAM, where a flush first
+				// costs an extra frame and write.
 				flusher.Flush()
 			}
 			if n == len(buf) && pool == &smallBufPool { // a bulk answer

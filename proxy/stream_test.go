@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -277,5 +278,26 @@ func TestStreamPaused(t *testing.T) {
 		if got := streamPaused(&http.Response{ContentLength: tt.length}, tt.n, 4096, tt.br); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// An answer whose last bytes come with the read that ends it is not flushed before the
+// handler returns: HTTP/2 then sends the head and the body with END_STREAM in one go, not a
+// third, empty frame after a flush. An answer that waits between reads is flushed at each
+// (TestSSEStreamsEachEvent).
+func TestAnswerEndingWithItsReadIsNotFlushed(t *testing.T) {
+	router := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "2")
+		w.Write([]byte("ok"))
+	}))
+	defer router.Close()
+	h := benchHandler(t, router.URL)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/t/acme/items/1", nil))
+	if w.Code != 200 || w.Body.String() != "ok" {
+		t.Fatalf("%d %q, want 200 ok", w.Code, w.Body.String())
+	}
+	if w.Flushed {
+		t.Error("the answer was flushed before the handler returned")
 	}
 }
