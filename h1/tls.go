@@ -159,8 +159,6 @@ func (t *tlsIO) ReadNow(p []byte) (int, error) {
 func (t *tlsIO) Write(p []byte) (int, error)  { return t.t.tc.Write(p) }
 func (t *tlsIO) SetReadDeadline(d time.Time)  { t.io.SetReadDeadline(d) }
 func (t *tlsIO) SetWriteDeadline(d time.Time) { t.io.SetWriteDeadline(d) }
-func (t *tlsIO) state() *tls.ConnectionState  { return t.t.state }
-func (s *sockIO) state() *tls.ConnectionState { return nil }
 
 // handshake makes c's TLS handshake (c.tls is new, ss its session), by until (Unix ns; 0:
 // none). ok: c serves HTTP/1.x; handedOff: it negotiated h2 and is Fallback's. Neither: it
