@@ -5,6 +5,7 @@ package h1
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -84,21 +85,33 @@ func closedSoon(t *testing.T, br *bufio.Reader, what string) {
 // An idle keep-alive connection holds no goroutine: 200 connections, each answered once and
 // left open, add (almost) none.
 func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
-	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler)})
-	before := runtime.NumGoroutine()
-	const n = 200
-	for range n {
-		c, br := dial(t, addr)
-		resp := get(t, c, br, "/")
-		io.Copy(io.Discard, resp.Body)
-		if resp.StatusCode != 200 || resp.Close {
-			t.Fatalf("answer %d, close %v", resp.StatusCode, resp.Close)
-		}
+	srvCfg, cliCfg := testTLS(t)
+	for _, tc := range []struct {
+		name string
+		tls  *tls.Config
+		dial func(t *testing.T, addr string) (net.Conn, *bufio.Reader)
+	}{
+		{"plain", nil, dial},
+		{"tls", srvCfg, func(t *testing.T, addr string) (net.Conn, *bufio.Reader) { return dialTLS(t, addr, cliCfg) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), TLSConfig: tc.tls})
+			before := runtime.NumGoroutine()
+			const n = 100
+			for range n {
+				c, br := tc.dial(t, addr)
+				resp := get(t, c, br, "/")
+				io.Copy(io.Discard, resp.Body)
+				if resp.StatusCode != 200 || resp.Close {
+					t.Fatalf("answer %d, close %v", resp.StatusCode, resp.Close)
+				}
+			}
+			// Each serving goroutine ends once it parked its connection.
+			testutil.Eventually(t, 5*time.Second, "the serving goroutines to end", func() bool {
+				return runtime.NumGoroutine()-before < 10
+			})
+		})
 	}
-	// Each serving goroutine ends once it parked its connection.
-	testutil.Eventually(t, 5*time.Second, "the serving goroutines to end", func() bool {
-		return runtime.NumGoroutine()-before < 10
-	})
 }
 
 // A keep-alive connection carries request after request, parked between them.

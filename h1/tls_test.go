@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -72,25 +71,6 @@ func TestTLSKeepAliveAfterParking(t *testing.T) {
 			t.Errorf("GET %s answered %d %q", p, resp.StatusCode, b)
 		}
 	}
-}
-
-// A parked TLS connection holds no goroutine, as a plain one does.
-func TestTLSIdleConnectionsHoldNoGoroutine(t *testing.T) {
-	srvCfg, cliCfg := testTLS(t)
-	addr := startLean(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(okHandler)})
-	before := runtime.NumGoroutine()
-	const n = 100
-	for range n {
-		c, br := dialTLS(t, addr, cliCfg)
-		resp := get(t, c, br, "/")
-		io.Copy(io.Discard, resp.Body)
-		if resp.StatusCode != 200 || resp.Close {
-			t.Fatalf("answer %d, close %v", resp.StatusCode, resp.Close)
-		}
-	}
-	testutil.Eventually(t, 5*time.Second, "the serving goroutines to end", func() bool {
-		return runtime.NumGoroutine()-before < 10
-	})
 }
 
 // batchConn holds what is written to it from its holdFrom-th write (counting from 1; 0:
