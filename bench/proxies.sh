@@ -76,6 +76,25 @@ die() {
 	exit 1
 }
 
+# AWK_STATS: the awk functions of every table. med(a, n) sorts a[1..n] in place and is their
+# median; add(key, v) notes a value under key; stat(key, fmt) is "median (min-max)" of the
+# values under key, the median alone when the three print alike, and the awk variable none
+# (-v none=...; empty by default) when there are none.
+AWK_STATS='
+	function med(a, n,   i, j, v) {
+		for (i = 2; i <= n; i++) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	function add(key, v) { vals[key, ++cnt[key]] = v }
+	function stat(key, fmt,   a, i, n, m) {
+		n = cnt[key]
+		if (n == 0) return none
+		for (i = 1; i <= n; i++) a[i] = vals[key, i]
+		m = med(a, n)
+		if (sprintf(fmt, a[1]) == sprintf(fmt, a[n])) return sprintf(fmt, m)
+		return sprintf(fmt " (" fmt "-" fmt ")", m, a[1], a[n])
+	}
+'
 MODE=${BENCH_MODE:-requests}
 ROUNDS=${BENCH_ROUNDS:-} # default by mode, below
 MEASURE_S=${BENCH_SECONDS:-5}
@@ -818,20 +837,7 @@ conns_measure() {
 # conns_table: the report's table from $ROWS: medians over rounds (min-max); the ratio is
 # paired within a round and scenario.
 conns_table() {
-	awk -F'\t' -v targets="$(IFS=,; echo "${TARGETS[*]}")" -v scenarios="$(IFS=,; echo "${SCENARIOS[*]}")" '
-	function med(a, n,   i, j, v) { # sorts a[1..n] in place
-		for (i = 2; i <= n; i++) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
-		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-	}
-	function add(key, v) { vals[key, ++cnt[key]] = v }
-	function stat(key, fmt,   a, i, n, m) { # "median (min-max)" of the values under key
-		n = cnt[key]
-		if (n == 0) return "-"
-		for (i = 1; i <= n; i++) a[i] = vals[key, i]
-		m = med(a, n)
-		if (sprintf(fmt, a[1]) == sprintf(fmt, a[n])) return sprintf(fmt, m) # no spread to show
-		return sprintf(fmt " (" fmt "-" fmt ")", m, a[1], a[n])
-	}
+	awk -F'\t' -v targets="$(IFS=,; echo "${TARGETS[*]}")" -v scenarios="$(IFS=,; echo "${SCENARIOS[*]}")" -v none=- "$AWK_STATS"'
 	{ kb[$1, $2, $3] = $7; rounds[$1] = 1
 	  add("conns " $2 " " $3, $4); add("before " $2 " " $3, $5 / 1024); add("after " $2 " " $3, $6 / 1024)
 	  add("kb " $2 " " $3, $7); if ($8 != "-") add("gor " $2 " " $3, $8) }
@@ -1455,20 +1461,7 @@ proto_table() {
 	awk -F'\t' '{ printf "%d\t%s\t%s\t%s\t-\t%d\t-\t-\t-\n", $1, $3, ($2 == "idle") ? "idle_kb" : "stream_kb", $7, $9 }' "$ROWS" >"$mem"
 	cat "$PROWS" "$mem" | awk -F'\t' -v targets="$(IFS=,; echo "${TARGETS[*]}")" -v resumes="$RESUMES" \
 		-v conns="$CONNS" -v h2="-c$H2_CLIENTS -m$H2_STREAMS" -v idle="$IDLE_CONNS" -v streams="$STREAMS" \
-		-v scen=" ${SCENARIOS[*]} " -v broken="$TMP/broken.tsv" '
-	function med(a, n,   i, j, v) { # sorts a[1..n] in place
-		for (i = 2; i <= n; i++) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
-		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-	}
-	function add(key, v) { vals[key, ++cnt[key]] = v }
-	function stat(key, fmt,   a, i, n, m) { # "median (min-max)" of the values under key
-		n = cnt[key]
-		if (n == 0) return ""
-		for (i = 1; i <= n; i++) a[i] = vals[key, i]
-		m = med(a, n)
-		if (sprintf(fmt, a[1]) == sprintf(fmt, a[n])) return sprintf(fmt, m)
-		return sprintf(fmt " (" fmt "-" fmt ")", m, a[1], a[n])
-	}
+		-v scen=" ${SCENARIOS[*]} " -v broken="$TMP/broken.tsv" "$AWK_STATS"'
 	function cell(m, t, fmt,   s) {
 		if ((t, m) in bad) return "BROKEN"
 		s = stat(m " " t, fmt)
@@ -1525,11 +1518,7 @@ proto_table() {
 
 # proto_busy: the server CPU's (or, unpinned, all CPUs') busy share during each load run, median.
 proto_busy() {
-	awk -F'\t' -v targets="$(IFS=,; echo "${TARGETS[*]}")" '
-	function med(a, n,   i, j, v) {
-		for (i = 2; i <= n; i++) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
-		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-	}
+	awk -F'\t' -v targets="$(IFS=,; echo "${TARGETS[*]}")" "$AWK_STATS"'
 	$9 != "-" { x[$3, $2, ++n[$3, $2]] = $9; if (!($3 in seen)) { seen[$3] = 1; order[++nm] = $3 } }
 	END {
 		nt = split(targets, T, ",")
@@ -1894,19 +1883,7 @@ done
 # is taken: drift that hits a whole round cancels out. Exit status 3 from the awk: the floor
 # was missed.
 table() {
-	awk -F'\t' -v targets="$(IFS=,; echo "${TARGETS[*]}")" -v conns="$CONNS" -v pin="$PIN" -v idlemax="$IDLE_MAX" '
-	function med(a, n,   i, j, v) { # sorts a[1..n] in place
-		for (i = 2; i <= n; i++) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
-		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-	}
-	function add(key, v) { vals[key, ++cnt[key]] = v }
-	function stat(key, fmt,   a, i, n, m) { # "median (min-max)" of the values under key
-		n = cnt[key]
-		if (n == 0) return "n/a"
-		for (i = 1; i <= n; i++) a[i] = vals[key, i]
-		m = med(a, n)
-		return n == 1 ? sprintf(fmt, m) : sprintf(fmt " (" fmt "-" fmt ")", m, a[1], a[n])
-	}
+	awk -F'\t' -v targets="$(IFS=,; echo "${TARGETS[*]}")" -v conns="$CONNS" -v pin="$PIN" -v idlemax="$IDLE_MAX" -v none=n/a "$AWK_STATS"'
 	function median(key,   a, i) { for (i = 1; i <= cnt[key]; i++) a[i] = vals[key, i]; return cnt[key] ? med(a, cnt[key]) : "" }
 	{ p50[$1, $2] = $3; p99[$1, $2] = $4; rps[$1, $2] = $5; srv[$1, $2] = $6; cli[$1, $2] = $7
 	  add("other", $8); if ($8 > othermax) { othermax = $8; otherat = "round " $1 ", " $2 }
@@ -1966,11 +1943,7 @@ table() {
 # round, over only the rounds in which neither run of the pair had more than STEAL_MAX% steal:
 # on a shared host, the rounds the host did not disturb.
 clean_ratios() {
-	paste "$ROWS" "$STEALS" | awk -F'\t' -v max="$STEAL_MAX" '
-	function med(a, n,   i, j, v) {
-		for (i = 2; i <= n; i++) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
-		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-	}
+	paste "$ROWS" "$STEALS" | awk -F'\t' -v max="$STEAL_MAX" "$AWK_STATS"'
 	{ p50[$1, $2] = $3; p99[$1, $2] = $4; rps[$1, $2] = $5; st[$1, $2] = $11; if ($1 > rounds) rounds = $1
 	  if (!($2 in have)) { have[$2] = 1; order[++nt] = $2 } }
 	function pair(a, b,   r, n, x, y, z, i) {
@@ -1997,13 +1970,9 @@ clean_ratios() {
 # (pinned, where proxy and upstream share the server CPU and keep it busy) the requests/s
 # against nginx's that those costs give: (1 + nginx's) / (1 + the target's), per round.
 cpu_ratios() {
-	awk -F'\t' -v targets="$(IFS=,; echo "${TARGETS[*]}")" -v pin="$PIN" '
-	function med(a, n,   i, j, v) {
-		for (i = 2; i <= n; i++) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]; a[j + 1] = v }
-		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-	}
-	function stat(x, n) { return n == 0 ? "-" : (n == 1 ? sprintf("%.2f", x[1]) : sprintf("%.2f (%.2f-%.2f)", med(x, n), x[1], x[n])) }
-	function stat1(x, n) { return n == 1 ? sprintf("%.1f", x[1]) : sprintf("%.1f (%.1f-%.1f)", med(x, n), x[1], x[n]) }
+	awk -F'\t' -v targets="$(IFS=,; echo "${TARGETS[*]}")" -v pin="$PIN" "$AWK_STATS"'
+	function astat(x, n) { return n == 0 ? "-" : (n == 1 ? sprintf("%.2f", x[1]) : sprintf("%.2f (%.2f-%.2f)", med(x, n), x[1], x[n])) }
+	function astat1(x, n) { return n == 1 ? sprintf("%.1f", x[1]) : sprintf("%.1f (%.1f-%.1f)", med(x, n), x[1], x[n]) }
 	{ if ($1 > rounds) rounds = $1 }
 	NF >= 6 { cw[$1, $2] = $4; cu[$1, $2] = $5; ca[$1, $2] = $6 }
 	$3 != "null" { c[$1, $2] = $3 }
@@ -2024,8 +1993,8 @@ cpu_ratios() {
 				x[++n] = c[r, t]
 				if (((r, "nginx") in c) && c[r, t] > -1) y[++m] = (1 + c[r, "nginx"]) / (1 + c[r, t])
 			}
-			if (pin == "split") printf "| %s | %s | %s |\n", t, stat(x, n), stat(y, m)
-			else printf "| %s | %s |\n", t, stat(x, n)
+			if (pin == "split") printf "| %s | %s | %s |\n", t, astat(x, n), astat(y, m)
+			else printf "| %s | %s |\n", t, astat(x, n)
 		}
 		# Where the CPU of a request goes, process by process: a target that costs wrk or the
 		# upstream more (smaller batches, more wake-ups) is slower for it on shared CPUs.
@@ -2043,7 +2012,7 @@ cpu_ratios() {
 				if (((r, "nginx") in cw) && cw[r, "nginx"] + cu[r, "nginx"] + ca[r, "nginx"] > 0)
 					y[++m] = s[n] / (cw[r, "nginx"] + cu[r, "nginx"] + ca[r, "nginx"])
 			}
-			if (n) printf "| %s | %s | %s | %s | %s | %s |\n", t, stat1(w, n), stat1(u, n), stat1(a, n), stat1(s, n), stat(y, m)
+			if (n) printf "| %s | %s | %s | %s | %s | %s |\n", t, astat1(w, n), astat1(u, n), astat1(a, n), astat1(s, n), astat(y, m)
 		}
 	}' "$CPUS"
 }

@@ -119,6 +119,25 @@ func scriptFunc(t *testing.T, name string) string {
 	return src[start+1 : start+end+3]
 }
 
+// scriptVar returns the assignment of the single-quoted variable NAME in proxies.sh.
+func scriptVar(t *testing.T, name string) string {
+	t.Helper()
+	script, err := os.ReadFile("proxies.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(script)
+	start := strings.Index(src, "\n"+name+"='")
+	if start < 0 {
+		t.Fatalf("proxies.sh sets no %s", name)
+	}
+	end := strings.Index(src[start+1:], "\n'\n")
+	if end < 0 {
+		t.Fatalf("proxies.sh: %s has no end", name)
+	}
+	return src[start+1 : start+1+end+3]
+}
+
 // protoTable runs proxies.sh's proto_table (the table of --mode protocols) on the rows given:
 // the protocol rows, the conns mode's rows and the broken checks, each a TSV file's lines.
 func protoTable(t *testing.T, targets string, prows, rows, broken []string) map[string][]string {
@@ -140,7 +159,8 @@ SCENARIOS=(idle streams)
 `
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", "-c", env+scriptFunc(t, "proto_table")+"\nproto_table", "bash", dir, targets).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "bash", "-c", env+scriptVar(t, "AWK_STATS")+scriptFunc(t, "proto_table")+"\nproto_table",
+		"bash", dir, targets).CombinedOutput()
 	if err != nil {
 		t.Fatalf("proto_table: %v: %s", err, out)
 	}
