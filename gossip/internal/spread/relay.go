@@ -16,9 +16,10 @@ import (
 // N-1 packets a batch, and a member receives a batch of one home (89 B, three times) from every
 // origin that learns little: at 1,000 entries and 500 homes a second about 130 KB/s each, and
 // 30,000 packets a second from an origin at 5,000 entries. With more than RelayAbove alive
-// members, in a keyed cluster, and every member able to (tag relay=2, so a rolling deploy
-// keeps older members on direct), the members are split into ceil(sqrt(N)) groups by a hash
-// of their names, and the tenants into RelayShards shards by a hash of their names; each
+// members, in a keyed cluster, and every member able to (tag relay=3, so a rolling deploy
+// keeps older members on direct), the members are split into ceil(sqrt(N)) groups by a jump
+// consistent hash of their names (a member joining or leaving moves few others: when the
+// count of groups grows by one, only the members that go to the new group move), and the tenants into RelayShards shards by a hash of their names; each
 // group has a relay for each shard, the member of the group with the highest rendezvous hash
 // of (shard, member), so that every entry picks the same ones:
 //
@@ -39,11 +40,13 @@ import (
 // Entries whose member lists differ for a moment (a join, a failure) may group differently:
 // a home a group then misses is repair's, as a lost packet is.
 
-// RelayTag marks a member able to relay, with RelayVersion: 2, acked (1 was copies, never
-// released). Every entry of this build carries it.
+// RelayTag marks a member able to relay, with RelayVersion: 3, acked, groups by jump hash (2
+// grouped by hash mod groups, 1 sent copies, never released). Members of two versions group
+// differently, so any member without this one keeps every entry on direct. Every entry of
+// this build carries it.
 const (
 	RelayTag     = "relay"
-	RelayVersion = "2"
+	RelayVersion = "3"
 )
 
 // relayQueue bounds the homes a relay holds for its next batches, and the batches waiting
@@ -188,7 +191,7 @@ func relayScore(name string, s int) uint64 {
 }
 
 func groupOf(name string, groups int) int {
-	return int(stablehash.Of(name) % uint64(groups))
+	return stablehash.Jump(stablehash.Of(name), groups)
 }
 
 // relayer is a relay's side: the batches to pass on to its group, decoded and their homes

@@ -2,6 +2,8 @@ package spread
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,5 +155,83 @@ func TestSendShardsKeepsNothing(t *testing.T) {
 	}
 	if sent1 == 0 || w.count("relay-1") != 2*sent1 {
 		t.Errorf("relay-1 got %d packets, then %d: want the same number from each flush", sent1, w.count("relay-1")-sent1)
+	}
+}
+
+// assignments is every (origin, shard) -> relay assignment of the members' plans, as
+// "origin shard relay" strings: the origins whose names end in 0 (a tenth, by name, so that
+// the same origins are looked at whoever joins or leaves), so that the test stays quick.
+func assignments(t *testing.T, ms []Member, shards int) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, m := range ms {
+		if !strings.HasSuffix(m.Name, "0") {
+			continue
+		}
+		p := NewPlan(m.Name, ms, 64, shards, true)
+		if p == nil {
+			t.Fatalf("no plan for %d members", len(ms))
+		}
+		for s, relays := range p.Relays {
+			for _, r := range relays {
+				out[fmt.Sprintf("%s %d %s", m.Name, s, r.Name)] = true
+			}
+		}
+	}
+	return out
+}
+
+// changed is the share of a's assignments that b does not have.
+func changed(a, b map[string]bool) float64 {
+	n := 0
+	for k := range a {
+		if !b[k] {
+			n++
+		}
+	}
+	return float64(n) / float64(len(a))
+}
+
+// One member joining or leaving a fleet of about 1,000 (the one leaving a relay) changes at
+// most 5 % of the (origin, shard) to relay assignments, whether or not it changes the count of
+// groups (961 = 31^2 members make 31 groups, 962 make 32: with hash mod groups nearly every
+// member changed group there). A group more adds an assignment for each (origin, shard),
+// 1/groups of them, and a group fewer takes as many away, on top.
+func TestGroupsStableUnderOneJoinOrLeave(t *testing.T) {
+	shards := DefaultRelayShards
+	groups := func(n int) float64 { return math.Ceil(math.Sqrt(float64(n))) }
+	for _, n := range []int{1000, 961, 962} {
+		ms := fleet(n+1, true)
+		before := assignments(t, ms[:n], shards)
+		joined := assignments(t, ms, shards)
+		relay := NewPlan(ms[0].Name, ms[:n], 64, shards, true).Relays[0][0].Name
+		var rest []Member
+		for _, m := range ms[:n] {
+			if m.Name != relay {
+				rest = append(rest, m)
+			}
+		}
+		left := assignments(t, rest, shards)
+		// A group more (or fewer) across the change: its share of the assignments.
+		more := func(from, to int) float64 {
+			if groups(to) > groups(from) {
+				return 1 / groups(to)
+			}
+			return 0
+		}
+		for _, c := range []struct {
+			what       string
+			share, max float64
+		}{
+			{"a join: assignments gone", changed(before, joined), 0.05 + more(n+1, n)},
+			{"a join: assignments new", changed(joined, before), 0.05 + more(n, n+1)},
+			{"a relay leaving: assignments gone", changed(before, left), 0.05 + more(n-1, n)},
+			{"a relay leaving: assignments new", changed(left, before), 0.05 + more(n, n-1)},
+		} {
+			t.Logf("%d members, %s: %.2f %%", n, c.what, 100*c.share)
+			if c.share > c.max {
+				t.Errorf("%d members, %s: %.1f %% of the assignments, want at most %.1f %%", n, c.what, 100*c.share, 100*c.max)
+			}
+		}
 	}
 }

@@ -39,3 +39,17 @@ func Mix(x uint64) uint64 {
 
 // Of is the hash of s alone, mixed: String from Offset, then Mix.
 func Of(s string) uint64 { return Mix(String(Offset, s)) }
+
+// Jump is key's bucket of buckets (at least 1), by Lamping and Veach's jump consistent hash
+// ("A Fast, Minimal Memory, Consistent Hash Algorithm", 2014): when buckets grows by one,
+// only the keys that move to the new bucket change, 1/buckets of them, where key % buckets
+// moves nearly all.
+func Jump(key uint64, buckets int) int {
+	var b, j int64 = -1, 0
+	for j < int64(buckets) {
+		b = j
+		key = key*2862933555777941757 + 1
+		j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((key>>33)+1)))
+	}
+	return int(b)
+}
