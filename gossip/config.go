@@ -41,7 +41,7 @@ const (
 	DefaultDirectCopies       = spread.DefaultDirectCopies
 	DefaultDirectCopyInterval = spread.DefaultDirectCopyInterval
 	DefaultDirectBudget       = spread.DefaultDirectBudget
-	DefaultRelayAbove         = spread.DefaultRelayAbove
+	DefaultDirectLimit        = spread.DefaultDirectLimit
 	DefaultRelayFlush         = spread.DefaultRelayFlush
 	DefaultRelayShards        = spread.DefaultRelayShards
 	DefaultRelayAckTimeout    = spread.DefaultRelayAckTimeout
@@ -240,10 +240,10 @@ type Config struct {
 	// second (DefaultDirectBudget), with a burst of one second's worth.
 	DirectBudget int
 
-	// RelayAbove (DefaultRelayAbove; negative: never) and RelayFlush (DefaultRelayFlush): see
-	// package spread's relay.go.
-	RelayAbove int
-	RelayFlush time.Duration
+	// DirectLimit (DefaultDirectLimit; negative: relays never) and RelayFlush
+	// (DefaultRelayFlush): see package spread's relay.go.
+	DirectLimit int
+	RelayFlush  time.Duration
 	// RelayShards (DefaultRelayShards, at most 64) and RelayAckTimeout
 	// (DefaultRelayAckTimeout): see package spread's relay.go and acked.go.
 	RelayShards     int
@@ -452,7 +452,7 @@ func (c Config) withDefaults() Config {
 	defi(&c.SuspicionMult, DefaultSuspicionMult)
 	defi(&c.DirectCopies, DefaultDirectCopies)
 	defi(&c.DirectBudget, DefaultDirectBudget)
-	defi(&c.RelayAbove, DefaultRelayAbove)
+	defi(&c.DirectLimit, DefaultDirectLimit)
 	def(&c.RelayFlush, DefaultRelayFlush)
 	defi(&c.RelayShards, DefaultRelayShards)
 	def(&c.RelayAckTimeout, DefaultRelayAckTimeout)

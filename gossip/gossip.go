@@ -160,6 +160,7 @@ func New(cfg Config) (*Gossip, error) {
 		DirectCopies:       cfg.DirectCopies,
 		DirectCopyInterval: cfg.DirectCopyInterval,
 		DirectBudget:       cfg.DirectBudget,
+		DirectLimit:        cfg.DirectLimit,
 		RelayFlush:         cfg.RelayFlush,
 		RelayAckTimeout:    cfg.RelayAckTimeout,
 		Peers:              g.directPeers,

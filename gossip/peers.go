@@ -18,7 +18,13 @@ import (
 type RelayStatus = spread.RelayStatus
 
 // Relays says how homes travel from this entry now, from the plan its batches go by.
-func (g *Gossip) Relays() RelayStatus { return g.relayPlan().Status(g.cfg.NodeName) }
+func (g *Gossip) Relays() RelayStatus {
+	p := g.relayPlan()
+	st := p.Status(g.cfg.NodeName)
+	on, bytes := g.spread.Relaying()
+	st.On, st.DirectBytes = on && p != nil, bytes
+	return st
+}
 
 // peerList is directPeers' cache: the list, shared and never changed once made (queued
 // copies hold it), by name too, for the serf it was read from, and when.
@@ -96,7 +102,7 @@ func (g *Gossip) relayPlan() *spread.Plan {
 			alive = append(alive, spread.Member{Name: m.Name, Addr: memberAddr(m), Tags: m.Tags})
 		}
 	}
-	p := spread.NewPlan(g.cfg.NodeName, alive, g.cfg.RelayAbove, g.cfg.RelayShards, g.keys.Secure())
+	p := spread.NewPlan(g.cfg.NodeName, alive, g.cfg.RelayShards, g.keys.Secure())
 	g.plan.Store(&planEntry{plan: p, serf: s, at: time.Now()})
 	return p
 }

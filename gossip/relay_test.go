@@ -12,12 +12,13 @@ import (
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
-// A cluster above RelayAbove: homes learned at one entry reach every other through relays,
+// A cluster whose homes go through relays at any cost (DirectLimit 1): homes learned at one
+// entry reach every other through relays,
 // with the origin's versions, and the origin sends fewer packets a batch than one to each
 // member.
 func TestHomesTravelThroughRelays(t *testing.T) {
 	const n = 10
-	nodes := startCluster(t, n, func(c *Config) { c.RelayAbove = 4; c.RelayShards = 2; c.RelayFlush = 50 * time.Millisecond })
+	nodes := startCluster(t, n, func(c *Config) { c.DirectLimit = 1; c.RelayShards = 2; c.RelayFlush = 50 * time.Millisecond })
 	origin := nodes[0]
 	testutil.Eventually(t, 5*time.Second, "relays on at the origin", func() bool { return origin.g.relayPlan() != nil })
 	for i := range 40 {
@@ -66,14 +67,23 @@ func TestHomesTravelThroughRelays(t *testing.T) {
 	if a := origin.metric(t, "fenec_entry_gossip_acks_received_total", "result", "matched"); a == 0 {
 		t.Error("the origin got no ack")
 	}
-	// What each entry says of itself (/status): relays on, and the relays the origin sends
-	// to are the ones that say they relay those shards; every group has one per shard.
+	// What each entry says of itself (/status): relays on at every entry, each having counted
+	// the same homes (learned or applied) against the limit; the relays the origin sends to are
+	// the ones that say they relay those shards; every group has one per shard.
+	testutil.Eventually(t, 5*time.Second, "relays on at every entry", func() bool {
+		for _, nd := range nodes {
+			if !nd.g.Relays().On {
+				return false
+			}
+		}
+		return true
+	})
 	byName := map[string]RelayStatus{}
 	claims := 0
 	for _, nd := range nodes {
 		st := nd.g.Relays()
-		if !st.On || st.Shards != 2 || st.Groups != 4 { // ceil(sqrt(10))
-			t.Errorf("%s: relays %+v, want on with 4 groups and 2 shards", nd.name, st)
+		if !st.On || st.DirectBytes <= 0 || st.Shards != 2 || st.Groups != 4 { // ceil(sqrt(10))
+			t.Errorf("%s: relays %+v, want on, a direct cost, 4 groups and 2 shards", nd.name, st)
 		}
 		byName[nd.name] = st
 		claims += len(st.RelayFor)
@@ -131,7 +141,7 @@ func startMemCluster(t *testing.T, n int, loss float64, mod func(*Config)) ([]*t
 }
 
 func relayConfig(c *Config) {
-	c.RelayAbove, c.RelayShards = 8, 2
+	c.DirectLimit, c.RelayShards = 1, 2
 	c.RelayFlush = 50 * time.Millisecond
 	c.RelayAckTimeout = 100 * time.Millisecond
 }

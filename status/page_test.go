@@ -164,8 +164,8 @@ func TestStatusPageStates(t *testing.T) {
 			s.Regions[1].MarkedForReads = false
 			s.Marks[0].FailedAt, s.Marks[0].ReadsUntil = s.At.Add(-time.Minute), s.At.Add(-50*time.Second)
 		}, []string{"asked last by plain writes; reads ask it first again (failed at entry-iad)", "1m 00s ago", ">first again<"}},
-		{"direct homes", func(s *Status) { s.Relays = &RelayStatus{} },
-			[]string{"homes travel: straight to every member (relays above 64)"}},
+		{"direct homes", func(s *Status) { s.Relays = &RelayStatus{DirectBytes: 13_200} },
+			[]string{"homes travel: straight to every member, 13200 bytes a second (relays above 20000)"}},
 		{"relays, this entry one", func(s *Status) {
 			s.Relays = &RelayStatus{On: true, Groups: 10, Shards: 4, Group: 9, RelayFor: []int{1, 3}}
 		}, []string{"homes travel: through relays: 10 groups, this entry's of 9; it relays shard 1, shard 3 of 4 to its group"}},

@@ -29,7 +29,7 @@ func main() {
 	flag.Float64Var(&c.Loss, "loss", c.Loss, "UDP packet loss probability")
 	flag.Uint64Var(&c.Seed, "seed", c.Seed, "seed of every draw")
 	flag.DurationVar(&c.SendCost, "send-cost", c.SendCost, "sender time per UDP packet, writes serialised (0: none, as memnet)")
-	flag.StringVar(&c.Strategy, "strategy", c.Strategy, "homes travel: direct (gossip/ up to RelayAbove members), relay (gossip/ above them, with -ack -relay-ack -nack=false), serf (user events, the design before direct)")
+	flag.StringVar(&c.Strategy, "strategy", c.Strategy, "homes travel: direct (gossip/ while an origin's direct batches cost at most DirectLimit), relay (gossip/ above it, with -ack -relay-ack -nack=false), serf (user events, the design before direct)")
 	flag.DurationVar(&c.FlushInterval, "flush-interval", c.FlushInterval, "publisher FlushInterval")
 	flag.DurationVar(&c.MaxFlushInterval, "max-flush-interval", c.MaxFlushInterval, "publisher MaxFlushInterval")
 	flag.IntVar(&c.MaxEventsPerFlush, "max-events-per-flush", c.MaxEventsPerFlush, "publisher MaxEventsPerFlush")

@@ -2,7 +2,8 @@ package main
 
 import "math"
 
-// The relay strategy (-strategy relay), what gossip/ does above RelayAbove members when run
+// The relay strategy (-strategy relay), what gossip/ does for an origin whose direct batches
+// would cost more than DirectLimit a second (every origin, here), when run
 // with -ack -relay-ack -nack=false (the NACKed relay hop is the alternative it was weighed
 // against): entries form Groups groups (regions or pools; here by index). An origin sends its batch
 // straight to the members of its own group and, for every other group, to that group's relay

@@ -53,12 +53,15 @@ const (
 	// batches: some 1,700 homes a second from one entry with one copy, about 580 with three.
 	DefaultDirectBudget = 20_000
 
-	// DefaultRelayAbove and DefaultRelayFlush: with more alive members than RelayAbove (in a
-	// keyed cluster, every member able to), homes go through relays in groups of about
-	// sqrt(N) members (relay.go), which pack the homes they pass on every RelayFlush.
-	// Below, direct: one hop, and no test or fleet of a few dozen changes.
-	DefaultRelayAbove = 64
-	DefaultRelayFlush = 500 * time.Millisecond
+	// DefaultDirectLimit and DefaultRelayFlush: while sending its homes straight to every
+	// member would cost an entry more than DirectLimit bytes a second (in a keyed cluster,
+	// every member able to relay), they go through relays in groups of about sqrt(N) members
+	// (relay.go), which pack the homes they pass on every RelayFlush; below half of it,
+	// straight again: one hop. 100 entries learning 50 homes a second between them cost each
+	// about 13 KB/s direct, and stay direct; 500 a second, about 130 KB/s, and go through
+	// relays (about 21 KB/s).
+	DefaultDirectLimit = 20_000
+	DefaultRelayFlush  = 500 * time.Millisecond
 	// DefaultRelayShards is how many relays each group has, each for a share of the tenants.
 	// A relay sends its group its shard of every home: about rate x sqrt(N) x 15 B / shards a
 	// second. bench/msgsim, 500 homes a second: with 16 shards and a 500 ms flush the most any

@@ -96,7 +96,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fenec_entry_gossip_direct_packets_sent_total", Help: "Direct packets sent (batches x members x copies).",
 		}),
 		relayed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fenec_entry_gossip_relayed_batches_total", Help: "Batches of homes this entry, a relay for their origin, passed on to its group (relays are on above RelayAbove members).",
+			Name: "fenec_entry_gossip_relayed_batches_total", Help: "Batches of homes this entry, a relay for their origin, passed on to its group (for origins whose homes go through relays).",
 		}),
 		relayBatches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_relay_batches_sent_total", Help: "Batches of many origins' homes this relay sent to its group (acked).",

@@ -151,6 +151,9 @@ const itemOverhead = 20
 func (p *publisher) add(c homes.Change) {
 	switch c.Kind {
 	case homes.ChangeHome:
+		if p.direct != nil {
+			p.direct.rule.seen.Add(1)
+		}
 		if p.homes.push(c.Home) {
 			p.m.pendingDropped.Inc()
 		} else {
@@ -172,6 +175,9 @@ func (p *publisher) add(c homes.Change) {
 // below QueueLow it halves back. A tick that finds changes pending but waits for the widened
 // interval counts a deferred flush.
 func (p *publisher) tick(now time.Time) {
+	if p.direct != nil {
+		p.direct.rule.observe(now)
+	}
 	if d := p.depth(); d >= 0 {
 		p.m.queueDepth.Set(float64(d))
 		switch {
@@ -242,7 +248,8 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 	}
 	var plan *Plan
 	if len(direct) > 0 {
-		plan = p.direct.relayPlan()
+		p.direct.rule.observe(now) // these homes counted before the rule decides where they go
+		plan = p.direct.route()
 	}
 	for _, ev := range direct {
 		if err := p.direct.send(now, ev.Payload, plan); err != nil {
@@ -321,9 +328,11 @@ type directSender struct {
 	m      *metrics
 	queue  []directCopy // copies still to send, by due time
 	budget *tokenBucket // bytes to each member; nil: no bound (tests)
-	// plan, if set, says where a batch goes when relays are on (relay.go); nil from it: to
-	// every peer. With relays on, batches go through acks (acked.go), not copies.
+	// plan, if set, says where a batch goes through relays (relay.go); nil from it: there can
+	// be none. rule decides whether a flush's batches go through them, by what sending them to
+	// every peer costs. Through relays, batches go through acks (acked.go), not copies.
 	plan func() *Plan
+	rule relayRule
 	acks *ackedSender
 	self string
 	// backlog: homes wait for the budget; their first copies come before the extra copies
@@ -376,7 +385,16 @@ func (b *tokenBucket) affordable(now time.Time, size int) int {
 // lose their last copies (repair carries what that loses).
 const maxDirectQueue = 1024
 
-// relayPlan is where batches go now: nil while relays are off.
+// route is where batches go now: through the relays of the plan it returns, or straight to
+// every peer (nil), as the relay rule says.
+func (d *directSender) route() *Plan {
+	if on, _ := d.rule.state(); !on {
+		return nil
+	}
+	return d.relayPlan()
+}
+
+// relayPlan is where batches go through relays: nil while there can be none.
 func (d *directSender) relayPlan() *Plan {
 	if d.plan == nil || d.acks == nil {
 		return nil

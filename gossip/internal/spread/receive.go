@@ -2,6 +2,7 @@ package spread
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -29,6 +30,8 @@ type receiver struct {
 	// rtt estimates the round trip to a member (serf's network coordinates); false if
 	// unknown. Nil: unknown.
 	rtt func(node string) (time.Duration, bool)
+	// seen counts the homes applied, for the relay rule (relayRule.seen); nil: not counted.
+	seen *atomic.Int64
 }
 
 func (r *receiver) run(ctx context.Context, q <-chan inbound) {
@@ -102,6 +105,9 @@ func (r *receiver) apply(in inbound) {
 		}
 		if r.table.Apply(h) {
 			r.m.homesApplied.Inc()
+			if r.seen != nil {
+				r.seen.Add(1)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package spread
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -15,8 +16,9 @@ import (
 // Relays, for large fleets (bench/msgsim modelled them first). Direct homes cost the origin
 // N-1 packets a batch, and a member receives a batch of one home (89 B, three times) from every
 // origin that learns little: at 1,000 entries and 500 homes a second about 130 KB/s each, and
-// 30,000 packets a second from an origin at 5,000 entries. With more than RelayAbove alive
-// members, in a keyed cluster, and every member able to (tag relay=3, so a rolling deploy
+// 30,000 packets a second from an origin at 5,000 entries. While the fleet's new homes, sent
+// straight, would cost each entry more than DirectLimit bytes a second (relayRule), in a keyed
+// cluster, and every member able to (tag relay=3, so a rolling deploy
 // keeps older members on direct), the members are split into ceil(sqrt(N)) groups by a jump
 // consistent hash of their names (a member joining or leaving moves few others: when the
 // count of groups grows by one, only the members that go to the new group move), and the tenants into RelayShards shards by a hash of their names; each
@@ -39,6 +41,61 @@ import (
 // sends its group its shard of everything. A home takes two hops and up to RelayFlush more.
 // Entries whose member lists differ for a moment (a join, a failure) may group differently:
 // a home a group then misses is repair's, as a lost packet is.
+
+// relayRule decides whether this entry's homes go through relays, by one rule every entry
+// computes alike: sending the fleet's new homes straight to every member costs each entry
+// about the rate of new homes x homeBytes (a home is a batch of its own at one entry in most
+// fleets: 89 bytes, DirectCopies times), sent and received alike, whatever the fleet's size.
+// While that is above limit bytes a second (DirectLimit; negative: never), smoothed over
+// relayWindow, homes go through relays; below half of it, straight again, so that a rate near
+// the limit does not flap. Every entry counts the same homes (those it learns and those it
+// applies from peers), so the fleet switches nearly as one; for a moment between, members take
+// homes both ways, and a relay passes on what it is sent whatever its own homes do. The rate
+// of the whole fleet's homes is steady where one origin's, a few a minute, would turn relays
+// on at every burst of two. The publisher's goroutine observes; seen and state may be used
+// from any.
+type relayRule struct {
+	limit     float64
+	homeBytes float64      // a home's direct cost to one member: directHomeBytes x copies
+	seen      atomic.Int64 // homes learned here or applied from peers since the last observe
+	rate      float64      // bytes a second, an exponentially weighted average over relayWindow
+	at        time.Time
+	on        atomic.Bool
+	est       atomic.Uint64 // rate's float64 bits, for state
+}
+
+// directHomeBytes is a batch of one home, sealed (wire.Overhead and all), on the direct path.
+const directHomeBytes = 89
+
+// relayWindow is the relay rule's averaging time: a burst shorter than it moves the estimate
+// by its share of it.
+const relayWindow = 10 * time.Second
+
+// observe takes the homes seen since the last call into the estimate, at now.
+func (r *relayRule) observe(now time.Time) {
+	bytes := float64(r.seen.Swap(0)) * r.homeBytes
+	if !r.at.IsZero() {
+		if dt := now.Sub(r.at); dt > 0 {
+			r.rate *= math.Exp(-dt.Seconds() / relayWindow.Seconds())
+		}
+	}
+	r.at = now
+	r.rate += bytes / relayWindow.Seconds()
+	r.est.Store(math.Float64bits(r.rate))
+	switch on := r.on.Load(); {
+	case r.limit < 0:
+		r.on.Store(false)
+	case !on && r.rate > r.limit:
+		r.on.Store(true)
+	case on && r.rate < r.limit/2:
+		r.on.Store(false)
+	}
+}
+
+// state is whether homes go through relays now, and the estimate of the direct bytes a second.
+func (r *relayRule) state() (bool, float64) {
+	return r.on.Load(), math.Float64frombits(r.est.Load())
+}
 
 // RelayTag marks a member able to relay, with RelayVersion: 3, acked, groups by jump hash (2
 // grouped by hash mod groups, 1 sent copies, never released). Members of two versions group
@@ -95,11 +152,11 @@ func (p *Plan) Rest(relay, self string) []memberlist.Address {
 }
 
 // NewPlan returns the relay plan for self among members (alive, self included), or nil
-// when relays are off: insecure gossip, above members or fewer (RelayAbove; negative:
-// never), or a member without the relay tag. Every entry that is handed the same members
-// makes the same plan.
-func NewPlan(self string, members []Member, above, shards int, secure bool) *Plan {
-	if !secure || above < 0 || len(members) <= above {
+// when there can be no relays: insecure gossip, fewer than two members, or a member without
+// the relay tag. Every entry that is handed the same members makes the same plan. Whether an
+// origin's homes go through it is the relay rule's (relayRule).
+func NewPlan(self string, members []Member, shards int, secure bool) *Plan {
+	if !secure || len(members) < 2 {
 		return nil
 	}
 	for _, m := range members {
@@ -147,25 +204,28 @@ func NewPlan(self string, members []Member, above, shards int, secure bool) *Pla
 
 // RelayStatus is how homes travel from this entry now (Gossip.Relays).
 type RelayStatus struct {
-	// On: through relays (more than RelayAbove alive members, keyed, every one able to);
-	// off: straight to every member.
+	// On: this entry's homes go through relays (relayRule); off: straight to every member.
 	On bool `json:"on"`
-	// Groups and Shards are the relay plan's; Group is how many members this entry's group
-	// has, itself included; RelayFor the shards this entry relays to its group (for the
-	// other groups' origins).
+	// DirectBytes is what sending them straight to every member costs, bytes a second, by
+	// the relay rule's estimate (relays above DirectLimit, direct again below half of it).
+	DirectBytes float64 `json:"direct_bytes_per_s"`
+	// Groups and Shards are the relay plan's (keyed, every member able to relay, whether or not
+	// this entry's homes use it); Group is how many members this entry's group has, itself
+	// included; RelayFor the shards this entry relays to its group (for the other groups'
+	// origins that relay).
 	Groups   int   `json:"groups,omitempty"`
 	Shards   int   `json:"shards,omitempty"`
 	Group    int   `json:"group_members,omitempty"`
 	RelayFor []int `json:"relay_for_shards,omitempty"`
 }
 
-// Status says how homes travel from self, this plan's entry, by this plan; off for a nil
-// plan.
+// Status is self's part in this plan, the plan's entry (On and DirectBytes are the relay
+// rule's: Spread.Relaying); empty for a nil plan.
 func (p *Plan) Status(self string) RelayStatus {
 	if p == nil {
 		return RelayStatus{}
 	}
-	st := RelayStatus{On: true, Groups: len(p.Groups), Shards: len(p.Relays), Group: len(p.Own) + 1}
+	st := RelayStatus{Groups: len(p.Groups), Shards: len(p.Relays), Group: len(p.Own) + 1}
 	// This entry relays shard s for its group when another group's origin picks it: the
 	// plan of any member of another group says so. The score is the same from every
 	// origin, so this entry is shard s's relay when it wins among its own group.

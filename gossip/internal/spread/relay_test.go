@@ -26,16 +26,15 @@ func fleet(n int, tagged bool) []Member {
 	return ms
 }
 
-// Above RelayAbove, each shard has one relay in every other group and the own group gets the
-// batch straight, so every home reaches every group; every entry computes the same relays
-// (whichever the origin, whatever the order of its member list); below the threshold,
-// without a key, or with a member that cannot relay (or relays by copies, version 1), relays
-// are off.
+// Each shard has one relay in every other group and the own group gets the batch straight, so
+// every home reaches every group; every entry computes the same relays (whichever the origin,
+// whatever the order of its member list); alone, without a key, or with a member that cannot
+// relay (or relays by copies, version 1), there are none.
 func TestPlanRelays(t *testing.T) {
 	const shards = 4
 	ms := fleet(100, true)
 	origin := ms[7].Name
-	p := NewPlan(origin, ms, 64, shards, true)
+	p := NewPlan(origin, ms, shards, true)
 	if p == nil {
 		t.Fatal("no plan for 100 members above 64")
 	}
@@ -78,7 +77,7 @@ func TestPlanRelays(t *testing.T) {
 	}
 	shuffled := append(append([]Member(nil), ms[50:]...), ms[:50]...)
 	for _, other := range []string{ms[0].Name, ms[50].Name, ms[99].Name} {
-		q := NewPlan(other, shuffled, 64, shards, true)
+		q := NewPlan(other, shuffled, shards, true)
 		for s, relays := range q.Relays {
 			for _, r := range relays {
 				if want, ok := relayOf[[2]int{groupOf(r.Name, groups), s}]; ok && want != r.Name {
@@ -89,7 +88,7 @@ func TestPlanRelays(t *testing.T) {
 		}
 	}
 	// A tenant's shard is the same everywhere.
-	if q := NewPlan(ms[50].Name, shuffled, 64, shards, true); q.Shard("acme") != p.Shard("acme") {
+	if q := NewPlan(ms[50].Name, shuffled, shards, true); q.Shard("acme") != p.Shard("acme") {
 		t.Error("two entries put acme in different shards")
 	}
 	// The rest of a relay's group: the group but the relay and the origin.
@@ -104,22 +103,22 @@ func TestPlanRelays(t *testing.T) {
 			t.Errorf("%s in the rest of %s's group", a.Name, r.Name)
 		}
 	}
-	if NewPlan(origin, ms[:64], 64, shards, true) != nil {
-		t.Error("relays on at 64 members, RelayAbove 64")
+	if NewPlan(origin, ms[:1], shards, true) != nil {
+		t.Error("a plan for one member")
 	}
-	if NewPlan(origin, ms, 64, shards, false) != nil {
-		t.Error("relays on without a key")
+	if NewPlan(origin, ms[:2], shards, true) == nil {
+		t.Error("no plan for two members")
 	}
-	if NewPlan(origin, ms, -1, shards, true) != nil {
-		t.Error("relays on with RelayAbove negative")
+	if NewPlan(origin, ms, shards, false) != nil {
+		t.Error("a plan without a key")
 	}
 	old := fleet(100, true)
 	delete(old[3].Tags, RelayTag)
-	if NewPlan(origin, old, 64, shards, true) != nil {
+	if NewPlan(origin, old, shards, true) != nil {
 		t.Error("relays on with a member that cannot relay (a rolling deploy)")
 	}
 	old[3].Tags[RelayTag] = "1"
-	if NewPlan(origin, old, 64, shards, true) != nil {
+	if NewPlan(origin, old, shards, true) != nil {
 		t.Error("relays on with a member that relays by copies (version 1), not acks")
 	}
 }
@@ -168,7 +167,7 @@ func assignments(t *testing.T, ms []Member, shards int) map[string]bool {
 		if !strings.HasSuffix(m.Name, "0") {
 			continue
 		}
-		p := NewPlan(m.Name, ms, 64, shards, true)
+		p := NewPlan(m.Name, ms, shards, true)
 		if p == nil {
 			t.Fatalf("no plan for %d members", len(ms))
 		}
@@ -204,7 +203,7 @@ func TestGroupsStableUnderOneJoinOrLeave(t *testing.T) {
 		ms := fleet(n+1, true)
 		before := assignments(t, ms[:n], shards)
 		joined := assignments(t, ms, shards)
-		relay := NewPlan(ms[0].Name, ms[:n], 64, shards, true).Relays[0][0].Name
+		relay := NewPlan(ms[0].Name, ms[:n], shards, true).Relays[0][0].Name
 		var rest []Member
 		for _, m := range ms[:n] {
 			if m.Name != relay {
@@ -233,5 +232,79 @@ func TestGroupsStableUnderOneJoinOrLeave(t *testing.T) {
 				t.Errorf("%d members, %s: %.1f %% of the assignments, want at most %.1f %%", n, c.what, 100*c.share, 100*c.max)
 			}
 		}
+	}
+}
+
+// The relay rule: homes go straight to every member while the fleet's new homes, so sent,
+// cost each entry at most the limit a second (smoothed over relayWindow), through relays above
+// it, and straight again only below half of it; a negative limit never relays.
+func TestRelayRule(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	const tick = 50 * time.Millisecond
+	now := t0
+	// run sees rate homes a second, tick by tick, for span, and says whether the rule was on at
+	// the end and whether it changed its mind in the span's second half.
+	run := func(r *relayRule, rate float64, span time.Duration) (on, flapped bool) {
+		var owed float64
+		var last bool
+		first := true
+		for end := now.Add(span); now.Before(end); now = now.Add(tick) {
+			owed += rate * tick.Seconds()
+			r.seen.Add(int64(owed))
+			owed -= float64(int64(owed))
+			r.observe(now)
+			on, _ = r.state()
+			if end.Sub(now) < span/2 {
+				if !first && on != last {
+					flapped = true
+				}
+				first, last = false, on
+			}
+		}
+		return on, flapped
+	}
+	rule := func(limit float64) *relayRule { return &relayRule{limit: limit, homeBytes: directHomeBytes * 3} }
+	r := rule(20_000)
+	if on, _ := run(r, 50, time.Minute); on { // 50 x 89 x 3 = 13.4 KB/s
+		t.Fatal("50 homes a second (13.4 KB/s direct), limit 20 KB/s: relays on")
+	}
+	if _, est := r.state(); est < 12_500 || est > 14_200 {
+		t.Errorf("estimate %.0f bytes a second, want about 13,350", est)
+	}
+	if on, _ := run(r, 500, 10*time.Second); !on {
+		t.Fatal("500 homes a second (134 KB/s direct): relays off")
+	}
+	if on, flapped := run(r, 60, 2*time.Minute); !on || flapped { // 16 KB/s: between half and the limit
+		t.Fatalf("60 homes a second after 500: relays on %v, flapped %v; want on, steady", on, flapped)
+	}
+	if on, _ := run(r, 20, time.Minute); on { // 5.3 KB/s
+		t.Fatal("20 homes a second, under half the limit: relays still on")
+	}
+	// A burst shorter than the window moves the estimate by its share of it: 3 s at 150 a
+	// second (40 KB/s) gives about 10 KB/s, under the limit.
+	if on, _ := run(rule(20_000), 150, 3*time.Second); on {
+		t.Error("a 3 s burst at 40 KB/s turned relays on")
+	}
+	if on, _ := run(rule(-1), 1e5, 10*time.Second); on {
+		t.Error("relays on with a negative limit")
+	}
+}
+
+// route is the plan while the relay rule says relays, and nil (straight to every member)
+// otherwise, or while there is no plan.
+func TestRouteFollowsTheRule(t *testing.T) {
+	ms := fleet(100, true)
+	plan := NewPlan(ms[0].Name, ms, 4, true)
+	d := &directSender{plan: func() *Plan { return plan }, acks: &ackedSender{}}
+	if d.route() != nil {
+		t.Error("a route through relays with the rule off")
+	}
+	d.rule.on.Store(true)
+	if d.route() != plan {
+		t.Error("no route through relays with the rule on")
+	}
+	d.plan = func() *Plan { return nil }
+	if d.route() != nil {
+		t.Error("a route through relays with no plan")
 	}
 }

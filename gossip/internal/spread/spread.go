@@ -42,12 +42,13 @@ type Config struct {
 	DirectCopies                    int
 	DirectCopyInterval              time.Duration
 	DirectBudget                    int
+	DirectLimit                     int // relay.go: the bytes a second of direct batches before relays
 	RelayFlush, RelayAckTimeout     time.Duration
 
 	// The membership, as gossip sees it. Peers are the members a direct batch goes to, every
 	// member but this entry (nil while there are none to be had); the list is shared and never
 	// changed. PeerAddr is a member's address, where an ack goes. Plan is where batches go
-	// with relays on, nil while they are off (NewPlan). RTT is the round trip to a member, false
+	// through relays, nil while there can be none (NewPlan). RTT is the round trip to a member, false
 	// while unknown.
 	Peers    func() []memberlist.Address
 	PeerAddr func(name string) (memberlist.Address, bool)
@@ -105,10 +106,22 @@ func New(cfg Config) (*Spread, error) {
 			every: cfg.DirectCopyInterval, m: m, write: cfg.Write,
 			budget: newTokenBucket(float64(cfg.DirectBudget), time.Now()), plan: cfg.Plan,
 			acks: s.acks, self: cfg.NodeName}
+		s.pub.direct.rule.limit = float64(cfg.DirectLimit)
+		s.pub.direct.rule.homeBytes = float64(directHomeBytes * max(cfg.DirectCopies, 1))
+		s.recv.seen = &s.pub.direct.rule.seen
 		s.relay = &relayer{in: make(chan []byte, relayQueue), every: cfg.RelayFlush, plan: cfg.Plan, m: m,
 			dec: wire.NewDecoder(), enc: wire.NewEncoder(cfg.NodeName, cfg.EventSizeLimit, cfg.Now), acks: s.acks}
 	}
 	return s, nil
+}
+
+// Relaying reports whether this entry's homes go through relays now (relayRule), and what
+// sending them straight to every member costs, in bytes a second, by the rule's estimate.
+func (s *Spread) Relaying() (on bool, directBytes float64) {
+	if s.pub.direct == nil {
+		return false, 0
+	}
+	return s.pub.direct.rule.state()
 }
 
 // Run publishes and applies until ctx ends: the publisher, the receiver and, with direct
