@@ -85,6 +85,9 @@ func TestHomesTravelThroughRelays(t *testing.T) {
 		if !st.On || st.DirectBytes <= 0 || st.Shards != 2 || st.Groups != 4 { // ceil(sqrt(10))
 			t.Errorf("%s: relays %+v, want on, a direct cost, 4 groups and 2 shards", nd.name, st)
 		}
+		if on, est := nd.metric(t, "fenec_entry_gossip_relays_on"), nd.metric(t, "fenec_entry_gossip_direct_cost_bytes_per_second"); on != 1 || est <= 0 {
+			t.Errorf("%s: fenec_entry_gossip_relays_on %v, direct cost %v; want 1 and the estimate", nd.name, on, est)
+		}
 		byName[nd.name] = st
 		claims += len(st.RelayFor)
 	}

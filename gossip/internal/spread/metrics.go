@@ -17,6 +17,8 @@ type metrics struct {
 	batchBytes      prometheus.Histogram
 	queueDepth      prometheus.Gauge
 	flushInterval   prometheus.Gauge
+	relaysOn        prometheus.Gauge // relayRule's decision
+	directEstimate  prometheus.Gauge // relayRule's estimate, bytes a second
 	flushesDeferred prometheus.Counter
 	pendingDropped  prometheus.Counter
 	homesApplied    prometheus.Counter
@@ -68,6 +70,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		flushInterval: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fenec_entry_gossip_flush_interval_seconds", Help: "Current batching interval (widened under backpressure).",
+		}),
+		relaysOn: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenec_entry_gossip_relays_on", Help: "1 while this entry's homes go through relays: the fleet's new homes, sent straight, would cost each entry more than 20 KB/s (straight again below 10).",
+		}),
+		directEstimate: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenec_entry_gossip_direct_cost_bytes_per_second", Help: "What sending the fleet's new homes straight to every member costs each entry, bytes a second, averaged over 10 s: the relay rule's estimate.",
 		}),
 		flushesDeferred: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_flushes_deferred_total", Help: "Flushes put off because backpressure widened the interval.",
@@ -155,7 +163,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.eventsSent, m.eventsReceived, m.eventsDropped,
-		m.eventsInvalid, m.itemsInvalid, m.batchHomes, m.batchBytes, m.queueDepth, m.flushInterval,
+		m.eventsInvalid, m.itemsInvalid, m.batchHomes, m.batchBytes, m.queueDepth, m.flushInterval, m.relaysOn, m.directEstimate,
 		m.flushesDeferred, m.pendingDropped, m.homesApplied, m.marksApplied, m.propagation,
 		m.directBatches, m.directPackets, m.budgetDeferred, m.relayed, m.relayBatches, m.directReceived,
 		m.relayFallbacks, m.ackedPending, m.ackedResent, m.ackedGivenUp, m.acksSent, m.acksReceived} {

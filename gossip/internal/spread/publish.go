@@ -175,9 +175,7 @@ func (p *publisher) add(c homes.Change) {
 // below QueueLow it halves back. A tick that finds changes pending but waits for the widened
 // interval counts a deferred flush.
 func (p *publisher) tick(now time.Time) {
-	if p.direct != nil {
-		p.direct.rule.observe(now)
-	}
+	p.observeRule(now)
 	if d := p.depth(); d >= 0 {
 		p.m.queueDepth.Set(float64(d))
 		switch {
@@ -198,6 +196,21 @@ func (p *publisher) tick(now time.Time) {
 		return
 	}
 	p.flush(now, false)
+}
+
+// observeRule brings the relay rule up to now, and its gauges.
+func (p *publisher) observeRule(now time.Time) {
+	if p.direct == nil {
+		return
+	}
+	p.direct.rule.observe(now)
+	on, est := p.direct.rule.state()
+	v := 0.0
+	if on {
+		v = 1
+	}
+	p.m.relaysOn.Set(v)
+	p.m.directEstimate.Set(est)
 }
 
 // flush sends up to MaxEventsPerFlush events of pending marks, then homes; with fullOnly,
@@ -248,7 +261,7 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 	}
 	var plan *Plan
 	if len(direct) > 0 {
-		p.direct.rule.observe(now) // these homes counted before the rule decides where they go
+		p.observeRule(now) // these homes counted before the rule decides where they go
 		plan = p.direct.route()
 	}
 	for _, ev := range direct {

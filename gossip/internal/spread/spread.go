@@ -42,7 +42,7 @@ type Config struct {
 	DirectCopies                    int
 	DirectCopyInterval              time.Duration
 	DirectBudget                    int
-	DirectLimit                     int // relay.go: the bytes a second of direct batches before relays
+	DirectLimit                     int // relayRule: what the fleet's homes sent straight may cost an entry
 	RelayFlush, RelayAckTimeout     time.Duration
 
 	// The membership, as gossip sees it. Peers are the members a direct batch goes to, every
