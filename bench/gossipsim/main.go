@@ -34,6 +34,7 @@ type flags struct {
 	drain       time.Duration
 	settle      time.Duration
 	idle        time.Duration
+	idleAfter   time.Duration
 	poll        time.Duration
 	failDetect  time.Duration
 	eventSize   int
@@ -73,6 +74,7 @@ func main() {
 	flag.DurationVar(&f.drain, "drain", 5*time.Second, "gossip-only time after the last learning before repair starts")
 	flag.DurationVar(&f.settle, "settle", 0, "how long repair may take to fill every table; 0 means max(5s, 3 x -repair)")
 	flag.DurationVar(&f.idle, "idle", 3*time.Second, "idle window before learning, to measure membership traffic alone")
+	flag.DurationVar(&f.idleAfter, "idle-after", 0, "wait this long after forming before the idle window: the joins' broadcasts are still retransmitted for a while")
 	flag.DurationVar(&f.failDetect, "fail-detect", 30*time.Second, "after the run, kill one entry and wait up to this long until every other sees it failed (0: skip)")
 	flag.DurationVar(&f.poll, "poll", 5*time.Millisecond, "how often every table is checked for the homes it lacks")
 	// Tuning experiments; 0 keeps gossip's default.
@@ -147,6 +149,7 @@ type result struct {
 	CoverageG   float64  `json:"coverage_gossip"`
 	BytesPerES  float64  `json:"gossip_bytes_per_entry_s"`
 	IdleBytesES float64  `json:"idle_bytes_per_entry_s"`
+	IdleAfterS  float64  `json:"idle_after_s"`
 	PacketsES   float64  `json:"packets_per_entry_s"`
 	SerfHomes   bool     `json:"serf_homes"`
 	EventsSent  float64  `json:"events_sent"`
@@ -274,6 +277,7 @@ func run(f flags) (*result, error) {
 
 	es := c.Entries()
 	nw := c.Network()
+	time.Sleep(f.idleAfter) // the joins' broadcasts die down: not waiting for anything
 	idle0 := nw.Stats()
 	time.Sleep(f.idle) // measuring idle traffic, not waiting for anything
 	idle1 := nw.Stats()
@@ -327,6 +331,7 @@ func run(f flags) (*result, error) {
 		CoverageG:   ratio(gossipPairs, total*len(es)),
 		BytesPerES:  float64(st1.SentBytes-st0.SentBytes) / float64(len(es)) / wall.Seconds(),
 		IdleBytesES: float64(idle1.SentBytes-idle0.SentBytes) / float64(len(es)) / f.idle.Seconds(),
+		IdleAfterS:  f.idleAfter.Seconds(),
 		PacketsES:   float64(st1.Sent-st0.Sent) / float64(len(es)) / wall.Seconds(),
 		NetDrops:    st1.DroppedQueueFull - st0.DroppedQueueFull,
 		RepairS2:    round(repairTook.Seconds(), 2),
