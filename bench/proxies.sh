@@ -860,11 +860,9 @@ conns_table() {
 	}' "$ROWS"
 }
 
-conns_main() {
-	local r i t s n order
-	conns_limits
-	((${#TARGETS[@]})) || die "no target left to measure"
-	if has_target fenec-entry-b; then cp "$AB_BIN" "$TMP/bin/fenec-entry-b"; fi
+# start_backends: the upstream every target proxies to and, with the streams scenario, the
+# stand-in router whose event streams they hold.
+start_backends() {
 	port UP_PORT
 	start upstream "$SERVER_CPUS" "$TMP/bin/upstream" -listen "127.0.0.1:$UP_PORT"
 	wait_ready upstream "http://127.0.0.1:$UP_PORT$REQ_PATH"
@@ -874,6 +872,14 @@ conns_main() {
 			--tenants acme=eu --http-keepalive "$STANDIN_KEEPALIVE" --log-level warn
 		wait_ready standin "http://127.0.0.1:$STANDIN_PORT/t/acme/echo"
 	fi
+}
+
+conns_main() {
+	local r i t s n order
+	conns_limits
+	((${#TARGETS[@]})) || die "no target left to measure"
+	if has_target fenec-entry-b; then cp "$AB_BIN" "$TMP/bin/fenec-entry-b"; fi
+	start_backends
 
 	open_out
 	facts
@@ -1543,15 +1549,7 @@ protocols_main() {
 	if has_target fenec-entry-b; then cp "$AB_BIN" "$TMP/bin/fenec-entry-b"; fi
 	proto_cert
 	: >"$TMP/broken.tsv"
-	port UP_PORT
-	start upstream "$SERVER_CPUS" "$TMP/bin/upstream" -listen "127.0.0.1:$UP_PORT"
-	wait_ready upstream "http://127.0.0.1:$UP_PORT$REQ_PATH"
-	if [[ " ${SCENARIOS[*]} " == *" streams "* ]]; then
-		port STANDIN_PORT
-		start standin "$SERVER_CPUS" "$TMP/bin/fenec-standin" --region "eu=127.0.0.1:$STANDIN_PORT" \
-			--tenants acme=eu --http-keepalive "$STANDIN_KEEPALIVE" --log-level warn
-		wait_ready standin "http://127.0.0.1:$STANDIN_PORT/t/acme/echo"
-	fi
+	start_backends
 	for t in "${TARGETS[@]}"; do
 		if [[ $t == nginx ]]; then
 			proto_nginx plain

@@ -103,39 +103,33 @@ func TestHistPctSmall(t *testing.T) {
 // scriptFunc returns the text of the bash function NAME in proxies.sh.
 func scriptFunc(t *testing.T, name string) string {
 	t.Helper()
-	script, err := os.ReadFile("proxies.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := string(script)
-	start := strings.Index(src, "\n"+name+"() {\n")
-	if start < 0 {
-		t.Fatalf("proxies.sh defines no %s", name)
-	}
-	end := strings.Index(src[start:], "\n}\n")
-	if end < 0 {
-		t.Fatalf("proxies.sh: %s has no end", name)
-	}
-	return src[start+1 : start+end+3]
+	return scriptSpan(t, name+"() {\n", "\n}\n")
 }
 
 // scriptVar returns the assignment of the single-quoted variable NAME in proxies.sh.
 func scriptVar(t *testing.T, name string) string {
+	t.Helper()
+	return scriptSpan(t, name+"='", "\n'\n")
+}
+
+// scriptSpan returns the text of proxies.sh from a line that starts with start to the first
+// end after it, end included.
+func scriptSpan(t *testing.T, start, end string) string {
 	t.Helper()
 	script, err := os.ReadFile("proxies.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := string(script)
-	start := strings.Index(src, "\n"+name+"='")
-	if start < 0 {
-		t.Fatalf("proxies.sh sets no %s", name)
+	i := strings.Index(src, "\n"+start)
+	if i < 0 {
+		t.Fatalf("proxies.sh has no line starting %q", start)
 	}
-	end := strings.Index(src[start+1:], "\n'\n")
-	if end < 0 {
-		t.Fatalf("proxies.sh: %s has no end", name)
+	j := strings.Index(src[i+1:], end)
+	if j < 0 {
+		t.Fatalf("proxies.sh: %q has no end", start)
 	}
-	return src[start+1 : start+1+end+3]
+	return src[i+1 : i+1+j+len(end)]
 }
 
 // protoTable runs proxies.sh's proto_table (the table of --mode protocols) on the rows given:
