@@ -27,6 +27,7 @@ type metrics struct {
 	directBatches   prometheus.Counter
 	directPackets   prometheus.Counter
 	budgetDeferred  prometheus.Counter     // flushes of homes held back by the direct send budget
+	ownRelayed      prometheus.Counter     // flushes sent through relays for want of the origin's own budget
 	relayed         prometheus.Counter     // batches this relay passed on to its group
 	relayBatches    prometheus.Counter     // batches of many origins' homes this relay sent its group
 	relayFallbacks  prometheus.Counter     // batches a relay never acked, sent to the rest of its group
@@ -130,6 +131,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fenec_entry_gossip_acks_received_total",
 			Help: "Acks received for relay-mode packets: matched (a receiver took the packet), late (the packet was acked or given up on already, or the acker was not its receiver).",
 		}, []string{"result"}),
+		ownRelayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_relayed_over_budget_total",
+			Help: "Flushes of homes this entry sent through relays while the fleet's homes go straight, because sending them straight would have cost this entry more than its own budget (1.5 x DirectLimit a second, 10 s of it saved up).",
+		}),
 		budgetDeferred: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_direct_budget_deferred_total",
 			Help: "Flushes that sent fewer batches of homes than they could because of the direct send budget (DirectBudget bytes a second to each member): pending homes wait, the oldest beyond MaxPending are dropped (counted) and left to repair.",
@@ -165,7 +170,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []prometheus.Collector{m.eventsSent, m.eventsReceived, m.eventsDropped,
 		m.eventsInvalid, m.itemsInvalid, m.batchHomes, m.batchBytes, m.queueDepth, m.flushInterval, m.relaysOn, m.directEstimate,
 		m.flushesDeferred, m.pendingDropped, m.homesApplied, m.marksApplied, m.propagation,
-		m.directBatches, m.directPackets, m.budgetDeferred, m.relayed, m.relayBatches, m.directReceived,
+		m.directBatches, m.directPackets, m.budgetDeferred, m.ownRelayed, m.relayed, m.relayBatches, m.directReceived,
 		m.relayFallbacks, m.ackedPending, m.ackedResent, m.ackedGivenUp, m.acksSent, m.acksReceived} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gossip: register metrics: %w", err)

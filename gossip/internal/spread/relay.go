@@ -97,6 +97,16 @@ func (r *relayRule) state() (bool, float64) {
 	return r.on.Load(), math.Float64frombits(r.est.Load())
 }
 
+// newOwnBudget is what an entry's own homes sent straight may cost it while the fleet's go
+// straight (directSender.route): 1.5 x limit bytes a second, 10 s of it saved up. At 100
+// entries a home costs its origin 26 KB and an origin learns one every 2 s on average at 50 a
+// second: the burst holds 11, and a home goes through relays about never; at 5,000 entries
+// one home costs 1.3 MB, and they all do.
+func newOwnBudget(limit float64, now time.Time) *tokenBucket {
+	rate := 1.5 * limit
+	return &tokenBucket{rate: rate, burst: 10 * rate, tokens: 10 * rate, at: now}
+}
+
 // RelayTag marks a member able to relay, with RelayVersion: 3, acked, groups by jump hash (2
 // grouped by hash mod groups, 1 sent copies, never released). Members of two versions group
 // differently, so any member without this one keeps every entry on direct. Every entry of

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/gossip/internal/wire"
@@ -290,21 +291,47 @@ func TestRelayRule(t *testing.T) {
 	}
 }
 
-// route is the plan while the relay rule says relays, and nil (straight to every member)
-// otherwise, or while there is no plan.
+// route is the plan while the relay rule says relays; otherwise straight to every member
+// (nil), but for a flush that would cost this entry more than its own budget holds: that one
+// goes through the plan, counted. Never through relays while there is no plan.
 func TestRouteFollowsTheRule(t *testing.T) {
 	ms := fleet(100, true)
 	plan := NewPlan(ms[0].Name, ms, 4, true)
-	d := &directSender{plan: func() *Plan { return plan }, acks: &ackedSender{}}
-	if d.route() != nil {
-		t.Error("a route through relays with the rule off")
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers := make([]memberlist.Address, 99)
+	now := time.Unix(1_800_000_000, 0)
+	d := &directSender{plan: func() *Plan { return plan }, acks: &ackedSender{}, m: m, copies: 3,
+		peers: func() []memberlist.Address { return peers }, own: newOwnBudget(20_000, now)}
+	batch := []wire.Event{{Payload: make([]byte, directHomeBytes-wire.Overhead)}} // 26.4 KB to 99 peers, 3 copies
+	if d.route(now, batch) != nil {
+		t.Fatal("a route through relays with the rule off and the budget full")
 	}
 	d.rule.on.Store(true)
-	if d.route() != plan {
-		t.Error("no route through relays with the rule on")
+	if d.route(now, batch) != plan {
+		t.Fatal("no route through relays with the rule on")
+	}
+	d.rule.on.Store(false)
+	// The budget holds 300 KB and refills 30 KB/s: 11 homes at once, then one a second.
+	straight := 1 // the first, above
+	for range 20 {
+		if d.route(now, batch) == nil {
+			straight++
+		}
+	}
+	if straight != 11 {
+		t.Errorf("%d of 21 flushes at once went straight, want 11 (300 KB of 26.4 KB each)", straight)
+	}
+	if n := testutil.ToFloat64(m.ownRelayed); n != 10 {
+		t.Errorf("fenec_entry_gossip_relayed_over_budget_total %v, want 10", n)
+	}
+	if d.route(now.Add(time.Second), batch) != nil {
+		t.Error("a second later, 30 KB refilled: the flush did not go straight")
 	}
 	d.plan = func() *Plan { return nil }
-	if d.route() != nil {
+	if d.route(now, batch) != nil {
 		t.Error("a route through relays with no plan")
 	}
 }

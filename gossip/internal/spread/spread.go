@@ -107,6 +107,9 @@ func New(cfg Config) (*Spread, error) {
 			budget: newTokenBucket(float64(cfg.DirectBudget), time.Now()), plan: cfg.Plan,
 			acks: s.acks, self: cfg.NodeName}
 		s.pub.direct.rule.limit = float64(cfg.DirectLimit)
+		if cfg.DirectLimit >= 0 {
+			s.pub.direct.own = newOwnBudget(float64(cfg.DirectLimit), time.Now())
+		}
 		s.pub.direct.rule.homeBytes = float64(directHomeBytes * max(cfg.DirectCopies, 1))
 		s.recv.seen = &s.pub.direct.rule.seen
 		s.relay = &relayer{in: make(chan []byte, relayQueue), every: cfg.RelayFlush, plan: cfg.Plan, m: m,
