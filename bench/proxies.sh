@@ -860,6 +860,21 @@ conns_table() {
 	}' "$ROWS"
 }
 
+# latency_slice T INST URL REQ ERR OTHER STEAL: one slice of the one-connection latency run
+# (wrk -t1 -c1 for SLICE_S) against INST at URL, for target T: its histogram appended to
+# $TMP/hist.T, its requests and errors added to, and its other load and steal kept at their
+# worst in, the associative arrays named REQ, ERR, OTHER and STEAL, keyed by T.
+# shellcheck disable=SC2004 # associative arrays, through namerefs: the key needs its $
+latency_slice() {
+	local t=$1 inst=$2 url=$3
+	local -n slice_req=$4 slice_err=$5 slice_other=$6 slice_steal=$7
+	wrk_run "$inst" 1 1 "$SLICE_S" "$url"
+	grep '^HIST ' "$TMP/wrk.$inst.out" >>"$TMP/hist.$t" || die "wrk printed no HIST line against $inst"
+	slice_req[$t]=$((slice_req[$t] + R_REQUESTS)) slice_err[$t]=$((slice_err[$t] + R_SOCKET_ERRORS + R_NON_2XX))
+	((R_OTHER <= slice_other[$t])) || slice_other[$t]=$R_OTHER
+	((R_STEAL <= slice_steal[$t])) || slice_steal[$t]=$R_STEAL
+}
+
 # start_backends: the upstream every target proxies to and, with the streams scenario, the
 # stand-in router whose event streams they hold.
 start_backends() {
@@ -1335,11 +1350,7 @@ proto_latency() {
 		for ((i = 0; i < ${#live[@]}; i++)); do
 			t=${live[$(((i + k) % ${#live[@]}))]}
 			if [[ $p == plain ]]; then inst=${INST_PLAIN[$t]} url=${URL_PLAIN[$t]}; else inst=${INST_TLS[$t]} url=${URL_TLS[$t]}; fi
-			wrk_run "$inst" 1 1 "$SLICE_S" "$url"
-			grep '^HIST ' "$TMP/wrk.$inst.out" >>"$TMP/hist.$t" || die "wrk printed no HIST line against $inst"
-			lat_req[$t]=$((lat_req[$t] + R_REQUESTS)) lat_err[$t]=$((lat_err[$t] + R_SOCKET_ERRORS + R_NON_2XX))
-			((R_OTHER <= lat_other[$t])) || lat_other[$t]=$R_OTHER
-			((R_STEAL <= lat_steal[$t])) || lat_steal[$t]=$R_STEAL
+			latency_slice "$t" "$inst" "$url" lat_req lat_err lat_other lat_steal
 		done
 	done
 	for ((i = 0; i < ${#live[@]}; i++)); do
@@ -1837,11 +1848,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	for ((k = 0; k < SLICES; k++)); do
 		for ((i = 0; i < n; i++)); do
 			t=${order[$(((i + k) % n))]}
-			wrk_run "$t" 1 1 "$SLICE_S" "${URL[$t]}"
-			grep '^HIST ' "$TMP/wrk.$t.out" >>"$TMP/hist.$t" || die "wrk printed no HIST line against $t"
-			LREQ[$t]=$((LREQ[$t] + R_REQUESTS)) LERR[$t]=$((LERR[$t] + R_SOCKET_ERRORS + R_NON_2XX))
-			((R_OTHER <= LOTHER[$t])) || LOTHER[$t]=$R_OTHER
-			((R_STEAL <= LSTEAL[$t])) || LSTEAL[$t]=$R_STEAL
+			latency_slice "$t" "$t" "${URL[$t]}" LREQ LERR LOTHER LSTEAL
 		done
 	done
 	for ((i = 0; i < n; i++)); do
