@@ -28,6 +28,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -53,6 +54,7 @@ type options struct {
 	timeout   time.Duration
 	sources   int
 	maxFailed int
+	tls       bool
 }
 
 func main() {
@@ -66,6 +68,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Second, "bound of each dial, and of each request with its answer (the first event for -stream)")
 	flag.IntVar(&o.sources, "sources", 1, "dial from 127.0.0.1 .. 127.0.0.`K` in turn (more source ports on loopback)")
 	flag.IntVar(&o.maxFailed, "max-failed", 0, "connections that may fail before connhold gives up")
+	flag.BoolVar(&o.tls, "tls", false, "speak HTTPS (HTTP/1.1 by ALPN, TLS 1.3, the server's certificate not checked: a bench on loopback)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "connhold: %v\n", err)
@@ -193,6 +196,15 @@ func open(o options, i int) (held, error) {
 	c, err := d.Dial("tcp", o.addr)
 	if err != nil {
 		return held{}, err
+	}
+	if o.tls {
+		tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS13}) //nolint:gosec // a bench on loopback, against its own certificate
+		tc.SetDeadline(time.Now().Add(o.timeout))
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return held{}, fmt.Errorf("TLS handshake with %s: %w", o.addr, err)
+		}
+		c = tc
 	}
 	r, err := request(o, c)
 	if err != nil {
