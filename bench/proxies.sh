@@ -1654,18 +1654,16 @@ protocols_main() {
 		echo "⚠ N err: failed or non-2xx requests in those runs (raw file); BROKEN: the target failed that protocol's check by hand (below) and was not measured on it."
 		echo
 		echo "- server CPU busy during the load runs (median$([[ $PIN == split ]] && echo ", CPU $SERVER_CPUS" || echo ", all CPUs")): $(proto_busy)"
-		awk -F'\t' -v max="$IDLE_MAX" '$8 != "-" { n++; v[n] = $8; if ($8 > worst) { worst = $8; at = "round " $1 ", " $2 ", " $3 } }
+		awk -F'\t' -v max="$IDLE_MAX" "$AWK_STATS"'$8 != "-" { n++; v[n] = $8; if ($8 > worst) { worst = $8; at = "round " $1 ", " $2 ", " $3 } }
 			END { if (!n) exit
 				if (!worst) { print "- other processes during the runs: none measured"; exit }
-				for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
-				m = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+				m = med(v, n)
 				printf "- other processes during the runs: median %.0f%% of a CPU, worst %d%% (%s)%s\n", m, worst, at,
 					(m > max) ? ": noisy, run again on a quiet machine" : (worst > max) ? ": distrust that run if it stands out in the raw file" : "" }' "$PROWS"
-		awk -F'\t' -v max="$STEAL_MAX" '$7 != "-" { n++; v[n] = $7; if ($7 > worst) { worst = $7; at = "round " $1 ", " $2 ", " $3 } }
+		awk -F'\t' -v max="$STEAL_MAX" "$AWK_STATS"'$7 != "-" { n++; v[n] = $7; if ($7 > worst) { worst = $7; at = "round " $1 ", " $2 ", " $3 } }
 			END { if (!n) exit
 				if (!worst) { print "- steal (the hypervisor running other guests): none measured"; exit }
-				for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
-				m = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+				m = med(v, n)
 				printf "- steal (the hypervisor running other guests): median %.0f%% of the CPU time, worst %d%% (%s)%s\n", m, worst, at,
 					(worst > max) ? "; runs above " max "% are slowed by the host, not by the targets" : "" }' "$PROWS"
 		for t in "${TARGETS[@]}"; do
