@@ -59,6 +59,7 @@ type Gossip struct {
 	log  zerolog.Logger
 	m    *metrics
 	keys keyring.Keys // the keyring of every incarnation
+	wire mux.Bytes    // the bytes every incarnation's transport carried
 
 	spread         *spread.Spread // homes, marks and clears, to every member and from them
 	membersChanged chan struct{}
@@ -135,7 +136,7 @@ func New(cfg Config) (*Gossip, error) {
 		syncLn:         mux.NewListener(mux.PipeAddr("gossip sync streams"), mux.SyncBacklog),
 		setAgentTags:   agentSetTags,
 	}
-	if g.m, err = newMetrics(cfg.Registerer, g.Up); err != nil {
+	if g.m, err = newMetrics(cfg.Registerer, g.Up, &g.wire); err != nil {
 		return nil, err
 	}
 	// Before Start: the transport's goroutine hands it packets from the first one on.
@@ -295,7 +296,7 @@ func (g *Gossip) transportLocked(mc *memberlist.Config) (*mux.Transport, error) 
 		return nil, errors.New("gossip: an injected transport is not restarted")
 	}
 	return mux.NewTransport(inner, wire.Magic, g.spread.HandlePacket, g.syncLn,
-		func(reason string) { g.m.streamsRefused.WithLabelValues(reason).Inc() }), nil
+		func(reason string) { g.m.streamsRefused.WithLabelValues(reason).Inc() }, &g.wire), nil
 }
 
 // newNetTransport makes the UDP/TCP transport memberlist would make for mc (which it
@@ -333,7 +334,7 @@ func (g *Gossip) writeDirect(pkt []byte, to memberlist.Address) error {
 	if inc == nil {
 		return errNoTransport
 	}
-	_, err := inc.tr.NodeAwareTransport.WriteToAddress(pkt, to)
+	_, err := inc.tr.WriteToAddress(pkt, to)
 	return err
 }
 

@@ -2,8 +2,11 @@ package gossip
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fenec/fenec-entry/gossip/internal/mux"
 )
 
 // metrics are the membership's metrics (spread and the table count their own). None has a
@@ -13,13 +16,15 @@ type metrics struct {
 	up             prometheus.GaugeFunc   // serf running and a member
 	restarts       prometheus.Counter     // fresh serfs started after serf shut itself down
 	streamsRefused *prometheus.CounterVec // reason: sorting, backlog
+	bytes          []prometheus.Collector // fenec_entry_gossip_bytes_total, by transport and direction
 }
 
 // memberStates are the label values of fenec_entry_gossip_members.
 var memberStates = []string{"alive", "leaving", "left", "failed"}
 
-// newMetrics makes the metrics; up is what fenec_entry_gossip_up reads at each scrape.
-func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
+// newMetrics makes the metrics; up is what fenec_entry_gossip_up reads at each scrape, wire
+// what fenec_entry_gossip_bytes_total does.
+func newMetrics(reg prometheus.Registerer, up func() bool, wire *mux.Bytes) (*metrics, error) {
 	m := &metrics{
 		up: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fenec_entry_gossip_up",
@@ -41,6 +46,20 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 			Name: "fenec_entry_gossip_members", Help: "Gossip cluster members by state (alive, leaving, left, failed), this entry included.",
 		}, []string{"state"}),
 	}
+	for _, c := range []struct {
+		transport, dir string
+		n              *atomic.Uint64
+	}{
+		{"packet", "sent", &wire.PacketSent}, {"packet", "received", &wire.PacketReceived},
+		{"stream", "sent", &wire.StreamSent}, {"stream", "received", &wire.StreamReceived},
+	} {
+		m.bytes = append(m.bytes, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_bytes_total",
+			Help: "Bytes through the gossip address, by transport (packet: UDP, everything memberlist, serf and the homes send; " +
+				"stream: TCP, push/pull, joins and the table's sync) and direction (sent, received), as sealed; IP, UDP and TCP headers not counted.",
+			ConstLabels: prometheus.Labels{"transport": c.transport, "dir": c.dir},
+		}, func() float64 { return float64(c.n.Load()) }))
+	}
 	for _, s := range memberStates {
 		m.members.WithLabelValues(s)
 	}
@@ -49,7 +68,7 @@ func newMetrics(reg prometheus.Registerer, up func() bool) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.members, m.up, m.restarts, m.streamsRefused} {
+	for _, c := range append([]prometheus.Collector{m.members, m.up, m.restarts, m.streamsRefused}, m.bytes...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gossip: register metrics: %w", err)
 		}

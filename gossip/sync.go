@@ -72,7 +72,7 @@ func (g *Gossip) dialSync(ctx context.Context, _, addr string) (net.Conn, error)
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
-	c, err := inc.tr.NodeAwareTransport.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
+	c, err := inc.tr.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@
 // streams (and serf's RPC connections) are pushed to.
 //
 // It must not know what it sorts: a packet is bytes for its handler, a sync stream is a
-// connection for its Listener. Nothing here opens, decodes, authenticates or counts what they
-// carry; it knows memberlist's transport and nothing of serf, the table or the keys.
+// connection for its Listener. Nothing here opens, decodes or authenticates what they carry,
+// or counts more of it than its bytes (Bytes); it knows memberlist's transport and nothing of
+// serf, the table or the keys.
 package mux

@@ -67,6 +67,7 @@ func (t *Transport) sortStreams() {
 }
 
 func (t *Transport) sortOne(c net.Conn) {
+	c = &countConn{Conn: c, b: t.bytes}
 	t.mu.Lock()
 	select {
 	case <-t.closing:

@@ -19,6 +19,7 @@ type Transport struct {
 	handle    func(pkt []byte) // a direct packet, still sealed; must not block
 	sync      *Listener        // where sync streams go; nil: closed
 	onRefused func(reason string)
+	bytes     *Bytes
 
 	mu      sync.Mutex            // guards sorting
 	sorting map[net.Conn]struct{} // streams waiting for their first byte; closed by Shutdown
@@ -36,10 +37,14 @@ type Transport struct {
 // NewTransport puts a Transport on inner: the packets that begin with magic go to handle, on
 // the Transport's goroutine; the sync streams go to syncLn, and those it cannot take are
 // closed and told to onRefused (nil: not told), as are the streams past the sorter's bound.
+// Every packet and stream byte, each way, is added to bytes (nil: counted nowhere else).
 func NewTransport(inner memberlist.NodeAwareTransport, magic byte, handle func([]byte), syncLn *Listener,
-	onRefused func(string)) *Transport {
+	onRefused func(string), bytes *Bytes) *Transport {
+	if bytes == nil {
+		bytes = new(Bytes)
+	}
 	t := &Transport{NodeAwareTransport: inner, in: make(chan *memberlist.Packet),
-		streams: make(chan net.Conn), magic: magic, handle: handle, sync: syncLn, onRefused: onRefused,
+		streams: make(chan net.Conn), magic: magic, handle: handle, sync: syncLn, onRefused: onRefused, bytes: bytes,
 		sorting: make(map[net.Conn]struct{}), closing: make(chan struct{}), stop: make(chan struct{})}
 	t.wg.Add(2)
 	go t.run()
@@ -55,6 +60,7 @@ func (t *Transport) run() {
 		case <-t.stop:
 			return
 		case p := <-src:
+			t.bytes.PacketReceived.Add(uint64(len(p.Buf)))
 			if len(p.Buf) > 0 && p.Buf[0] == t.magic {
 				t.handle(p.Buf)
 				continue

@@ -48,7 +48,7 @@ func (b *blockingInner) Shutdown() error {
 // be blocked sending what they accepted last (a hang seen under load in the gossip tests).
 func TestTransportShutdownDrainsInner(t *testing.T) {
 	inner := &blockingInner{packets: make(chan *memberlist.Packet), streams: make(chan net.Conn), done: make(chan struct{})}
-	tr := NewTransport(inner, 0xFB, func([]byte) {}, NewListener(PipeAddr("test"), 1), nil)
+	tr := NewTransport(inner, 0xFB, func([]byte) {}, NewListener(PipeAddr("test"), 1), nil, nil)
 	done := make(chan error, 1)
 	go func() { done <- tr.Shutdown() }()
 	select {
