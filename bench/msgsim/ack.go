@@ -15,7 +15,12 @@ type ackWait struct {
 	tries       int
 }
 
-func (s *Sim) ackTimeout() int64 { return 2*ns(s.cfg.MaxLat) + 50e6 }
+func (s *Sim) ackTimeout() int64 {
+	if s.cfg.AckTimeout > 0 {
+		return ns(s.cfg.AckTimeout)
+	}
+	return 2*ns(s.cfg.MaxLat) + 50e6
+}
 
 func (s *Sim) awaitAcks(i, b int32, kind evKind, peers []int32) {
 	if s.batches[b].acked == nil {

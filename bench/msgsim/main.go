@@ -49,9 +49,12 @@ func main() {
 	flag.IntVar(&c.Budget, "budget", c.Budget, "direct send budget, bytes a second to each member (0: none, the design before it)")
 	flag.Float64Var(&c.MarkRate, "mark-rate", c.MarkRate, "region marks per second, cluster-wide, over serf's epidemic")
 	flag.Float64Var(&c.Churn, "churn", c.Churn, "membership messages per second, cluster-wide, over serf's epidemic (background bytes)")
-	flag.IntVar(&c.Groups, "groups", c.Groups, "relay: groups (0: ceil(sqrt(nodes)))")
-	flag.IntVar(&c.RelayShards, "relay-shards", c.RelayShards, "relay: relays per group, each for a share of the tenants")
-	flag.DurationVar(&c.RelayFlush, "relay-flush", c.RelayFlush, "relay: how long a relay aggregates")
+	flag.IntVar(&c.Groups, "groups", c.Groups, "relay: groups (0: ceil(2 sqrt(nodes)), as gossip/)")
+	flag.IntVar(&c.RelayShards, "relay-shards", c.RelayShards, "relay: relays per group, each for a share of the tenants (0: every member, for its share)")
+	flag.DurationVar(&c.RelayFlush, "relay-flush", c.RelayFlush, "relay: how long a relay aggregates (at least)")
+	flag.Float64Var(&c.RelayPacketRate, "relay-packet-rate", c.RelayPacketRate, "relay: the relay packets a member receives a second at most: a relay aggregates at least group members / this (0: -relay-flush alone)")
+	flag.IntVar(&c.Hop1Copies, "hop1-copies", c.Hop1Copies, "relay: copies of the origin's packets to the relays, -direct-copy-interval apart")
+	flag.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "acked batches: the wait for acks before a batch is sent again (0: 2 x max latency + 50 ms)")
 	flag.IntVar(&c.RelayCopies, "relay-copies", c.RelayCopies, "relay: copies of a relay's batches to its group")
 	flag.BoolVar(&c.Nack, "nack", c.Nack, "relay: sequence numbers, heartbeats and NACKs on the relay hop")
 	flag.BoolVar(&c.Ack, "ack", c.Ack, "the origin's batches are acked and sent again where no ack came, instead of blind copies")
@@ -81,8 +84,10 @@ func (c Config) validate() error {
 		c.ProbeInterval <= 0 || c.Repair <= 0 || c.CopyInterval <= 0 || c.RelayFlush <= 0:
 		return fmt.Errorf("intervals: need positive values, -max-flush-interval >= -flush-interval")
 	case c.Copies < 1 || c.RelayCopies < 1 || c.MaxEventsPerFlush < 1 || c.MaxPending < 1 ||
-		c.GossipNodes < 1 || c.RetransmitMult < 1 || c.RelayShards < 1:
-		return fmt.Errorf("counts: need at least 1")
+		c.GossipNodes < 1 || c.RetransmitMult < 1 || c.RelayShards < 0 || c.Hop1Copies < 1:
+		return fmt.Errorf("counts: need at least 1 (-relay-shards: at least 0)")
+	case c.RelayPacketRate < 0 || c.AckTimeout < 0:
+		return fmt.Errorf("-relay-packet-rate, -ack-timeout: need 0 or more")
 	}
 	return nil
 }

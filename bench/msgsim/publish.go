@@ -105,11 +105,15 @@ func (s *Sim) sendBatch(i, b int32) {
 // CopyInterval apart (gossip/internal/spread/publish.go directSender).
 func (s *Sim) directSend(i, b int32, kind evKind, peers []int32) {
 	s.sendAll(i, b, kind, peers)
+	copies := s.cfg.Copies
 	if s.cfg.Ack && (kind != evRelayData || s.cfg.RelayAck) {
 		s.awaitAcks(i, b, kind, peers)
-		return
+		if kind != evToRelay || s.cfg.Hop1Copies < 2 {
+			return
+		}
+		copies = s.cfg.Hop1Copies
 	}
-	if s.cfg.Copies < 2 {
+	if copies < 2 {
 		return
 	}
 	n := &s.nodes[i]
@@ -126,7 +130,7 @@ func (s *Sim) directSend(i, b int32, kind evKind, peers []int32) {
 		s.st.copiesDropped += c.left * s.peerCount(peers)
 		n.copyQ = n.copyQ[1:]
 	}
-	s.copies = append(s.copies, copyEntry{node: i, batch: b, kind: kind, peers: peers, left: s.cfg.Copies - 1})
+	s.copies = append(s.copies, copyEntry{node: i, batch: b, kind: kind, peers: peers, left: copies - 1})
 	id := int32(len(s.copies) - 1)
 	n.copyQ = append(n.copyQ, id)
 	s.q.push(event{at: s.now + ns(s.cfg.CopyInterval), kind: evCopy, id: id})

@@ -43,7 +43,7 @@ type seqState struct {
 func (s *Sim) initRelays() {
 	g := s.cfg.Groups
 	if g <= 0 {
-		g = int(math.Ceil(math.Sqrt(float64(s.cfg.Nodes))))
+		g = int(math.Ceil(2 * math.Sqrt(float64(s.cfg.Nodes))))
 	}
 	g = min(g, s.cfg.Nodes)
 	k := max(s.cfg.RelayShards, 1)
@@ -94,6 +94,28 @@ func (s *Sim) relaySend(o, b int32) {
 		s.directSend(o, b, evDirect, r.ownPeers[o])
 	}
 	g := r.groupOf[o]
+	if s.cfg.RelayShards == 0 {
+		// Each home to its own relay in each other group: one packet a relay, with the
+		// homes that relay takes.
+		by := map[int32][]int32{}
+		var order []int32
+		for _, h := range s.batches[b].homes {
+			for gj, ms := range r.members {
+				if int32(gj) == g {
+					continue
+				}
+				rl := ms[splitmix(s.homes[h].hash^uint64(gj)<<40)%uint64(len(ms))]
+				if _, ok := by[rl]; !ok {
+					order = append(order, rl)
+				}
+				by[rl] = append(by[rl], h)
+			}
+		}
+		for _, rl := range order {
+			s.hop1(o, by[rl], []int32{rl})
+		}
+		return
+	}
 	k := s.shards()
 	if k == 1 {
 		if len(r.hop1Peers[g][0]) > 0 {
@@ -108,12 +130,28 @@ func (s *Sim) relaySend(o, b int32) {
 	}
 	for sh, hs := range by {
 		if len(hs) > 0 && len(r.hop1Peers[g][sh]) > 0 {
-			sub := s.newBatch(o, hs)
-			s.st.batches-- // not a batch of its own: a share of b
-			s.st.batchHomes -= len(hs)
-			s.directSend(o, sub, evToRelay, r.hop1Peers[g][sh])
+			s.hop1(o, hs, r.hop1Peers[g][sh])
 		}
 	}
+}
+
+// hop1 sends homes, a share of one of o's batches, to relays.
+func (s *Sim) hop1(o int32, hs, relays []int32) {
+	sub := s.newBatch(o, hs)
+	s.st.batches-- // not a batch of its own: a share of b
+	s.st.batchHomes -= len(hs)
+	s.directSend(o, sub, evToRelay, relays)
+}
+
+// relayFlushAfter is how long relay i aggregates: RelayFlush, or longer where its group is
+// so large that RelayPacketRate would be exceeded.
+func (s *Sim) relayFlushAfter(i int32) int64 {
+	d := ns(s.cfg.RelayFlush)
+	if s.cfg.RelayPacketRate > 0 {
+		members := float64(len(s.relays.members[s.relays.groupOf[i]]))
+		d = max(d, int64(members/s.cfg.RelayPacketRate*1e9))
+	}
+	return d
 }
 
 func (s *Sim) recvAtRelay(i, b int32) {
@@ -134,7 +172,7 @@ func (s *Sim) recvAtRelay(i, b int32) {
 	}
 	if len(n.agg) > 0 && !n.armed {
 		n.armed = true
-		s.q.push(event{at: s.now + ns(s.cfg.RelayFlush), kind: evRelayFlush, node: i})
+		s.q.push(event{at: s.now + s.relayFlushAfter(i), kind: evRelayFlush, node: i})
 	}
 }
 

@@ -57,9 +57,15 @@ type Config struct {
 	Churn    float64 // membership messages (alive) a second, cluster-wide, as background
 
 	// The relay strategy (relay.go).
-	Groups       int           // 0: ceil(sqrt(Nodes))
-	RelayShards  int           // relays per group, each for a share of the tenants
-	RelayFlush   time.Duration // how long a relay aggregates
+	Groups      int           // 0: ceil(2 sqrt(Nodes)), as gossip/ does
+	RelayShards int           // relays per group, each for a share of the tenants; 0: every member relays its share of the tenants (by tenant hash)
+	RelayFlush  time.Duration // how long a relay aggregates (at least)
+	// RelayPacketRate bounds the relay packets a member receives a second: a relay then
+	// aggregates at least (group members) / RelayPacketRate seconds; 0: RelayFlush alone.
+	RelayPacketRate float64
+	// Hop1Copies: copies of an origin's packets to the relays, CopyInterval apart (with
+	// Ack, acks and resends too); 1: one.
+	Hop1Copies   int
 	RelayCopies  int           // copies of a relay's packets to its group
 	Nack         bool          // sequence numbers, heartbeats and NACKs on the relay hop
 	HeartbeatGap time.Duration // the first heartbeat after a relay's last packet
@@ -68,6 +74,9 @@ type Config struct {
 	// times) to the peers that did not ack it, instead of Copies blind copies. Direct
 	// batches in the direct strategy, the origin's batches (own group and relays) in relay.
 	Ack bool
+	// AckTimeout is how long an acked batch waits for its acks before it is sent again
+	// (gossip's RelayAckTimeout); 0: 2 x MaxLat + 50 ms.
+	AckTimeout time.Duration
 	// RelayAck: a relay's batches are acked by its group and sent again where no ack came
 	// (with Ack), instead of copies or NACKs.
 	RelayAck bool
@@ -86,7 +95,8 @@ func DefaultConfig() Config {
 		ProbeInterval: 800 * time.Millisecond, ProbeTimeout: 400 * time.Millisecond,
 		Repair: 30 * time.Second, RepairFrom: 0, RepairSettle: 2 * time.Second, RepairMaxBuckets: 64,
 		Budget:      20_000,
-		RelayShards: 1, RelayFlush: 100 * time.Millisecond, RelayCopies: 1, Nack: true,
+		RelayShards: 0, RelayFlush: 500 * time.Millisecond, RelayPacketRate: 40, RelayCopies: 1, Nack: true, Hop1Copies: 1,
+		AckTimeout:   400 * time.Millisecond,
 		HeartbeatGap: 100 * time.Millisecond,
 	}
 }

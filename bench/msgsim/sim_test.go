@@ -102,8 +102,11 @@ func TestLossIsCarriedByRepair(t *testing.T) {
 	}
 }
 
+// NACKs on the relay hop, the alternative weighed against acks, with one relay a group that
+// sends often (a sparse relay's last batch is seen missing only by its heartbeats).
 func TestNacksRecoverRelayLossWithoutRepair(t *testing.T) {
 	c := small("relay")
+	c.RelayShards, c.RelayFlush = 1, 100*time.Millisecond
 	c.Loss = 0.05
 	c.Copies = 3
 	c.RelayCopies = 1
@@ -187,7 +190,6 @@ func TestRelayAcksRecoverBothHops(t *testing.T) {
 	c := small("relay")
 	c.Loss = 0.05
 	c.Ack, c.RelayAck, c.Nack = true, true, false
-	c.RelayShards = 2
 	c.RepairFrom = time.Hour
 	s, r := run(t, c)
 	relayAcks := 0
@@ -240,5 +242,63 @@ func TestRepairSettleLeavesInFlightHomes(t *testing.T) {
 	}
 	if raw.Pulled == 0 {
 		t.Error("without the cutoff no round pulled: the test does not exercise it")
+	}
+}
+
+// Every member relays its share (RelayShards 0, the built design): each member of a group sends
+// relay batches, each within half to twice the group's mean; with one relay a group
+// (RelayShards 1) one member a group does it all.
+func TestEveryMemberRelaysItsShare(t *testing.T) {
+	c := small("relay")
+	c.Nodes, c.Groups, c.Rate = 40, 4, 400
+	c.Ack, c.RelayAck, c.Nack = true, true, false
+	s, _ := run(t, c)
+	for g, ms := range s.relays.members {
+		total := 0
+		for _, i := range ms {
+			total += len(s.nodes[i].relay.sent)
+		}
+		mean := float64(total) / float64(len(ms))
+		for _, i := range ms {
+			if n := float64(len(s.nodes[i].relay.sent)); n < mean/2 || n > 2*mean {
+				t.Errorf("group %d: entry %d sent %.0f relay batches, the group's mean %.1f", g, i, n, mean)
+			}
+		}
+	}
+	c.RelayShards = 1
+	s, _ = run(t, c)
+	for g, ms := range s.relays.members {
+		relays := 0
+		for _, i := range ms {
+			if len(s.nodes[i].relay.sent) > 0 {
+				relays++
+			}
+		}
+		if relays != 1 {
+			t.Errorf("one relay a group: group %d has %d members sending relay batches", g, relays)
+		}
+	}
+}
+
+// A relay packs for RelayFlush, or for group members / RelayPacketRate seconds when that is
+// longer.
+func TestRelayFlushGrowsWithTheGroup(t *testing.T) {
+	for _, row := range []struct {
+		nodes, groups int
+		rate          float64
+		want          time.Duration
+	}{
+		{40, 4, 40, 500 * time.Millisecond}, // groups of 10: 250 ms, under RelayFlush
+		{40, 4, 10, time.Second},            // 10 / 10
+		{40, 2, 20, time.Second},            // groups of 20
+		{40, 1, 20, 2 * time.Second},        // one group of 40
+		{40, 1, 0, 500 * time.Millisecond},  // no bound
+	} {
+		c := small("relay")
+		c.Nodes, c.Groups, c.RelayPacketRate = row.nodes, row.groups, row.rate
+		s := New(c)
+		if got := time.Duration(s.relayFlushAfter(0)); got != row.want {
+			t.Errorf("%d entries in %d groups, %v packets/s: a relay packs for %v, want %v", row.nodes, row.groups, row.rate, got, row.want)
+		}
 	}
 }
