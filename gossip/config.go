@@ -43,7 +43,6 @@ const (
 	DefaultDirectBudget       = spread.DefaultDirectBudget
 	DefaultDirectLimit        = spread.DefaultDirectLimit
 	DefaultRelayFlush         = spread.DefaultRelayFlush
-	DefaultRelayShards        = spread.DefaultRelayShards
 	DefaultRelayAckTimeout    = spread.DefaultRelayAckTimeout
 
 	// DefaultMaxQueueDepth is serf's MaxQueueDepth: beyond it serf drops queued events
@@ -241,12 +240,10 @@ type Config struct {
 	DirectBudget int
 
 	// DirectLimit (DefaultDirectLimit; negative: relays never) and RelayFlush
-	// (DefaultRelayFlush): see package spread's relay.go.
-	DirectLimit int
-	RelayFlush  time.Duration
-	// RelayShards (DefaultRelayShards, at most 64) and RelayAckTimeout
-	// (DefaultRelayAckTimeout): see package spread's relay.go and acked.go.
-	RelayShards     int
+	// (DefaultRelayFlush, the least a relay packs for: longer in large groups): see package
+	// spread's relay.go. RelayAckTimeout (DefaultRelayAckTimeout): its acked.go.
+	DirectLimit     int
+	RelayFlush      time.Duration
 	RelayAckTimeout time.Duration
 
 	// QueueHigh and QueueLow are serf event queue depths that widen and narrow the flush
@@ -391,7 +388,7 @@ func (c Config) Validate() error {
 		{"QueueLow", c.QueueLow}, {"MaxQueueDepth", c.MaxQueueDepth},
 		{"RecvQueue", c.RecvQueue}, {"GossipNodes", c.GossipNodes},
 		{"RetransmitMult", c.RetransmitMult}, {"SuspicionMult", c.SuspicionMult},
-		{"DirectCopies", c.DirectCopies}, {"DirectBudget", c.DirectBudget}, {"RelayShards", c.RelayShards},
+		{"DirectCopies", c.DirectCopies}, {"DirectBudget", c.DirectBudget},
 		{"UDPBufferSize", c.UDPBufferSize}, {"MaxStreams", c.MaxStreams}, {"Capacity", c.Capacity},
 	} {
 		if n.v < 0 {
@@ -405,9 +402,6 @@ func (c Config) Validate() error {
 	if d.EventSizeLimit < wire.MinEventSizeLimit || d.EventSizeLimit > d.UDPBufferSize-100 {
 		return bad("EventSizeLimit: %d; need %d to UDPBufferSize-100 (%d)",
 			d.EventSizeLimit, wire.MinEventSizeLimit, d.UDPBufferSize-100)
-	}
-	if d.RelayShards > spread.MaxRelayShards {
-		return bad("RelayShards: %d; at most %d", d.RelayShards, spread.MaxRelayShards)
 	}
 	if d.QueueLow >= d.QueueHigh {
 		return bad("QueueLow %d must be below QueueHigh %d", d.QueueLow, d.QueueHigh)
@@ -454,7 +448,6 @@ func (c Config) withDefaults() Config {
 	defi(&c.DirectBudget, DefaultDirectBudget)
 	defi(&c.DirectLimit, DefaultDirectLimit)
 	def(&c.RelayFlush, DefaultRelayFlush)
-	defi(&c.RelayShards, DefaultRelayShards)
 	def(&c.RelayAckTimeout, DefaultRelayAckTimeout)
 	def(&c.DirectCopyInterval, DefaultDirectCopyInterval)
 	defi(&c.UDPBufferSize, DefaultUDPBufferSize)

@@ -16,7 +16,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/gossip/internal/gossiptest"
-	"github.com/fenec/fenec-entry/gossip/internal/spread"
 	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/internal/testutil"
@@ -506,8 +505,6 @@ func TestConfigValidate(t *testing.T) {
 		"queue bounds":  func(c *Config) { c.QueueLow, c.QueueHigh = 10, 5 },
 		"negative":      func(c *Config) { c.FlushInterval = -1 },
 		"negative mult": func(c *Config) { c.SuspicionMult = -1 },
-		"many shards":   func(c *Config) { c.RelayShards = spread.MaxRelayShards + 1 },
-		"neg. shards":   func(c *Config) { c.RelayShards = -1 },
 		"neg. ack wait": func(c *Config) { c.RelayAckTimeout = -1 },
 		"neg. flush":    func(c *Config) { c.RelayFlush = -1 },
 	} {

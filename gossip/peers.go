@@ -20,7 +20,7 @@ type RelayStatus = spread.RelayStatus
 // Relays says how homes travel from this entry now, from the plan its batches go by.
 func (g *Gossip) Relays() RelayStatus {
 	p := g.relayPlan()
-	st := p.Status(g.cfg.NodeName)
+	st := p.Status()
 	on, bytes := g.spread.Relaying()
 	st.On, st.DirectBytes = on && p != nil, bytes
 	return st
@@ -102,7 +102,7 @@ func (g *Gossip) relayPlan() *spread.Plan {
 			alive = append(alive, spread.Member{Name: m.Name, Addr: memberAddr(m), Tags: m.Tags})
 		}
 	}
-	p := spread.NewPlan(g.cfg.NodeName, alive, g.cfg.RelayShards, g.keys.Secure())
+	p := spread.NewPlan(g.cfg.NodeName, alive, g.keys.Secure())
 	g.plan.Store(&planEntry{plan: p, serf: s, at: time.Now()})
 	return p
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"github.com/fenec/fenec-entry/gossip/internal/spread"
 	"github.com/fenec/fenec-entry/gossip/memnet"
 	"github.com/fenec/fenec-entry/internal/testutil"
@@ -18,7 +20,7 @@ import (
 // member.
 func TestHomesTravelThroughRelays(t *testing.T) {
 	const n = 10
-	nodes := startCluster(t, n, func(c *Config) { c.DirectLimit = 1; c.RelayShards = 2; c.RelayFlush = 50 * time.Millisecond })
+	nodes := startCluster(t, n, func(c *Config) { c.DirectLimit = 1; c.RelayFlush = 50 * time.Millisecond })
 	origin := nodes[0]
 	testutil.Eventually(t, 5*time.Second, "relays on at the origin", func() bool { return origin.g.relayPlan() != nil })
 	for i := range 40 {
@@ -49,13 +51,25 @@ func TestHomesTravelThroughRelays(t *testing.T) {
 			t.Errorf("%s holds tenant-3 from %q, want the origin %q", nd.name, h.Version.Origin, origin.name)
 		}
 	}
-	// Once each, acked: no blind copies. Loopback loses nothing, so every packet the origin
-	// sent was acked, and nothing waits.
-	batches := origin.metric(t, "fenec_entry_gossip_direct_batches_sent_total")
-	packets := origin.metric(t, "fenec_entry_gossip_direct_packets_sent_total")
-	if per := packets / batches; per >= n-1 {
-		t.Errorf("the origin sent %.1f packets a batch, %d members: no fewer than direct", per, n)
+	// Once each, acked: no blind copies, and a home alone costs the origin a packet to each
+	// member of its group and one to its relay in each other group, fewer than one to each
+	// member. Loopback loses nothing, so every packet the origin sent was acked, and nothing
+	// waits.
+	before := origin.metric(t, "fenec_entry_gossip_direct_packets_sent_total")
+	origin.table.Learn("tenant-alone", 0)
+	origin.flush(t)
+	plan := origin.g.relayPlan()
+	if per, want := origin.metric(t, "fenec_entry_gossip_direct_packets_sent_total")-before, len(plan.Own)+len(plan.Others); int(per) != want || want >= n-1 {
+		t.Errorf("the origin sent %.0f packets for a home alone, want %d (its group and a relay in each other group), fewer than %d", per, want, n-1)
 	}
+	testutil.Eventually(t, 5*time.Second, "tenant-alone everywhere", func() bool {
+		for _, nd := range nodes[1:] {
+			if !nd.has("tenant-alone", testRegions[0]) {
+				return false
+			}
+		}
+		return true
+	})
 	testutil.Eventually(t, 5*time.Second, "every packet acked", func() bool {
 		for _, nd := range nodes {
 			if nd.metric(t, "fenec_entry_gossip_acked_pending") != 0 {
@@ -68,8 +82,8 @@ func TestHomesTravelThroughRelays(t *testing.T) {
 		t.Error("the origin got no ack")
 	}
 	// What each entry says of itself (/status): relays on at every entry, each having counted
-	// the same homes (learned or applied) against the limit; the relays the origin sends to are
-	// the ones that say they relay those shards; every group has one per shard.
+	// the same homes (learned or applied) against the limit, in 7 groups; every entry of another
+	// group that is some tenant's relay relayed homes to its group.
 	testutil.Eventually(t, 5*time.Second, "relays on at every entry", func() bool {
 		for _, nd := range nodes {
 			if !nd.g.Relays().On {
@@ -78,35 +92,25 @@ func TestHomesTravelThroughRelays(t *testing.T) {
 		}
 		return true
 	})
-	byName := map[string]RelayStatus{}
-	claims := 0
 	for _, nd := range nodes {
 		st := nd.g.Relays()
-		if !st.On || st.DirectBytes <= 0 || st.Shards != 2 || st.Groups != 4 { // ceil(sqrt(10))
-			t.Errorf("%s: relays %+v, want on, a direct cost, 4 groups and 2 shards", nd.name, st)
+		if !st.On || st.DirectBytes <= 0 || st.Groups != 7 || st.Group < 1 { // ceil(2 sqrt(10))
+			t.Errorf("%s: relays %+v, want on, a direct cost and 7 groups", nd.name, st)
 		}
 		if on, est := nd.metric(t, "fenec_entry_gossip_relays_on"), nd.metric(t, "fenec_entry_gossip_direct_cost_bytes_per_second"); on != 1 || est <= 0 {
 			t.Errorf("%s: fenec_entry_gossip_relays_on %v, direct cost %v; want 1 and the estimate", nd.name, on, est)
 		}
-		byName[nd.name] = st
-		claims += len(st.RelayFor)
 	}
-	plan := origin.g.relayPlan()
-	for s, relays := range plan.Relays {
-		for _, r := range relays {
-			if !slices.Contains(byName[r.Name].RelayFor, s) {
-				t.Errorf("the origin sends shard %d to %s, which says it relays %v", s, r.Name, byName[r.Name].RelayFor)
-			}
+	relays := map[string]bool{}
+	for _, tn := range append(tenantNames(40), "tenant-alone") {
+		for _, r := range plan.Relays(tn) {
+			relays[r.Name] = true
 		}
 	}
-	groupsSeen := 0
-	for _, g := range plan.Groups {
-		if len(g) > 0 {
-			groupsSeen++
+	for _, nd := range nodes {
+		if got := nd.metric(t, "fenec_entry_gossip_relayed_batches_total"); relays[nd.name] != (got > 0) {
+			t.Errorf("%s: a relay of the origin's tenants %v, relayed %v batches", nd.name, relays[nd.name], got)
 		}
-	}
-	if claims != groupsSeen*2 {
-		t.Errorf("%d (entry, shard) relay claims, want one per shard in each of %d groups", claims, groupsSeen)
 	}
 }
 
@@ -144,7 +148,7 @@ func startMemCluster(t *testing.T, n int, loss float64, mod func(*Config)) ([]*t
 }
 
 func relayConfig(c *Config) {
-	c.DirectLimit, c.RelayShards = 1, 2
+	c.DirectLimit = 1
 	c.RelayFlush = 50 * time.Millisecond
 	c.RelayAckTimeout = 100 * time.Millisecond
 }
@@ -210,12 +214,12 @@ func TestDeadRelayFallsBackToItsGroup(t *testing.T) {
 		plan = origin.g.relayPlan()
 		return plan != nil
 	})
-	dead := plan.Relays[0][0].Name
+	dead := plan.Relays("tenant-0")[0].Name
 	network.Kill(dead)
-	// Tenants of shard 0, all from the origin.
+	// Tenants the dead member relays, all from the origin.
 	var tenants []string
 	for i := 0; len(tenants) < 10; i++ {
-		if tn := fmt.Sprintf("tenant-%d", i); plan.Shard(tn) == 0 {
+		if tn := fmt.Sprintf("tenant-%d", i); slices.ContainsFunc(plan.Relays(tn), func(a memberlist.Address) bool { return a.Name == dead }) {
 			tenants = append(tenants, tn)
 		}
 	}
@@ -320,4 +324,12 @@ func TestRelaysThroughAPartition(t *testing.T) {
 		}
 		return true
 	})
+}
+
+func tenantNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("tenant-%d", i)
+	}
+	return out
 }

@@ -150,8 +150,7 @@ func (n *Node) Status() status.Status {
 		s.GossipUp, s.GossipState = g.Up(), g.State()
 		if s.GossipUp {
 			r := g.Relays()
-			s.Relays = &status.RelayStatus{On: r.On, DirectBytes: r.DirectBytes, Groups: r.Groups, Shards: r.Shards,
-				Group: r.Group, RelayFor: r.RelayFor}
+			s.Relays = &status.RelayStatus{On: r.On, DirectBytes: r.DirectBytes, Groups: r.Groups, Group: r.Group}
 		}
 	}
 	lat := n.proxy.Latencies()

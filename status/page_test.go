@@ -166,11 +166,8 @@ func TestStatusPageStates(t *testing.T) {
 		}, []string{"asked last by plain writes; reads ask it first again (failed at entry-iad)", "1m 00s ago", ">first again<"}},
 		{"direct homes", func(s *Status) { s.Relays = &RelayStatus{DirectBytes: 13_200} },
 			[]string{"homes travel: straight to every member, 13200 bytes a second (relays above 20000)"}},
-		{"relays, this entry one", func(s *Status) {
-			s.Relays = &RelayStatus{On: true, Groups: 10, Shards: 4, Group: 9, RelayFor: []int{1, 3}}
-		}, []string{"homes travel: through relays: 10 groups, this entry's of 9; it relays shard 1, shard 3 of 4 to its group"}},
-		{"relays, this entry none", func(s *Status) { s.Relays = &RelayStatus{On: true, Groups: 10, Shards: 4, Group: 9} },
-			[]string{"it relays none of the 4 shards"}},
+		{"relays", func(s *Status) { s.Relays = &RelayStatus{On: true, Groups: 10, Group: 9} },
+			[]string{"homes travel: through relays: 10 groups, this entry's of 9, to which it relays its share of the other groups' homes"}},
 		{"no marks", func(s *Status) { s.Marks, s.Regions[1].Marked, s.Regions[1].MarkedForReads = nil, false, false },
 			[]string{"No live mark", "2 <small>of 2 unmarked</small>"}},
 	}

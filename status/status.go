@@ -49,12 +49,10 @@ type Status struct {
 // RelayStatus is how this entry's homes travel (through relays while sending them to every
 // member directly would cost more than 20 KB/s).
 type RelayStatus struct {
-	On          bool    `json:"on"`                         // this entry's homes go through relays
-	DirectBytes float64 `json:"direct_bytes_per_s"`         // what sending them straight would cost, bytes a second
-	Groups      int     `json:"groups,omitempty"`           // the cluster's relay groups
-	Shards      int     `json:"shards,omitempty"`           // tenant shards, one relay each per group
-	Group       int     `json:"group_members,omitempty"`    // this entry's group, itself included
-	RelayFor    []int   `json:"relay_for_shards,omitempty"` // the shards this entry relays to its group
+	On          bool    `json:"on"`                      // this entry's homes go through relays
+	DirectBytes float64 `json:"direct_bytes_per_s"`      // what sending them straight would cost, bytes a second
+	Groups      int     `json:"groups,omitempty"`        // the cluster's relay groups
+	Group       int     `json:"group_members,omitempty"` // this entry's group, itself included; it relays 1/Group of the tenants to it
 }
 
 // MemberStatus is one gossip member as serf sees it.

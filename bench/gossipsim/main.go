@@ -48,7 +48,6 @@ type flags struct {
 	serfHomes   bool
 	copies      int
 	directLimit int
-	relayShards int
 	ackTimeout  time.Duration
 	copyIntvl   time.Duration
 	maxFlush    time.Duration
@@ -88,7 +87,6 @@ func main() {
 	flag.BoolVar(&f.serfHomes, "serf-homes", false, "gossip SerfHomes: homes as serf user events, not direct batches")
 	flag.IntVar(&f.copies, "direct-copies", 0, "gossip DirectCopies (0: default)")
 	flag.IntVar(&f.directLimit, "direct-limit", 0, "gossip DirectLimit: an origin's bytes a second of direct batches before its homes go through relays (0: default; -1: relays never; 1: always)")
-	flag.IntVar(&f.relayShards, "relay-shards", 0, "gossip RelayShards: relays per group (0: default)")
 	flag.DurationVar(&f.ackTimeout, "relay-ack-timeout", 0, "gossip RelayAckTimeout (0: default)")
 	flag.DurationVar(&f.copyIntvl, "direct-copy-interval", 0, "gossip DirectCopyInterval (0: default)")
 	flag.IntVar(&f.retransmit, "retransmit-mult", 0, "gossip RetransmitMult (0: default)")
@@ -204,7 +202,7 @@ func simOptions(f flags) simcluster.Options {
 			c.RetransmitMult = f.retransmit
 			c.SerfHomes = f.serfHomes
 			c.DirectCopies, c.DirectCopyInterval = f.copies, f.copyIntvl
-			c.DirectLimit, c.RelayShards, c.RelayAckTimeout = f.directLimit, f.relayShards, f.ackTimeout
+			c.DirectLimit, c.RelayAckTimeout = f.directLimit, f.ackTimeout
 			c.MaxFlushInterval = f.maxFlush
 			c.ProbeInterval, c.ProbeTimeout, c.SuspicionMult = f.probeIntvl, f.probeTmo, f.suspMult
 			c.DisableTCPPings = f.noTCPPings

@@ -55,19 +55,14 @@ const (
 
 	// DefaultDirectLimit and DefaultRelayFlush: while sending its homes straight to every
 	// member would cost an entry more than DirectLimit bytes a second (in a keyed cluster,
-	// every member able to relay), they go through relays in groups of about sqrt(N) members
-	// (relay.go), which pack the homes they pass on every RelayFlush; below half of it,
-	// straight again: one hop. 100 entries learning 50 homes a second between them cost each
-	// about 13 KB/s direct, and stay direct; 500 a second, about 130 KB/s, and go through
-	// relays (about 21 KB/s).
+	// every member able to relay), they go through relays in groups of about sqrt(N)/2 members
+	// (relay.go), which pack the homes they pass on every RelayFlush, or longer in large groups
+	// (relayPacketRate); below half of it, straight again: one hop. 100 entries learning 50
+	// homes a second between them cost each about 13 KB/s direct, and stay direct; 500 a
+	// second, about 130 KB/s, and go through relays (bench/msgsim: about 20 KB/s an entry,
+	// the most any entry sends 26-29 KB/s, at 100, 1,000 and 5,000 entries alike).
 	DefaultDirectLimit = 20_000
 	DefaultRelayFlush  = 500 * time.Millisecond
-	// DefaultRelayShards is how many relays each group has, each for a share of the tenants.
-	// A relay sends its group its shard of every home: about rate x sqrt(N) x 15 B / shards a
-	// second. bench/msgsim, 500 homes a second: with 16 shards and a 500 ms flush the most any
-	// entry sends is 26 KB/s at 100 entries, 35 at 1,000 and 67 at 5,000 (with 4 shards and
-	// 200 ms, 40, 95 and 202), every entry's mean 18-22 KB/s, p99 to every entry 1.15-1.5 s.
-	DefaultRelayShards = 16
 	// DefaultRelayAckTimeout is how long an acked packet waits for its acks before it is sent
 	// again (acked.go): above the longest round trip between two PoPs (about 300 ms), so a
 	// resend is for a lost packet, not a slow one.

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/gossip/internal/stablehash"
 	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
 )
@@ -75,7 +76,8 @@ type publisher struct {
 
 	scratchM []homes.Mark
 	scratchH []homes.Home
-	scratchS [][]homes.Home // sendShards'
+	scratchK []uint64             // sendToRelays': the homes' tenant hashes
+	scratchR map[int][]homes.Home // sendToRelays': a group's homes by relay
 
 	// direct, if set, sends homes straight to every member (direct.go); marks still go
 	// through send. nil: homes go through send too, as serf user events.
@@ -275,34 +277,39 @@ func (p *publisher) flush(now time.Time, fullOnly bool) {
 		p.m.batchHomes.Observe(float64(ev.Homes))
 	}
 	if plan != nil {
-		p.sendShards(now, plan, p.scratchH[:nh])
+		p.sendToRelays(now, plan, p.scratchH[:nh])
 	}
 	clear(p.scratchM)
 	clear(p.scratchH)
 }
 
-// sendShards sends hs, the homes of the batches just sent to this entry's own group, to the
-// relays of the other groups: each shard's homes in batches of their own, to that shard's
-// relays (relay.go).
-func (p *publisher) sendShards(now time.Time, plan *Plan, hs []homes.Home) {
-	if cap(p.scratchS) < len(plan.Relays) {
-		p.scratchS = make([][]homes.Home, len(plan.Relays))
-	}
-	parts := p.scratchS[:len(plan.Relays)]
+// sendToRelays sends hs, the homes of the batches just sent to this entry's own group, to
+// their relays in the other groups: in each group, each relay's homes in batches of their own
+// (relay.go).
+func (p *publisher) sendToRelays(now time.Time, plan *Plan, hs []homes.Home) {
+	keys := p.scratchK[:0]
 	for _, h := range hs {
-		s := plan.Shard(h.Tenant)
-		parts[s] = append(parts[s], h)
+		keys = append(keys, stablehash.Of(h.Tenant))
 	}
-	for s, part := range parts {
-		if len(part) > 0 && len(plan.Relays[s]) > 0 { // no relays: one group, its own sends did it
-			p.sendShard(now, part, plan.Relays[s])
+	p.scratchK = keys
+	if p.scratchR == nil {
+		p.scratchR = make(map[int][]homes.Home)
+	}
+	for gi := range plan.Others {
+		g := &plan.Others[gi]
+		clear(p.scratchR)
+		for i, h := range hs {
+			r := g.Relay(keys[i])
+			p.scratchR[r] = append(p.scratchR[r], h)
 		}
-		clear(part)
-		parts[s] = part[:0] // every shard emptied, sent or not: the next flush starts afresh
+		for r, part := range p.scratchR {
+			p.sendToRelay(now, part, g.Members[r:r+1])
+		}
 	}
+	clear(p.scratchR)
 }
 
-func (p *publisher) sendShard(now time.Time, part []homes.Home, relays []memberlist.Address) {
+func (p *publisher) sendToRelay(now time.Time, part []homes.Home, relays []memberlist.Address) {
 	events, _, _, _, err := p.enc.Split(nil, part, len(part), false) // skipped: counted in flush
 	if err != nil {
 		p.log.Warn().Err(err).Msg("gossip: encoding a relay batch failed; dropping it")

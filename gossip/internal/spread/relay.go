@@ -18,17 +18,19 @@ import (
 // origin that learns little: at 1,000 entries and 500 homes a second about 130 KB/s each, and
 // 30,000 packets a second from an origin at 5,000 entries. While the fleet's new homes, sent
 // straight, would cost each entry more than DirectLimit bytes a second (relayRule), in a keyed
-// cluster, and every member able to (tag relay=3, so a rolling deploy
-// keeps older members on direct), the members are split into ceil(sqrt(N)) groups by a jump
-// consistent hash of their names (a member joining or leaving moves few others: when the
-// count of groups grows by one, only the members that go to the new group move), and the tenants into RelayShards shards by a hash of their names; each
-// group has a relay for each shard, the member of the group with the highest rendezvous hash
-// of (shard, member), so that every entry picks the same ones:
+// cluster, and every member able to (tag relay=4, so a rolling deploy keeps older members on
+// direct), the members are split into ceil(2 sqrt(N)) groups (relayGroups) by a jump consistent
+// hash of their names (a member joining or leaving moves few others: when the count of groups grows by one,
+// only the members that go to the new group move). Every member of a group relays its share
+// of the tenants: a tenant's relay in a group is the member with the highest rendezvous hash
+// of (tenant, member), so that every entry picks the same one, each member relays about
+// 1/(group size) of the homes, and a member joining or leaving a group moves only the tenants
+// it takes or had:
 //
-//   - the origin sends each batch once to the other members of its own group, and the homes
-//     of each shard, in batches of their own, once to that shard's relay in each other group
+//   - the origin sends each batch once to the other members of its own group, and each home,
+//     in batches of its own (one for each relay), once to its relay in each other group
 //     (wire.KindRelay);
-//   - a relay applies what it takes and queues its homes for its group; every RelayFlush it
+//   - a relay applies what it takes and queues its homes for its group; every relayFlush it
 //     packs the homes it queued, from many origins, into full batches (each home keeps its
 //     origin's version: the wire carries the origin when it is not the sender) and sends
 //     them once to the other members of its group;
@@ -36,9 +38,10 @@ import (
 //     relay that never acks (dead, partitioned) makes the origin send the batch straight to
 //     the rest of the relay's group.
 //
-// An origin sends about 2 sqrt(N) packets a home (its group, and a relay in each other group)
+// An origin sends about 2.5 sqrt(N) packets a home (its group, and a relay in each other group)
 // instead of N-1, a member receives each home about once, in packed batches, and a relay
-// sends its group its shard of everything. A home takes two hops and up to RelayFlush more.
+// sends its group its share of everything, so that what a member sends and what it receives
+// are about the same whichever it is. A home takes two hops and up to a relay flush more.
 // Entries whose member lists differ for a moment (a join, a failure) may group differently:
 // a home a group then misses is repair's, as a lost packet is.
 
@@ -107,13 +110,13 @@ func newOwnBudget(limit float64, now time.Time) *tokenBucket {
 	return &tokenBucket{rate: rate, burst: 10 * rate, tokens: 10 * rate, at: now}
 }
 
-// RelayTag marks a member able to relay, with RelayVersion: 3, acked, groups by jump hash (2
-// grouped by hash mod groups, 1 sent copies, never released). Members of two versions group
-// differently, so any member without this one keeps every entry on direct. Every entry of
-// this build carries it.
+// RelayTag marks a member able to relay, with RelayVersion: 4, every member relays its share
+// of the tenants (3 grouped by jump hash with a relay a shard, 2 grouped by hash mod groups, 1
+// sent copies, never released). Members of two versions pick different relays, so any member
+// without this one keeps every entry on direct. Every entry of this build carries it.
 const (
 	RelayTag     = "relay"
-	RelayVersion = "3"
+	RelayVersion = "4"
 )
 
 // relayQueue bounds the homes a relay holds for its next batches, and the batches waiting
@@ -121,9 +124,28 @@ const (
 // left to repair.
 const relayQueue = 4096
 
-// MaxRelayShards bounds RelayShards: an origin sends a batch's homes in up to that many
-// batches, one for each shard's relays.
-const MaxRelayShards = 64
+// relayPacketRate bounds the relay batches a member receives a second from its group's relays:
+// each of the group's other members flushes at most once every (group members) / relayPacketRate
+// seconds, and at most once every RelayFlush (relayFlushEvery). A relay packet costs its receiver
+// about 100 bytes besides its homes (the seal, the sender, the ack it sends back), so this keeps
+// that part near 4 KB/s whatever the group's size: in groups of 5 and 16 (100 and 1,000
+// entries) a relay flushes every RelayFlush (500 ms), in groups of 35 (5,000) every 880 ms
+// (bench/msgsim: docs/BENCHMARKS.md, "Relays").
+const relayPacketRate = 40
+
+// relayGroups is how many groups n members form: 2 sqrt(n), so that groups of sqrt(n)/2 keep
+// what a member receives from its group's relays small (relayPacketRate) at a relay flush
+// short enough for p99 (bench/msgsim at 1,000 entries and 500 homes a second: p99 1.52 s with
+// 64 groups, 1.75 s with 32), for an origin's 2.5 sqrt(n) packets a home instead of 2 sqrt(n).
+func relayGroups(n int) int {
+	return int(math.Ceil(2 * math.Sqrt(float64(n))))
+}
+
+// relayFlushEvery is how long a relay of a group of members packs what it holds: at least
+// least, longer in large groups (relayPacketRate).
+func relayFlushEvery(least time.Duration, members int) time.Duration {
+	return max(least, time.Duration(float64(members)/relayPacketRate*float64(time.Second)))
+}
 
 // Member is an alive member as spread is handed it: its name, its memberlist address
 // (ip:port) and its tags.
@@ -138,15 +160,39 @@ type Member struct {
 type Plan struct {
 	// Own is this entry's group but itself.
 	Own []memberlist.Address
-	// Relays are, by shard, that shard's relay in each other group.
-	Relays [][]memberlist.Address
+	// Others are the other groups, each with what picks a tenant's relay in it.
+	Others []Group
 	// Groups are every group's members, by group (this entry's included, itself too).
 	Groups [][]memberlist.Address
 }
 
-// Shard is the relay shard of a tenant.
-func (p *Plan) Shard(tenant string) int {
-	return int(stablehash.Of(tenant) % uint64(len(p.Relays)))
+// Group is a group's members, with their rendezvous keys (Relay).
+type Group struct {
+	Members []memberlist.Address
+	keys    []uint64
+}
+
+// Relay is the index in Members of the relay of the tenant whose hash is tenant
+// (stablehash.Of): the member with the highest rendezvous score.
+func (g *Group) Relay(tenant uint64) int {
+	best, at := uint64(0), 0
+	for i, k := range g.keys {
+		if s := stablehash.Mix(tenant ^ k); i == 0 || s > best {
+			best, at = s, i
+		}
+	}
+	return at
+}
+
+// Relays is tenant's relay in each other group.
+func (p *Plan) Relays(tenant string) []memberlist.Address {
+	t := stablehash.Of(tenant)
+	out := make([]memberlist.Address, len(p.Others))
+	for i := range p.Others {
+		g := &p.Others[i]
+		out[i] = g.Members[g.Relay(t)]
+	}
+	return out
 }
 
 // Rest is the members of relay's group but relay and self: where a batch goes when relay
@@ -165,7 +211,7 @@ func (p *Plan) Rest(relay, self string) []memberlist.Address {
 // when there can be no relays: insecure gossip, fewer than two members, or a member without
 // the relay tag. Every entry that is handed the same members makes the same plan. Whether an
 // origin's homes go through it is the relay rule's (relayRule).
-func NewPlan(self string, members []Member, shards int, secure bool) *Plan {
+func NewPlan(self string, members []Member, secure bool) *Plan {
 	if !secure || len(members) < 2 {
 		return nil
 	}
@@ -174,39 +220,27 @@ func NewPlan(self string, members []Member, shards int, secure bool) *Plan {
 			return nil
 		}
 	}
-	shards = max(shards, 1)
-	groups := int(math.Ceil(math.Sqrt(float64(len(members)))))
+	groups := relayGroups(len(members))
 	mine := groupOf(self, groups)
-	p := &Plan{Relays: make([][]memberlist.Address, shards), Groups: make([][]memberlist.Address, groups)}
-	type choice struct {
-		m     *Member
-		score uint64
-	}
-	best := make([]choice, groups*shards) // [group*shards + shard]
+	p := &Plan{Groups: make([][]memberlist.Address, groups)}
+	others := make([]Group, groups)
 	for i := range members {
 		m := &members[i]
 		g := groupOf(m.Name, groups)
 		a := memberlist.Address{Addr: m.Addr, Name: m.Name}
 		p.Groups[g] = append(p.Groups[g], a)
-		if m.Name == self {
-			continue
-		}
-		if g == mine {
+		switch {
+		case m.Name == self:
+		case g == mine:
 			p.Own = append(p.Own, a)
-			continue
-		}
-		for s := range shards {
-			c := &best[g*shards+s]
-			if score := relayScore(m.Name, s); c.m == nil || score > c.score {
-				c.m, c.score = m, score
-			}
+		default:
+			others[g].Members = append(others[g].Members, a)
+			others[g].keys = append(others[g].keys, relayKey(m.Name))
 		}
 	}
-	for g := range groups {
-		for s := range shards {
-			if c := best[g*shards+s]; g != mine && c.m != nil {
-				p.Relays[s] = append(p.Relays[s], memberlist.Address{Addr: c.m.Addr, Name: c.m.Name})
-			}
+	for g := range others {
+		if g != mine && len(others[g].Members) > 0 {
+			p.Others = append(p.Others, others[g])
 		}
 	}
 	return p
@@ -219,45 +253,25 @@ type RelayStatus struct {
 	// DirectBytes is what sending them straight to every member costs, bytes a second, by
 	// the relay rule's estimate (relays above DirectLimit, direct again below half of it).
 	DirectBytes float64 `json:"direct_bytes_per_s"`
-	// Groups and Shards are the relay plan's (keyed, every member able to relay, whether or not
-	// this entry's homes use it); Group is how many members this entry's group has, itself
-	// included; RelayFor the shards this entry relays to its group (for the other groups'
-	// origins that relay).
-	Groups   int   `json:"groups,omitempty"`
-	Shards   int   `json:"shards,omitempty"`
-	Group    int   `json:"group_members,omitempty"`
-	RelayFor []int `json:"relay_for_shards,omitempty"`
+	// Groups is the relay plan's count of groups (keyed, every member able to relay, whether or
+	// not this entry's homes use it); Group is how many members this entry's group has, itself
+	// included: it relays about 1/Group of the other groups' homes to them.
+	Groups int `json:"groups,omitempty"`
+	Group  int `json:"group_members,omitempty"`
 }
 
 // Status is self's part in this plan, the plan's entry (On and DirectBytes are the relay
 // rule's: Spread.Relaying); empty for a nil plan.
-func (p *Plan) Status(self string) RelayStatus {
+func (p *Plan) Status() RelayStatus {
 	if p == nil {
 		return RelayStatus{}
 	}
-	st := RelayStatus{Groups: len(p.Groups), Shards: len(p.Relays), Group: len(p.Own) + 1}
-	// This entry relays shard s for its group when another group's origin picks it: the
-	// plan of any member of another group says so. The score is the same from every
-	// origin, so this entry is shard s's relay when it wins among its own group.
-	for s := range st.Shards {
-		mine := relayScore(self, s)
-		best := true
-		for _, a := range p.Own {
-			if relayScore(a.Name, s) > mine {
-				best = false
-				break
-			}
-		}
-		if best {
-			st.RelayFor = append(st.RelayFor, s)
-		}
-	}
-	return st
+	return RelayStatus{Groups: len(p.Groups), Group: len(p.Own) + 1}
 }
 
-// relayScore is the rendezvous score of member name for shard s.
-func relayScore(name string, s int) uint64 {
-	return stablehash.Mix(stablehash.String(stablehash.Offset, name) ^ (uint64(s+1) * 0x9E3779B97F4A7C15))
+// relayKey is a member's rendezvous key (Group.Relay).
+func relayKey(name string) uint64 {
+	return stablehash.Mix(stablehash.String(stablehash.Offset, name) ^ 0x9E3779B97F4A7C15)
 }
 
 func groupOf(name string, groups int) int {
@@ -265,8 +279,9 @@ func groupOf(name string, groups int) int {
 }
 
 // relayer is a relay's side: the batches to pass on to its group, decoded and their homes
-// packed again, with their origins' versions, into full batches every RelayFlush, by its
-// own goroutine (run), which owns the decoder and the encoder.
+// packed again, with their origins' versions, into full batches every relayFlushEvery (of
+// RelayFlush, every, and its group's size), by its own goroutine (run), which owns the
+// decoder and the encoder.
 type relayer struct {
 	in    chan []byte
 	every time.Duration
@@ -286,9 +301,18 @@ func (r *relayer) forward(payload []byte) {
 	}
 }
 
+// wait is how long until the next flush, by the group's size now.
+func (r *relayer) wait() time.Duration {
+	members := 1
+	if p := r.plan(); p != nil {
+		members = len(p.Own) + 1
+	}
+	return relayFlushEvery(r.every, members)
+}
+
 func (r *relayer) run(ctx context.Context) {
-	tick := time.NewTicker(r.every)
-	defer tick.Stop()
+	timer := time.NewTimer(r.wait())
+	defer timer.Stop()
 	var held []homes.Home
 	for {
 		select {
@@ -307,8 +331,9 @@ func (r *relayer) run(ctx context.Context) {
 				}
 				held = append(held, w.Home(sender))
 			}
-		case now := <-tick.C:
+		case now := <-timer.C:
 			held = r.flush(now, held)
+			timer.Reset(r.wait())
 		}
 	}
 }

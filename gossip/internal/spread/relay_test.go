@@ -2,7 +2,6 @@ package spread
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -27,33 +26,51 @@ func fleet(n int, tagged bool) []Member {
 	return ms
 }
 
-// Each shard has one relay in every other group and the own group gets the batch straight, so
+// A tenant has one relay in every other group and the own group gets the batch straight, so
 // every home reaches every group; every entry computes the same relays (whichever the origin,
-// whatever the order of its member list); alone, without a key, or with a member that cannot
-// relay (or relays by copies, version 1), there are none.
+// whatever the order of its member list); every member of a group relays about its share of the
+// tenants; alone, without a key, or with a member that cannot relay (or relays by an older
+// plan), there are none.
 func TestPlanRelays(t *testing.T) {
-	const shards = 4
 	ms := fleet(100, true)
 	origin := ms[7].Name
-	p := NewPlan(origin, ms, shards, true)
+	p := NewPlan(origin, ms, true)
 	if p == nil {
-		t.Fatal("no plan for 100 members above 64")
+		t.Fatal("no plan for 100 members")
 	}
-	groups := 10 // ceil(sqrt(100))
-	if len(p.Groups) != groups || len(p.Relays) != shards {
-		t.Fatalf("%d groups and %d shards, want %d and %d", len(p.Groups), len(p.Relays), groups, shards)
+	groups := 20 // ceil(2 sqrt(100))
+	if len(p.Groups) != groups || len(p.Others) != groups-1 {
+		t.Fatalf("%d groups, %d others, want %d and %d", len(p.Groups), len(p.Others), groups, groups-1)
 	}
-	for s, relays := range p.Relays {
+	tenants := make([]string, 5000)
+	for i := range tenants {
+		tenants[i] = fmt.Sprintf("tenant-%d", i)
+	}
+	load := map[string]int{}
+	for _, tn := range tenants {
 		covered := map[int]bool{groupOf(origin, groups): true}
-		for _, r := range relays {
+		for _, r := range p.Relays(tn) {
 			g := groupOf(r.Name, groups)
 			if covered[g] {
-				t.Errorf("shard %d: two relays in group %d, or one in the origin's own", s, g)
+				t.Fatalf("%s: two relays in group %d, or one in the origin's own", tn, g)
 			}
 			covered[g] = true
+			load[r.Name]++
 		}
 		if len(covered) != groups {
-			t.Errorf("shard %d reaches %d of %d groups", s, len(covered), groups)
+			t.Fatalf("%s reaches %d of %d groups", tn, len(covered), groups)
+		}
+	}
+	// Balance: each member of another group relays about 1/(its group's size) of the tenants.
+	for gi, g := range p.Groups {
+		if gi == groupOf(origin, groups) {
+			continue
+		}
+		fair := float64(len(tenants)) / float64(len(g))
+		for _, a := range g {
+			if n := float64(load[a.Name]); n < 0.7*fair || n > 1.3*fair {
+				t.Errorf("%s relays %.0f of %d tenants, its fair share %.0f (group of %d)", a.Name, n, len(tenants), fair, len(g))
+			}
 		}
 	}
 	for _, m := range p.Own {
@@ -69,31 +86,27 @@ func TestPlanRelays(t *testing.T) {
 		t.Errorf("the groups hold %d members, want %d", total, len(ms))
 	}
 	// Every other entry, with its members in another order, picks the same relay for a
-	// (group, shard): a relay's group gets one stream per shard, not one per origin.
-	relayOf := map[[2]int]string{}
-	for s, relays := range p.Relays {
-		for _, r := range relays {
-			relayOf[[2]int{groupOf(r.Name, groups), s}] = r.Name
+	// (group, tenant): a relay's group gets one stream, not one per origin.
+	relayOf := map[string]string{} // "group tenant" -> relay
+	for _, tn := range tenants[:500] {
+		for _, r := range p.Relays(tn) {
+			relayOf[fmt.Sprint(groupOf(r.Name, groups), tn)] = r.Name
 		}
 	}
 	shuffled := append(append([]Member(nil), ms[50:]...), ms[:50]...)
 	for _, other := range []string{ms[0].Name, ms[50].Name, ms[99].Name} {
-		q := NewPlan(other, shuffled, shards, true)
-		for s, relays := range q.Relays {
-			for _, r := range relays {
-				if want, ok := relayOf[[2]int{groupOf(r.Name, groups), s}]; ok && want != r.Name {
-					t.Errorf("%s picks %s for shard %d of group %d, %s picks %s", other, r.Name, s,
+		q := NewPlan(other, shuffled, true)
+		for _, tn := range tenants[:500] {
+			for _, r := range q.Relays(tn) {
+				if want, ok := relayOf[fmt.Sprint(groupOf(r.Name, groups), tn)]; ok && want != r.Name {
+					t.Fatalf("%s picks %s for %s in group %d, %s picks %s", other, r.Name, tn,
 						groupOf(r.Name, groups), origin, want)
 				}
 			}
 		}
 	}
-	// A tenant's shard is the same everywhere.
-	if q := NewPlan(ms[50].Name, shuffled, shards, true); q.Shard("acme") != p.Shard("acme") {
-		t.Error("two entries put acme in different shards")
-	}
 	// The rest of a relay's group: the group but the relay and the origin.
-	r := p.Relays[0][0]
+	r := p.Relays("acme")[0]
 	rest := p.Rest(r.Name, origin)
 	if len(rest) != len(p.Groups[groupOf(r.Name, groups)])-1 {
 		t.Errorf("rest of %s's group: %d members, want its group's %d but one", r.Name, len(rest),
@@ -104,77 +117,83 @@ func TestPlanRelays(t *testing.T) {
 			t.Errorf("%s in the rest of %s's group", a.Name, r.Name)
 		}
 	}
-	if NewPlan(origin, ms[:1], shards, true) != nil {
+	if NewPlan(origin, ms[:1], true) != nil {
 		t.Error("a plan for one member")
 	}
-	if NewPlan(origin, ms[:2], shards, true) == nil {
+	if NewPlan(origin, ms[:2], true) == nil {
 		t.Error("no plan for two members")
 	}
-	if NewPlan(origin, ms, shards, false) != nil {
+	if NewPlan(origin, ms, false) != nil {
 		t.Error("a plan without a key")
 	}
 	old := fleet(100, true)
 	delete(old[3].Tags, RelayTag)
-	if NewPlan(origin, old, shards, true) != nil {
+	if NewPlan(origin, old, true) != nil {
 		t.Error("relays on with a member that cannot relay (a rolling deploy)")
 	}
-	old[3].Tags[RelayTag] = "1"
-	if NewPlan(origin, old, shards, true) != nil {
-		t.Error("relays on with a member that relays by copies (version 1), not acks")
+	old[3].Tags[RelayTag] = "3"
+	if NewPlan(origin, old, true) != nil {
+		t.Error("relays on with a member that picks relays by shard (version 3)")
 	}
 }
 
-// sendShards sends each shard's homes to that shard's relays, once: a shard with no relays
-// (a group of one) keeps nothing for the next flush, which sends only its own homes.
-func TestSendShardsKeepsNothing(t *testing.T) {
+// sendToRelays sends each home to its relay in every other group, once, each relay's homes
+// in one batch, and keeps nothing for the next flush.
+func TestSendToRelays(t *testing.T) {
 	acks, w, m := newTestAcked(t, time.Hour)
 	p := &publisher{m: m, log: zerolog.Nop(), enc: wire.NewEncoder("origin", wire.DefaultEventSizeLimit, time.Now),
 		direct: &directSender{acks: acks, m: m}}
-	plan := &Plan{Relays: [][]memberlist.Address{nil, addrs("relay-1")}}
-	// Two homes of each shard a flush.
-	var flushes [2][]homes.Home
-	count := map[[2]int]int{}
-	for i := 0; len(flushes[0])+len(flushes[1]) < 8; i++ {
+	ms := fleet(16, true)
+	plan := NewPlan(ms[0].Name, ms, true)
+	var hs []homes.Home
+	want := map[string]int{} // relay -> homes
+	for i := range 12 {
 		h := homes.Home{Tenant: fmt.Sprintf("tenant-%d", i), Region: "eu", Version: homes.Version{HLC: uint64(i + 1), Origin: "origin"}}
-		for f := range flushes {
-			if k := [2]int{f, plan.Shard(h.Tenant)}; count[k] < 2 {
-				count[k]++
-				flushes[f] = append(flushes[f], h)
-				break
-			}
+		hs = append(hs, h)
+		for _, r := range plan.Relays(h.Tenant) {
+			want[r.Name]++
 		}
 	}
-	first, second := flushes[0], flushes[1]
-	p.sendShards(time.Now(), plan, first)
-	sent1 := w.count("relay-1")
-	p.sendShards(time.Now(), plan, second)
-	for s, part := range p.scratchS {
-		if len(part) != 0 {
-			t.Errorf("shard %d keeps %d homes after the flush", s, len(part))
+	p.sendToRelays(time.Now(), plan, hs)
+	for name := range want {
+		if got := w.count(name); got != 1 {
+			t.Errorf("%s got %d packets, want 1 (its %d homes in one batch)", name, got, want[name])
 		}
 	}
-	if sent1 == 0 || w.count("relay-1") != 2*sent1 {
-		t.Errorf("relay-1 got %d packets, then %d: want the same number from each flush", sent1, w.count("relay-1")-sent1)
+	for _, m := range ms {
+		if _, ok := want[m.Name]; !ok && w.count(m.Name) != 0 {
+			t.Errorf("%s, no tenant's relay, got %d packets", m.Name, w.count(m.Name))
+		}
+	}
+	if len(p.scratchR) != 0 {
+		t.Errorf("%d relays' homes kept after the flush", len(p.scratchR))
+	}
+	p.sendToRelays(time.Now(), plan, hs[:1])
+	for _, r := range plan.Relays(hs[0].Tenant) {
+		if got := w.count(r.Name); got != 2 {
+			t.Errorf("after a second flush of %s alone, its relay %s has %d packets, want 2", hs[0].Tenant, r.Name, got)
+		}
 	}
 }
 
-// assignments is every (origin, shard) -> relay assignment of the members' plans, as
-// "origin shard relay" strings: the origins whose names end in 0 (a tenth, by name, so that
-// the same origins are looked at whoever joins or leaves), so that the test stays quick.
-func assignments(t *testing.T, ms []Member, shards int) map[string]bool {
+// assignments is every (origin, tenant) -> relay assignment of the members' plans, as
+// "origin tenant relay" strings, over tenants: the origins whose names end in 0 (a tenth, by
+// name, so that the same origins are looked at whoever joins or leaves), so that the test
+// stays quick.
+func assignments(t *testing.T, ms []Member, tenants []string) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
 	for _, m := range ms {
 		if !strings.HasSuffix(m.Name, "0") {
 			continue
 		}
-		p := NewPlan(m.Name, ms, shards, true)
+		p := NewPlan(m.Name, ms, true)
 		if p == nil {
 			t.Fatalf("no plan for %d members", len(ms))
 		}
-		for s, relays := range p.Relays {
-			for _, r := range relays {
-				out[fmt.Sprintf("%s %d %s", m.Name, s, r.Name)] = true
+		for _, tn := range tenants {
+			for _, r := range p.Relays(tn) {
+				out[m.Name+" "+tn+" "+r.Name] = true
 			}
 		}
 	}
@@ -193,25 +212,28 @@ func changed(a, b map[string]bool) float64 {
 }
 
 // One member joining or leaving a fleet of about 1,000 (the one leaving a relay) changes at
-// most 5 % of the (origin, shard) to relay assignments, whether or not it changes the count of
-// groups (961 = 31^2 members make 31 groups, 962 make 32: with hash mod groups nearly every
-// member changed group there). A group more adds an assignment for each (origin, shard),
+// most 5 % of the (origin, tenant) to relay assignments, whether or not it changes the count of
+// groups (961 members make ceil(2 sqrt(961)) = 62 groups, 962 make 63: with hash mod groups
+// nearly every member changed group there). A group more adds an assignment for each (origin, tenant),
 // 1/groups of them, and a group fewer takes as many away, on top.
 func TestGroupsStableUnderOneJoinOrLeave(t *testing.T) {
-	shards := DefaultRelayShards
-	groups := func(n int) float64 { return math.Ceil(math.Sqrt(float64(n))) }
-	for _, n := range []int{1000, 961, 962} {
+	tenants := make([]string, 64)
+	for i := range tenants {
+		tenants[i] = fmt.Sprintf("tenant-%d", i)
+	}
+	groups := func(n int) float64 { return float64(relayGroups(n)) }
+	for _, n := range []int{1000, 961, 962} { // 64, 62 and 63 groups
 		ms := fleet(n+1, true)
-		before := assignments(t, ms[:n], shards)
-		joined := assignments(t, ms, shards)
-		relay := NewPlan(ms[0].Name, ms[:n], shards, true).Relays[0][0].Name
+		before := assignments(t, ms[:n], tenants)
+		joined := assignments(t, ms, tenants)
+		relay := NewPlan(ms[0].Name, ms[:n], true).Relays(tenants[0])[0].Name
 		var rest []Member
 		for _, m := range ms[:n] {
 			if m.Name != relay {
 				rest = append(rest, m)
 			}
 		}
-		left := assignments(t, rest, shards)
+		left := assignments(t, rest, tenants)
 		// A group more (or fewer) across the change: its share of the assignments.
 		more := func(from, to int) float64 {
 			if groups(to) > groups(from) {
@@ -296,7 +318,7 @@ func TestRelayRule(t *testing.T) {
 // goes through the plan, counted. Never through relays while there is no plan.
 func TestRouteFollowsTheRule(t *testing.T) {
 	ms := fleet(100, true)
-	plan := NewPlan(ms[0].Name, ms, 4, true)
+	plan := NewPlan(ms[0].Name, ms, true)
 	m, err := newMetrics(nil)
 	if err != nil {
 		t.Fatal(err)
