@@ -148,42 +148,47 @@ type result struct {
 	BytesPerES  float64  `json:"gossip_bytes_per_entry_s"`
 	IdleBytesES float64  `json:"idle_bytes_per_entry_s"`
 	IdleAfterS  float64  `json:"idle_after_s"`
-	PacketsES   float64  `json:"packets_per_entry_s"`
-	SerfHomes   bool     `json:"serf_homes"`
-	EventsSent  float64  `json:"events_sent"`
-	DirBatches  float64  `json:"direct_batches"`
-	DirPackets  float64  `json:"direct_packets"`
-	Relayed     float64  `json:"relayed_batches"`
-	Bundles     float64  `json:"relay_batches_sent"`
-	AckResent   float64  `json:"acked_resent"`
-	AckGivenUp  float64  `json:"acked_given_up"`
-	AcksSent    float64  `json:"acks_sent"`
-	Fallbacks   float64  `json:"relay_fallbacks"`
-	BudgetDef   float64  `json:"budget_deferred_flushes"`
-	DirDup      float64  `json:"direct_duplicates"`
-	EventsRecv  float64  `json:"events_received"`
-	Delivery    float64  `json:"event_delivery"`
-	HomesPerEv  float64  `json:"homes_per_event"`
-	Dropped     float64  `json:"events_dropped"`
-	PendDropped float64  `json:"pending_dropped"`
-	Deferred    float64  `json:"flushes_deferred"`
-	MaxQueue    float64  `json:"max_serf_queue"`
-	MaxFlushMS  float64  `json:"max_flush_interval_ms"`
-	NetDrops    uint64   `json:"packets_dropped_queue_full"`
-	Repaired    float64  `json:"homes_repaired"`
-	RepairRnds  float64  `json:"repair_rounds"`
-	RepairS2    float64  `json:"repair_took_s"`
-	Lost        int      `json:"homes_lost"`
-	LostPairs   int      `json:"pairs_lost"`
-	CPUCores    float64  `json:"cpu_cores"`
-	PollMS      float64  `json:"poll_ms"`
-	MaxScanMS   float64  `json:"max_scan_ms"`
-	FormedS     float64  `json:"members_formed_s"`
-	ProbeMS     float64  `json:"probe_interval_ms"`
-	ProbeTmoMS  float64  `json:"probe_timeout_ms"`
-	SuspMult    int      `json:"suspicion_mult"`
-	FailFirstS  *float64 `json:"failure_first_s"`
-	FailAllS    *float64 `json:"failure_all_s"`
+	// From the entries' own fenec_entry_gossip_bytes_total, sent: packets (what memnet counts
+	// too) and streams (push/pull, joins, repair's HTTP), idle and over the learn window.
+	IdlePacketES float64  `json:"idle_counted_packet_bytes_per_entry_s"`
+	IdleStreamES float64  `json:"idle_stream_bytes_per_entry_s"`
+	StreamES     float64  `json:"stream_bytes_per_entry_s"`
+	PacketsES    float64  `json:"packets_per_entry_s"`
+	SerfHomes    bool     `json:"serf_homes"`
+	EventsSent   float64  `json:"events_sent"`
+	DirBatches   float64  `json:"direct_batches"`
+	DirPackets   float64  `json:"direct_packets"`
+	Relayed      float64  `json:"relayed_batches"`
+	Bundles      float64  `json:"relay_batches_sent"`
+	AckResent    float64  `json:"acked_resent"`
+	AckGivenUp   float64  `json:"acked_given_up"`
+	AcksSent     float64  `json:"acks_sent"`
+	Fallbacks    float64  `json:"relay_fallbacks"`
+	BudgetDef    float64  `json:"budget_deferred_flushes"`
+	DirDup       float64  `json:"direct_duplicates"`
+	EventsRecv   float64  `json:"events_received"`
+	Delivery     float64  `json:"event_delivery"`
+	HomesPerEv   float64  `json:"homes_per_event"`
+	Dropped      float64  `json:"events_dropped"`
+	PendDropped  float64  `json:"pending_dropped"`
+	Deferred     float64  `json:"flushes_deferred"`
+	MaxQueue     float64  `json:"max_serf_queue"`
+	MaxFlushMS   float64  `json:"max_flush_interval_ms"`
+	NetDrops     uint64   `json:"packets_dropped_queue_full"`
+	Repaired     float64  `json:"homes_repaired"`
+	RepairRnds   float64  `json:"repair_rounds"`
+	RepairS2     float64  `json:"repair_took_s"`
+	Lost         int      `json:"homes_lost"`
+	LostPairs    int      `json:"pairs_lost"`
+	CPUCores     float64  `json:"cpu_cores"`
+	PollMS       float64  `json:"poll_ms"`
+	MaxScanMS    float64  `json:"max_scan_ms"`
+	FormedS      float64  `json:"members_formed_s"`
+	ProbeMS      float64  `json:"probe_interval_ms"`
+	ProbeTmoMS   float64  `json:"probe_timeout_ms"`
+	SuspMult     int      `json:"suspicion_mult"`
+	FailFirstS   *float64 `json:"failure_first_s"`
+	FailAllS     *float64 `json:"failure_all_s"`
 }
 
 // simOptions is the cluster of f: memnet's latency and loss, gossip's defaults but for the
@@ -276,9 +281,9 @@ func run(f flags) (*result, error) {
 	es := c.Entries()
 	nw := c.Network()
 	time.Sleep(f.idleAfter) // the joins' broadcasts die down: not waiting for anything
-	idle0 := nw.Stats()
+	idle0, idleP0, idleS0 := nw.Stats(), sentBytes(es, "packet"), sentBytes(es, "stream")
 	time.Sleep(f.idle) // measuring idle traffic, not waiting for anything
-	idle1 := nw.Stats()
+	idle1, idleP1, idleS1 := nw.Stats(), sentBytes(es, "packet"), sentBytes(es, "stream")
 
 	rng := rand.New(rand.NewPCG(uint64(f.seed), 0x676f7373))
 	total := int(math.Ceil(f.rate * f.duration.Seconds()))
@@ -290,7 +295,7 @@ func run(f flags) (*result, error) {
 	go sampler.run()
 
 	logf("learning %d homes over %v at %.0f/s", total, f.duration, f.rate)
-	cpu0, st0, t0 := cpuTime(), nw.Stats(), time.Now()
+	cpu0, st0, t0, str0 := cpuTime(), nw.Stats(), time.Now(), sentBytes(es, "stream")
 	for k := range total {
 		at := t0.Add(time.Duration(float64(k) / f.rate * float64(time.Second)))
 		if d := time.Until(at); d > 0 {
@@ -306,7 +311,7 @@ func run(f flags) (*result, error) {
 	if d := time.Until(t0.Add(f.duration)); d > 0 {
 		time.Sleep(d)
 	}
-	wall, cpu1, st1 := time.Since(t0), cpuTime(), nw.Stats()
+	wall, cpu1, st1, str1 := time.Since(t0), cpuTime(), nw.Stats(), sentBytes(es, "stream")
 
 	logf("gossip only: draining for up to %v", f.drain)
 	tr.waitAll(f.drain)
@@ -325,22 +330,25 @@ func run(f flags) (*result, error) {
 		Nodes: f.nodes, Rate: f.rate, DurationS: f.duration.Seconds(),
 		LatencyMS: [2]int{int(f.minLat / time.Millisecond), int(f.maxLat / time.Millisecond)},
 		Loss:      f.loss, Seed: f.seed, SerfHomes: f.serfHomes, RepairS: f.repair.Seconds(), Homes: total,
-		CompleteByG: ratio(gossipComplete, total),
-		CoverageG:   ratio(gossipPairs, total*len(es)),
-		BytesPerES:  float64(st1.SentBytes-st0.SentBytes) / float64(len(es)) / wall.Seconds(),
-		IdleBytesES: float64(idle1.SentBytes-idle0.SentBytes) / float64(len(es)) / f.idle.Seconds(),
-		IdleAfterS:  f.idleAfter.Seconds(),
-		PacketsES:   float64(st1.Sent-st0.Sent) / float64(len(es)) / wall.Seconds(),
-		NetDrops:    st1.DroppedQueueFull - st0.DroppedQueueFull,
-		RepairS2:    round(repairTook.Seconds(), 2),
-		Lost:        total - finalComplete,
-		LostPairs:   total*len(es) - finalPairs,
-		CPUCores:    round((cpu1-cpu0).Seconds()/wall.Seconds(), 2),
-		PollMS:      f.poll.Seconds() * 1e3,
-		MaxScanMS:   round(tr.maxScan.Seconds()*1e3, 2),
-		FormedS:     round(formed.Seconds(), 2),
-		MaxQueue:    sampler.maxQueue,
-		MaxFlushMS:  sampler.maxFlush * 1e3,
+		CompleteByG:  ratio(gossipComplete, total),
+		CoverageG:    ratio(gossipPairs, total*len(es)),
+		BytesPerES:   float64(st1.SentBytes-st0.SentBytes) / float64(len(es)) / wall.Seconds(),
+		IdleBytesES:  float64(idle1.SentBytes-idle0.SentBytes) / float64(len(es)) / f.idle.Seconds(),
+		IdleAfterS:   f.idleAfter.Seconds(),
+		IdlePacketES: round((idleP1-idleP0)/float64(len(es))/f.idle.Seconds(), 0),
+		IdleStreamES: round((idleS1-idleS0)/float64(len(es))/f.idle.Seconds(), 0),
+		StreamES:     round((str1-str0)/float64(len(es))/wall.Seconds(), 0),
+		PacketsES:    float64(st1.Sent-st0.Sent) / float64(len(es)) / wall.Seconds(),
+		NetDrops:     st1.DroppedQueueFull - st0.DroppedQueueFull,
+		RepairS2:     round(repairTook.Seconds(), 2),
+		Lost:         total - finalComplete,
+		LostPairs:    total*len(es) - finalPairs,
+		CPUCores:     round((cpu1-cpu0).Seconds()/wall.Seconds(), 2),
+		PollMS:       f.poll.Seconds() * 1e3,
+		MaxScanMS:    round(tr.maxScan.Seconds()*1e3, 2),
+		FormedS:      round(formed.Seconds(), 2),
+		MaxQueue:     sampler.maxQueue,
+		MaxFlushMS:   sampler.maxFlush * 1e3,
 	}
 	res.BytesPerES, res.IdleBytesES, res.PacketsES = round(res.BytesPerES, 0), round(res.IdleBytesES, 0), round(res.PacketsES, 1)
 	res.P50MS, res.P99MS, res.MaxMS, res.PairP50MS, res.PairP99MS = tr.percentiles()
@@ -465,4 +473,14 @@ func failureDetection(c *simcluster.Cluster, limit time.Duration) (first, all *f
 		all = &v
 	}
 	return first, all
+}
+
+// sentBytes is what the entries' own counters say they sent through the gossip address, of
+// one transport (packet, stream), summed.
+func sentBytes(es []*simcluster.Entry, transport string) float64 {
+	var n float64
+	for _, e := range es {
+		n += e.Metric("fenec_entry_gossip_bytes_total", "transport", transport, "dir", "sent")
+	}
+	return n
 }

@@ -29,7 +29,7 @@ func main() {
 	flag.Float64Var(&c.Loss, "loss", c.Loss, "UDP packet loss probability")
 	flag.Uint64Var(&c.Seed, "seed", c.Seed, "seed of every draw")
 	flag.DurationVar(&c.SendCost, "send-cost", c.SendCost, "sender time per UDP packet, writes serialised (0: none, as memnet)")
-	flag.StringVar(&c.Strategy, "strategy", c.Strategy, "homes travel: direct (gossip/ while an origin's direct batches cost at most DirectLimit), relay (gossip/ above it, with -ack -relay-ack -nack=false), serf (user events, the design before direct)")
+	flag.StringVar(&c.Strategy, "strategy", c.Strategy, "homes travel: direct (straight to every member), relay (through relays, as gossip/ does with -ack -relay-ack -nack=false), rule (one or the other by gossip/'s relay rule, with the same flags), serf (user events, the design before direct)")
 	flag.DurationVar(&c.FlushInterval, "flush-interval", c.FlushInterval, "publisher FlushInterval")
 	flag.DurationVar(&c.MaxFlushInterval, "max-flush-interval", c.MaxFlushInterval, "publisher MaxFlushInterval")
 	flag.IntVar(&c.MaxEventsPerFlush, "max-events-per-flush", c.MaxEventsPerFlush, "publisher MaxEventsPerFlush")
@@ -41,6 +41,8 @@ func main() {
 	flag.IntVar(&c.RetransmitMult, "retransmit-mult", c.RetransmitMult, "memberlist RetransmitMult")
 	flag.DurationVar(&c.ProbeInterval, "probe-interval", c.ProbeInterval, "memberlist ProbeInterval")
 	flag.DurationVar(&c.ProbeTimeout, "probe-timeout", c.ProbeTimeout, "memberlist ProbeTimeout")
+	flag.DurationVar(&c.PushPull, "push-pull", c.PushPull, "memberlist PushPullInterval before its scaling with N (0: push/pull not modelled)")
+	flag.IntVar(&c.PushPullMemberBytes, "push-pull-member-bytes", c.PushPullMemberBytes, "bytes each member adds to a push/pull's state")
 	flag.DurationVar(&c.Repair, "repair", c.Repair, "repair interval (jittered ±25 %)")
 	flag.DurationVar(&c.RepairFrom, "repair-from", c.RepairFrom, "when repair loops start; negative: after -duration + -drain, as gossipsim")
 	flag.IntVar(&c.TableHomes, "table", c.TableHomes, "homes every table already holds (they cost repair pull bytes)")
@@ -49,6 +51,7 @@ func main() {
 	flag.IntVar(&c.Budget, "budget", c.Budget, "direct send budget, bytes a second to each member (0: none, the design before it)")
 	flag.Float64Var(&c.MarkRate, "mark-rate", c.MarkRate, "region marks per second, cluster-wide, over serf's epidemic")
 	flag.Float64Var(&c.Churn, "churn", c.Churn, "membership messages per second, cluster-wide, over serf's epidemic (background bytes)")
+	flag.IntVar(&c.DirectLimit, "direct-limit", c.DirectLimit, "rule: the relay rule's DirectLimit, bytes a second (negative: never relays)")
 	flag.IntVar(&c.Groups, "groups", c.Groups, "relay: groups (0: ceil(2 sqrt(nodes)), as gossip/)")
 	flag.IntVar(&c.RelayShards, "relay-shards", c.RelayShards, "relay: relays per group, each for a share of the tenants (0: every member, for its share)")
 	flag.DurationVar(&c.RelayFlush, "relay-flush", c.RelayFlush, "relay: how long a relay aggregates (at least)")
@@ -78,8 +81,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("-min-latency, -max-latency: need 0 <= min <= max")
 	case c.Loss < 0 || c.Loss >= 1:
 		return fmt.Errorf("-loss: need 0 <= loss < 1")
-	case c.Strategy != "direct" && c.Strategy != "relay" && c.Strategy != "serf":
-		return fmt.Errorf("-strategy: %q; need direct, relay or serf", c.Strategy)
+	case c.Strategy != "direct" && c.Strategy != "relay" && c.Strategy != "rule" && c.Strategy != "serf":
+		return fmt.Errorf("-strategy: %q; need direct, relay, rule or serf", c.Strategy)
 	case c.FlushInterval <= 0 || c.MaxFlushInterval < c.FlushInterval || c.GossipInterval <= 0 ||
 		c.ProbeInterval <= 0 || c.Repair <= 0 || c.CopyInterval <= 0 || c.RelayFlush <= 0:
 		return fmt.Errorf("intervals: need positive values, -max-flush-interval >= -flush-interval")

@@ -96,6 +96,8 @@ func (s *Sim) sendBatch(i, b int32) {
 		s.publishEvent(i, b)
 	case "relay":
 		s.relaySend(i, b)
+	case "rule":
+		s.ruleSend(i, b)
 	default:
 		s.directSend(i, b, evDirect, nil)
 	}
@@ -106,7 +108,8 @@ func (s *Sim) sendBatch(i, b int32) {
 func (s *Sim) directSend(i, b int32, kind evKind, peers []int32) {
 	s.sendAll(i, b, kind, peers)
 	copies := s.cfg.Copies
-	if s.cfg.Ack && (kind != evRelayData || s.cfg.RelayAck) {
+	straight := s.cfg.Strategy == "rule" && kind == evDirect && peers == nil // the rule's direct path: copies
+	if s.cfg.Ack && !straight && (kind != evRelayData || s.cfg.RelayAck) {
 		s.awaitAcks(i, b, kind, peers)
 		if kind != evToRelay || s.cfg.Hop1Copies < 2 {
 			return
@@ -194,8 +197,11 @@ func (s *Sim) recvBatch(i, b int32, via uint8) bool {
 	return true
 }
 
-// budgeted reports whether the direct send budget applies (the direct strategy, Budget set).
-func (s *Sim) budgeted() bool { return s.cfg.Budget > 0 && s.cfg.Strategy == "direct" }
+// budgeted reports whether the direct send budget applies (the direct strategy, or the rule
+// while its fleet half is off; Budget set).
+func (s *Sim) budgeted() bool {
+	return s.cfg.Budget > 0 && (s.cfg.Strategy == "direct" || s.cfg.Strategy == "rule" && !s.relayRuleOn())
+}
 
 // take spends bytes of origin i's budget, refilled at Budget a second up to a second's worth.
 func (s *Sim) take(i int32, bytes int) bool {

@@ -31,6 +31,7 @@ const (
 	evNackCheck                    // node checks whether relay from's missing packets came
 	evBatchAck                     // from's ack of batch id arrives at its sender node
 	evAckCheck                     // ack wait id is due: send again to those that did not ack
+	evPushPull                     // node starts a push/pull with a random peer
 )
 
 // event is one timed happening. at is nanoseconds of simulated time; seq breaks ties in the

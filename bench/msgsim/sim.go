@@ -20,7 +20,7 @@ type Config struct {
 	Seed           uint64
 	SendCost       time.Duration // the sender's time per UDP packet (its writes are serialised); 0: none
 
-	Strategy string // "direct" (the current design), "relay", "serf"
+	Strategy string // "direct", "relay", "rule" (gossip/ picks one of the two by the relay rule: rule.go), "serf"
 
 	// The publisher (gossip/internal/spread/publish.go, defaults.go).
 	FlushInterval, MaxFlushInterval time.Duration
@@ -34,6 +34,11 @@ type Config struct {
 	GossipNodes, RetransmitMult int
 	UDPBuffer                   int
 	ProbeInterval, ProbeTimeout time.Duration
+	// PushPull is memberlist's PushPullInterval (gossip's 30 s), before its scaling with N;
+	// 0: not modelled. PushPullMemberBytes is what each member adds to the state an entry
+	// sends (pushpull.go).
+	PushPull            time.Duration
+	PushPullMemberBytes int
 
 	// Repair (gossip/internal/tablesync/repair.go): every Repair, jittered ±25 %, each entry's loop
 	// at a random phase from RepairFrom on (negative: all started after Duration+Drain, as
@@ -55,6 +60,9 @@ type Config struct {
 
 	MarkRate float64 // region marks a second, cluster-wide, over serf's epidemic
 	Churn    float64 // membership messages (alive) a second, cluster-wide, as background
+
+	// DirectLimit is the relay rule's limit (rule.go; gossip's DirectLimit); negative: never.
+	DirectLimit int
 
 	// The relay strategy (relay.go).
 	Groups      int           // 0: ceil(2 sqrt(Nodes)), as gossip/ does
@@ -93,8 +101,9 @@ func DefaultConfig() Config {
 		Copies: 3, CopyInterval: 50 * time.Millisecond,
 		GossipInterval: 100 * time.Millisecond, GossipNodes: 4, RetransmitMult: 4, UDPBuffer: 1372,
 		ProbeInterval: 800 * time.Millisecond, ProbeTimeout: 400 * time.Millisecond,
+		PushPull: 30 * time.Second, PushPullMemberBytes: pushPullMemberBytes,
 		Repair: 30 * time.Second, RepairFrom: 0, RepairSettle: 2 * time.Second, RepairMaxBuckets: 64,
-		Budget:      20_000,
+		Budget: 20_000, DirectLimit: 20_000,
 		RelayShards: 0, RelayFlush: 500 * time.Millisecond, RelayPacketRate: 40, RelayCopies: 1, Nack: true, Hop1Copies: 1,
 		AckTimeout:   400 * time.Millisecond,
 		HeartbeatGap: 100 * time.Millisecond,
@@ -171,6 +180,9 @@ type node struct {
 
 	// accounting, over the learning window
 	udpSent, udpRecv, tcpSent, tcpRecv int64
+	own                                float64 // the rule's own budget (rule.go), bytes
+	ownAt                              int64   // and when it was last filled
+	ppSent, ppRecv                     int64   // push/pull (pushpull.go)
 	pktSent, pktRecv                   int64
 	winIdx                             int64
 	winPkts, winBytes                  int64
@@ -178,6 +190,7 @@ type node struct {
 
 // Sim is one run: a queue of timed events on one goroutine, deterministic by Config.Seed.
 type Sim struct {
+	ppRng *rand.Rand // push/pull's draws (pushpull.go)
 	cfg   Config
 	rng   *rand.Rand
 	q     eventQueue
@@ -239,7 +252,8 @@ func New(cfg Config) *Sim {
 	}
 	s.scheduleMarks()
 	s.scheduleChurn()
-	if cfg.Strategy == "relay" {
+	s.schedulePushPull()
+	if cfg.Strategy == "relay" || cfg.Strategy == "rule" {
 		s.initRelays()
 	}
 	return s
@@ -323,6 +337,8 @@ func (s *Sim) handle(e event) {
 		s.recvAck(e.node, e.from, e.id)
 	case evAckCheck:
 		s.ackCheck(e.id)
+	case evPushPull:
+		s.pushPull(e.node)
 	}
 }
 

@@ -302,3 +302,53 @@ func TestRelayFlushGrowsWithTheGroup(t *testing.T) {
 		}
 	}
 }
+
+// memberlist's push/pull interval grows with the cluster (util.go pushPullScale), and each
+// entry sends its state once for the exchanges it starts and once for those it is picked for:
+// 2 x N x PushPullMemberBytes an interval, on average.
+func TestPushPull(t *testing.T) {
+	for _, row := range []struct {
+		n    int
+		want time.Duration
+	}{{10, 30 * time.Second}, {32, 30 * time.Second}, {33, 60 * time.Second}, {100, 90 * time.Second}, {1000, 180 * time.Second}, {5000, 270 * time.Second}} {
+		if got := pushPullScale(30*time.Second, row.n); got != row.want {
+			t.Errorf("%d members: push/pull every %v, want %v", row.n, got, row.want)
+		}
+	}
+	c := small("direct")
+	c.Nodes, c.Rate, c.Duration = 100, 0.1, 900*time.Second
+	_, r := run(t, c)
+	want := 2 * 100 * float64(c.PushPullMemberBytes) / 90
+	if r.PPSent < 0.9*want || r.PPSent > 1.1*want {
+		t.Errorf("push/pull sent %v bytes an entry a second, want about %.0f", r.PPSent, want)
+	}
+	c.PushPull = 0
+	if _, r = run(t, c); r.PPSent != 0 {
+		t.Errorf("push/pull off, and it sent %v", r.PPSent)
+	}
+}
+
+// The relay rule (-strategy rule): homes go straight while the fleet's rate is under the limit
+// and an origin's batch fits its own budget; through relays above the limit, and a batch
+// whose straight cost is more than its origin's budget holds goes through relays too.
+func TestRuleStraightWhileItPays(t *testing.T) {
+	c := small("rule")
+	c.Ack, c.RelayAck, c.Nack = true, true, false
+	c.Rate = 20 // 20 x 89 x 3 = 5.3 KB/s, under 20 KB/s
+	_, r := run(t, c)
+	if r.OverBudget != 0 || r.RelayPkts != 0 || r.HomesLost != 0 {
+		t.Errorf("under the limit: %d batches over budget, %d relay packets, %d lost; want all straight", r.OverBudget, r.RelayPkts, r.HomesLost)
+	}
+	c.Rate = 200 // 53 KB/s
+	_, r = run(t, c)
+	if r.OverBudget != 0 || r.RelayPkts == 0 || r.HomesLost != 0 {
+		t.Errorf("over the limit: %d over budget, %d relay packets, %d lost; want relays", r.OverBudget, r.RelayPkts, r.HomesLost)
+	}
+	// 1 home a second is 267 B/s, under a 300 B/s limit; a home straight costs 19 x 84 x 3 =
+	// 4.8 KB, and the own budget holds 10 x 450 B.
+	c.Rate, c.DirectLimit = 1, 300
+	_, r = run(t, c)
+	if r.OverBudget == 0 || r.RelayPkts == 0 || r.HomesLost != 0 {
+		t.Errorf("a small own budget: %d over budget, %d relay packets, %d lost; want some through relays", r.OverBudget, r.RelayPkts, r.HomesLost)
+	}
+}

@@ -26,6 +26,7 @@ type stats struct {
 	batches, batchHomes, directPackets, duplicates int
 	pendingDropped, copiesDropped, deferred        int
 	budgetDeferred, repairDeferred                 int
+	overBudget                                     int // the rule's batches through relays for their origin's own budget
 	maxFlush                                       int64
 	maxQueue                                       int
 	serfEvents                                     int
@@ -147,6 +148,7 @@ type Result struct {
 	RecvMax    float64  `json:"recv_bytes_per_entry_s_max"`
 	TCPMean    float64  `json:"repair_bytes_per_entry_s"`
 	TCPMax     float64  `json:"repair_bytes_per_entry_s_max"`
+	PPSent     float64  `json:"pushpull_sent_bytes_per_entry_s"`
 	PeakPkts   int64    `json:"origin_peak_packets_s"`
 	PeakBytes  int64    `json:"origin_peak_bytes_s"`
 	Batches    int      `json:"direct_batches"`
@@ -157,6 +159,7 @@ type Result struct {
 	CopiesDrop int      `json:"copies_dropped"`
 	Deferred   int      `json:"flushes_deferred"`
 	BudgetDef  int      `json:"budget_deferred"`
+	OverBudget int      `json:"relayed_over_budget"`
 	RepairDef  int      `json:"repair_buckets_deferred"`
 	MaxFlushMS float64  `json:"max_flush_interval_ms"`
 	MaxQueue   int      `json:"max_serf_queue"`
@@ -196,7 +199,7 @@ func (st *stats) result(s *Sim, wall time.Duration) *Result {
 		RepairS:   c.Repair.Seconds(), Homes: len(s.homes),
 		Batches: st.batches, DirPackets: st.directPackets, Dups: st.duplicates,
 		PendDrop: st.pendingDropped, CopiesDrop: st.copiesDropped, Deferred: st.deferred,
-		BudgetDef: st.budgetDeferred, RepairDef: st.repairDeferred,
+		BudgetDef: st.budgetDeferred, RepairDef: st.repairDeferred, OverBudget: st.overBudget,
 		MaxFlushMS: float64(st.maxFlush) / 1e6, MaxQueue: st.maxQueue, Events: st.serfEvents,
 		GossipPkts: st.gossipPackets, Indirect: st.indirectProbes, Lost: st.lost,
 		Rounds: st.repairRounds, InSync: st.repairInSync, Pulled: st.repairPulled,
@@ -213,7 +216,7 @@ func (st *stats) result(s *Sim, wall time.Duration) *Result {
 	if st.repairPulled > 0 {
 		r.BucketsPR = round(float64(st.repairBuckets)/float64(st.repairPulled), 1)
 	}
-	var sent, recv, tcp, pkts float64
+	var sent, recv, tcp, pkts, pp float64
 	for i := range s.nodes {
 		n := &s.nodes[i]
 		st.roll(n)
@@ -221,6 +224,7 @@ func (st *stats) result(s *Sim, wall time.Duration) *Result {
 		recv += float64(n.udpRecv)
 		tcp += float64(n.tcpSent + n.tcpRecv)
 		pkts += float64(n.pktSent)
+		pp += float64(n.ppSent)
 		r.SentMax = max(r.SentMax, float64(n.udpSent)/d)
 		r.RecvMax = max(r.RecvMax, float64(n.udpRecv)/d)
 		r.TCPMax = max(r.TCPMax, float64(n.tcpSent+n.tcpRecv)/d)
@@ -229,6 +233,7 @@ func (st *stats) result(s *Sim, wall time.Duration) *Result {
 	r.BytesES, r.RecvMean, r.TCPMean = round(sent/nn/d, 0), round(recv/nn/d, 0), round(tcp/nn/d, 0)
 	r.SentMax, r.RecvMax, r.TCPMax = round(r.SentMax, 0), round(r.RecvMax, 0), round(r.TCPMax, 0)
 	r.PacketsES = round(pkts/nn/d, 1)
+	r.PPSent = round(pp/nn/d, 0)
 	r.PeakPkts, r.PeakBytes = st.peakPkts, st.peakBytes
 
 	all := make([]float64, len(s.homes))
