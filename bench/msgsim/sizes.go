@@ -66,9 +66,10 @@ const (
 	markRecordBytes   = 40
 
 	// pushPullMemberBytes is what one member adds to a push/pull's state, sealed: measured at
-	// 100 idle entries (gossipsim's idle_stream_bytes_per_entry_s x the push/pull interval,
-	// 90 s at 100 members, / (2 x 100)).
-	pushPullMemberBytes = 200
+	// 100 idle entries (gossipsim's idle_stream_bytes_per_entry_s, 24 B/s over 60 s, x the
+	// push/pull interval, 90 s at 100 members, / (2 x 100)). memberlist compresses the state,
+	// and gossipsim's names ("e00") and tags repeat: real names weigh more.
+	pushPullMemberBytes = 11
 
 	// nackBytes and heartbeatBytes are the relay strategy's control packets (sealed like a
 	// direct packet: header, relay name, a sequence number or a list of them).
