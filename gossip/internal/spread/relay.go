@@ -130,7 +130,7 @@ const relayQueue = 4096
 // about 100 bytes besides its homes (the seal, the sender, the ack it sends back), so this keeps
 // that part near 4 KB/s whatever the group's size: in groups of 5 and 16 (100 and 1,000
 // entries) a relay flushes every RelayFlush (500 ms), in groups of 35 (5,000) every 880 ms
-// (bench/msgsim: docs/BENCHMARKS.md, "Relays").
+// (bench/msgsim: docs/BENCHMARKS.md, "Gossip at every size").
 const relayPacketRate = 40
 
 // relayGroups is how many groups n members form: 2 sqrt(n), so that groups of sqrt(n)/2 keep
