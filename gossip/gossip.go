@@ -805,8 +805,8 @@ func (g *Gossip) addrLocked() string {
 	if g.inc == nil {
 		return ""
 	}
-	n := g.inc.agent.Serf().Memberlist().LocalNode()
-	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+	// serf's copy: memberlist's LocalNode points into its table, rewritten by every tag update.
+	return memberAddr(g.inc.agent.Serf().LocalMember())
 }
 
 // RPCAddr is the serf RPC listener's address, nil before Start or without RPCAddr.

@@ -38,8 +38,8 @@ type peerList struct {
 // peersMaxAge bounds how long directPeers' list is used without a member event.
 const peersMaxAge = time.Second
 
-// directPeers are the members a direct batch goes to: every one memberlist considers
-// alive or suspect, but this entry. None while serf is down. The list is made again after a
+// directPeers are the members a direct batch goes to: every one serf lists alive (memberlist's
+// alive or suspect), but this entry. None while serf is down. The list is made again after a
 // member event or a second, not for every batch: at 5,000 members a fresh list a batch (and
 // one held by each queued copy) was megabytes a second of garbage.
 func (g *Gossip) directPeers() []memberlist.Address {
@@ -51,14 +51,18 @@ func (g *Gossip) directPeers() []memberlist.Address {
 		return c.list
 	}
 	g.peersDirty.Store(false) // before reading: an event meanwhile makes the next call read again
-	ms := s.Memberlist().Members()
+	// serf's Members, copies taken under serf's lock, not memberlist's: memberlist's Members
+	// hands out pointers into its own table, which every alive message rewrites in place
+	// (hashicorp/memberlist#306; a restarted peer made it a data race here). serf's alive
+	// covers memberlist's alive and suspect.
+	ms := s.Members()
 	out := make([]memberlist.Address, 0, len(ms))
 	by := make(map[string]memberlist.Address, len(ms))
-	for _, n := range ms {
-		if n.Name != g.cfg.NodeName {
-			a := memberlist.Address{Addr: n.Address(), Name: n.Name}
+	for _, m := range ms {
+		if m.Name != g.cfg.NodeName && m.Status == serf.StatusAlive {
+			a := memberlist.Address{Addr: memberAddr(m), Name: m.Name}
 			out = append(out, a)
-			by[n.Name] = a
+			by[m.Name] = a
 		}
 	}
 	g.peers.Store(&peerList{list: out, byName: by, serf: s, at: time.Now()})

@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,53 @@ func TestSetTagWaitsWithoutTheLock(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the second SetTag returned without giving serf its tag")
+	}
+}
+
+// Every tag change is an alive message that rewrites the sender's entry in memberlist's table:
+// the peer list a batch goes to and the own address are read from serf's copies, never through
+// memberlist's pointers into that table (hashicorp/memberlist#306). Under -race this failed
+// within the first few tag changes when directPeers read memberlist's Members.
+func TestPeerListWhileTagsChange(t *testing.T) {
+	nodes := startCluster(t, 2)
+	a, b := nodes[0], nodes[1]
+	stop, done := make(chan struct{}), make(chan struct{})
+	var reads int
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			a.g.peersDirty.Store(true) // read the members again every time
+			if ps := a.g.directPeers(); len(ps) != 1 || ps[0].Name != "b" {
+				t.Errorf("a's peers %v, want b", ps)
+				return
+			}
+			_ = b.g.Addr()
+			reads++
+		}
+	}()
+	for k := range 20 {
+		if err := b.g.SetTag("lat", fmt.Sprintf("eu:%d", k)); err != nil {
+			t.Error(err)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	testutil.Eventually(t, 5*time.Second, "a sees b's last tag", func() bool {
+		for _, m := range a.g.Members() {
+			if m.Name == "b" {
+				return m.Tags["lat"] == "eu:19"
+			}
+		}
+		return false
+	})
+	close(stop)
+	<-done
+	if reads == 0 {
+		t.Error("the peer list was never read")
 	}
 }
