@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -255,5 +256,30 @@ func TestPropagationByTwoClocks(t *testing.T) {
 	}
 	if n, sum := hist("local"); n != 1 || sum > 1 {
 		t.Errorf("local clock: %d samples, %.3f s; want 1 within a second, the skew not in it", n, sum)
+	}
+}
+
+// An entry bound to one of its host's addresses fetches and repairs from that address, not
+// the one the kernel would pick (127.0.0.1 here), so that the peer's check that the stream
+// comes from a member's address passes. On Linux every 127.0.0.0/8 address is the host's.
+func TestTableFetchedFromTheBoundAddress(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs 127.0.0.2 and 127.0.0.3 on loopback, which only Linux has without aliases")
+	}
+	a := startNode(t, "a", func(c *Config) { c.BindAddr = "127.0.0.2:0" })
+	for i := range 20 {
+		a.table.Learn(fmt.Sprintf("old-%d", i), i%3)
+	}
+	b := startNode(t, "b", func(c *Config) { c.BindAddr = "127.0.0.3:0"; c.Join = []string{a.g.Addr()} })
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	if err := b.g.Bootstrap(ctx, 5*time.Second); err != nil {
+		t.Fatalf("bootstrap from 127.0.0.3: %v", err)
+	}
+	if n := b.table.Len(); n != 20 {
+		t.Fatalf("b holds %d homes, want 20", n)
+	}
+	if _, err := b.g.sync.Repair(ctx, Peer{Name: "a", Addr: a.g.Addr()}); err != nil {
+		t.Errorf("repair from 127.0.0.3: %v", err)
 	}
 }

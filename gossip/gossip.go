@@ -299,10 +299,30 @@ func (g *Gossip) transportLocked(mc *memberlist.Config) (*mux.Transport, error) 
 		func(reason string) { g.m.streamsRefused.WithLabelValues(reason).Inc() }, &g.wire), nil
 }
 
+// boundTransport is memberlist's NetTransport whose streams are dialled from the address it
+// is bound to. memberlist's own leave the source to the kernel, which on a host with more than
+// one address (a second address on the interface, IPv6's temporary ones, 127.0.X.Y) may pick
+// another than the one the entry advertises, and the peer's table sync then refuses the
+// stream (wrong_source: only a member's address may fetch the table).
+type boundTransport struct {
+	*memberlist.NetTransport
+	local *net.TCPAddr
+}
+
+func (t *boundTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout, LocalAddr: t.local}
+	return d.Dial("tcp", addr)
+}
+
+func (t *boundTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	return t.DialTimeout(a.Addr, timeout)
+}
+
 // newNetTransport makes the UDP/TCP transport memberlist would make for mc (which it
 // does only when Config.Transport is nil), so that the mux.Transport can sit on it. Port 0
-// picks a free port and writes it into mc, as memberlist does.
-func newNetTransport(mc *memberlist.Config, logOut *log.Logger) (*memberlist.NetTransport, error) {
+// picks a free port and writes it into mc, as memberlist does. Bound to one address, its
+// streams are dialled from it (boundTransport).
+func newNetTransport(mc *memberlist.Config, logOut *log.Logger) (memberlist.NodeAwareTransport, error) {
 	nc := &memberlist.NetTransportConfig{BindAddrs: []string{mc.BindAddr}, BindPort: mc.BindPort, Logger: logOut}
 	tries := 1
 	if mc.BindPort == 0 {
@@ -315,6 +335,9 @@ func newNetTransport(mc *memberlist.Config, logOut *log.Logger) (*memberlist.Net
 			if mc.BindPort == 0 {
 				mc.BindPort = nt.GetAutoBindPort()
 				mc.AdvertisePort = mc.BindPort
+			}
+			if ip := net.ParseIP(mc.BindAddr); ip != nil && !ip.IsUnspecified() {
+				return &boundTransport{NetTransport: nt, local: &net.TCPAddr{IP: ip}}, nil
 			}
 			return nt, nil
 		}
