@@ -1,0 +1,90 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A small fleet (make test): four real processes on 127.0.1.x, a lab build whose every gossip
+// packet waits 60 ms. They form, every home reaches every entry by gossip no sooner than the
+// lab's latency, the bytes are counted, and a stopped entry is listed failed. The 100-entry
+// figures are the command's (docs/BENCHMARKS.md); this keeps the command working and true.
+func TestSmallFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts real entries")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("needs 127.0.1.x on loopback, which only Linux has without aliases")
+	}
+	bin := filepath.Join(t.TempDir(), "fenec-entry")
+	build := exec.Command("go", "build", "-pgo=off", "-tags", "lab", "-o", bin, "github.com/fenec/fenec-entry/cmd/fenec-entry")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	f := flags{bin: bin, entries: 4, rate: 20, duration: 2 * time.Second, latency: "60ms,60ms", seed: 1,
+		settle: 3 * time.Second, failDetect: 20 * time.Second, formTimeout: 30 * time.Second, gomaxprocs: 1, maxRequests: 8}
+	if err := check(f); err != nil {
+		t.Fatal(err)
+	}
+	res, err := run(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []struct {
+		what string
+		ok   bool
+	}{
+		{"formed within 10 s", res.FormedS > 0 && res.FormedS < 10},
+		{"every home learned", res.Learned == res.Homes && res.Homes == 40 && res.Failed == 0},
+		{"every pair by gossip", res.PairsShare == 1},
+		{"no pair sooner than the lab's 60 ms (the histogram's bucket from 50 ms)", res.PairP50ms >= 50},
+		{"bytes counted", res.PacketMean > 0 && res.RecvMean > 0 && res.PacketMax >= res.PacketMean},
+		{"the stopped entry listed failed", res.FailDetectS > 0 && res.FailDetectS < 20},
+	} {
+		if !row.ok {
+			t.Errorf("%s: %+v", row.what, *res)
+		}
+	}
+}
+
+// A production build is refused: its gossip would ignore -latency and -loss.
+func TestNotALabBuild(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "fenec-entry")
+	build := exec.Command("go", "build", "-pgo=off", "-o", bin, "github.com/fenec/fenec-entry/cmd/fenec-standin")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if _, err := binary(bin, t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a lab build") {
+		t.Errorf("binary(%s) = %v, want refused as not a lab build", bin, err)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	good := flags{entries: 100, rate: 50, duration: time.Second, latency: "10ms,150ms", loss: 0.01, gomaxprocs: 1, maxRequests: 64}
+	if err := check(good); err != nil {
+		t.Fatalf("defaults refused: %v", err)
+	}
+	for _, row := range []struct {
+		flag string
+		mod  func(*flags)
+	}{
+		{"-entries", func(f *flags) { f.entries = 1 }},
+		{"-rate", func(f *flags) { f.rate = 0 }},
+		{"-duration", func(f *flags) { f.duration = 0 }},
+		{"-loss", func(f *flags) { f.loss = 1 }},
+		{"-latency", func(f *flags) { f.latency = "150ms,10ms" }},
+		{"-latency", func(f *flags) { f.latency = "10ms" }},
+		{"-gomaxprocs", func(f *flags) { f.gomaxprocs = 0 }},
+		{"-max-requests", func(f *flags) { f.maxRequests = 0 }},
+	} {
+		f := good
+		row.mod(&f)
+		if err := check(f); err == nil || !strings.HasPrefix(err.Error(), row.flag+" ") {
+			t.Errorf("%s: %v, want an error naming it", row.flag, err)
+		}
+	}
+}
