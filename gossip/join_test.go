@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/serf/serf"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/gossip/memnet"
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
@@ -134,5 +136,76 @@ func TestJoinAloneWarnsOnceThenRecovers(t *testing.T) {
 	oneLine(t, f)
 	if f["level"] != "info" || f["error"] == e || !strings.HasPrefix(f["error"].(string), "failed to join "+dead+": ") {
 		t.Errorf("the dead peer's failure once clustered is logged as %v, want info naming %s alone", f, dead)
+	}
+}
+
+// A member that missed another's join broadcast learns of it from the joiner's first member
+// list exchanges (settleRounds), not a push/pull interval later. Every packet is lost here,
+// so broadcasts reach no one; streams still carry joins, push/pull and TCP pings: c joins a,
+// and b, joined before, can learn of c only by a stream.
+func TestJoinSettlesTheMemberList(t *testing.T) {
+	network := memnet.New(1)
+	network.SetLatency(time.Millisecond, 5*time.Millisecond)
+	start := func(name string, join ...string) *testNode {
+		tr := network.NewTransport(name)
+		return startNode(t, name, func(c *Config) {
+			c.BindAddr, c.Transport, c.Join = "", tr, join
+			c.PushPullInterval = time.Hour // none in this test's time
+			c.JoinInterval = time.Hour     // one join, the first
+		})
+	}
+	a := start("a")
+	aAddr, _ := network.Addr("a")
+	b := start("b", aAddr)
+	testutil.Eventually(t, 5*time.Second, "b joined a", func() bool { return len(b.g.Peers()) == 1 && len(a.g.Peers()) == 1 })
+	network.SetLoss(1)
+	c := start("c", aAddr)
+	testutil.Eventually(t, 5*time.Second, "c joined a", func() bool { return len(c.g.Peers()) == 2 })
+	knows := func(of *testNode, name string) bool {
+		for _, m := range of.g.Members() {
+			if m.Name == name && m.State == "alive" {
+				return true
+			}
+		}
+		return false
+	}
+	// b's rounds (its 4 s and 8 s after its join) exchange with a, which knows c; c's own
+	// reach b half the time.
+	testutil.Eventually(t, 12*time.Second, "b lists c alive", func() bool { return knows(b, "c") })
+}
+
+// The rounds' schedule: from an incarnation's first peer, at 1, 2, 4 and 8 s, each once; the
+// joiner sleeps until the next; a new incarnation starts again.
+func TestSettleSchedule(t *testing.T) {
+	s1, s2 := new(serf.Serf), new(serf.Serf)
+	var st settling
+	st.start(s1, false)
+	if st.due(s1) || st.wait(s1, 5*time.Second) != 5*time.Second {
+		t.Fatal("a schedule before the first peer")
+	}
+	st.start(s1, true)
+	st.from = time.Now().Add(-1500 * time.Millisecond) // 1.5 s since the first peer
+	if !st.due(s1) || st.due(s1) {
+		t.Fatal("the 1 s round: not due once")
+	}
+	if w := st.wait(s1, 5*time.Second); w < 400*time.Millisecond || w > 500*time.Millisecond {
+		t.Errorf("wait %v, want the 0.5 s to the 2 s round", w)
+	}
+	st.start(s1, true) // the same incarnation: the schedule goes on
+	if st.next != 1 {
+		t.Fatal("a second peer restarted the schedule")
+	}
+	st.from = time.Now().Add(-time.Minute)
+	for range 3 {
+		if !st.due(s1) {
+			t.Fatal("a round not due a minute on")
+		}
+	}
+	if st.due(s1) || st.wait(s1, 5*time.Second) != 5*time.Second {
+		t.Fatal("more than four rounds")
+	}
+	st.start(s2, true)
+	if st.next != 0 || st.wait(s2, 5*time.Second) < 900*time.Millisecond {
+		t.Fatal("a new incarnation did not start again")
 	}
 }

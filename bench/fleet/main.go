@@ -39,6 +39,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,9 +88,12 @@ type result struct {
 	PairP99ms   float64 `json:"pair_p99_ms"`
 	PacketMean  float64 `json:"packet_sent_bytes_per_entry_s"`
 	PacketMax   float64 `json:"packet_sent_bytes_max_entry_s"`
+	Busiest     string  `json:"packet_sent_max_entry"` // the entry that sent the most
 	RecvMean    float64 `json:"packet_received_bytes_per_entry_s"`
 	RecvMax     float64 `json:"packet_received_bytes_max_entry_s"`
 	StreamMean  float64 `json:"stream_sent_bytes_per_entry_s"`
+	IdleCPU     float64 `json:"idle_cpu_cores"`          // the entries' CPU time a second, all together, idle
+	LearnCPU    float64 `json:"learn_cpu_cores"`         // the same while learning: near the host's cores, they wait for CPU
 	FailDetectS float64 `json:"fail_detect_s,omitempty"` // SIGSTOP to every other entry listing it failed
 }
 
@@ -218,18 +222,35 @@ func run(f flags) (*result, error) {
 	}
 	defer stopAll(es)
 	begin := time.Now()
-	for i, e := range es {
-		if err := e.start(bin, dir, f, strings.Join(spec, ";"), strings.Join(join, ","), key, i); err != nil {
-			return nil, err
-		}
+	var wg sync.WaitGroup
+	errs := make([]error, len(es))
+	for i, e := range es { // at once: one by one, 100 processes took 2 s to start
+		wg.Go(func() { errs[i] = e.start(bin, dir, f, strings.Join(spec, ";"), strings.Join(join, ","), key, i) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	res.StartSpanS = round(time.Since(begin).Seconds(), 2)
 	logf("%d entries started in %.2fs", len(es), res.StartSpanS)
-	if err := waitFor(f.formTimeout, func() bool { return allAlive(es, len(es)) }); err != nil {
+	last := time.Now()
+	if err := waitFor(f.formTimeout, func() bool {
+		if time.Since(last) > 5*time.Second { // a slow start says who is missing
+			last = time.Now()
+			logf("after %.0fs: %s", time.Since(begin).Seconds(), aliveCounts(es))
+		}
+		return allAlive(es, len(es))
+	}); err != nil {
 		return res, fmt.Errorf("cold start: %w (%s)", err, aliveCounts(es))
 	}
-	res.FormedS = round(time.Since(begin).Seconds(), 2)
-	logf("every entry lists every other alive %.2fs after the first start", res.FormedS)
+	polled := time.Since(begin)
+	formed, err := formedAt(es)
+	if err != nil {
+		return res, err
+	}
+	res.FormedS = round(formed.Sub(begin).Seconds(), 2)
+	logf("every entry lists every other alive %.2fs after the first start, by their logs (seen by polling at %.2fs)",
+		res.FormedS, polled.Seconds())
 
 	// 3. Idle.
 	if f.idle > 0 {
@@ -238,13 +259,15 @@ func run(f flags) (*result, error) {
 		if err != nil {
 			return res, err
 		}
+		c0 := cpuOf(es)
 		time.Sleep(f.idle) // measuring idle traffic, not waiting for anything
+		res.IdleCPU = round((cpuOf(es)-c0)/f.idle.Seconds(), 2)
 		b1, err := bytesOf(es)
 		if err != nil {
 			return res, err
 		}
-		res.IdlePacket, _ = rates(b0, b1, "packet", "sent", f.idle)
-		res.IdleStream, _ = rates(b0, b1, "stream", "sent", f.idle)
+		res.IdlePacket, _, _ = rates(b0, b1, "packet", "sent", f.idle)
+		res.IdleStream, _, _ = rates(b0, b1, "stream", "sent", f.idle)
 		logf("idle: %.0f B/s packets, %.0f B/s streams an entry", res.IdlePacket, res.IdleStream)
 	}
 
@@ -258,17 +281,20 @@ func run(f flags) (*result, error) {
 		return res, err
 	}
 	logf("learning %d homes over %v at %.0f/s", homes, f.duration, f.rate)
-	t0 := time.Now()
+	t0, c0 := time.Now(), cpuOf(es)
 	learned, failed := learn(es, homes, f)
 	window := time.Since(t0)
+	res.LearnCPU = round((cpuOf(es)-c0)/window.Seconds(), 2)
 	b1, err := bytesOf(es)
 	if err != nil {
 		return res, err
 	}
 	res.Learned, res.Failed = learned, failed
-	res.PacketMean, res.PacketMax = rates(b0, b1, "packet", "sent", window)
-	res.RecvMean, res.RecvMax = rates(b0, b1, "packet", "received", window)
-	res.StreamMean, _ = rates(b0, b1, "stream", "sent", window)
+	var busiest int
+	res.PacketMean, res.PacketMax, busiest = rates(b0, b1, "packet", "sent", window)
+	res.Busiest = es[busiest].name
+	res.RecvMean, res.RecvMax, _ = rates(b0, b1, "packet", "received", window)
+	res.StreamMean, _, _ = rates(b0, b1, "stream", "sent", window)
 	time.Sleep(f.settle) // gossip's stragglers: the histograms are read after
 	h1, err := histOf(es)
 	if err != nil {
@@ -279,8 +305,9 @@ func run(f flags) (*result, error) {
 	res.PairsShare = round(float64(res.Pairs)/float64(learned*(len(es)-1)), 4)
 	res.PairP50ms = round(1000*pairs.Quantile(0.50), 1)
 	res.PairP99ms = round(1000*pairs.Quantile(0.99), 1)
-	logf("%d homes learned (%d requests failed); pairs by gossip %.2f%%, p50 %.0f ms, p99 %.0f ms; %.0f B/s an entry sent (most %.0f)",
-		learned, failed, 100*res.PairsShare, res.PairP50ms, res.PairP99ms, res.PacketMean, res.PacketMax)
+	logf("the entries used %.2f CPUs idle, %.2f while learning", res.IdleCPU, res.LearnCPU)
+	logf("%d homes learned (%d requests failed); pairs by gossip %.2f%%, p50 %.0f ms, p99 %.0f ms; %.0f B/s an entry sent (most %.0f, %s)",
+		learned, failed, 100*res.PairsShare, res.PairP50ms, res.PairP99ms, res.PacketMean, res.PacketMax, res.Busiest)
 
 	// 5. Failure detection.
 	if f.failDetect > 0 {
@@ -330,7 +357,7 @@ func (e *entry) start(bin, dir string, f flags, routers, join, key string, i int
 	e.log = log
 	args := []string{"serve", "--node", e.name, "--pop", fmt.Sprintf("p%03d", i), "--routers", routers,
 		"--listen", e.client(), "--admin-listen", e.admin(), "--gossip-bind", e.gossip(), "--rpc-addr", e.ip + ":7373",
-		"--gossip-key", key, "--log-level", "warn"}
+		"--gossip-key", key, "--log-level", "info"} // info: each member event, for formedAt
 	if i > 0 {
 		args = append(args, "--join", join)
 	}
@@ -440,13 +467,62 @@ func alive(e *entry) int {
 	return int(gauge(mfs, "fenec_entry_gossip_members", "state", "alive"))
 }
 
+// allAlive polls every entry, a few at a time: one by one, a sweep of 100 took seconds.
 func allAlive(es []*entry, n int) bool {
+	var missing atomic.Int64
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 8)
 	for _, e := range es {
-		if alive(e) != n {
-			return false
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if alive(e) != n {
+				missing.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return missing.Load() == 0
+}
+
+// formedAt is when the last entry came to list every other alive, from the member events
+// each logs (their own clocks, this machine's): what polling sees only a sweep late.
+func formedAt(es []*entry) (time.Time, error) {
+	var last time.Time
+	for _, e := range es {
+		b, err := os.ReadFile(e.log.Name())
+		if err != nil {
+			return last, err
+		}
+		alive := map[string]bool{}
+		var full time.Time
+		for _, line := range strings.Split(string(b), "\n") {
+			var ev struct {
+				Message, Event, Member string
+				Time                   time.Time
+			}
+			if json.Unmarshal([]byte(line), &ev) != nil || !strings.HasPrefix(ev.Message, "gossip: member ") || ev.Member == e.name {
+				continue
+			}
+			switch ev.Event {
+			case "member-join", "member-update":
+				alive[ev.Member] = true
+			case "member-leave", "member-failed", "member-reap":
+				delete(alive, ev.Member)
+				full = time.Time{}
+			}
+			if len(alive) == len(es)-1 && full.IsZero() {
+				full = ev.Time
+			}
+		}
+		if full.IsZero() {
+			return last, fmt.Errorf("%s: its log does not list every other entry alive (%d of %d)", e.name, len(alive), len(es)-1)
+		}
+		if full.After(last) {
+			last = full
 		}
 	}
-	return true
+	return last, nil
 }
 
 func aliveCounts(es []*entry) string {
@@ -493,15 +569,17 @@ func bytesOf(es []*entry) (counters, error) {
 }
 
 // rates are the mean and the most of an entry's bytes a second of transport/dir between two
-// readings.
-func rates(b0, b1 counters, transport, dir string, d time.Duration) (mean, most float64) {
+// readings, and the index of the entry with the most.
+func rates(b0, b1 counters, transport, dir string, d time.Duration) (mean, most float64, at int) {
 	k := transport + "/" + dir
 	for i := range b1 {
 		r := (b1[i][k] - b0[i][k]) / d.Seconds()
 		mean += r / float64(len(b1))
-		most = max(most, r)
+		if r > most {
+			most, at = r, i
+		}
 	}
-	return round(mean, 0), round(most, 0)
+	return round(mean, 0), round(most, 0), at
 }
 
 // histOf is the fleet's propagation histogram, clock="origin", summed over every entry.
@@ -544,4 +622,25 @@ func round(x float64, digits int) float64 {
 	}
 	p := math.Pow(10, float64(digits))
 	return math.Round(x*p) / p
+}
+
+// cpuOf is the CPU seconds the entries' processes have used (Linux's /proc; 0 elsewhere).
+func cpuOf(es []*entry) float64 {
+	var ticks float64
+	for _, e := range es {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", e.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// After the command's name, in parentheses: state is field 3, utime and stime 14 and 15.
+		i := strings.LastIndexByte(string(b), ')')
+		fs := strings.Fields(string(b[i+1:]))
+		if len(fs) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseFloat(fs[11], 64)
+		st, _ := strconv.ParseFloat(fs[12], 64)
+		ticks += u + st
+	}
+	return ticks / 100 // USER_HZ, 100 on every Linux this runs on
 }
