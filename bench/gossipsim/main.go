@@ -8,11 +8,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +57,8 @@ type flags struct {
 	probeTmo    time.Duration
 	suspMult    int
 	noTCPPings  bool
+	churn       int
+	churnOver   time.Duration
 
 	falseFailure time.Duration
 }
@@ -95,8 +99,14 @@ func main() {
 	flag.DurationVar(&f.probeTmo, "probe-timeout", 0, "gossip ProbeTimeout (0: default)")
 	flag.IntVar(&f.suspMult, "suspicion-mult", 0, "gossip SuspicionMult (0: default)")
 	flag.BoolVar(&f.noTCPPings, "no-tcp-pings", false, "gossip DisableTCPPings: no TCP fallback when a direct ping goes unanswered")
+	flag.IntVar(&f.churn, "churn", 0, "restart this many distinct entries (not the first three) while homes are learned, repair running throughout; homes are then learned only at the others (0: no churn)")
+	flag.DurationVar(&f.churnOver, "churn-over", 60*time.Second, "with -churn: spread the restarts evenly over this much of the learning window")
 	flag.DurationVar(&f.falseFailure, "false-failure", 0, "instead of the homes run: run the cluster this long, nothing killed, learning -rate homes/s as load, and count suspicions and failures of live entries")
 	flag.Parse()
+	if err := f.checkChurn(); err != nil {
+		fmt.Fprintln(os.Stderr, "gossipsim:", err)
+		os.Exit(2)
+	}
 	if f.falseFailure > 0 {
 		if f.nodes < 2 || f.rate < 0 {
 			fmt.Fprintln(os.Stderr, "gossipsim: -false-failure needs -nodes >= 2 and -rate >= 0")
@@ -127,6 +137,25 @@ func main() {
 	fmt.Println(string(b))
 }
 
+// checkChurn says what is wrong with the churn flags, naming the flag.
+func (f flags) checkChurn() error {
+	switch {
+	case f.churn < 0:
+		return fmt.Errorf("-churn %d: need 0 (off) or more", f.churn)
+	case f.churn == 0:
+		return nil
+	case f.falseFailure > 0:
+		return errors.New("-false-failure: does not take -churn (a churn run is a homes run)")
+	case f.churn > f.nodes-3:
+		return fmt.Errorf("-churn %d: at most -nodes - 3 (%d): the first three entries, the join seeds, stay up", f.churn, max(f.nodes-3, 0))
+	case f.churnOver <= 0:
+		return fmt.Errorf("-churn-over %v: need a positive duration", f.churnOver)
+	case f.duration < f.churnOver:
+		return fmt.Errorf("-duration %v: at least -churn-over (%v) with -churn: homes are learned while the entries restart", f.duration, f.churnOver)
+	}
+	return nil
+}
+
 // result is the JSON line. Times are milliseconds; a percentile is null when that share of
 // homes never reached every entry.
 type result struct {
@@ -143,8 +172,8 @@ type result struct {
 	MaxMS       *float64 `json:"max_ms"`
 	PairP50MS   *float64 `json:"pair_p50_ms"`
 	PairP99MS   *float64 `json:"pair_p99_ms"`
-	CompleteByG float64  `json:"complete_by_gossip"`
-	CoverageG   float64  `json:"coverage_gossip"`
+	CompleteByG *float64 `json:"complete_by_gossip"` // null with -churn: repair runs throughout
+	CoverageG   *float64 `json:"coverage_gossip"`
 	BytesPerES  float64  `json:"gossip_bytes_per_entry_s"`
 	IdleBytesES float64  `json:"idle_bytes_per_entry_s"`
 	IdleAfterS  float64  `json:"idle_after_s"`
@@ -189,6 +218,17 @@ type result struct {
 	SuspMult     int      `json:"suspicion_mult"`
 	FailFirstS   *float64 `json:"failure_first_s"`
 	FailAllS     *float64 `json:"failure_all_s"`
+
+	*churnResult // with -churn only
+}
+
+// churnResult is what a run with -churn adds to the line.
+type churnResult struct {
+	Restarts  int     `json:"churn_restarts"`
+	ChurnOver float64 `json:"churn_over_s"`
+	// The longest time from a restart until the new incarnation held every home learned
+	// before it; null if some never did.
+	RefillMaxMS *float64 `json:"restart_fill_max_ms"`
 }
 
 // simOptions is the cluster of f: memnet's latency and loss, gossip's defaults but for the
@@ -287,37 +327,75 @@ func run(f flags) (*result, error) {
 
 	rng := rand.New(rand.NewPCG(uint64(f.seed), 0x676f7373))
 	total := int(math.Ceil(f.rate * f.duration.Seconds()))
-	tr := newTracker(es, total, f.poll)
+	tr := newTracker(c.Entries, total, f.poll)
 	regions := simcluster.DefaultRegions
 	names := tenantNames(rng, total)
 	go tr.run()
-	sampler := newSampler(es)
+	sampler := newSampler(c.Entries)
 	go sampler.run()
+
+	// Homes are learned only at entries that never restart: a home learned at one that then
+	// restarts before sending it is lost with that process, which is no delay of gossip's.
+	var churned []int
+	if f.churn > 0 {
+		churned = churnSet(f.seed, len(es), f.churn)
+	}
+	origins := len(es)
+	if f.origins > 0 {
+		origins = min(f.origins, len(es))
+	}
+	var learnAt []int
+	for i := range origins {
+		if !slices.Contains(churned, i) {
+			learnAt = append(learnAt, i)
+		}
+	}
+	if f.churn > 0 {
+		// Repair is part of what a churn may cost a home (one round), so it runs while the
+		// entries restart, not only after the drain.
+		logf("churn: restarting %v over %v; repair every %v from now on", churned, f.churnOver, f.repair)
+		c.StartRepair()
+	}
 
 	logf("learning %d homes over %v at %.0f/s", total, f.duration, f.rate)
 	cpu0, st0, t0, str0 := cpuTime(), nw.Stats(), time.Now(), sentBytes(es, "stream")
+	var ch *churn
+	if f.churn > 0 {
+		ch = startChurn(c, churned, t0, f.churnOver)
+	}
 	for k := range total {
 		at := t0.Add(time.Duration(float64(k) / f.rate * float64(time.Second)))
 		if d := time.Until(at); d > 0 {
 			time.Sleep(d) // pacing the learnings
 		}
-		origins := len(es)
-		if f.origins > 0 {
-			origins = min(f.origins, len(es))
-		}
-		i := rng.IntN(origins)
-		tr.learned(k, names[k], regions[rng.IntN(len(regions))], i)
+		i := learnAt[rng.IntN(len(learnAt))]
+		tr.learned(k, names[k], regions[rng.IntN(len(regions))], c.Entry(i))
 	}
 	if d := time.Until(t0.Add(f.duration)); d > 0 {
 		time.Sleep(d)
 	}
-	wall, cpu1, st1, str1 := time.Since(t0), cpuTime(), nw.Stats(), sentBytes(es, "stream")
+	incs := es // every incarnation, for the counters: a closed one keeps what it counted
+	if ch != nil {
+		<-ch.done // the last restart was half a slot before the window's end
+		if ch.err != nil {
+			return nil, ch.err
+		}
+		incs = append(slices.Clip(es), ch.restarted...)
+	}
+	wall, cpu1, st1, str1 := time.Since(t0), cpuTime(), nw.Stats(), sentBytes(incs, "stream")
 
-	logf("gossip only: draining for up to %v", f.drain)
-	tr.waitAll(f.drain)
-	gossipPairs, gossipComplete := tr.counts()
-
-	logf("repair every %v: settling for up to %v", f.repair, f.settle)
+	var gossipPairs, gossipComplete int
+	if f.churn == 0 {
+		logf("gossip only: draining for up to %v", f.drain)
+		tr.waitAll(f.drain)
+		gossipPairs, gossipComplete = tr.counts()
+		logf("repair every %v: settling for up to %v", f.repair, f.settle)
+	} else {
+		if err := ch.wait(); err != nil {
+			return nil, err
+		}
+		logf("repair running: settling for up to %v", f.settle)
+	}
 	repairStart := time.Now()
 	c.StartRepair()
 	tr.waitAll(f.settle)
@@ -330,8 +408,6 @@ func run(f flags) (*result, error) {
 		Nodes: f.nodes, Rate: f.rate, DurationS: f.duration.Seconds(),
 		LatencyMS: [2]int{int(f.minLat / time.Millisecond), int(f.maxLat / time.Millisecond)},
 		Loss:      f.loss, Seed: f.seed, SerfHomes: f.serfHomes, RepairS: f.repair.Seconds(), Homes: total,
-		CompleteByG:  ratio(gossipComplete, total),
-		CoverageG:    ratio(gossipPairs, total*len(es)),
 		BytesPerES:   float64(st1.SentBytes-st0.SentBytes) / float64(len(es)) / wall.Seconds(),
 		IdleBytesES:  float64(idle1.SentBytes-idle0.SentBytes) / float64(len(es)) / f.idle.Seconds(),
 		IdleAfterS:   f.idleAfter.Seconds(),
@@ -352,7 +428,14 @@ func run(f flags) (*result, error) {
 	}
 	res.BytesPerES, res.IdleBytesES, res.PacketsES = round(res.BytesPerES, 0), round(res.IdleBytesES, 0), round(res.PacketsES, 1)
 	res.P50MS, res.P99MS, res.MaxMS, res.PairP50MS, res.PairP99MS = tr.percentiles()
-	for _, e := range es {
+	if f.churn == 0 {
+		cg, cov := ratio(gossipComplete, total), ratio(gossipPairs, total*len(es))
+		res.CompleteByG, res.CoverageG = &cg, &cov
+	} else {
+		fill, restarts := tr.refillMax()
+		res.churnResult = &churnResult{Restarts: restarts, ChurnOver: f.churnOver.Seconds(), RefillMaxMS: fill}
+	}
+	for _, e := range incs {
 		res.EventsSent += e.Metric("fenec_entry_gossip_events_sent_total")
 		res.EventsRecv += e.Metric("fenec_entry_gossip_events_received_total")
 		res.DirBatches += e.Metric("fenec_entry_gossip_direct_batches_sent_total")

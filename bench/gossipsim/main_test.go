@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,8 +28,8 @@ func TestRelaysAtASmallSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.CompleteByG != 1 || res.Lost != 0 {
-		t.Errorf("relays: %.4f of homes complete by gossip, %d lost; want every one by gossip", res.CompleteByG, res.Lost)
+	if *res.CompleteByG != 1 || res.Lost != 0 {
+		t.Errorf("relays: %.4f of homes complete by gossip, %d lost; want every one by gossip", *res.CompleteByG, res.Lost)
 	}
 	if res.Relayed == 0 || res.Bundles == 0 || res.AcksSent == 0 {
 		t.Errorf("relays took %v batches, sent %v, acks %v: the homes did not go through acked relays",
@@ -58,7 +59,7 @@ func TestBurstAtOneEntryAtASmallSize(t *testing.T) {
 			res.Relayed, res.Homes)
 	}
 	t.Logf("complete by gossip %.3f, budget-deferred flushes %v, pending dropped %v, repaired %v",
-		res.CompleteByG, res.BudgetDef, res.PendDropped, res.Repaired)
+		*res.CompleteByG, res.BudgetDef, res.PendDropped, res.Repaired)
 }
 
 // A cluster that did not form says how: who does not see whom alive, and how many see the
@@ -84,5 +85,67 @@ func TestNotSeenSaysWhoLacksWhom(t *testing.T) {
 	}
 	if got := notSeen(c); !strings.Contains(got, "has e03 ") || !strings.Contains(got, "see e03 alive") {
 		t.Errorf("e03 cut off: %q", got)
+	}
+}
+
+// Churn at a small size: every restart is seen, every restarted entry gets every home
+// learned before it, and none is lost.
+func TestChurnAtASmallSize(t *testing.T) {
+	f := small()
+	f.churn, f.churnOver, f.duration = 2, 2*time.Second, 3*time.Second
+	res, err := run(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.churnResult == nil || res.Restarts != 2 || res.RefillMaxMS == nil {
+		t.Fatalf("churn fields %+v, want 2 restarts, each refilled", res.churnResult)
+	}
+	if res.Lost != 0 || res.LostPairs != 0 || res.MaxMS == nil {
+		t.Errorf("%d homes (%d pairs) never reached every current incarnation", res.Lost, res.LostPairs)
+	}
+	if res.CompleteByG != nil || res.CoverageG != nil {
+		t.Error("gossip-only coverage reported while repair ran throughout")
+	}
+	t.Logf("p99 %v ms, max %v ms, refill max %v ms", *res.P99MS, *res.MaxMS, *res.RefillMaxMS)
+}
+
+func TestChurnFlags(t *testing.T) {
+	for name, tc := range map[string]struct {
+		churn           int
+		over, duration  time.Duration
+		falseFail       time.Duration
+		wantFlagInError string
+	}{
+		"off":                 {churn: 0, over: time.Minute, duration: time.Second},
+		"on":                  {churn: 9, over: time.Minute, duration: time.Minute},
+		"negative":            {churn: -1, over: time.Minute, duration: time.Minute, wantFlagInError: "-churn "},
+		"into the join seeds": {churn: 10, over: time.Minute, duration: time.Minute, wantFlagInError: "-churn "},
+		"no window":           {churn: 1, over: 0, duration: time.Minute, wantFlagInError: "-churn-over "},
+		"learning too short":  {churn: 1, over: time.Minute, duration: 59 * time.Second, wantFlagInError: "-duration "},
+		"false failures":      {churn: 1, over: time.Minute, duration: time.Minute, falseFail: time.Minute, wantFlagInError: "-false-failure"},
+	} {
+		f := flags{nodes: 12, churn: tc.churn, churnOver: tc.over, duration: tc.duration, falseFailure: tc.falseFail}
+		err := f.checkChurn()
+		switch {
+		case tc.wantFlagInError == "" && err != nil:
+			t.Errorf("%s: %v, want nil", name, err)
+		case tc.wantFlagInError != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.wantFlagInError)):
+			t.Errorf("%s: %v, want an error naming %s first", name, err, tc.wantFlagInError)
+		}
+	}
+}
+
+func TestChurnSetSparesTheSeeds(t *testing.T) {
+	set := churnSet(1, 100, 10)
+	for _, i := range set {
+		if i < 3 || i >= 100 {
+			t.Errorf("entry %d in the churned set %v", i, set)
+		}
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(set)))) != 10 {
+		t.Errorf("churned set %v: want 10 distinct entries", set)
+	}
+	if again := churnSet(1, 100, 10); !slices.Equal(set, again) {
+		t.Errorf("seed 1 drew %v, then %v", set, again)
 	}
 }

@@ -8,15 +8,15 @@ import (
 
 // sampler records the largest serf event queue and flush interval any entry reports (the
 // gauges fenec_entry_gossip_serf_event_queue and _flush_interval_seconds, which each
-// publisher sets every flush tick), every 250 ms.
+// publisher sets every flush tick), every 250 ms, of every entry's current incarnation.
 type sampler struct {
-	es                 []*simcluster.Entry
+	entries            func() []*simcluster.Entry // Cluster.Entries
 	maxQueue, maxFlush float64
 	done, stopped      chan struct{}
 }
 
-func newSampler(es []*simcluster.Entry) *sampler {
-	return &sampler{es: es, done: make(chan struct{}), stopped: make(chan struct{})}
+func newSampler(entries func() []*simcluster.Entry) *sampler {
+	return &sampler{entries: entries, done: make(chan struct{}), stopped: make(chan struct{})}
 }
 
 func (s *sampler) run() {
@@ -29,7 +29,7 @@ func (s *sampler) run() {
 			return
 		case <-t.C:
 		}
-		for _, e := range s.es {
+		for _, e := range s.entries() {
 			s.maxQueue = max(s.maxQueue, e.Metric("fenec_entry_gossip_serf_event_queue"))
 			s.maxFlush = max(s.maxFlush, e.Metric("fenec_entry_gossip_flush_interval_seconds"))
 		}

@@ -18,9 +18,16 @@ import (
 // it is late by at most one poll interval plus one scan (max_scan_ms in the result); early
 // never. A home is "learned" at the instant before Learn returns at its origin, which then
 // holds it. Homes every entry holds leave the scan.
+//
+// Each pass scans every entry's current incarnation (entries, read once a pass). When an entry
+// was restarted since the last pass, the homes it had reached but some other entry still
+// lacks count as missing there again: the new incarnation's table is empty, so a home is at
+// every entry only once every current incarnation holds it. A home every entry held before
+// a restart stays done; whether the new incarnation gets it is a refill (below).
 type tracker struct {
-	es   []*simcluster.Entry
-	poll time.Duration
+	entries func() []*simcluster.Entry // the current incarnations (Cluster.Entries)
+	nodes   int
+	poll    time.Duration
 
 	homes []trackedHome // written once by learned, before n is raised
 	n     atomic.Int64  // homes learned so far
@@ -31,6 +38,8 @@ type tracker struct {
 	pairs    int        // (home, entry) pairs reached
 	complete int        // homes every entry holds
 	maxScan  time.Duration
+	cur      []*simcluster.Entry // the incarnations of the last pass
+	refills  []refill
 
 	done    chan struct{}
 	stopped chan struct{}
@@ -46,21 +55,32 @@ type trackedHome struct {
 	last    time.Time // when the last entry got it
 }
 
-func newTracker(es []*simcluster.Entry, total int, poll time.Duration) *tracker {
+// refill is a restarted entry's new incarnation getting every home learned before it: from
+// the pass that first saw it (late by at most one poll) until it holds them all.
+type refill struct {
+	e       *simcluster.Entry
+	since   time.Time
+	pending []int // the homes it still lacks
+	took    time.Duration
+}
+
+// newTracker tracks total homes over the entries that entries returns (their number must not
+// change).
+func newTracker(entries func() []*simcluster.Entry, total int, poll time.Duration) *tracker {
+	es := entries()
 	return &tracker{
-		es: es, poll: poll, homes: make([]trackedHome, total),
+		entries: entries, nodes: len(es), cur: es, poll: poll, homes: make([]trackedHome, total),
 		done: make(chan struct{}), stopped: make(chan struct{}), allCh: make(chan struct{}, 1),
 	}
 }
 
-// learned has entry i learn home k and starts tracking it.
-func (t *tracker) learned(k int, tenant, region string, i int) {
-	e := t.es[i]
+// learned has e (an entry's current incarnation) learn home k and starts tracking it.
+func (t *tracker) learned(k int, tenant, region string, e *simcluster.Entry) {
 	id, _ := e.Table.RegionID(region)
 	h := &t.homes[k]
 	h.tenant, h.region = tenant, id
-	h.reached = make([]time.Time, len(t.es))
-	h.missing = len(t.es)
+	h.reached = make([]time.Time, t.nodes)
+	h.missing = t.nodes
 	h.t0 = time.Now()
 	e.Table.Learn(tenant, id)
 	t.n.Store(int64(k + 1))
@@ -87,7 +107,15 @@ func (t *tracker) scan() {
 	for n := int(t.n.Load()); t.next < n; t.next++ {
 		t.active = append(t.active, t.next)
 	}
-	for j, e := range t.es {
+	es := t.entries()
+	for j, e := range es {
+		if e != t.cur[j] {
+			t.restartedLocked(j, e, start)
+		}
+	}
+	t.cur = es
+	t.refillLocked()
+	for j, e := range es {
 		now := time.Now()
 		for _, k := range t.active {
 			h := &t.homes[k]
@@ -107,7 +135,7 @@ func (t *tracker) scan() {
 	}
 	t.active = slices.DeleteFunc(t.active, func(k int) bool { return t.homes[k].missing == 0 })
 	t.maxScan = max(t.maxScan, time.Since(start))
-	if len(t.active) == 0 && t.next == len(t.homes) {
+	if len(t.active) == 0 && t.next == len(t.homes) && !slices.ContainsFunc(t.refills, func(r refill) bool { return len(r.pending) > 0 }) {
 		select {
 		case t.allCh <- struct{}{}:
 		default:
@@ -115,7 +143,58 @@ func (t *tracker) scan() {
 	}
 }
 
-// waitAll waits until every home learned is at every entry, or d passes.
+// restartedLocked counts the homes entry j's old incarnation had reached, and some other entry
+// still lacks, as missing at j again, and starts e's refill: every home learned so far.
+func (t *tracker) restartedLocked(j int, e *simcluster.Entry, now time.Time) {
+	for _, k := range t.active {
+		if h := &t.homes[k]; !h.reached[j].IsZero() {
+			h.reached[j] = time.Time{}
+			h.missing++
+			t.pairs--
+		}
+	}
+	r := refill{e: e, since: now, pending: make([]int, t.next)}
+	for k := range r.pending {
+		r.pending[k] = k
+	}
+	t.refills = append(t.refills, r)
+}
+
+// refillLocked drops from each refill the homes its incarnation now holds.
+func (t *tracker) refillLocked() {
+	for i := range t.refills {
+		r := &t.refills[i]
+		if len(r.pending) == 0 {
+			continue
+		}
+		r.pending = slices.DeleteFunc(r.pending, func(k int) bool {
+			got, ok := r.e.Table.Lookup(t.homes[k].tenant)
+			return ok && got == t.homes[k].region
+		})
+		if len(r.pending) == 0 {
+			r.took = time.Since(r.since)
+		}
+	}
+}
+
+// refillMax is the longest refill in ms, nil if some restarted entry never got every home
+// learned before it, and the number of restarts seen.
+func (t *tracker) refillMax() (maxMS *float64, restarts int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var m time.Duration
+	for _, r := range t.refills {
+		if len(r.pending) > 0 {
+			return nil, len(t.refills)
+		}
+		m = max(m, r.took)
+	}
+	v := math.Round(ms(m)*10) / 10
+	return &v, len(t.refills)
+}
+
+// waitAll waits until every home learned is at every entry (restarted ones included), or d
+// passes.
 func (t *tracker) waitAll(d time.Duration) {
 	tm := time.NewTimer(d)
 	defer tm.Stop()
