@@ -2,7 +2,10 @@ package gossip
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
+
+	"github.com/fenec/fenec-entry/gossip/internal/tablesync"
 )
 
 // Bootstrap brings a starting entry the table of a peer (docs/REFERENCE.md, "Homes"): it waits up
@@ -47,31 +50,98 @@ const rejoinEvery = time.Second
 // Not while this entry fetches its table (Bootstrap): the peers that come alive meanwhile
 // count as known once it ends, since the fetch brought a peer's whole table. A joiner that
 // fetches its table refuses the rejoin repair of the peers that see it come alive (503
-// "bootstrapping", counted as repair_rounds_total{result="peer_bootstrapping"}); it holds a
-// peer's table when its fetch ends, and the periodic rounds carry anything else.
+// "bootstrapping", counted as repair_rounds_total{result="peer_bootstrapping"}). What the
+// fetch cannot bring is a home still in flight while it ran: sent to this entry's previous
+// incarnation, or to none while it was down, and not yet at the peer it fetched from. So
+// once a fetch ends, one round runs a RepairSettle after it (when such homes count in a
+// digest), with another peer than the one fetched from; the periodic rounds carry anything
+// else.
 func (g *Gossip) RunRepair(ctx context.Context) {
 	done := make(chan struct{})
 	go func() { defer close(done); g.sync.Run(ctx) }()
 	defer func() { <-done }()
-	var alive map[string]bool // nil until the first look: the peers then are known
+	plan := repairPlan{settle: g.sync.RepairSettle()}
 	t := time.NewTicker(rejoinEvery)
 	defer t.Stop()
+	catchUp := time.NewTimer(time.Hour)
+	defer catchUp.Stop()
 	for {
 		peers := g.syncPeers()
-		var back []Peer
-		alive, back = rejoined(alive, peers, g.sync.RepairPaused())
+		back := plan.look(peers, g.sync.RepairPaused(), g.sync.LastFetch())
 		for _, p := range back {
 			// Repair is bounded by the sync timeout.
 			if _, err := g.sync.Repair(ctx, p); err != nil {
 				g.log.Debug().Err(err).Str("peer", p.Name).Msg("repair with a rejoined peer")
 			}
 		}
+		if due, ok := plan.catchUpDue(); ok {
+			catchUp.Reset(time.Until(due))
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-catchUp.C:
+			if p, ok := plan.catchUp(g.syncPeers()); ok {
+				if _, err := g.sync.Repair(ctx, p); err != nil {
+					g.log.Debug().Err(err).Str("peer", p.Name).Msg("repair after the table's fetch")
+				}
+			}
 		}
 	}
+}
+
+// repairPlan is what RunRepair decides at each look: the peers that came alive since the
+// last look to repair with (rejoined), and the one round after each fetch of this entry's
+// table. Not safe for concurrent use.
+type repairPlan struct {
+	settle  time.Duration
+	alive   map[string]bool // nil until the first look: the peers then are known
+	fetch   *tablesync.Fetched
+	pending bool // the round after fetch has not run yet
+	armed   bool // catchUpDue has given its time
+}
+
+// look takes the peers alive now, whether this entry fetches its table, and the last fetch
+// to end, and returns the peers to repair with at once.
+func (p *repairPlan) look(now []Peer, paused bool, last *tablesync.Fetched) (back []Peer) {
+	p.alive, back = rejoined(p.alive, now, paused)
+	if last != nil && last != p.fetch {
+		p.fetch, p.pending, p.armed = last, true, false
+	}
+	return back
+}
+
+// catchUpDue is when the round after the last fetch is due, once for each fetch (false: none
+// is, or it was given already).
+func (p *repairPlan) catchUpDue() (time.Time, bool) {
+	if !p.pending || p.armed {
+		return time.Time{}, false
+	}
+	p.armed = true
+	return p.fetch.At.Add(p.settle), true
+}
+
+// catchUp is the round after the last fetch: a random peer of now other than the one fetched
+// from (that one, unless it is the only peer). false: no round is pending, or no peer.
+func (p *repairPlan) catchUp(now []Peer) (Peer, bool) {
+	if !p.pending {
+		return Peer{}, false
+	}
+	p.pending = false
+	if len(now) == 0 {
+		return Peer{}, false
+	}
+	others := make([]Peer, 0, len(now))
+	for _, q := range now {
+		if q.Name != p.fetch.From {
+			others = append(others, q)
+		}
+	}
+	if len(others) == 0 {
+		others = now
+	}
+	return others[rand.IntN(len(others))], true
 }
 
 // rejoined is one look of RunRepair: given the peers alive at the last look (nil before the

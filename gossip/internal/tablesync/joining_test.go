@@ -211,3 +211,33 @@ func TestBootstrapPrefersAWholeTable(t *testing.T) {
 		}
 	})
 }
+
+// LastFetch is the end of the last fetch and the peer whose whole table it brought: what
+// the round after a fetch (Gossip.RunRepair) needs to ask another peer, a settle later.
+func TestLastFetchNamesThePeer(t *testing.T) {
+	ms := newMembers("a", "b")
+	a, b := newSyncNode(t, "a", ms), newSyncNode(t, "b", ms)
+	fill(b.table, 0, 10, ver(-time.Minute, 0, "b"))
+	a.peers = []Peer{b.peer()}
+	if f := a.sync.LastFetch(); f != nil {
+		t.Fatalf("before any fetch: %+v", f)
+	}
+	before := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.sync.Bootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f := a.sync.LastFetch()
+	if f == nil || f.From != "b" || f.At.Before(before) {
+		t.Fatalf("after fetching b's table: %+v, want from b, at or after %v", f, before)
+	}
+	// A fetch that brought no whole table (no peer answered) names none.
+	a.peers = nil
+	if err := a.sync.Bootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := a.sync.LastFetch(); g == f || g.From != "" {
+		t.Errorf("after a fetch with no peer: %+v, want a new end naming none", g)
+	}
+}

@@ -124,9 +124,11 @@ type Sync struct {
 	client     *http.Client
 	streams    chan struct{} // semaphore of served streams
 	maxRecords int
-	pullCursor atomic.Uint32 // the digest bucket the next capped pull starts from (repair.go)
-	bootstraps atomic.Int32  // this entry's table fetches in progress (BeginBootstrap)
-	partial    atomic.Bool   // a fetch began with an empty table: digests and pulls are refused
+	pullCursor atomic.Uint32           // the digest bucket the next capped pull starts from (repair.go)
+	bootstraps atomic.Int32            // this entry's table fetches in progress (BeginBootstrap)
+	partial    atomic.Bool             // a fetch began with an empty table: digests and pulls are refused
+	fetchFrom  atomic.Pointer[string]  // the peer whose whole table the current fetch brought (Fetch)
+	fetched    atomic.Pointer[Fetched] // the last fetch of this entry's table to end
 	maxBytes   int64
 	m          *syncMetrics
 	log        zerolog.Logger
@@ -641,6 +643,10 @@ func (s *Sync) fetch(ctx context.Context, peer Peer) (applied, invalid int, part
 	if err != nil {
 		return applied, invalid, partial, fmt.Errorf("gossip: snapshot from %s: %w", peer.Name, err)
 	}
+	if !partial {
+		name := peer.Name
+		s.fetchFrom.Store(&name)
+	}
 	return applied, invalid, partial, nil
 }
 
@@ -716,6 +722,7 @@ func (s *Sync) Bootstrap(ctx context.Context) error {
 // table (restored from its state file) is answered as usual: it may hold what peers lack.
 func (s *Sync) BeginBootstrap() (end func()) {
 	if s.bootstraps.Add(1) == 1 {
+		s.fetchFrom.Store(nil)
 		s.partial.Store(s.cfg.Table.Len() == 0)
 	}
 	var once atomic.Bool
@@ -724,10 +731,30 @@ func (s *Sync) BeginBootstrap() (end func()) {
 			return
 		}
 		if s.bootstraps.Add(-1) == 0 {
+			f := &Fetched{At: s.cfg.Now()}
+			if from := s.fetchFrom.Swap(nil); from != nil {
+				f.From = *from
+			}
+			s.fetched.Store(f)
 			s.partial.Store(false)
 		}
 	}
 }
+
+// Fetched is the end of a fetch of this entry's table (BeginBootstrap to its end).
+type Fetched struct {
+	At   time.Time // when it ended
+	From string    // the peer whose whole table it brought; "" if none did
+}
+
+// LastFetch is the last fetch of this entry's table to end; nil before any has. The homes
+// that were in flight to this entry while it fetched, and that the peer it fetched from had
+// not received yet either, reach it by no other way than repair: one round a RepairSettle
+// after the fetch, with another peer, brings them (Gossip.RunRepair).
+func (s *Sync) LastFetch() *Fetched { return s.fetched.Load() }
+
+// RepairSettle is how old a home must be to count in a repair round (SyncConfig.RepairSettle).
+func (s *Sync) RepairSettle() time.Duration { return s.cfg.RepairSettle }
 
 // RepairPaused reports whether this entry is fetching its table (BeginBootstrap): no repair
 // round starts then.
