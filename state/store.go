@@ -202,30 +202,65 @@ func (s *Store) restore() Restored {
 		return Restored{Result: "unreadable"}
 	}
 	defer f.Close()
-	h, n, err := decode(f, nil)
-	if err != nil {
-		r := Restored{Result: "damaged"}
-		if errors.Is(err, ErrForeign) {
-			r.Result = "foreign"
-		} else if !errors.Is(err, ErrDamaged) {
+	r, n, err := readTable(f, s.cfg.Table, s.cfg.Node, s.cfg.Validate)
+	if err != nil && r.Result != "restored" {
+		if r.Result == "unreadable" {
 			s.log.Error().Err(err).Str("file", s.path).Msg("state: cannot read the home table's file: starting empty")
-			return Restored{Result: "unreadable"}
+			return r
 		}
 		return s.reject(f, r, err)
 	}
+	if err != nil { // the file changed between the passes: keep what came, say so
+		s.log.Error().Err(err).Str("file", s.path).Msg("state: the home table's file changed while read")
+	}
+	ev := s.log.Info().Str("file", s.path).Uint64("records", n).Int("homes", r.Homes).Int("local", r.Local).
+		Int("gossip", r.Gossip).Str("written_by", r.Node).Time("written", r.Written).
+		Stringer("age", s.cfg.Now().Sub(r.Written).Round(time.Millisecond))
+	for i, k := range r.Skipped {
+		if k > 0 {
+			ev = ev.Int("skipped_"+skipReasons[i], k)
+		}
+	}
+	ev.Msg("state: home table restored")
+	return r
+}
+
+// ReadTable puts back into t the table a WriteTable wrote to f: what Restore does with the
+// file of --state-dir, for a table handed over by the process an upgrade replaces. node is
+// this entry's name (a table written under another gives its homes back as gossip); validate,
+// if not nil, checks each home. Result is "restored", or "damaged", "foreign" or
+// "unreadable" with the error and nothing put back.
+func ReadTable(f io.ReadSeeker, t *homes.Table, node string, validate func(homes.Home) error) (Restored, error) {
+	r, _, err := readTable(f, t, node, validate)
+	return r, err
+}
+
+// readTable is ReadTable, and the count of records in f. A first pass checks the whole
+// stream (structure, record count, checksum) without keeping anything, a second puts each
+// home back with Table.Restore, oldest first; an error of the second pass (the file changed
+// between them) comes with Result "restored" and what was put back.
+func readTable(f io.ReadSeeker, t *homes.Table, node string, validate func(homes.Home) error) (Restored, uint64, error) {
+	h, n, err := decode(f, nil)
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrForeign):
+			return Restored{Result: "foreign"}, 0, err
+		case errors.Is(err, ErrDamaged):
+			return Restored{Result: "damaged"}, 0, err
+		}
+		return Restored{Result: "unreadable"}, 0, err
+	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		s.log.Error().Err(err).Str("file", s.path).Msg("state: cannot read the home table's file: starting empty")
-		return Restored{Result: "unreadable"}
+		return Restored{Result: "unreadable"}, 0, err
 	}
 	r := Restored{Result: "restored", Written: h.Written, Node: h.Node}
-	own := h.Node == s.cfg.Node
-	t := s.cfg.Table
+	own := h.Node == node
 	_, _, err = decode(f, func(rec *fileHome) error {
 		if _, ok := t.RegionID(rec.Home.Region); !ok {
 			r.Skipped[SkipUnknownRegion]++
 			return nil
 		}
-		if s.cfg.Validate != nil && s.cfg.Validate(rec.Home) != nil {
+		if validate != nil && validate(rec.Home) != nil {
 			r.Skipped[SkipInvalid]++
 			return nil
 		}
@@ -238,21 +273,9 @@ func (s *Store) restore() Restored {
 		}
 		return nil
 	})
-	if err != nil { // the file changed between the passes: keep what came, say so
-		s.log.Error().Err(err).Str("file", s.path).Msg("state: the home table's file changed while read")
-	}
 	st := t.Stats()
 	r.Homes, r.Local, r.Gossip = st.Homes, st.Local, st.Gossip
-	ev := s.log.Info().Str("file", s.path).Uint64("records", n).Int("homes", r.Homes).Int("local", r.Local).
-		Int("gossip", r.Gossip).Str("written_by", h.Node).Time("written", h.Written).
-		Stringer("age", s.cfg.Now().Sub(h.Written).Round(time.Millisecond))
-	for i, k := range r.Skipped {
-		if k > 0 {
-			ev = ev.Int("skipped_"+skipReasons[i], k)
-		}
-	}
-	ev.Msg("state: home table restored")
-	return r
+	return r, n, err
 }
 
 // reject logs a damaged or foreign file and moves it aside (f, if open, is closed first).
@@ -338,35 +361,42 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // file stays as it was. s.mu is held.
 func (s *Store) writeLocked() (homesWritten int, size int64, err error) {
 	err = writeAtomic(s.create, s.path, tempPattern, func(w io.Writer) error {
-		cw := &countingWriter{w: w}
-		t := s.cfg.Table
-		enc, err := newEncoder(cw, header{Node: s.cfg.Node, Written: s.cfg.Now()}, t.Len())
-		if err != nil {
-			return err
-		}
-		var werr error
-		t.Range(func(h homes.Home, src homes.Source) bool {
-			ok, err := enc.home(h, src)
-			if err != nil {
-				werr = err
-				return false
-			}
-			if ok {
-				homesWritten++
-			}
-			return s.cfg.MaxHomes <= 0 || homesWritten < s.cfg.MaxHomes
-		})
-		if werr != nil {
-			return werr
-		}
-		if err := enc.close(); err != nil {
-			return err
-		}
-		size = cw.n
-		return nil
+		var err error
+		homesWritten, size, err = WriteTable(w, s.cfg.Table, s.cfg.Node, s.cfg.Now(), s.cfg.MaxHomes)
+		return err
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("state: write: %w", err)
 	}
 	return homesWritten, size, nil
+}
+
+// WriteTable writes t to w in the state file's format, as written by node at written, at
+// most max homes (0: no bound beyond the table's): what the write-behind writes into
+// --state-dir, and what an upgrade hands the new process (ReadTable).
+func WriteTable(w io.Writer, t *homes.Table, node string, written time.Time, max int) (homesWritten int, size int64, err error) {
+	cw := &countingWriter{w: w}
+	enc, err := newEncoder(cw, header{Node: node, Written: written}, t.Len())
+	if err != nil {
+		return 0, 0, err
+	}
+	var werr error
+	t.Range(func(h homes.Home, src homes.Source) bool {
+		ok, err := enc.home(h, src)
+		if err != nil {
+			werr = err
+			return false
+		}
+		if ok {
+			homesWritten++
+		}
+		return max <= 0 || homesWritten < max
+	})
+	if werr != nil {
+		return 0, 0, werr
+	}
+	if err := enc.close(); err != nil {
+		return 0, 0, err
+	}
+	return homesWritten, cw.n, nil
 }

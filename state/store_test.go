@@ -438,3 +438,43 @@ func TestSlowWritesSpacedOut(t *testing.T) {
 		}
 	})
 }
+
+// TestTableHandedOver: what WriteTable writes to any file (an upgrade's hand-over) comes back
+// with ReadTable as a Store's file does, with its versions, sources and order; a cut file
+// puts nothing back and says damaged.
+func TestTableHandedOver(t *testing.T) {
+	a := newTable(t, "e1", 0)
+	a.LearnName("acme", "eu")
+	a.Apply(homes.Home{Tenant: "globex", Region: "us", Version: homes.Version{HLC: 1 << 40, Origin: "e2"}})
+	want := contents(a)
+	f, err := os.CreateTemp(t.TempDir(), "handover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n, size, err := WriteTable(f, a, "e1", time.Now(), 0)
+	if err != nil || n != 2 || size == 0 {
+		t.Fatalf("WriteTable = %d homes, %d bytes, %v", n, size, err)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	b := newTable(t, "e1", 0)
+	r, err := ReadTable(f, b, "e1", nil)
+	if err != nil || r.Result != "restored" || r.Homes != 2 || r.Local != 1 {
+		t.Fatalf("ReadTable = %+v, %v; want 2 homes, 1 local", r, err)
+	}
+	if got := contents(b); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("handed-over table\n%v\nwant\n%v", got, want)
+	}
+	if err := f.Truncate(size - 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := newTable(t, "e1", 0)
+	if r, err := ReadTable(f, c, "e1", nil); !errors.Is(err, ErrDamaged) || r.Result != "damaged" || c.Len() != 0 {
+		t.Errorf("a cut hand-over: %+v, %v, %d homes; want damaged, nothing put back", r, err, c.Len())
+	}
+}
