@@ -391,10 +391,17 @@ func (s *Server) StopKeepAlives() {
 	s.closeIdle()
 }
 
-// closeIdle closes every connection parked idle now; a busy one closes after its answer
-// (closing reports true by then), one parking meanwhile sees closing in park.
+// closeIdle closes every kept-alive connection parked idle now; a busy one closes after its
+// answer (closing reports true by then), one parking meanwhile sees closing in park. A new
+// connection that has sent no request yet is left open: its first request is most likely on
+// its way (a client that opens a connection sends at once, and has no answer to retry on, as
+// it has on a kept-alive one); it is answered with Connection: close, and the header timeout
+// closes one that sends nothing (net/http too leaves a new connection open, 5 s).
 func (s *Server) closeIdle() {
 	for _, c := range s.snapshot() {
+		if !c.served.Load() {
+			continue
+		}
 		if c.state.CompareAndSwap(stateIdle, stateClosed) {
 			c.close()
 		}
@@ -533,7 +540,7 @@ type conn struct {
 	rd, wr    waitPoint              // a busy c's goroutine waiting to read or write
 	mu        sync.Mutex             // serialises re-arming between the poller and the serving goroutine, and guards fdClosed
 	fdClosed  bool
-	served    bool // a request was read (the next is not the first; only the serving goroutine touches it)
+	served    atomic.Bool // a request was read: the next is not the first, and idle c is a kept-alive one
 	// gone: the event that woke c said the client had closed its side too. Edge-triggered,
 	// no event will say it again, so c reads on to the end instead of parking.
 	gone atomic.Bool
@@ -662,7 +669,7 @@ func getSession(c *conn) *session {
 		ss.tr = &ss.tio
 	}
 	ss.lr.r = ss.tr
-	ss.door.Reset(&ss.lr, !c.served)
+	ss.door.Reset(&ss.lr, !c.served.Load())
 	ss.br.Reset(&ss.door)
 	ss.bw.Reset(ss.tr)
 	return ss
@@ -744,8 +751,8 @@ func (c *conn) serve() {
 // serveFrom serves c's requests with session ss (see serve).
 func (c *conn) serveFrom(ss *session) {
 	for {
-		keep, handedOff := c.serveOne(ss, !c.served)
-		c.served = true
+		keep, handedOff := c.serveOne(ss, !c.served.Load())
+		c.served.Store(true)
 		if handedOff {
 			putSession(ss)
 			return

@@ -685,3 +685,39 @@ func TestWakeWithNothingToReadParksAgain(t *testing.T) {
 		t.Errorf("after the empty wake: %d %q", resp.StatusCode, b)
 	}
 }
+
+// A new connection that has not sent its request yet when the drain starts (StopKeepAlives,
+// Shutdown) is not closed under it: its request is answered, with Connection: close. Closing
+// it failed requests of clients that open a connection per request during an upgrade.
+func TestNewConnectionServedThroughTheDrain(t *testing.T) {
+	s := &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 5 * time.Second}
+	addr := startLean(t, s)
+	kept, keptBr := dial(t, addr)
+	resp := get(t, kept, keptBr, "/")
+	io.Copy(io.Discard, resp.Body)
+	fresh, freshBr := dial(t, addr)
+	testutil.Eventually(t, 2*time.Second, "both connections accepted", func() bool { return len(s.snapshot()) == 2 })
+
+	s.StopKeepAlives()
+	closedSoon(t, keptBr, "the kept-alive idle connection was not closed")
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- s.Shutdown(ctx)
+	}()
+	time.Sleep(50 * time.Millisecond) // Shutdown has closed the idle connections by now
+	resp = get(t, fresh, freshBr, "/")
+	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(body) != "ok" || !resp.Close {
+		t.Errorf("the new connection's request through the drain: %d %q close=%v; want 200 ok with Connection: close",
+			resp.StatusCode, body, resp.Close)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return after the new connection's request")
+	}
+}
