@@ -92,6 +92,10 @@ type Config struct {
 	// StateDir (--state-dir) keeps the home table and serf's member snapshot on disk, for a
 	// warm restart (package state); "" keeps nothing. An existing directory New can write.
 	StateDir string
+	// PIDFile (--pid-file) is where the process writes its PID once it serves, again after each
+	// upgrade in place, for systemd's PIDFile= to follow the new process; "" for none. Written
+	// by the command's upgrader (package upgrade), not by the node.
+	PIDFile string
 
 	// Version is this build's version, shown in /status.json and the start line. Set by
 	// cmd from the build, not a flag; "" shows as "dev".
@@ -106,6 +110,13 @@ type Config struct {
 	// ReloadOn delivers a value for each reload asked by signal (SIGHUP); nil for none. Not a
 	// flag. Without a Reloader each one is logged and changes nothing.
 	ReloadOn <-chan struct{} `json:"-"`
+	// Upgrades replaces this process with a new binary on the same sockets (package upgrade,
+	// over cloudflare/tableflip), and takes over from the process an upgrade replaced; nil:
+	// neither (tests, or a platform that cannot pass sockets). Not a flag.
+	Upgrades Upgrades `json:"-"`
+	// UpgradeOn delivers a value for each upgrade asked by signal (SIGUSR2); nil for none. Not
+	// a flag. Without Upgrades each one is logged and changes nothing.
+	UpgradeOn <-chan struct{} `json:"-"`
 	// SetLogLevel, when not nil, is called with the new level when a reload changes
 	// --log-level (the process owns its loggers). Not a flag.
 	SetLogLevel func(level string) `json:"-"`

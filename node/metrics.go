@@ -26,6 +26,11 @@ func (n *Node) newRegistry() (*prometheus.Registry, *proxy.Metrics) {
 		Help: "Changes asked of the admin listener (POST /reload) and refused: not from loopback and without --admin-token.",
 	})
 	reg.MustRegister(n.adminRefused)
+	n.upgrades = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fenec_entry_upgrades_total",
+		Help: "Upgrades of this process's binary in place (SIGUSR2), by result: ready (the new process serves and this one drains) or failed (it did not start or become ready within 30 s: this one keeps serving).",
+	}, []string{"result"})
+	reg.MustRegister(n.upgrades)
 
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fenec_entry_build_info",

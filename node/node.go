@@ -76,6 +76,7 @@ type Node struct {
 	admin  *http.Server
 	// adminRefused counts changes asked of the admin listener and refused (mayChange).
 	adminRefused prometheus.Counter
+	upgrades     *prometheus.CounterVec // fenec_entry_upgrades_total{result}
 	reg          *prometheus.Registry
 	// cluster is the gossip part, set by Start when gossip is enabled; guarded by mu
 	// until Start returns, read-only after.
@@ -86,11 +87,13 @@ type Node struct {
 	grace      time.Duration // open requests' time after the drain: ShutdownGrace (tests shorten it)
 	certsEvery time.Duration // how often the certificate files are checked: certs.CheckEvery
 
-	ready     atomic.Bool // SetReady; true from New
-	draining  atomic.Bool
-	startedAt atomic.Pointer[time.Time] // nil until Start has bound the listeners
-	traffic   status.Traffic            // gossip event rates for Status; zero value ready
-	digest    tableDigest               // the status's table digest, made again only on a change
+	ready    atomic.Bool // SetReady; true from New
+	draining atomic.Bool
+	// handedOver: a new process serves on this entry's sockets (upgrade) and this one drains.
+	handedOver atomic.Bool
+	startedAt  atomic.Pointer[time.Time] // nil until Start has bound the listeners
+	traffic    status.Traffic            // gossip event rates for Status; zero value ready
+	digest     tableDigest               // the status's table digest, made again only on a change
 
 	bg       context.Context // ends the background goroutines; cancelled by stopBackground
 	bgCancel context.CancelFunc
@@ -118,6 +121,8 @@ type Node struct {
 	tickets *certs.TicketKeys
 
 	procs *procs.Controller // nil: GOMAXPROCS is the operator's (Config.AdaptProcs)
+
+	stateStop context.CancelFunc // stops the state file's write-behind; nil without --state-dir
 }
 
 // New builds a Node from cfg: it validates cfg, reads --router-ca and the TLS certificate, and
@@ -177,6 +182,7 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 	if err := n.openState(); err != nil {
 		return nil, err
 	}
+	n.takeTable()
 	if cfg.GeoIP != "" {
 		if n.geoip, err = clientinfo.OpenGeoIP(cfg.GeoIP); err != nil {
 			return nil, cfgErr("geoip", "%v", err)
@@ -212,8 +218,10 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 		Logger:          &n.log,
 		Metrics:         metrics,
 		ConnClose:       n.draining.Load,
-		Ready:           func() bool { return n.isReady() && !n.draining.Load() },
-		Clock:           cfg.Clock,
+		// A process that handed over to a new one (upgrade) still answers what this host
+		// is: ready, the new process serving beside it on the same sockets.
+		Ready: func() bool { return n.isReady() && (!n.draining.Load() || n.handedOver.Load()) },
+		Clock: cfg.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: proxy: %w", err)
@@ -272,12 +280,11 @@ func (n *Node) startLocked(ctx context.Context) error {
 	// fails leaves its region to the others until a later round finds it).
 	n.resolveRouters(ctx, n.cfg)
 	n.rediscovered()
-	var lc net.ListenConfig // the admin listener's
-	al, err := lc.Listen(ctx, "tcp", n.cfg.AdminListen)
+	al, err := n.listen(ctx, "--admin-listen", n.cfg.AdminListen)
 	if err != nil {
 		return fmt.Errorf("--admin-listen: %w", err)
 	}
-	cl, err := lc.Listen(ctx, "tcp", n.cfg.Listen)
+	cl, err := n.listen(ctx, "--listen", n.cfg.Listen)
 	if err != nil {
 		al.Close()
 		return fmt.Errorf("--listen: %w", err)
@@ -295,8 +302,11 @@ func (n *Node) startLocked(ctx context.Context) error {
 		n.wg.Go(func() { n.tickets.Run(n.bg, certs.TicketCheckEvery) })
 	}
 	if n.state != nil {
-		n.wg.Go(func() { n.state.Run(n.bg) })
+		var sctx context.Context
+		sctx, n.stateStop = context.WithCancel(n.bg)
+		n.wg.Go(func() { n.state.Run(sctx) })
 	}
+	n.readyForUpgrades(ctx)
 	if n.cfg.gossipEnabled() {
 		if err := n.startCluster(ctx); err != nil {
 			n.closeClient()
@@ -471,11 +481,22 @@ func (n *Node) version() string {
 // for calling Drain twice.
 func (n *Node) Drain(ctx context.Context) error {
 	var err error
-	n.drainOnce.Do(func() { err = n.drain(ctx) })
+	n.drainOnce.Do(func() { err = n.drain(ctx, false) })
 	return err
 }
 
-func (n *Node) drain(ctx context.Context) error {
+// drainAfterUpgrade is Drain once a new process serves on this entry's sockets (upgrade): it
+// does not leave the cluster but stops its gossip and hands it to the new process (which
+// joins under the same name), closes the admin listener at once (the new process answers
+// /readyz on it), stops writing --state-dir (the new process writes it) and goes on answering
+// the connections it holds with Connection: close for --drain, then as Drain.
+func (n *Node) drainAfterUpgrade(ctx context.Context) error {
+	var err error
+	n.drainOnce.Do(func() { err = n.drain(ctx, true) })
+	return err
+}
+
+func (n *Node) drain(ctx context.Context, upgraded bool) error {
 	n.mu.Lock()
 	n.stopped = true
 	started := n.startCalled && n.startErr == nil
@@ -486,8 +507,17 @@ func (n *Node) drain(ctx context.Context) error {
 	}
 
 	n.draining.Store(true)
-	// Peers see this entry "left" at once and stop sending it anything.
-	n.leaveCluster()
+	if upgraded {
+		n.shutdownAdmin()
+		if n.stateStop != nil {
+			n.stateStop()
+		}
+		n.closeCluster()
+		n.cfg.Upgrades.ReleaseGossip()
+	} else {
+		// Peers see this entry "left" at once and stop sending it anything.
+		n.leaveCluster()
+	}
 	n.client.SetKeepAlivesEnabled(false)
 	if n.lean != nil {
 		n.lean.StopKeepAlives()
@@ -528,16 +558,23 @@ func (n *Node) drain(ctx context.Context) error {
 		n.closeClient()
 	}
 	n.proxy.Close()
+	n.shutdownAdmin()
+	n.closeCluster()
+	n.stopBackground()
+	if !upgraded {
+		n.flushState()
+	}
+	n.log.Info().Msg("drained")
+	return ctx.Err()
+}
+
+// shutdownAdmin closes the admin listener, giving its open requests adminGrace.
+func (n *Node) shutdownAdmin() {
 	actx, acancel := context.WithTimeout(context.Background(), adminGrace)
+	defer acancel()
 	if err := n.admin.Shutdown(actx); err != nil {
 		n.admin.Close()
 	}
-	acancel()
-	n.closeCluster()
-	n.stopBackground()
-	n.flushState()
-	n.log.Info().Msg("drained")
-	return ctx.Err()
 }
 
 // Close stops the entry at once: both listeners and every open connection close, requests in
@@ -575,12 +612,19 @@ func Run(ctx context.Context, cfg Config, logger zerolog.Logger) error {
 	if err := n.Start(ctx); err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-	case err := <-n.failed:
-		return err
+	for {
+		select {
+		case <-ctx.Done():
+			// The drain has its own bounds (--drain, then 10 s); ctx is already done.
+			n.Drain(context.WithoutCancel(ctx))
+			return nil
+		case err := <-n.failed:
+			return err
+		case <-cfg.UpgradeOn:
+			if n.upgrade() {
+				n.drainAfterUpgrade(context.WithoutCancel(ctx))
+				return nil
+			}
+		}
 	}
-	// The drain has its own bounds (--drain, then 10 s); ctx is already done.
-	n.Drain(context.WithoutCancel(ctx))
-	return nil
 }

@@ -57,6 +57,7 @@ func (e *entry) gossipAddr(t *testing.T) (addr string) {
 }
 
 type statusDoc struct {
+	Version     string `json:"version"`
 	Ready       bool   `json:"ready"`
 	GossipUp    bool   `json:"gossip_up"`
 	GossipState string `json:"gossip_state"`

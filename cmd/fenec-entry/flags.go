@@ -186,6 +186,9 @@ var flags = []*flagDef{
 		usage: "keep the home table and serf's member snapshot in this existing, writable directory (written every 5s at most, and at the drain), " +
 			"so that a restart is ready at once with what the entry knew and rejoins the members it knew",
 		apply: setString(func(c *node.Config) *string { return &c.StateDir })},
+	{name: "pid-file", arg: "file", group: groupOps,
+		usage: "write the process's PID here once it serves, and the new process's after an upgrade in place (SIGUSR2), for systemd's PIDFile=",
+		apply: setString(func(c *node.Config) *string { return &c.PIDFile })},
 }
 
 func lookupFlag(name string) *flagDef {

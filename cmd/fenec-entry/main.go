@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/node"
+	"github.com/fenec/fenec-entry/upgrade"
 )
 
 func main() {
@@ -99,6 +101,34 @@ func serve(args []string, stdout, stderr io.Writer, env func(string) string) int
 		}
 	}()
 	cfg.ReloadOn = reloads
+	if cfg.PIDFile != "" {
+		if st, err := os.Stat(filepath.Dir(cfg.PIDFile)); err != nil || !st.IsDir() {
+			fmt.Fprintf(stderr, "fenec-entry serve: --pid-file: %q: its directory does not exist\n", cfg.PIDFile)
+			return 2
+		}
+	}
+	// An upgrade in place (SIGUSR2): a new process from the same path on the same sockets,
+	// with the home table (package upgrade); this process may be that new one.
+	proc, err := upgrade.New(cfg.PIDFile)
+	if err != nil {
+		logger.Warn().Err(err).Msg("upgrades in place are off: SIGUSR2 will change nothing")
+	} else {
+		defer proc.Stop()
+		cfg.Upgrades = proc
+	}
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2) // never the default: exit
+	defer func() { signal.Stop(usr2); close(usr2) }()
+	upgrades := make(chan struct{}, 1)
+	go func() {
+		for range usr2 {
+			select {
+			case upgrades <- struct{}{}:
+			default: // one already waiting covers this one
+			}
+		}
+	}()
+	cfg.UpgradeOn = upgrades
 	cfg.AdaptProcs = adaptProcs(env)
 	for _, w := range unknownEnv(os.Environ()) {
 		logger.Warn().Msg(w)

@@ -1,0 +1,183 @@
+// Package upgrade replaces a running entry with a new binary on the same host, on the same
+// sockets, without a refused connection (docs/OPERATIONS.md, "Upgrading the binary"). It wraps
+// cloudflare/tableflip, which passes the listening sockets to a new process started from the
+// same path with the same arguments and environment, waits until that process says it is
+// ready, and kills it if it does not within a bound, leaving the old one serving.
+//
+// What an entry adds to tableflip:
+//   - the home table: the old process writes it in the state file's format (package state)
+//     to an unlinked file passed with the sockets; the new one reads it before it serves, so
+//     no tenant heard before the upgrade is relayed again;
+//   - the gossip address: memberlist binds its own sockets, so they cannot be passed; the old
+//     process stops its gossip without leaving, once the new one is ready, and then closes
+//     a pipe the new one holds the other end of; the new one starts gossip when the pipe
+//     reads end of file (or the old process died), under the same node name: peers see the
+//     same member, refuting a suspicion at most, never a leave and a join.
+//
+// One Process per process (tableflip allows one Upgrader).
+package upgrade
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cloudflare/tableflip"
+)
+
+// Timeout bounds a new process's start: from its start until it says it is ready. Past it
+// the new process is killed and the old one keeps serving.
+const Timeout = 30 * time.Second
+
+// Names of the files passed besides the sockets.
+const (
+	fileTable  = "fenec-entry-homes"
+	fileGossip = "fenec-entry-gossip"
+)
+
+// Process is this process's side of upgrades: the sockets and table it inherited, if an
+// upgrade started it, and the upgrade of itself to a new binary.
+type Process struct {
+	upg   *tableflip.Upgrader
+	table *os.File      // the inherited table; nil if none
+	free  chan struct{} // closed once the previous process stopped its gossip (or none was)
+
+	mu      sync.Mutex
+	release *os.File // during and after an upgrade: the write end of the gossip pipe
+}
+
+// New makes this process's upgrader. pidFile, if set, is written with this process's PID
+// each time it is ready (systemd's PIDFile=, so that it follows the new process).
+func New(pidFile string) (*Process, error) {
+	upg, err := tableflip.New(tableflip.Options{UpgradeTimeout: Timeout, PIDFile: pidFile})
+	if err != nil {
+		return nil, fmt.Errorf("upgrade: %w", err)
+	}
+	p := &Process{upg: upg, free: make(chan struct{})}
+	if p.table, err = upg.File(fileTable); err != nil {
+		return nil, fmt.Errorf("upgrade: the inherited home table: %w", err)
+	}
+	gossip, err := upg.File(fileGossip)
+	if err != nil {
+		return nil, fmt.Errorf("upgrade: the inherited gossip pipe: %w", err)
+	}
+	if gossip == nil {
+		close(p.free)
+	} else {
+		go func() {
+			defer close(p.free)
+			defer gossip.Close()
+			io.Copy(io.Discard, gossip) // until the previous process closes its end, or dies
+		}()
+	}
+	return p, nil
+}
+
+// Inherited reports whether an upgrade started this process.
+func (p *Process) Inherited() bool { return p.upg.HasParent() }
+
+// Listen returns the TCP listener the previous process passed as name (a flag) for addr, or
+// binds a new one; either way the next upgrade passes it on. Listeners are known by name and
+// address together: two flags on port 0 stay apart, and an address changed in --config
+// between the two processes is bound anew.
+func (p *Process) Listen(name, addr string) (net.Listener, error) {
+	return p.upg.ListenWithCallback("tcp", name+" "+addr, func(network, _ string) (net.Listener, error) {
+		return net.Listen(network, addr)
+	})
+}
+
+// Table returns the home table the previous process handed over, positioned at its start,
+// and forgets it (the caller closes it); nil if there is none.
+func (p *Process) Table() (*os.File, error) {
+	f := p.table
+	p.table = nil
+	if f == nil {
+		return nil, nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("upgrade: the inherited home table: %w", err)
+	}
+	return f, nil
+}
+
+// Ready says this process serves: an upgrade that started it ends (the previous process
+// stops its gossip and drains), the PID file is written, and an upgrade of this one may
+// begin.
+func (p *Process) Ready() error { return p.upg.Ready() }
+
+// GossipFree is closed once the previous process has stopped its gossip (at once if this one
+// was not started by an upgrade).
+func (p *Process) GossipFree() <-chan struct{} { return p.free }
+
+// Upgrade starts the binary at this process's path (os.Args[0]) with its arguments,
+// environment, listeners and the table writeTable writes, and waits until it is ready (nil)
+// or has failed to start, exited or not become ready within Timeout (an error; it is killed,
+// and this process goes on serving). After nil, the caller stops its gossip and then calls
+// ReleaseGossip, and drains.
+func (p *Process) Upgrade(writeTable func(io.Writer) error) error {
+	table, err := tableFile(writeTable)
+	if err != nil {
+		return err
+	}
+	defer table.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("upgrade: gossip pipe: %w", err)
+	}
+	defer r.Close()
+	if err := p.upg.AddFile(fileTable, table); err != nil {
+		w.Close()
+		return fmt.Errorf("upgrade: pass the home table: %w", err)
+	}
+	if err := p.upg.AddFile(fileGossip, r); err != nil {
+		w.Close()
+		return fmt.Errorf("upgrade: pass the gossip pipe: %w", err)
+	}
+	if err := p.upg.Upgrade(); err != nil {
+		w.Close()
+		return fmt.Errorf("upgrade: the new process: %w", err)
+	}
+	p.mu.Lock()
+	p.release = w
+	p.mu.Unlock()
+	return nil
+}
+
+// ReleaseGossip tells the new process that this one's gossip has stopped: it may bind the
+// gossip address and join under the same name. Safe to call more than once.
+func (p *Process) ReleaseGossip() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.release != nil {
+		p.release.Close()
+		p.release = nil
+	}
+}
+
+// Stop ends upgrades (at this process's exit); a new process already ready is not affected.
+func (p *Process) Stop() { p.upg.Stop() }
+
+// tableFile writes the table to a file that has no name (created in the temporary directory
+// and removed at once): the new process reads it through the descriptor it inherits.
+func tableFile(writeTable func(io.Writer) error) (*os.File, error) {
+	f, err := os.CreateTemp("", "fenec-entry-upgrade-homes-*")
+	if err != nil {
+		return nil, fmt.Errorf("upgrade: the home table's file: %w", err)
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("upgrade: the home table's file: %w", err)
+	}
+	if err := writeTable(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("upgrade: write the home table: %w", err)
+	}
+	return f, nil
+}
+
+// ErrUnsupported: this platform cannot pass sockets to a new process.
+var ErrUnsupported = tableflip.ErrNotSupported
