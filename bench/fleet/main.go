@@ -6,12 +6,15 @@
 //  2. -entries processes, each on a loopback address of its own (127.0.X.Y, the default
 //     ports), GOMAXPROCS=1, every one joined to the first three and all started within about
 //     a second: the time until every entry lists every other alive is the cold start;
-//  3. the gossip bytes an idle entry sends, from its own fenec_entry_gossip_bytes_total;
+//  3. the gossip bytes an idle entry sends, from its own fenec_entry_gossip_bytes_total, and
+//     how often an entry changed its serf tags meanwhile (node's latency tag "lat", by the
+//     member updates its peers log): each change is an alive broadcast every member
+//     retransmits, which gossipsim models with -lat-tag-every;
 //  4. -rate new homes a second for -duration, each a request for a new tenant at a random
 //     entry (its router answers with the home), then -settle: every entry's
 //     fenec_entry_gossip_propagation_seconds{clock="origin"} (exact here, one clock) merged
 //     into the (home, entry) pairs' percentiles and the share of pairs gossip carried; the
-//     bytes an entry sent and received meanwhile;
+//     bytes an entry sent and received meanwhile, and its tag changes;
 //  5. one entry SIGSTOPped: the time until every other lists it failed.
 //
 // The entries are a lab build (go build -tags lab, made here unless -bin is given): their
@@ -79,6 +82,8 @@ type result struct {
 	FormedS     float64 `json:"members_formed_s"` // first start to every entry listing every other alive
 	IdlePacket  float64 `json:"idle_packet_bytes_per_entry_s"`
 	IdleStream  float64 `json:"idle_stream_bytes_per_entry_s"`
+	IdleTags    float64 `json:"idle_tag_changes_per_entry_s"`  // serf tag changes (node's "lat": alive broadcasts), from the peers' logs
+	LearnTags   float64 `json:"learn_tag_changes_per_entry_s"` // the same while learning: gossipsim -lat-tag-every 1/this
 	Homes       int     `json:"homes"`
 	Learned     int     `json:"homes_learned"`         // requests answered by a router
 	Failed      int     `json:"requests_failed"`       // refused, 5xx, or no answer
@@ -259,7 +264,7 @@ func run(f flags) (*result, error) {
 		if err != nil {
 			return res, err
 		}
-		c0 := cpuOf(es)
+		c0, i0 := cpuOf(es), time.Now()
 		time.Sleep(f.idle) // measuring idle traffic, not waiting for anything
 		res.IdleCPU = round((cpuOf(es)-c0)/f.idle.Seconds(), 2)
 		b1, err := bytesOf(es)
@@ -268,7 +273,11 @@ func run(f flags) (*result, error) {
 		}
 		res.IdlePacket, _, _ = rates(b0, b1, "packet", "sent", f.idle)
 		res.IdleStream, _, _ = rates(b0, b1, "stream", "sent", f.idle)
-		logf("idle: %.0f B/s packets, %.0f B/s streams an entry", res.IdlePacket, res.IdleStream)
+		if res.IdleTags, err = tagChanges(es, i0, time.Now()); err != nil {
+			return res, err
+		}
+		logf("idle: %.0f B/s packets, %.0f B/s streams an entry; %.4f tag changes a second an entry",
+			res.IdlePacket, res.IdleStream, res.IdleTags)
 	}
 
 	// 4. Homes.
@@ -284,6 +293,9 @@ func run(f flags) (*result, error) {
 	t0, c0 := time.Now(), cpuOf(es)
 	learned, failed := learn(es, homes, f)
 	window := time.Since(t0)
+	if res.LearnTags, err = tagChanges(es, t0, t0.Add(window)); err != nil {
+		return res, err
+	}
 	res.LearnCPU = round((cpuOf(es)-c0)/window.Seconds(), 2)
 	b1, err := bytesOf(es)
 	if err != nil {
@@ -305,7 +317,8 @@ func run(f flags) (*result, error) {
 	res.PairsShare = round(float64(res.Pairs)/float64(learned*(len(es)-1)), 4)
 	res.PairP50ms = round(1000*pairs.Quantile(0.50), 1)
 	res.PairP99ms = round(1000*pairs.Quantile(0.99), 1)
-	logf("the entries used %.2f CPUs idle, %.2f while learning", res.IdleCPU, res.LearnCPU)
+	logf("the entries used %.2f CPUs idle, %.2f while learning; %.4f tag changes a second an entry while learning",
+		res.IdleCPU, res.LearnCPU, res.LearnTags)
 	logf("%d homes learned (%d requests failed); pairs by gossip %.2f%%, p50 %.0f ms, p99 %.0f ms; %.0f B/s an entry sent (most %.0f, %s)",
 		learned, failed, 100*res.PairsShare, res.PairP50ms, res.PairP99ms, res.PacketMean, res.PacketMax, res.Busiest)
 
@@ -523,6 +536,46 @@ func formedAt(es []*entry) (time.Time, error) {
 		}
 	}
 	return last, nil
+}
+
+// tagChanges is how many times a second an entry changed its tags between from and to, by
+// the member updates its peers logged (serf's member-update: tags changed): each change is
+// logged once by every other entry.
+func tagChanges(es []*entry, from, to time.Time) (float64, error) {
+	var updates int
+	for _, e := range es {
+		b, err := os.ReadFile(e.log.Name())
+		if err != nil {
+			return 0, err
+		}
+		updates += countUpdates(b, e.name, from, to)
+	}
+	if len(es) < 2 || !to.After(from) {
+		return 0, nil
+	}
+	return round(float64(updates)/float64(len(es)-1)/float64(len(es))/to.Sub(from).Seconds(), 4), nil
+}
+
+// countUpdates is the member updates of others in one entry's log (self: its name) logged
+// in [from, to).
+func countUpdates(log []byte, self string, from, to time.Time) int {
+	n := 0
+	for _, line := range strings.Split(string(log), "\n") {
+		if !strings.Contains(line, `"member-update"`) {
+			continue
+		}
+		var ev struct {
+			Event, Member string
+			Time          time.Time
+		}
+		if json.Unmarshal([]byte(line), &ev) != nil || ev.Event != "member-update" || ev.Member == self {
+			continue
+		}
+		if !ev.Time.Before(from) && ev.Time.Before(to) {
+			n++
+		}
+	}
+	return n
 }
 
 func aliveCounts(es []*entry) string {

@@ -88,3 +88,21 @@ func TestFlags(t *testing.T) {
 		}
 	}
 }
+
+// Tag changes are counted from the member updates a log holds: of others only, within the
+// window, and no other event.
+func TestCountUpdates(t *testing.T) {
+	log := strings.Join([]string{
+		`{"level":"info","component":"gossip","event":"member-update","member":"entry-001","time":"2026-12-07T14:00:09.999Z","message":"gossip: member member-update"}`,
+		`{"level":"info","component":"gossip","event":"member-update","member":"entry-001","time":"2026-12-07T14:00:10Z","message":"gossip: member member-update"}`,
+		`{"level":"info","component":"gossip","event":"member-update","member":"entry-002","time":"2026-12-07T14:00:15.5Z","message":"gossip: member member-update"}`,
+		`{"level":"info","component":"gossip","event":"member-update","member":"entry-000","time":"2026-12-07T14:00:16Z","message":"gossip: member member-update"}`,
+		`{"level":"info","component":"gossip","event":"member-join","member":"entry-003","time":"2026-12-07T14:00:17Z","message":"gossip: member member-join"}`,
+		`{"level":"info","component":"gossip","event":"member-update","member":"entry-003","time":"2026-12-07T14:00:20Z","message":"gossip: member member-update"}`,
+		`not json "member-update"`,
+	}, "\n")
+	from := time.Date(2026, 12, 7, 14, 0, 10, 0, time.UTC)
+	if got := countUpdates([]byte(log), "entry-000", from, from.Add(10*time.Second)); got != 2 {
+		t.Fatalf("countUpdates: %d, want 2 (entry-001 at 10 s and entry-002 at 15.5 s)", got)
+	}
+}

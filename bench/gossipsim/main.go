@@ -59,6 +59,7 @@ type flags struct {
 	noTCPPings  bool
 	churn       int
 	churnOver   time.Duration
+	latTagEvery time.Duration
 
 	falseFailure time.Duration
 }
@@ -101,6 +102,7 @@ func main() {
 	flag.BoolVar(&f.noTCPPings, "no-tcp-pings", false, "gossip DisableTCPPings: no TCP fallback when a direct ping goes unanswered")
 	flag.IntVar(&f.churn, "churn", 0, "restart this many distinct entries (not the first three) while homes are learned, repair running throughout; homes are then learned only at the others (0: no churn)")
 	flag.DurationVar(&f.churnOver, "churn-over", 60*time.Second, "with -churn: spread the restarts evenly over this much of the learning window")
+	flag.DurationVar(&f.latTagEvery, "lat-tag-every", 0, "each entry changes its latency tag (\"lat\", as node publishes its round trips to the regions) about this often, each change an alive broadcast the cluster retransmits; bench/fleet's tag_changes_per_entry_s is 1/this (0: the tag once at start, as an entry whose round trips stay put)")
 	flag.DurationVar(&f.falseFailure, "false-failure", 0, "instead of the homes run: run the cluster this long, nothing killed, learning -rate homes/s as load, and count suspicions and failures of live entries")
 	flag.Parse()
 	if err := f.checkChurn(); err != nil {
@@ -177,6 +179,7 @@ type result struct {
 	BytesPerES  float64  `json:"gossip_bytes_per_entry_s"`
 	IdleBytesES float64  `json:"idle_bytes_per_entry_s"`
 	IdleAfterS  float64  `json:"idle_after_s"`
+	LatTagEvery float64  `json:"lat_tag_every_s"`
 	// From the entries' own fenec_entry_gossip_bytes_total, sent: packets (what memnet counts
 	// too) and streams (push/pull, joins, repair's HTTP), idle and over the learn window.
 	IdlePacketES float64  `json:"idle_counted_packet_bytes_per_entry_s"`
@@ -236,7 +239,7 @@ type churnResult struct {
 func simOptions(f flags) simcluster.Options {
 	return simcluster.Options{
 		Nodes: f.nodes, Seed: f.seed, MinLatency: f.minLat, MaxLatency: f.maxLat, Loss: f.loss,
-		RepairInterval: f.repair,
+		RepairInterval: f.repair, LatTagEvery: f.latTagEvery,
 		Gossip: func(_ int, c *gossip.Config) {
 			c.EventSizeLimit = f.eventSize
 			c.GossipNodes = f.gossipNodes
@@ -411,6 +414,7 @@ func run(f flags) (*result, error) {
 		BytesPerES:   float64(st1.SentBytes-st0.SentBytes) / float64(len(es)) / wall.Seconds(),
 		IdleBytesES:  float64(idle1.SentBytes-idle0.SentBytes) / float64(len(es)) / f.idle.Seconds(),
 		IdleAfterS:   f.idleAfter.Seconds(),
+		LatTagEvery:  f.latTagEvery.Seconds(),
 		IdlePacketES: round((idleP1-idleP0)/float64(len(es))/f.idle.Seconds(), 0),
 		IdleStreamES: round((idleS1-idleS0)/float64(len(es))/f.idle.Seconds(), 0),
 		StreamES:     round((str1-str0)/float64(len(es))/wall.Seconds(), 0),

@@ -49,6 +49,12 @@ type Options struct {
 	Repair         bool
 	RepairInterval time.Duration
 
+	// LatTagEvery models the latency tag real entries publish (node/latency.go): every entry
+	// publishes a "lat" tag (LatTagKey) once it starts and, if LatTagEvery is positive,
+	// changes it about every LatTagEvery, each change an alive broadcast the whole cluster
+	// retransmits. Zero: the tag once, never changed.
+	LatTagEvery time.Duration
+
 	// Gossip, if set, has the last word on each entry's gossip.Config (i is the entry's
 	// index), e.g. to try other tuning in a benchmark.
 	Gossip func(i int, c *gossip.Config)

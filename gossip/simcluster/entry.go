@@ -29,8 +29,9 @@ type Entry struct {
 	mu         sync.Mutex // guards the following
 	closed     bool
 	repairStop context.CancelFunc
+	latStop    context.CancelFunc // the latency tag's loop
 
-	wg sync.WaitGroup // the repair loop
+	wg sync.WaitGroup // the repair loop and the latency tag's
 }
 
 // start builds and starts the entry called name, index i, on tr.
@@ -93,6 +94,9 @@ func (c *Cluster) start(i int, name string, tr *memnet.Transport, mod func(*goss
 	if err := g.Start(context.Background()); err != nil {
 		return fail(err)
 	}
+	lctx, lstop := context.WithCancel(c.bgCtx)
+	e.latStop = lstop
+	e.wg.Go(func() { e.runLatTag(lctx, c.opts.Regions, c.opts.Seed, i, c.opts.LatTagEvery) })
 	c.mu.Lock()
 	repairs := c.repairs
 	c.mu.Unlock()
@@ -128,6 +132,7 @@ func (e *Entry) Close() error {
 	if stop != nil {
 		stop()
 	}
+	e.latStop()
 	err := e.Gossip.Close()
 	e.wg.Wait()
 	return err
