@@ -16,10 +16,24 @@ import (
 // /status shows the fleet's PoP x region matrix.
 const (
 	latencyTick     = 5 * time.Second  // how often idle regions are considered for a probe
-	latencyTagEvery = 30 * time.Second // the tag is gossiped again at most this often
+	latencyTagEvery = 30 * time.Second // the tag is gossiped again at most this often, in small fleets
 	latencyTagKey   = "lat"
 	maxLatencyTag   = 200 // bytes of the tag: regions past it are left out (memberlist's meta is 512 bytes in all)
 )
+
+// latencyTagRate bounds the fleet's changes of the tag, a second: each is a memberlist alive
+// broadcast (about 150 bytes) that every member sends up to 4 ceil(log10(N+1)) times (12 at 100
+// members, 16 at 1,000), so each change costs every member about 2 KB, and a change an entry
+// every 100 s would cost each member of 1,000 about 23 KB/s, most of gossip's budget
+// (bench/fleet: the tag's changes were the fleet's bytes above gossipsim's). An entry of N
+// gossips its tag again at most every N / latencyTagRate seconds (latencyTagInterval): at most
+// about 0.5 KB/s a member for the tag at any size.
+const latencyTagRate = 0.2
+
+// latencyTagInterval is the least time between two gossips of the tag in a fleet of members.
+func latencyTagInterval(members int) time.Duration {
+	return max(latencyTagEvery, time.Duration(float64(members)/latencyTagRate*float64(time.Second)))
+}
 
 // runLatency probes idle regions every latencyTick and keeps the "lat" tag current, until the
 // entry stops.
@@ -34,7 +48,8 @@ func (n *Node) runLatency() {
 		cancel()
 		if g := n.getCluster(); g != nil {
 			tag := encodeLatency(n.proxy.Latencies())
-			if tag != last && (last == "" || time.Since(lastAt) >= latencyTagEvery) && significant(last, tag) {
+			every := latencyTagInterval(len(g.Peers()) + 1)
+			if tag != last && (last == "" || time.Since(lastAt) >= every) && significant(last, tag) {
 				if err := g.SetTag(latencyTagKey, tag); err != nil {
 					n.log.Warn().Err(err).Msg("latency tag not gossiped")
 				} else {
@@ -100,7 +115,8 @@ func parseLatency(tag string) map[string]float64 {
 }
 
 // significant reports whether tag differs from last enough to gossip: a region appeared or
-// went, or one moved by at least 10% and 1 ms.
+// went, or one moved by at least 25% and 5 ms (a loopback or same-city round trip moves by a
+// millisecond on noise alone; the matrix is for people, who read tens of milliseconds).
 func significant(last, tag string) bool {
 	a, b := parseLatency(last), parseLatency(tag)
 	if len(a) != len(b) {
@@ -108,7 +124,7 @@ func significant(last, tag string) bool {
 	}
 	for k, v := range b {
 		w, ok := a[k]
-		if !ok || (math.Abs(v-w) >= 1 && math.Abs(v-w) >= 0.1*math.Max(v, w)) {
+		if !ok || (math.Abs(v-w) >= 5 && math.Abs(v-w) >= 0.25*math.Max(v, w)) {
 			return true
 		}
 	}

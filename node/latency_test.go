@@ -39,9 +39,10 @@ func TestLatencyTag(t *testing.T) {
 		want bool
 	}{
 		{"", "eu:3", true},
-		{"eu:3", "eu:3.5", false},    // under 1 ms
-		{"eu:100", "eu:108", false},  // under 10%
-		{"eu:100", "eu:115", true},   // both
+		{"eu:3", "eu:3.5", false},    // under 5 ms
+		{"eu:1", "eu:4", false},      // 75 %, but under 5 ms: noise near a region
+		{"eu:100", "eu:120", false},  // under 25 %
+		{"eu:100", "eu:140", true},   // both
 		{"eu:3", "eu:3,us:90", true}, // a region appeared
 		{"eu:3,us:90", "eu:3", true}, // one went
 		{"eu:3,us:90", "eu:3,ap:90", true},
@@ -49,6 +50,19 @@ func TestLatencyTag(t *testing.T) {
 		if got := significant(tt.a, tt.b); got != tt.want {
 			t.Errorf("significant(%q, %q) = %v", tt.a, tt.b, got)
 		}
+	}
+	// The fleet's changes stay within latencyTagRate a second whatever its size.
+	for _, n := range []int{1, 3, 6, 100, 1000, 5000} {
+		every := latencyTagInterval(n)
+		if every < latencyTagEvery {
+			t.Errorf("%d members: every %v, under %v", n, every, latencyTagEvery)
+		}
+		if rate := float64(n) / every.Seconds(); rate > latencyTagRate+1e-9 {
+			t.Errorf("%d members: %.2f changes a second fleet-wide, over %v", n, rate, latencyTagRate)
+		}
+	}
+	if got := latencyTagInterval(1000); got != 5000*time.Second {
+		t.Errorf("1,000 members: every %v, want 5000s", got)
 	}
 }
 
