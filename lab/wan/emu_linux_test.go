@@ -1,0 +1,249 @@
+//go:build linux
+
+package wan
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// needRoot skips a test that needs root, or fails it when CI is set (CI runs as root, so a
+// skip there would hide that the emulator was never tested).
+func needRoot(t testing.TB) {
+	t.Helper()
+	var missing string
+	switch {
+	case os.Geteuid() != 0:
+		missing = "root (it creates network namespaces and TUN devices)"
+	default:
+		if _, err := os.Stat("/dev/net/tun"); err != nil {
+			missing = "/dev/net/tun"
+		} else if _, err := exec.LookPath("ip"); err != nil {
+			missing = "the ip command (iproute2)"
+		}
+	}
+	if missing == "" {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("the WAN emulator's test needs %s, and CI is set: run it as root on Linux", missing)
+	}
+	t.Skipf("needs %s; run as root (make lab)", missing)
+}
+
+// start starts an emulator that t's cleanup closes, whatever the test's outcome.
+func start(t testing.TB, ctx context.Context, cfg Config) *Emulator {
+	t.Helper()
+	e, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		for _, s := range e.Sites() {
+			if _, err := os.Stat("/run/netns/" + e.Namespace(s)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("namespace %s left after Close (%v)", e.Namespace(s), err)
+			}
+		}
+	})
+	return e
+}
+
+// listenUDP opens a UDP socket in a site, on its address and port.
+func listenUDP(t testing.TB, e *Emulator, site string, port uint16) *net.UDPConn {
+	t.Helper()
+	var c *net.UDPConn
+	err := e.Do(site, func() error {
+		var err error
+		c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(e.Addr(site), port)))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listen in %s: %v", site, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// echo answers every datagram c receives with itself until c is closed.
+func echo(c *net.UDPConn) {
+	buf := make([]byte, 2048)
+	for {
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return
+		}
+		_, _ = c.WriteToUDPAddrPort(buf[:n], from)
+	}
+}
+
+type probeResult struct {
+	rtts []time.Duration // of the probes answered
+	sent int
+}
+
+// probe sends n numbered datagrams from c to an echo at to, one each interval, and collects
+// the round trips of the answers that come back within wait after the last send.
+func probe(ctx context.Context, c *net.UDPConn, to netip.AddrPort, n int, interval, wait time.Duration) (probeResult, error) {
+	sentAt := make([]time.Time, n)
+	var mu sync.Mutex
+	var rtts []time.Duration
+	seen := make([]bool, n)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 64)
+		for {
+			m, err := c.Read(buf)
+			now := time.Now()
+			if err != nil {
+				return
+			}
+			if m < 4 {
+				continue
+			}
+			seq := int(binary.BigEndian.Uint32(buf))
+			mu.Lock()
+			if seq < n && !seen[seq] && !sentAt[seq].IsZero() {
+				seen[seq] = true
+				rtts = append(rtts, now.Sub(sentAt[seq]))
+			}
+			mu.Unlock()
+		}
+	}()
+	msg := make([]byte, 32)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	res := probeResult{}
+	for i := range n {
+		binary.BigEndian.PutUint32(msg, uint32(i))
+		mu.Lock()
+		sentAt[i] = time.Now()
+		mu.Unlock()
+		if _, err := c.WriteToUDPAddrPort(msg, to); err != nil {
+			return res, err
+		}
+		res.sent++
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	<-done
+	mu.Lock()
+	res.rtts = rtts
+	mu.Unlock()
+	return res, nil
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// TestWANDelays runs a UDP echo across pairs of sites of the matrix and checks that each
+// pair's median round trip is the configured one (within 10 % plus 2 ms), that none is faster,
+// and that the share of probes lost matches the configured loss.
+func TestWANDelays(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+
+	// fra-eu is the shortest pair of the matrix; it also gets a high loss, so that the loss
+	// can be checked on a few hundred probes. Every other link is the matrix's.
+	const lossyLoss = 0.10
+	lossy := func(a, b string) bool { return (a == "fra" && b == "eu") || (a == "eu" && b == "fra") }
+	cfg := Config{
+		Sites: []string{"eu", "us", "ap", "fra"},
+		Seed:  1,
+		Link: func(a, b string) Link {
+			l := MatrixLink(a, b)
+			if lossy(a, b) {
+				l.Loss = lossyLoss
+			}
+			return l
+		},
+	}
+	e := start(t, ctx, cfg)
+
+	const port = 7
+	for _, s := range cfg.Sites {
+		go echo(listenUDP(t, e, s, port))
+	}
+
+	pairs := [][2]string{{"fra", "eu"}, {"eu", "us"}, {"us", "ap"}, {"eu", "ap"}, {"fra", "ap"}}
+	const n, interval = 300, 4 * time.Millisecond
+	results := make([]probeResult, len(pairs))
+	errs := make([]error, len(pairs))
+	var wg sync.WaitGroup
+	for i, p := range pairs {
+		c := listenUDP(t, e, p[0], 0)
+		rtt, _ := RTT(p[0], p[1])
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = probe(ctx, c, netip.AddrPortFrom(e.Addr(p[1]), port), n, interval, rtt+time.Second)
+		}()
+	}
+	wg.Wait()
+
+	st := e.Stats()
+	for i, p := range pairs {
+		a, b := p[0], p[1]
+		if errs[i] != nil {
+			t.Errorf("%s->%s: %v", a, b, errs[i])
+			continue
+		}
+		r := results[i]
+		want := e.Link(a, b).Delay + e.Link(b, a).Delay
+		if len(r.rtts) == 0 {
+			t.Errorf("%s->%s: no answer to %d probes", a, b, r.sent)
+			continue
+		}
+		med, lo := median(r.rtts), slices.Min(r.rtts)
+		tol := want/10 + 2*time.Millisecond
+		lost := r.sent - len(r.rtts)
+		// A probe is lost if either way drops it.
+		pLoss := 1 - (1-e.Link(a, b).Loss)*(1-e.Link(b, a).Loss)
+		mean := float64(r.sent) * pLoss
+		sd := math.Sqrt(float64(r.sent) * pLoss * (1 - pLoss))
+		emuLost := st.Pair(a, b).Lost + st.Pair(b, a).Lost
+		t.Logf("%s->%s: configured %v, median %v (min %v, max %v); lost %d of %d (expected %.1f, emulator dropped %d)",
+			a, b, want, med.Round(10*time.Microsecond), lo.Round(10*time.Microsecond),
+			slices.Max(r.rtts).Round(10*time.Microsecond), lost, r.sent, mean, emuLost)
+		if med < want-tol || med > want+tol {
+			t.Errorf("%s->%s: median round trip %v, want %v ± %v", a, b, med, want, tol)
+		}
+		if lo < want {
+			t.Errorf("%s->%s: a round trip of %v, faster than the configured %v", a, b, lo, want)
+		}
+		// Within 4 standard deviations (plus one packet): a real fault is far outside, and
+		// the seeded loss makes the count the same from run to run anyway.
+		if math.Abs(float64(lost)-mean) > 4*sd+1 {
+			t.Errorf("%s->%s: lost %d of %d, want about %.1f (sd %.1f)", a, b, lost, r.sent, mean, sd)
+		}
+		// Every probe the client missed was dropped by the emulator, and no more.
+		if uint64(lost) != emuLost {
+			t.Errorf("%s->%s: client lost %d probes, emulator dropped %d", a, b, lost, emuLost)
+		}
+		if o := st.Pair(a, b).Overflow + st.Pair(b, a).Overflow; o != 0 {
+			t.Errorf("%s->%s: %d packets over the queue bound", a, b, o)
+		}
+	}
+	t.Logf("unroutable packets: %d", st.Unroutable)
+}
