@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -357,4 +358,39 @@ func (e *Emulator) teardown() error {
 	}
 	e.made = nil
 	return errors.Join(errs...)
+}
+
+// RemoveStale deletes the namespaces that emulators of processes no longer running left
+// behind (a process killed before its Close: its TUN devices went with it, its namespaces did
+// not). Namespaces of running processes are left alone. It returns the names it removed.
+func RemoveStale() ([]string, error) {
+	entries, err := os.ReadDir("/run/netns")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, ent := range entries {
+		rest, ok := strings.CutPrefix(ent.Name(), "fwan-")
+		if !ok {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 {
+			continue
+		}
+		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+			continue // running (or not ours to judge)
+		}
+		if out, err := exec.Command("ip", "netns", "del", ent.Name()).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("wan: ip netns del %s: %v: %s", ent.Name(), err, strings.TrimSpace(string(out))))
+			continue
+		}
+		removed = append(removed, ent.Name())
+	}
+	return removed, errors.Join(errs...)
 }

@@ -44,3 +44,6 @@ func (e *Emulator) Stats() Stats { return Stats{} }
 
 // Close does nothing off Linux.
 func (e *Emulator) Close() error { return nil }
+
+// RemoveStale does nothing off Linux.
+func RemoveStale() ([]string, error) { return nil, nil }
