@@ -3,9 +3,12 @@
 package wan
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/netip"
@@ -13,6 +16,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -362,4 +366,121 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TCP crosses the WAN too: the handshake takes one round trip, and 256 KiB echoed come back
+// whole (segments of the TUN's MTU, in order).
+func TestWANTCP(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := Config{Sites: []string{"eu", "us"}, Link: func(a, b string) Link { return Link{Delay: MatrixLink(a, b).Delay} }}
+	e := start(t, ctx, cfg)
+	var ln net.Listener
+	if err := e.Do("us", func() error {
+		var err error
+		ln, err = net.Listen("tcp4", netip.AddrPortFrom(e.Addr("us"), 8080).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.Copy(c, c)
+	}()
+
+	var c net.Conn
+	var took time.Duration
+	if err := e.Do("eu", func() error {
+		var d net.Dialer
+		t0 := time.Now()
+		var err error
+		c, err = d.DialContext(ctx, "tcp4", netip.AddrPortFrom(e.Addr("us"), 8080).String())
+		took = time.Since(t0)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := e.Link("eu", "us").Delay + e.Link("us", "eu").Delay
+	t.Logf("connect eu->us: %v (round trip %v)", took.Round(10*time.Microsecond), want)
+	if took < want || took > want+want/10+2*time.Millisecond {
+		t.Errorf("connect took %v, want one round trip, %v", took, want)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	out := make([]byte, 256<<10)
+	for i := range out {
+		out[i] = byte(i * 7)
+	}
+	go func() { _, _ = c.Write(out) }()
+	back := make([]byte, len(out))
+	t0 := time.Now()
+	if _, err := io.ReadFull(c, back); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out, back) {
+		t.Fatal("echoed bytes differ")
+	}
+	t.Logf("256 KiB echoed in %v", time.Since(t0).Round(time.Millisecond))
+}
+
+// Each site has its address on the TUN, loopback up, and a route to the lab's range; the
+// machine's own namespace gets nothing.
+func TestSiteSetup(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e := start(t, ctx, Config{Sites: []string{"eu", "us"}})
+	for _, s := range e.Sites() {
+		out, err := e.Command(ctx, s, "ip", "-4", "-o", "addr", "show").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v: %s", s, err, out)
+		}
+		if want := tunName + "    inet " + e.Addr(s).String() + "/16"; !strings.Contains(string(out), want) {
+			t.Errorf("%s: no %q in\n%s", s, want, out)
+		}
+		if !strings.Contains(string(out), "lo    inet 127.0.0.1/8") {
+			t.Errorf("%s: loopback not up:\n%s", s, out)
+		}
+		out, err = e.Command(ctx, s, "ip", "-4", "route", "get", "198.18.0.200").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "dev "+tunName) {
+			t.Errorf("%s: route to the lab's range: %v: %s", s, err, out)
+		}
+	}
+	if _, err := net.InterfaceByName(tunName); err == nil {
+		t.Errorf("a %s device in the machine's own namespace", tunName)
+	}
+}
+
+// A Start that fails half-way removes the namespaces it had made.
+func TestStartFailureCleansUp(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The next emulator's second site's namespace, made beforehand, so that Start fails there.
+	prefix := fmt.Sprintf("fwan-%d-%d-", os.Getpid(), emulators.Load()+1)
+	taken := prefix + "us"
+	if out, err := exec.Command("ip", "netns", "add", taken).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", taken, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", taken).Run() })
+	e, err := Start(ctx, Config{Sites: []string{"eu", "us"}})
+	if err == nil {
+		e.Close()
+		t.Fatal("Start succeeded over a namespace that exists")
+	}
+	t.Logf("Start: %v", err)
+	if _, err := os.Stat("/run/netns/" + prefix + "eu"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("namespace %seu left after a failed Start (%v)", prefix, err)
+	}
+	if _, err := os.Stat("/run/netns/" + taken); err != nil {
+		t.Errorf("the namespace Start did not make was removed: %v", err)
+	}
 }
