@@ -90,3 +90,9 @@ chaos:
 # Everything at once, longer (about 5 minutes of chaos); not in CI.
 chaos-long:
 	CHAOS_LONG=1 $(GO) test -tags chaos -count=1 -v -timeout 20m -run 'TestChaos5Long' ./chaos
+
+# The lab's WAN emulator (lab/README.md): network namespaces linked with the round trips of real
+# cloud regions, and its tests. Needs root and Linux; about 5 s.
+.PHONY: lab
+lab:
+	$(GO) test -race -count=1 -v -timeout 2m ./lab/...
