@@ -259,6 +259,13 @@ if bm_state is not None and (not sdir or bm_state != "/var/lib/" + sdir):
     err(f"env.example: FENEC_ENTRY_STATE_DIR {bm_state} must be the unit's StateDirectory (/var/lib/{sdir}): nothing else is writable")
 if sdir and sdir != "fenec-entry":
     err(f"fenec-entry.service: StateDirectory={sdir}, want fenec-entry")
+# Upgrades in place: systemd follows the new process through PIDFile=, which the entry writes
+# (--pid-file) into RuntimeDirectory=, the only other writable place.
+bm_pid = active.get("FENEC_ENTRY_PID_FILE")
+if bm_pid is None or one("PIDFile") != bm_pid:
+    err(f"env.example: FENEC_ENTRY_PID_FILE {bm_pid} must be the unit's PIDFile ({one('PIDFile')})")
+elif os.path.dirname(bm_pid) != "/run/" + (one("RuntimeDirectory") or ""):
+    err(f"fenec-entry.service: RuntimeDirectory={one('RuntimeDirectory')} must hold PIDFile {bm_pid}")
 
 if errors:
     for e in errors:
@@ -280,7 +287,7 @@ run_entry() {
 	mapfile -t envs <"$envfile"
 	env -i PATH="$PATH" "${envs[@]}" "$TMP/fenec-entry" serve \
 		--listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --gossip-bind 127.0.0.1:0 --gossip-advertise "" \
-		--rpc-addr 127.0.0.1:0 --tls-cert "" --tls-key "" --state-dir "$state" \
+		--rpc-addr 127.0.0.1:0 --tls-cert "" --tls-key "" --state-dir "$state" --pid-file "$TMP/$name.pid" \
 		--gossip-key "$key" --drain 0s 2>"$log" &
 	pid=$!
 	PIDS+=("$pid")
@@ -296,6 +303,7 @@ run_entry() {
 		sleep 0.1
 	done
 	curl -fsS "http://$admin/readyz" >/dev/null || fail "$name: /readyz never answered 200"
+	[ "$(cat "$TMP/$name.pid" 2>/dev/null)" = "$pid" ] || fail "$name: the PID file does not hold the entry's PID $pid"
 	curl -fsS "http://$admin/status.json" >"$TMP/$name.status.json"
 	python3 -c "import json,sys; s=json.load(open(sys.argv[1])); $expect" "$TMP/$name.status.json" ||
 		fail "$name: /status.json is not as expected: $(cat "$TMP/$name.status.json")"
@@ -321,12 +329,12 @@ run_entry bare-metal "$TMP/bare.env" \
 # so they leave the file: a setting may not be in both), then a changed log level, SIGHUP.
 conf="$TMP/reload.env"
 mkdir -p "$TMP/reload.state"
-grep -vE '^FENEC_ENTRY_(LISTEN|ADMIN_LISTEN|GOSSIP_BIND|GOSSIP_ADVERTISE|RPC_ADDR|TLS_CERT|TLS_KEY|GOSSIP_KEY|DRAIN|STATE_DIR)=' \
+grep -vE '^FENEC_ENTRY_(LISTEN|ADMIN_LISTEN|GOSSIP_BIND|GOSSIP_ADVERTISE|RPC_ADDR|TLS_CERT|TLS_KEY|GOSSIP_KEY|DRAIN|STATE_DIR|PID_FILE)=' \
 	"$TMP/bare.env" >"$conf"
 log="$TMP/reload.log"
 env -i PATH="$PATH" "$TMP/fenec-entry" serve --config "$conf" \
 	--listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --gossip-bind 127.0.0.1:0 --gossip-advertise "" \
-	--rpc-addr 127.0.0.1:0 --tls-cert "" --tls-key "" --state-dir "$TMP/reload.state" \
+	--rpc-addr 127.0.0.1:0 --tls-cert "" --tls-key "" --state-dir "$TMP/reload.state" --pid-file "$TMP/reload.pid" \
 	--gossip-key "$(head -c 32 /dev/urandom | base64)" --drain 0s 2>"$log" &
 pid=$!
 PIDS+=("$pid")
@@ -338,11 +346,26 @@ for _ in $(seq 1 100); do grep -q '"changed":\["log-level"\]' "$log" && break; s
 grep -q '"changed":\["log-level"\].*"message":"configuration reloaded"' "$log" ||
 	{ cat "$log" >&2; fail "reload: SIGHUP did not reload --config"; }
 kill -0 "$pid" 2>/dev/null || fail "reload: SIGHUP stopped the entry"
-kill -TERM "$pid"
-rc=0
-wait "$pid" || rc=$?
-[ "$rc" -eq 0 ] || fail "reload: exit status $rc after SIGTERM, want 0"
 say "bare-metal: SIGHUP (the unit's ExecReload) re-read --config and applied it"
+
+# ---- 3c. the README's upgrade: USR2 starts the new process, which the PID file then names --
+kill -USR2 "$pid"
+rc=0
+wait "$pid" || rc=$? # the old process drains (no connection open: at once) and exits
+[ "$rc" -eq 0 ] || { cat "$log" >&2; fail "upgrade: the old process exited $rc, want 0"; }
+grep -q '"message":"upgrade: the new process is ready; this one hands over gossip and drains"' "$log" ||
+	{ cat "$log" >&2; fail "upgrade: USR2 did not start a new process"; }
+newpid="$(cat "$TMP/reload.pid")"
+[ -n "$newpid" ] && [ "$newpid" != "$pid" ] && kill -0 "$newpid" 2>/dev/null ||
+	{ cat "$log" >&2; fail "upgrade: the PID file names $newpid, not a new live process"; }
+PIDS+=("$newpid")
+admin="$(grep '"message":"entry started"' "$log" | tail -1 | grep -o '"admin_listen":"[^"]*"' | cut -d'"' -f4)"
+for _ in $(seq 1 100); do curl -fsS "http://$admin/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -fsS "http://$admin/readyz" >/dev/null || fail "upgrade: the new process is not ready"
+kill -TERM "$newpid"
+for _ in $(seq 1 300); do kill -0 "$newpid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$newpid" 2>/dev/null && fail "upgrade: the new process still runs 30 s after SIGTERM"
+say "bare-metal: USR2 (the README's upgrade) started a new process that the PID file names, then the old one exited 0"
 
 # ---- 4. systemd ------------------------------------------------------------------------
 UNIT="$DEPLOY/bare-metal/fenec-entry.service"

@@ -232,6 +232,9 @@ type churnResult struct {
 	// The longest time from a restart until the new incarnation held every home learned
 	// before it; null if some never did.
 	RefillMaxMS *float64 `json:"restart_fill_max_ms"`
+	// Whether the entry that got the slowest home (max_ms) last is one that restarted: if
+	// not, the churn did not delay that home (a packet lost three times did).
+	SlowestRestarted bool `json:"slowest_home_last_at_restarted"`
 }
 
 // simOptions is the cluster of f: memnet's latency and loss, gossip's defaults but for the
@@ -437,7 +440,8 @@ func run(f flags) (*result, error) {
 		res.CompleteByG, res.CoverageG = &cg, &cov
 	} else {
 		fill, restarts := tr.refillMax()
-		res.churnResult = &churnResult{Restarts: restarts, ChurnOver: f.churnOver.Seconds(), RefillMaxMS: fill}
+		res.churnResult = &churnResult{Restarts: restarts, ChurnOver: f.churnOver.Seconds(), RefillMaxMS: fill,
+			SlowestRestarted: slices.Contains(churned, tr.slowest())}
 	}
 	for _, e := range incs {
 		res.EventsSent += e.Metric("fenec_entry_gossip_events_sent_total")

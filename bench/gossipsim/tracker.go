@@ -53,6 +53,7 @@ type trackedHome struct {
 	reached []time.Time // by entry; zero: not yet
 	missing int
 	last    time.Time // when the last entry got it
+	lastAt  int       // the entry that got it last
 }
 
 // refill is a restarted entry's new incarnation getting every home learned before it: from
@@ -127,7 +128,7 @@ func (t *tracker) scan() {
 				h.missing--
 				t.pairs++
 				if h.missing == 0 {
-					h.last = now
+					h.last, h.lastAt = now, j
 					t.complete++
 				}
 			}
@@ -243,6 +244,19 @@ func (t *tracker) percentiles() (p50, p99, pmax, pair50, pair99 *float64) {
 	slices.Sort(all)
 	slices.Sort(pairs)
 	return pct(all, 0.5), pct(all, 0.99), pct(all, 1), pct(pairs, 0.5), pct(pairs, 0.99)
+}
+
+// slowest is the entry that got the slowest home last (-1 if no home reached every entry).
+func (t *tracker) slowest() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, worst := -1, time.Duration(-1)
+	for _, h := range t.homes {
+		if h.missing == 0 && h.last.Sub(h.t0) > worst {
+			at, worst = h.lastAt, h.last.Sub(h.t0)
+		}
+	}
+	return at
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }

@@ -99,15 +99,14 @@ func TestUpgradeInPlace(t *testing.T) {
 		t.Errorf("the old process exited %d, want 0", status)
 	}
 	newPID := readPID(t, pidFile)
-	t.Cleanup(func() { syscall.Kill(newPID, syscall.SIGKILL) })
 	if newPID == oldPID || syscall.Kill(newPID, 0) != nil {
 		t.Fatalf("PID file says %d after the upgrade (old %d): not a new live process", newPID, oldPID)
 	}
 	time.Sleep(time.Second) // the new process alone under the load
 	res := load.stop(t)
 
-	t.Logf("under load: %d requests, %d failed, %d keyed writes answered; streams ended by the old process's drain: %d",
-		res.requests, len(res.failures), len(res.written), res.streamsEnded)
+	t.Logf("under load: %d requests, %d failed, %d keyed writes answered; streams ended by the old process's drain: %d; "+
+		"the peer looked at the member %d times", res.requests, len(res.failures), len(res.written), res.streamsEnded, len(res.peerStates))
 	for i, f := range res.failures {
 		if i == 10 {
 			t.Errorf("... %d failures in all", len(res.failures))
@@ -187,17 +186,16 @@ func startLogged(t *testing.T, bin, logPath string, args, env []string) *loggedE
 	defer f.Close()
 	e := &loggedEntry{cmd: exec.Command(bin, append([]string{"serve"}, args...)...), log: logPath, waited: make(chan struct{})}
 	e.cmd.Env, e.cmd.Stderr = env, f
+	// A group of its own: the processes its upgrades start are in it too, and the cleanup
+	// kills them all, whatever the outcome.
+	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := e.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { e.err = e.cmd.Wait(); close(e.waited) }()
 	t.Cleanup(func() {
-		select {
-		case <-e.waited:
-		default:
-			e.cmd.Process.Kill()
-			<-e.waited
-		}
+		syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
+		<-e.waited
 		if t.Failed() {
 			t.Logf("stderr of the entry and of the processes its upgrades started:\n%s", strings.Join(e.lines(), "\n"))
 		}
