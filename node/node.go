@@ -543,6 +543,9 @@ func (n *Node) drain(ctx context.Context, upgraded bool) error {
 		case <-stop:
 		}
 	}()
+	if u := n.cfg.Upgrades; u != nil && !upgraded {
+		u.Stop() // its copies of the listening sockets too: new connections are refused now
+	}
 	n.log.Info().Int64("inflight", n.proxy.Inflight()).Stringer("grace", n.grace).
 		Msg("stopped listening; waiting for open requests")
 	if err := n.shutdownClient(sctx); err != nil {

@@ -152,6 +152,7 @@ func (c Config) summary() []keyVal {
 		{"log_format", c.LogFormat},
 		{"config", c.ConfigFile},
 		{"state_dir", c.StateDir},
+		{"pid_file", c.PIDFile},
 		{"version", c.Version},
 	}
 }

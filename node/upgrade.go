@@ -31,6 +31,9 @@ type Upgrades interface {
 	Upgrade(writeTable func(io.Writer) error) error
 	// ReleaseGossip tells the new process this one's gossip has stopped.
 	ReleaseGossip()
+	// Stop ends upgrades and closes the socket copies kept for them: a drain (not an
+	// upgrade's) stops listening.
+	Stop()
 }
 
 // gossipFreeWait bounds how long a process an upgrade started waits for the previous one to

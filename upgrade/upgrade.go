@@ -14,7 +14,7 @@
 //     reads end of file (or the old process died), under the same node name: peers see the
 //     same member, refuting a suspicion at most, never a leave and a join.
 //
-// One Process per process (tableflip allows one Upgrader).
+// One Process per process (tableflip allows one Upgrader): New returns the same one again.
 package upgrade
 
 import (
@@ -49,9 +49,22 @@ type Process struct {
 	release *os.File // during and after an upgrade: the write end of the gossip pipe
 }
 
-// New makes this process's upgrader. pidFile, if set, is written with this process's PID
-// each time it is ready (systemd's PIDFile=, so that it follows the new process).
+var (
+	once    sync.Once
+	process *Process
+	newErr  error
+)
+
+// New makes this process's upgrader, once: a second call returns the first's result (a
+// process serves once; its tests may serve more than once). pidFile, if set, is written with
+// this process's PID each time it is ready (systemd's PIDFile=, so that it follows the new
+// process).
 func New(pidFile string) (*Process, error) {
+	once.Do(func() { process, newErr = newProcess(pidFile) })
+	return process, newErr
+}
+
+func newProcess(pidFile string) (*Process, error) {
 	upg, err := tableflip.New(tableflip.Options{UpgradeTimeout: Timeout, PIDFile: pidFile})
 	if err != nil {
 		return nil, fmt.Errorf("upgrade: %w", err)
@@ -158,7 +171,9 @@ func (p *Process) ReleaseGossip() {
 	}
 }
 
-// Stop ends upgrades (at this process's exit); a new process already ready is not affected.
+// Stop ends upgrades and closes the copies of the listening sockets kept for them, so that a
+// drain's closed listener refuses connections at once rather than leaving them in a backlog
+// no one accepts from. A new process already ready is not affected.
 func (p *Process) Stop() { p.upg.Stop() }
 
 // tableFile writes the table to a file that has no name (created in the temporary directory

@@ -267,6 +267,8 @@ func TestServeBadConfiguration(t *testing.T) {
 			[]string{"FENEC_ENTRY_STATE_DIR=/nonexistent/fenec-entry"}, "--state-dir"},
 		{"state dir a file", []string{"--routers", "eu=http://127.0.0.1:1", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
 			"--state-dir", "/dev/null"}, nil, "--state-dir"},
+		{"pid file's directory missing", []string{"--routers", "eu=http://127.0.0.1:1", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+			"--pid-file", "/nonexistent/fenec-entry.pid"}, nil, "--pid-file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

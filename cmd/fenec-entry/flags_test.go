@@ -214,7 +214,7 @@ func TestEveryFlagHasAField(t *testing.T) {
 		"gossip-key": "AAAAAAAAAAAAAAAAAAAAAA==", "insecure-gossip": "true", "rpc-addr": "127.0.0.1:3",
 		"rpc-auth": "r", "admin-listen": "127.0.0.1:2", "admin-token": "0123456789abcdef-t", "drain": "3s", "log-level": "debug", "log-format": "console",
 		"resolve-interval": "7s", "dns-server": "127.0.0.1:53", "config": "/etc/fenec-entry/env",
-		"state-dir": "/var/lib/fenec-entry",
+		"state-dir": "/var/lib/fenec-entry", "pid-file": "/run/fenec-entry/fenec-entry.pid",
 	}
 	def := node.DefaultConfig().String()
 	for _, d := range flags {

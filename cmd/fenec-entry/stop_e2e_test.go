@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,5 +109,48 @@ func TestCleanStopLogsNothingAboveInfo(t *testing.T) {
 		if !stopped {
 			t.Errorf("%s: no \"entry stopped\" line; the check read %d lines:\n%s", name, len(lines), strings.Join(lines, "\n"))
 		}
+	}
+}
+
+// TestStopRefusesNewConnections: once a drain stops listening, a new connection is refused at
+// once, while the entry still finishes what it holds (an event stream keeps it in its grace):
+// a client or load balancer then tries another PoP instead of waiting in a backlog no one
+// accepts from (the copies of the listening sockets kept for upgrades in place are closed too).
+func TestStopRefusesNewConnections(t *testing.T) {
+	_, routers := twoRegions(t)
+	e := startEntry(t, []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--pop", "p",
+		"--continent", "EU", "--routers", routers, "--drain", "300ms"}, cleanEnv())
+	client, _ := e.started(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+client+"/t/acme/events", nil)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	if err := e.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "the drain's stopped listening line", func() bool {
+		for _, l := range e.stderr() {
+			if strings.Contains(l, `"message":"stopped listening; waiting for open requests"`) {
+				return true
+			}
+		}
+		return false
+	})
+	testutil.EventuallyEvery(t, 2*time.Second, 10*time.Millisecond, "a new connection refused", func() bool {
+		c, err := net.DialTimeout("tcp", client, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return false
+		}
+		return errors.Is(err, syscall.ECONNREFUSED)
+	})
+	select {
+	case <-e.waited:
+		t.Fatal("the entry exited before the check: the stream should have kept it in its grace")
+	default:
 	}
 }
