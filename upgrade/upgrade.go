@@ -97,9 +97,19 @@ func (p *Process) Inherited() bool { return p.upg.HasParent() }
 // address together: two flags on port 0 stay apart, and an address changed in --config
 // between the two processes is bound anew.
 func (p *Process) Listen(name, addr string) (net.Listener, error) {
-	return p.upg.ListenWithCallback("tcp", name+" "+addr, func(network, _ string) (net.Listener, error) {
-		return net.Listen(network, addr)
-	})
+	key := name + " " + addr
+	if ln, err := p.upg.Listener("tcp", key); err != nil || ln != nil {
+		return ln, err
+	}
+	ln, err := net.Listen("tcp", addr) // its error as is: "listen tcp ...: address already in use"
+	if err != nil {
+		return nil, err
+	}
+	if err := p.upg.AddListener("tcp", key, ln.(*net.TCPListener)); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("upgrade: keep %s for upgrades: %w", name, err)
+	}
+	return ln, nil
 }
 
 // Table returns the home table the previous process handed over, positioned at its start,
