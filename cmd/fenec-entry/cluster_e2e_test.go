@@ -78,12 +78,7 @@ type statusDoc struct {
 
 func (c *clusterEntry) status(t *testing.T) statusDoc {
 	t.Helper()
-	_, _, body := httpGet(t, "http://"+c.admin+"/status.json")
-	var s statusDoc
-	if err := json.Unmarshal([]byte(body), &s); err != nil {
-		t.Fatalf("status.json: %v: %s", err, body)
-	}
-	return s
+	return statusAt(t, c.admin)
 }
 
 func (s statusDoc) memberState(name string) string {

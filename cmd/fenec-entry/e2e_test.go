@@ -136,20 +136,28 @@ func (e *entry) stderr() []string {
 	return append([]string(nil), e.lines...)
 }
 
+// startLine returns the client and admin addresses of the first start line in lines.
+func startLine(lines []string) (client, admin string, ok bool) {
+	for _, l := range lines {
+		var line struct {
+			Message     string `json:"message"`
+			Listen      string `json:"listen"`
+			AdminListen string `json:"admin_listen"`
+		}
+		if json.Unmarshal([]byte(l), &line) == nil && line.Message == "entry started" {
+			return line.Listen, line.AdminListen, true
+		}
+	}
+	return "", "", false
+}
+
 // started waits for the start line and returns the client and admin addresses it names.
 func (e *entry) started(t *testing.T) (client, admin string) {
 	t.Helper()
 	testutil.EventuallyEvery(t, 10*time.Second, 20*time.Millisecond, "the entry's start line", func() bool {
-		for _, l := range e.stderr() {
-			var line struct {
-				Message     string `json:"message"`
-				Listen      string `json:"listen"`
-				AdminListen string `json:"admin_listen"`
-			}
-			if json.Unmarshal([]byte(l), &line) == nil && line.Message == "entry started" {
-				client, admin = line.Listen, line.AdminListen
-				return true
-			}
+		var ok bool
+		if client, admin, ok = startLine(e.stderr()); ok {
+			return true
 		}
 		select {
 		case <-e.waited:

@@ -212,18 +212,9 @@ func (e *loggedEntry) lines() []string {
 func (e *loggedEntry) addrs(t *testing.T) (client, admin string) {
 	t.Helper()
 	testutil.EventuallyEvery(t, 10*time.Second, 20*time.Millisecond, "the entry's start line", func() bool {
-		for _, l := range e.lines() {
-			var line struct {
-				Message     string `json:"message"`
-				Listen      string `json:"listen"`
-				AdminListen string `json:"admin_listen"`
-			}
-			if json.Unmarshal([]byte(l), &line) == nil && line.Message == "entry started" {
-				client, admin = line.Listen, line.AdminListen
-				return true
-			}
-		}
-		return false
+		var ok bool
+		client, admin, ok = startLine(e.lines())
+		return ok
 	})
 	return client, admin
 }
@@ -374,22 +365,27 @@ func startUpgradeLoad(t *testing.T, client string, peer *clusterEntry) *upgradeL
 	}
 	keepAlive := &http.Client{Timeout: 10 * time.Second}
 	fresh := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	// send sends req on c and returns its status; false if the load is stopping or it failed
+	// (recorded).
+	send := func(c *http.Client, req *http.Request, what string) (int, bool) {
+		resp, err := c.Do(req)
+		if ctx.Err() != nil {
+			return 0, false
+		}
+		l.n.Add(1)
+		if err != nil {
+			fail("%s: %v", what, err)
+			return 0, false
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, true
+	}
 	reads := func(c *http.Client, path string) {
 		for ctx.Err() == nil {
 			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+client+path, nil)
-			resp, err := c.Do(req)
-			if ctx.Err() != nil {
-				return
-			}
-			l.n.Add(1)
-			if err != nil {
-				fail("GET %s: %v", path, err)
-				continue
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 && resp.StatusCode != 404 {
-				fail("GET %s: %d", path, resp.StatusCode)
+			if status, ok := send(c, req, "GET "+path); ok && status != 200 && status != 404 {
+				fail("GET %s: %d", path, status)
 			}
 		}
 	}
@@ -398,24 +394,16 @@ func startUpgradeLoad(t *testing.T, client string, peer *clusterEntry) *upgradeL
 			key := fmt.Sprintf("upgrade-%s-%d", who, k)
 			req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+client+"/t/acme/items", strings.NewReader(`{"n":1}`))
 			req.Header.Set("Idempotency-Key", key)
-			resp, err := c.Do(req)
-			if ctx.Err() != nil {
-				return
+			status, ok := send(c, req, "POST "+key)
+			switch {
+			case !ok:
+			case status/100 != 2:
+				fail("POST %s: %d", key, status)
+			default:
+				l.mu.Lock()
+				l.written = append(l.written, key)
+				l.mu.Unlock()
 			}
-			l.n.Add(1)
-			if err != nil {
-				fail("POST %s: %v", key, err)
-				continue
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode/100 != 2 {
-				fail("POST %s: %d", key, resp.StatusCode)
-				continue
-			}
-			l.mu.Lock()
-			l.written = append(l.written, key)
-			l.mu.Unlock()
 		}
 	}
 	l.wg.Go(func() { reads(keepAlive, "/t/acme/items/1") })
