@@ -388,6 +388,11 @@ func (ro *rolling) restart(e *entryProc, binary, version string, down func()) {
 	h.logf("%s restarted %s -> %s: ready %v after its start, holding %d homes (%d local, %d gossip), digest %s; its state file: %s",
 		e.name, from, version, took.Round(10*time.Millisecond), atReady.Homes.Held, atReady.Homes.Local, atReady.Homes.Gossip, atReady.Homes.Digest,
 		strings.Join(nonZero(e.metricLines("fenec_entry_state_restore", "fenec_entry_state_restored_homes")), ", "))
+	// The state file crosses versions: what the other version wrote at its drain is restored,
+	// not moved aside (a start without it would still be ready, from a peer's table).
+	if restored := e.metricLines("fenec_entry_state_restore"); !slices.Contains(restored, `fenec_entry_state_restore{result="restored"} 1`) {
+		t.Errorf("%s (%s) did not restore the state file %s wrote: %s", e.name, version, from, strings.Join(nonZero(restored), ", "))
+	}
 	if ok && atReady.Homes.Held < heldBefore {
 		t.Errorf("%s (%s) ready holding %d homes, fewer than the %d it held when it stopped (%s)", e.name, version, atReady.Homes.Held, heldBefore, from)
 	}
