@@ -72,7 +72,7 @@ var tenants, initialHomes = func() ([]string, map[string]string) {
 
 // bin holds the binaries built once for the run: the entry, the stand-in, and the stock serf
 // CLI at the version go.mod names (the module's tool, as `go tool serf` runs it).
-var bin struct{ dir, entry, standin, serf string }
+var bin struct{ dir, root, entry, standin, serf string }
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -94,6 +94,7 @@ func build() error {
 		return err
 	}
 	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	bin.root = root
 	if bin.dir, err = os.MkdirTemp("", "fenec-chaos-bin-"); err != nil {
 		return err
 	}
@@ -305,6 +306,7 @@ type seen struct {
 	Seq       uint64 `json:"seq"`
 	Router    string `json:"router"`
 	Region    string `json:"region"`
+	Tenant    string `json:"tenant"`
 	RequestID string `json:"request_id"`
 	From      string `json:"from"`
 }
@@ -361,9 +363,11 @@ type entryProc struct {
 	args, env                  []string
 	gid                        uint32
 	logPath                    string
+	binary                     string // the fenec-entry it runs; "": bin.entry, this build's
 	mu                         sync.Mutex
 	cmd                        *exec.Cmd
 	done                       chan struct{}
+	exit                       int // the exit code of the last process to end (-1: a signal)
 	base                       procMetrics
 	starts                     int
 }
@@ -440,7 +444,11 @@ func (e *entryProc) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin.entry, e.args...)
+	binary := e.binary
+	if binary == "" {
+		binary = bin.entry
+	}
+	cmd := exec.Command(binary, e.args...)
 	cmd.Env = e.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if e.gid != 0 {
@@ -450,7 +458,14 @@ func (e *entryProc) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { cmd.Wait(); logf.Close(); close(done) }()
+	go func() {
+		cmd.Wait()
+		logf.Close()
+		e.mu.Lock()
+		e.exit = cmd.ProcessState.ExitCode()
+		e.mu.Unlock()
+		close(done)
+	}()
 	e.mu.Lock()
 	e.cmd, e.done = cmd, done
 	e.starts++
@@ -652,6 +667,13 @@ func (e *entryProc) metrics() (procMetrics, error) {
 	return m, nil
 }
 
+// exitCode is the exit code of the entry's last process to end (-1: killed by a signal).
+func (e *entryProc) exitCode() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.exit
+}
+
 // ---- the harness ----
 
 type harness struct {
@@ -667,6 +689,12 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, scenario string, seed int64) *harness {
+	return newHarnessWith(t, scenario, seed, nil)
+}
+
+// newHarnessWith is newHarness, with prep (if not nil) called on each entry after its flags
+// are set and before its first start: another binary, another flag.
+func newHarnessWith(t *testing.T, scenario string, seed int64, prep func(*entryProc)) *harness {
 	if *flagSeed != 0 {
 		seed = *flagSeed
 	}
@@ -687,6 +715,9 @@ func newHarness(t *testing.T, scenario string, seed int64) *harness {
 	h.startStandin()
 	h.newEntries()
 	for _, e := range h.entries {
+		if prep != nil {
+			prep(e)
+		}
 		e.start(t)
 	}
 	h.waitCluster(30 * time.Second)

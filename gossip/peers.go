@@ -122,6 +122,8 @@ func (h eventHandler) HandleEvent(e serf.Event) {
 	case serf.UserEvent:
 		if e.Name == wire.EventName {
 			g.spread.HandleEvent(e.Payload)
+		} else {
+			g.spread.HandleOtherEvent() // a later release's event, or an operator's: counted, ignored
 		}
 	case serf.MemberEvent:
 		g.peersDirty.Store(true)

@@ -12,6 +12,7 @@ type metrics struct {
 	eventsReceived  prometheus.Counter     // from peers, before decoding
 	eventsDropped   *prometheus.CounterVec // reason: recv_queue_full, send, direct_write, copies_queue_full
 	eventsInvalid   prometheus.Counter     // undecodable or too large
+	eventsOther     prometheus.Counter     // user events of another name: ignored
 	itemsInvalid    *prometheus.CounterVec // kind: home, mark
 	batchHomes      prometheus.Histogram
 	batchBytes      prometheus.Histogram
@@ -54,6 +55,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"reason"}),
 		eventsInvalid: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_events_invalid_total", Help: "Gossip events received that could not be decoded (dropped whole).",
+		}),
+		eventsOther: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_entry_gossip_events_other_total",
+			Help: "Serf user events received under another name than fenec-homes (a later release's, or an operator's serf event): ignored.",
 		}),
 		itemsInvalid: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenec_entry_gossip_items_invalid_total", Help: "Homes and marks received that failed validation (dropped), by kind.",
@@ -168,7 +173,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.eventsSent, m.eventsReceived, m.eventsDropped,
-		m.eventsInvalid, m.itemsInvalid, m.batchHomes, m.batchBytes, m.queueDepth, m.flushInterval, m.relaysOn, m.directEstimate,
+		m.eventsInvalid, m.eventsOther, m.itemsInvalid, m.batchHomes, m.batchBytes, m.queueDepth, m.flushInterval, m.relaysOn, m.directEstimate,
 		m.flushesDeferred, m.pendingDropped, m.homesApplied, m.marksApplied, m.propagation,
 		m.directBatches, m.directPackets, m.budgetDeferred, m.ownRelayed, m.relayed, m.relayBatches, m.directReceived,
 		m.relayFallbacks, m.ackedPending, m.ackedResent, m.ackedGivenUp, m.acksSent, m.acksReceived} {

@@ -135,6 +135,12 @@ func TestPlanRelays(t *testing.T) {
 	if NewPlan(origin, old, true) != nil {
 		t.Error("relays on with a member that picks relays by shard (version 3)")
 	}
+	// A later release's relay version: this entry cannot tell how it picks relays, so the
+	// fleet stays on direct until every member runs one version (skipped, never a crash).
+	old[3].Tags[RelayTag] = "5"
+	if NewPlan(origin, old, true) != nil {
+		t.Error("relays on with a member of a newer relay version (5)")
+	}
 }
 
 // sendToRelays sends each home to its relay in every other group, once, each relay's homes

@@ -157,6 +157,10 @@ func (s *Spread) HandleEvent(payload []byte) {
 	}
 }
 
+// HandleOtherEvent counts a serf user event of another name than EventName, which this
+// entry ignores: a later release's kind of event, or an operator's serf event.
+func (s *Spread) HandleOtherEvent() { s.m.eventsOther.Inc() }
+
 // Flush has the publisher send what is pending now, as a tick would but ignoring the
 // interval (within MaxEventsPerFlush), and returns once it has: tests send without waiting
 // for a tick. It fails if ctx ends before the publisher (Run's) took the request or did it.
