@@ -93,7 +93,7 @@ chaos-long:
 
 # The lab's WAN emulator (lab/README.md): network namespaces linked with the round trips of real
 # cloud regions, its tests, and the full fleet run (entries and stand-in routers across it,
-# one table of measurements). Needs root and Linux; about 4 minutes. `make test` runs the
+# one table of measurements). Needs root and Linux; about 3 minutes. `make test` runs the
 # short fleet run (under a minute).
 .PHONY: lab
 lab:
