@@ -307,6 +307,11 @@ func startFleet(t *testing.T, ctx context.Context, e *wan.Emulator, bin string, 
 	for _, s := range wan.Sites() {
 		f.sites[s] = newSite(e, s)
 	}
+	t.Cleanup(func() { // after the processes stop (cleanups run last first), before the emulator closes
+		for _, s := range f.sites {
+			s.client.CloseIdleConnections()
+		}
+	})
 	dir := t.TempDir()
 	n := 4*sz.unheard + 8
 	var lines []string
