@@ -51,7 +51,20 @@ type Cluster struct {
 type region struct {
 	name    string
 	routers []*Router
+	remote  []string      // a remote region's router addresses (Region.Remote); routers is then empty
 	next    atomic.Uint64 // round robin of relays into this region
+}
+
+// relayAddrs returns the addresses a relay into the region tries, in order.
+func (r *region) relayAddrs() []string {
+	if r.remote != nil {
+		return r.remote
+	}
+	a := make([]string, len(r.routers))
+	for i, rt := range r.routers {
+		a[i] = rt.addr
+	}
+	return a
 }
 
 // Start binds every router's listener, then starts serving. On error nothing is left
@@ -105,7 +118,13 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	for _, rc := range cfg.Regions {
 		reg := &region{name: rc.Name}
+		if rc.Remote {
+			reg.remote = append([]string(nil), rc.Addrs...)
+		}
 		for _, a := range rc.Addrs {
+			if rc.Remote {
+				break
+			}
 			ln, err := net.Listen("tcp", a)
 			if err != nil {
 				return fail(fmt.Errorf("standin: region %s: %w", rc.Name, err))
@@ -185,7 +204,7 @@ func (c *Cluster) Regions() []string {
 func (c *Cluster) Routers() []*Router { return append([]*Router(nil), c.routers...) }
 
 // URLs returns "http://host:port" of each router of region, in Config order; nil for an
-// unknown region.
+// unknown region, and empty for a remote one (Region.Remote).
 func (c *Cluster) URLs(region string) []string {
 	r := c.byName[region]
 	if r == nil {
@@ -249,7 +268,7 @@ func (c *Cluster) home(tenant string) (string, bool) {
 
 // seedItem is item id of tenant as the first router of home would have written it.
 func (c *Cluster) seedItem(tenant, home, id string) item {
-	return item{ID: id, Tenant: tenant, Region: home, Router: c.byName[home].routers[0].addr}
+	return item{ID: id, Tenant: tenant, Region: home, Router: c.byName[home].relayAddrs()[0]}
 }
 
 // configItems returns items 1..Config.Items of every tenant in the directory, in its home now.

@@ -61,6 +61,10 @@ type Config struct {
 type Region struct {
 	Name  string
 	Addrs []string
+	// Remote: the region's routers are served by another process (another stand-in, in the
+	// lab's WAN one per region); this cluster does not listen on Addrs, and relays a request
+	// for a tenant homed there to them (each address a fixed host:port, not port 0).
+	Remote bool
 }
 
 // A ConfigError is a Config that Start refuses. Field names the Config field at fault.
@@ -82,7 +86,11 @@ func (c *Config) Validate() error {
 	}
 	names := make(map[string]bool, len(c.Regions))
 	addrs := make(map[string]string)
+	local := 0
 	for _, r := range c.Regions {
+		if !r.Remote {
+			local++
+		}
 		if err := validName(r.Name); err != nil {
 			return configErrorf("Regions", "region name %q: %v", r.Name, err)
 		}
@@ -98,6 +106,9 @@ func (c *Config) Validate() error {
 				return configErrorf("Regions", "region %q: address %q: %v", r.Name, a, err)
 			}
 			if _, port, _ := net.SplitHostPort(a); port == "0" {
+				if r.Remote {
+					return configErrorf("Regions", "remote region %q: address %q: a remote router's port must be given", r.Name, a)
+				}
 				continue // each bind picks its own port
 			}
 			if other, dup := addrs[a]; dup {
@@ -105,6 +116,9 @@ func (c *Config) Validate() error {
 			}
 			addrs[a] = r.Name
 		}
+	}
+	if local == 0 {
+		return configErrorf("Regions", "every region is remote: at least one must be served here")
 	}
 	for t, home := range c.Tenants {
 		if err := validTenant(t); err != nil {

@@ -19,16 +19,17 @@ import (
 func (rt *Router) relay(w http.ResponseWriter, req *http.Request, home string, ex *exchange) {
 	c := rt.c
 	reg := c.byName[home]
-	n := uint64(len(reg.routers))
+	targets := reg.relayAddrs()
+	n := uint64(len(targets))
 	first := reg.next.Add(1) - 1
 	body := &relayBody{r: req.Body}
 
 	var resp *http.Response
 	var err error
 	for i := range n {
-		target := reg.routers[(first+i)%n]
-		ex.relayedTo = target.addr
-		resp, err = c.transport.RoundTrip(rt.outRequest(req, target.addr, body))
+		target := targets[(first+i)%n]
+		ex.relayedTo = target
+		resp, err = c.transport.RoundTrip(rt.outRequest(req, target, body))
 		if err == nil || req.Context().Err() != nil || !isDialError(err) || body.read {
 			break
 		}

@@ -2,6 +2,7 @@ package standin
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"testing"
@@ -163,4 +164,61 @@ func TestRelayPropagatesCancellation(t *testing.T) {
 		s := seenWhere(c, func(s Seen) bool { return s.Region == "us" && !s.End.IsZero() })
 		return len(s) == 1 && s[0].ClientGone && s[0].Relayed
 	})
+}
+
+// A remote region (Region.Remote) is served by another cluster: this one listens for none of
+// its routers, lists none of them, and relays its tenants' requests to them, as two stand-ins,
+// one per region, do in the lab's WAN.
+func TestRelayToRemoteRegion(t *testing.T) {
+	home, err := Start(Config{
+		Regions: []Region{{Name: "eu", Addrs: []string{"127.0.0.1:0"}}},
+		Tenants: map[string]string{"acme": "eu"}, Items: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { home.Close() })
+	euAddr := home.Routers()[0].Addr()
+	away, err := Start(Config{
+		Regions: []Region{
+			{Name: "eu", Addrs: []string{euAddr}, Remote: true},
+			{Name: "us", Addrs: []string{"127.0.0.1:0"}},
+		},
+		Tenants: map[string]string{"acme": "eu"}, Items: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { away.Close() })
+	if got := away.URLs("eu"); len(got) != 0 {
+		t.Errorf("URLs of the remote region = %v, want none", got)
+	}
+	if n := len(away.Routers()); n != 1 {
+		t.Errorf("%d routers, want 1 (the remote region's are not this cluster's)", n)
+	}
+	client := newClient(t)
+	a := do(t, client, req{url: away.URLs("us")[0] + "/t/acme/items/1", header: map[string]string{hdrHome: "1"}})
+	if a.status != 200 || a.header.Get(hdrHome) != "eu" || a.header.Get(hdrRelayedBy) != away.Routers()[0].Addr() {
+		t.Fatalf("relayed to the remote region: %d Fenec-Home %q relayed by %q", a.status, a.header.Get(hdrHome), a.header.Get(hdrRelayedBy))
+	}
+	testutil.Eventually(t, 5*time.Second, "the relay's record", func() bool {
+		r := seenWhere(away, func(s Seen) bool { return s.Relayed && s.RelayedTo == euAddr && !s.End.IsZero() })
+		return len(r) == 1
+	})
+	if r := seenWhere(home, func(s Seen) bool { return s.From == away.Routers()[0].Addr() }); len(r) != 1 {
+		t.Errorf("the home cluster saw %+v, want one request relayed from %s", r, away.Routers()[0].Addr())
+	}
+}
+
+func TestRemoteRegionConfig(t *testing.T) {
+	for name, regions := range map[string][]Region{
+		"all remote":  {{Name: "eu", Addrs: []string{"127.0.0.1:7101"}, Remote: true}},
+		"remote port": {{Name: "eu", Addrs: []string{"127.0.0.1:0"}}, {Name: "us", Addrs: []string{"127.0.0.1:0"}, Remote: true}},
+	} {
+		cfg := Config{Regions: regions}
+		var ce *ConfigError
+		if err := cfg.Validate(); !errors.As(err, &ce) || ce.Field != "Regions" {
+			t.Errorf("%s: Validate = %v, want a Regions error", name, err)
+		}
+	}
 }

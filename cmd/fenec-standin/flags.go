@@ -65,8 +65,12 @@ func (o *options) config() standin.Config {
 	}
 }
 
-// regionsValue is the repeatable --region NAME=HOST:PORT,HOST:PORT.
-type regionsValue struct{ regions *[]standin.Region }
+// regionsValue is the repeatable --region NAME=HOST:PORT,HOST:PORT, and with remote set
+// --remote-region (routers another stand-in serves: relayed to, not listened on).
+type regionsValue struct {
+	regions *[]standin.Region
+	remote  bool
+}
 
 func (v regionsValue) String() string { return "" }
 
@@ -76,7 +80,7 @@ func (v regionsValue) Set(s string) error {
 	if !ok || name == "" || strings.TrimSpace(list) == "" {
 		return fmt.Errorf("%q: want NAME=HOST:PORT[,HOST:PORT...]", s)
 	}
-	r := standin.Region{Name: name}
+	r := standin.Region{Name: name, Remote: v.remote}
 	for _, a := range strings.Split(list, ",") {
 		r.Addrs = append(r.Addrs, strings.TrimSpace(a))
 	}
@@ -145,7 +149,8 @@ type flagSet struct {
 func newFlagSet() *flagSet {
 	s := &flagSet{fs: flag.NewFlagSet("fenec-standin", flag.ContinueOnError)}
 	fs := s.fs
-	fs.Var(regionsValue{&s.opts.regions}, "region", "a region and its routers in order, `NAME=HOST:PORT,HOST:PORT` (repeatable; port 0 = a free port)")
+	fs.Var(regionsValue{regions: &s.opts.regions}, "region", "a region and its routers in order, `NAME=HOST:PORT,HOST:PORT` (repeatable; port 0 = a free port)")
+	fs.Var(regionsValue{regions: &s.opts.regions, remote: true}, "remote-region", "a region whose routers another stand-in serves, `NAME=HOST:PORT,HOST:PORT`: relayed to, not listened on (repeatable; one stand-in per region, as in lab/)")
 	fs.StringVar(&s.tenants, "tenants", "", "the directory, `TENANT=REGION,...`, or @FILE with one TENANT=REGION per line (# comments)")
 	fs.StringVar(&s.opts.token, "entry-token", "", "the entries' --entry-token: check and count Fenec-Client marks")
 	fs.StringVar(&s.opts.cors, "http-cors", "", "CORS as in the entry's --cors, `ORIGINS`: * or a comma list (https://app.example)")
@@ -155,7 +160,7 @@ func newFlagSet() *flagSet {
 	fs.Var(faultsValue{&s.opts.faults}, "fault", "start a router in a fault mode, `HOST:PORT=MODE`, the address as written in --region (repeatable; the modes are below)")
 	s.opts.items = defaultItems
 	fs.Var((*itemsValue)(&s.opts.items), "items", "seed items 1..`N` of every tenant, in its home region and not in the ledger (POSTs get ids after them), again on each /_standin/reset; 0: none")
-	s.repeatable = map[string]bool{"region": true, "fault": true}
+	s.repeatable = map[string]bool{"region": true, "remote-region": true, "fault": true}
 	return s
 }
 
@@ -248,7 +253,9 @@ func (s *flagSet) finish() error {
 	}
 	var addrs []string
 	for _, r := range o.regions {
-		addrs = append(addrs, r.Addrs...)
+		if !r.Remote {
+			addrs = append(addrs, r.Addrs...)
+		}
 	}
 	for _, f := range o.faults {
 		if !slices.Contains(addrs, f.addr) {

@@ -296,8 +296,32 @@ func (e *Emulator) Namespace(site string) string {
 	return e.prefix + site
 }
 
-// Link returns the link from one site to another as configured.
-func (e *Emulator) Link(from, to string) Link { return e.cfg.Link(from, to) }
+// Link returns the link from one site to another as it is now: as configured, with the loss
+// SetLoss gave it last (the zero Link if there is no such pair).
+func (e *Emulator) Link(from, to string) Link {
+	i, ok1 := e.index[from]
+	j, ok2 := e.index[to]
+	if !ok1 || !ok2 || i == j {
+		return Link{}
+	}
+	return e.lines[i][j].link()
+}
+
+// SetLoss changes the loss of the link from one site to another while the emulator runs, for
+// the packets sent from now on (those in flight are delivered). A loss of 1 cuts the link
+// that way: call it both ways to cut a pair, and with the configured loss to mend it.
+func (e *Emulator) SetLoss(from, to string, loss float64) error {
+	if err := checkLoss(loss); err != nil {
+		return err
+	}
+	i, ok1 := e.index[from]
+	j, ok2 := e.index[to]
+	if !ok1 || !ok2 || i == j {
+		return fmt.Errorf("wan: no link %s->%s", from, to)
+	}
+	e.lines[i][j].setLoss(loss)
+	return nil
+}
 
 // Command returns a command that runs name with args in a site's namespace (by ip netns
 // exec). The caller starts it, stops it, and waits for it before Close.

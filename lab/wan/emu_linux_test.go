@@ -484,3 +484,58 @@ func TestStartFailureCleansUp(t *testing.T) {
 		t.Errorf("the namespace Start did not make was removed: %v", err)
 	}
 }
+
+// TestSetLoss cuts one direction of a link while the emulator runs (loss 1), checks that
+// nothing crosses it that way while the other pairs carry on, then mends it.
+func TestSetLoss(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	noLoss := func(from, to string) Link { return Link{Delay: MatrixLink(from, to).Delay} }
+	e := start(t, ctx, Config{Sites: []string{"eu", "us", "fra"}, Link: noLoss})
+	const port = 9000
+	for _, s := range []string{"eu", "us"} {
+		go echo(listenUDP(t, e, s, port))
+	}
+	run := func(from, to string) probeResult {
+		t.Helper()
+		c := listenUDP(t, e, from, 0)
+		res, err := probe(ctx, c, netip.AddrPortFrom(e.Addr(to), port), 20, 2*time.Millisecond, 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if err := e.SetLoss("fra", "eu", 1); err != nil {
+		t.Fatal(err)
+	}
+	if l := e.Link("fra", "eu"); l.Loss != 1 || l.Delay != MatrixLink("fra", "eu").Delay {
+		t.Errorf("Link(fra, eu) after SetLoss = %+v", l)
+	}
+	if got := run("fra", "eu"); len(got.rtts) != 0 {
+		t.Errorf("fra->eu cut: %d of %d probes answered, want none", len(got.rtts), got.sent)
+	}
+	if got := run("fra", "us"); len(got.rtts) != got.sent {
+		t.Errorf("fra->us, not cut: %d of %d probes answered, want all", len(got.rtts), got.sent)
+	}
+	if lost := e.Stats().Pair("fra", "eu").Lost; lost != 20 {
+		t.Errorf("fra->eu lost %d, want the 20 probes", lost)
+	}
+	if d := e.Stats().Pair("eu", "fra").Delivered; d != 0 {
+		t.Errorf("eu->fra delivered %d, want 0 (no probe reached eu to be echoed)", d)
+	}
+	if err := e.SetLoss("fra", "eu", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := run("fra", "eu"); len(got.rtts) != got.sent {
+		t.Errorf("fra->eu mended: %d of %d probes answered, want all", len(got.rtts), got.sent)
+	}
+	for _, bad := range []struct {
+		from, to string
+		loss     float64
+	}{{"fra", "eu", 1.5}, {"fra", "eu", -0.1}, {"fra", "ap", 1}, {"eu", "eu", 1}} {
+		if err := e.SetLoss(bad.from, bad.to, bad.loss); err == nil {
+			t.Errorf("SetLoss(%s, %s, %v) = nil, want an error", bad.from, bad.to, bad.loss)
+		}
+	}
+}

@@ -36,6 +36,9 @@ func (e *Emulator) Command(ctx context.Context, site, name string, args ...strin
 	return exec.CommandContext(ctx, "ip", "netns", "exec", "", name)
 }
 
+// SetLoss returns ErrUnsupported off Linux.
+func (e *Emulator) SetLoss(from, to string, loss float64) error { return ErrUnsupported }
+
 // Do returns ErrUnsupported off Linux.
 func (e *Emulator) Do(site string, f func() error) error { return ErrUnsupported }
 

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"sync/atomic"
@@ -138,7 +139,8 @@ type packet struct {
 // which they are due, and the line delivers them in the order they were sent.
 type line struct {
 	from, to string
-	link     Link
+	delay    time.Duration // fixed: one delay per line keeps its packets in order
+	loss     atomic.Uint64 // math.Float64bits of the loss probability; SetLoss changes it
 	q        chan packet
 	rng      *rand.Rand // used only by offer, which only the from site's reader calls
 
@@ -146,22 +148,41 @@ type line struct {
 }
 
 func newLine(from, to string, link Link, queueLen int, seed uint64, index int) *line {
-	return &line{
-		from: from, to: to, link: link,
+	l := &line{
+		from: from, to: to, delay: link.Delay,
 		q:   make(chan packet, queueLen),
 		rng: rand.New(rand.NewPCG(seed, uint64(index))),
 	}
+	l.setLoss(link.Loss)
+	return l
+}
+
+// setLoss changes the line's loss for the packets offered from now on; packets already
+// queued are delivered.
+func (l *line) setLoss(p float64) { l.loss.Store(math.Float64bits(p)) }
+
+// link returns the line's link as it is now.
+func (l *line) link() Link {
+	return Link{Delay: l.delay, Loss: math.Float64frombits(l.loss.Load())}
+}
+
+// checkLoss reports whether p is a probability.
+func checkLoss(p float64) error {
+	if p < 0 || p > 1 || p != p {
+		return fmt.Errorf("wan: loss %v: want a probability in [0, 1]", p)
+	}
+	return nil
 }
 
 // offer takes packet b, read at now: drops it with the link's loss, or queues it to be
 // delivered after the delay, or drops it if the queue is full. It never blocks. b is kept.
 func (l *line) offer(b []byte, now time.Time) {
-	if l.link.Loss > 0 && l.rng.Float64() < l.link.Loss {
+	if loss := math.Float64frombits(l.loss.Load()); loss > 0 && l.rng.Float64() < loss {
 		l.lost.Add(1)
 		return
 	}
 	select {
-	case l.q <- packet{due: now.Add(l.link.Delay), b: b}:
+	case l.q <- packet{due: now.Add(l.delay), b: b}:
 	default:
 		l.overflow.Add(1)
 	}
