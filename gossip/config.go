@@ -184,6 +184,11 @@ type Config struct {
 	// starts a fresh one; see startIncarnationLocked.
 	SnapshotPath string
 
+	// BindWait is how long binding BindAddr is tried again while the address is in use (every
+	// 100 ms): the process an upgrade in place starts binds it as the one it replaces lets it
+	// go. 0: once.
+	BindWait time.Duration
+
 	// Regions are the regions configured at start. Required. Homes and marks a peer sends
 	// are checked against Table's regions at each moment (homes.Table.SetRegions), so a region
 	// added by a reload is taken and a removed one refused from then on.

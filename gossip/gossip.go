@@ -287,7 +287,7 @@ func (g *Gossip) memberlistConfigLocked() (*memberlist.Config, error) {
 func (g *Gossip) transportLocked(mc *memberlist.Config) (*mux.Transport, error) {
 	inner := g.cfg.Transport
 	if inner == nil {
-		nt, err := newNetTransport(mc, log.New(logWriter{log: g.log}, "", log.LstdFlags))
+		nt, err := newNetTransport(mc, log.New(logWriter{log: g.log}, "", log.LstdFlags), g.cfg.BindWait)
 		if err != nil {
 			return nil, err
 		}
@@ -318,18 +318,25 @@ func (t *boundTransport) DialAddressTimeout(a memberlist.Address, timeout time.D
 	return t.DialTimeout(a.Addr, timeout)
 }
 
+// bindRetry is how often a gossip address in use is tried again (Config.BindWait).
+const bindRetry = 100 * time.Millisecond
+
 // newNetTransport makes the UDP/TCP transport memberlist would make for mc (which it
 // does only when Config.Transport is nil), so that the mux.Transport can sit on it. Port 0
 // picks a free port and writes it into mc, as memberlist does. Bound to one address, its
-// streams are dialled from it (boundTransport).
-func newNetTransport(mc *memberlist.Config, logOut *log.Logger) (memberlist.NodeAwareTransport, error) {
+// streams are dialled from it (boundTransport). A fixed port in use is tried again every
+// bindRetry for wait.
+func newNetTransport(mc *memberlist.Config, logOut *log.Logger, wait time.Duration) (memberlist.NodeAwareTransport, error) {
 	nc := &memberlist.NetTransportConfig{BindAddrs: []string{mc.BindAddr}, BindPort: mc.BindPort, Logger: logOut}
-	tries := 1
+	tries := 1 + int(wait/bindRetry)
 	if mc.BindPort == 0 {
 		tries = 10 // the port is picked for TCP, then bound for UDP too: racy
 	}
 	var err error
-	for range tries {
+	for try := range tries {
+		if try > 0 && mc.BindPort != 0 {
+			time.Sleep(bindRetry)
+		}
 		var nt *memberlist.NetTransport
 		if nt, err = memberlist.NewNetTransport(nc); err == nil {
 			if mc.BindPort == 0 {

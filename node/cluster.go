@@ -13,6 +13,10 @@ const (
 	joinWait      = 2 * time.Second         // how long a start waits for a first peer before serving alone
 	bootstrapWait = 2500 * time.Millisecond // how long it then tries to fetch the table
 	leaveTimeout  = 3 * time.Second         // Leave's bound in a drain
+	// gossipBindWait: how long the gossip address in use is tried again when upgrades in
+	// place are on (gossip.Config.BindWait); a start that finds it taken by another program
+	// fails this much later.
+	gossipBindWait = 5 * time.Second
 )
 
 // gossipEnabled: gossip runs with a key, or in the clear with --insecure-gossip. Without
@@ -39,6 +43,11 @@ func (n *Node) startCluster(ctx context.Context) error {
 	gc.Logger, gc.Registerer, gc.Clock = n.log, n.reg, c.Clock
 	if n.state != nil {
 		gc.SnapshotPath = n.state.SerfSnapshotPath()
+	}
+	if n.cfg.Upgrades != nil {
+		// The process an upgrade started binds the gossip address as the one it replaces
+		// lets it go: a bind refused now would leave no process serving.
+		gc.BindWait = gossipBindWait
 	}
 	g, err := gossip.New(gc)
 	if err != nil {
