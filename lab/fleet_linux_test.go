@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -143,11 +142,7 @@ func TestFleet(t *testing.T) {
 func buildBinaries(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	dir := t.TempDir()
-	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goCmd); err != nil {
-		goCmd = "go"
-	}
-	cmd := exec.CommandContext(ctx, goCmd, "build", "-pgo=off", "-o", dir+string(filepath.Separator),
+	cmd := exec.CommandContext(ctx, "go", "build", "-pgo=off", "-o", dir+string(filepath.Separator),
 		"./cmd/fenec-entry", "./cmd/fenec-standin")
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil {
