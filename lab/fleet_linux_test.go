@@ -68,17 +68,7 @@ var (
 // needRoot skips the test without root, or fails it when CI is set (as lab/wan's tests do).
 func needRoot(t *testing.T) {
 	t.Helper()
-	var missing string
-	switch {
-	case os.Geteuid() != 0:
-		missing = "root (it creates network namespaces and TUN devices)"
-	default:
-		if _, err := os.Stat("/dev/net/tun"); err != nil {
-			missing = "/dev/net/tun"
-		} else if _, err := exec.LookPath("ip"); err != nil {
-			missing = "the ip command (iproute2)"
-		}
-	}
+	missing := wan.Missing()
 	if missing == "" {
 		return
 	}

@@ -418,3 +418,23 @@ func RemoveStale() ([]string, error) {
 	}
 	return removed, errors.Join(errs...)
 }
+
+// Missing says what this host lacks to run an emulator: root, /dev/net/tun or the ip command
+// (iproute2); "" if nothing.
+func Missing() string {
+	switch {
+	case os.Geteuid() != 0:
+		return "root (it creates network namespaces and TUN devices)"
+	case fileMissing("/dev/net/tun"):
+		return "/dev/net/tun"
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return "the ip command (iproute2)"
+	}
+	return ""
+}
+
+func fileMissing(path string) bool {
+	_, err := os.Stat(path)
+	return err != nil
+}

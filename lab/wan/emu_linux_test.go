@@ -29,17 +29,7 @@ import (
 // skip there would hide that the emulator was never tested).
 func needRoot(t testing.TB) {
 	t.Helper()
-	var missing string
-	switch {
-	case os.Geteuid() != 0:
-		missing = "root (it creates network namespaces and TUN devices)"
-	default:
-		if _, err := os.Stat("/dev/net/tun"); err != nil {
-			missing = "/dev/net/tun"
-		} else if _, err := exec.LookPath("ip"); err != nil {
-			missing = "the ip command (iproute2)"
-		}
-	}
+	missing := Missing()
 	if missing == "" {
 		return
 	}

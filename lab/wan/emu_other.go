@@ -50,3 +50,6 @@ func (e *Emulator) Close() error { return nil }
 
 // RemoveStale does nothing off Linux.
 func RemoveStale() ([]string, error) { return nil, nil }
+
+// Missing says what this host lacks to run an emulator: Linux.
+func Missing() string { return "Linux (network namespaces and TUN)" }
