@@ -136,7 +136,7 @@ func New(cfg Config) (*Gossip, error) {
 		syncLn:         mux.NewListener(mux.PipeAddr("gossip sync streams"), mux.SyncBacklog),
 		setAgentTags:   agentSetTags,
 	}
-	if g.m, err = newMetrics(cfg.Registerer, g.Up, &g.wire); err != nil {
+	if g.m, err = newMetrics(cfg.Registerer, g.Up, g.otherRelayMembers, &g.wire); err != nil {
 		return nil, err
 	}
 	// Before Start: the transport's goroutine hands it packets from the first one on.
@@ -753,6 +753,18 @@ func (g *Gossip) Members() []Member {
 		out = append(out, Member{Name: m.Name, Addr: memberAddr(m), State: m.Status.String(), Tags: m.Tags})
 	}
 	return out
+}
+
+// otherRelayMembers counts the alive members whose relay tag is not this build's
+// (spread.RelayVersion): any one keeps the fleet's homes off relays (spread.NewPlan).
+func (g *Gossip) otherRelayMembers() int {
+	n := 0
+	for _, m := range g.Members() {
+		if m.State == "alive" && m.Tags[spread.RelayTag] != spread.RelayVersion {
+			n++
+		}
+	}
+	return n
 }
 
 // Peers returns the alive members other than this entry; none while serf is not alive.

@@ -14,6 +14,7 @@ import (
 type metrics struct {
 	members        *prometheus.GaugeVec   // state
 	up             prometheus.GaugeFunc   // serf running and a member
+	otherRelay     prometheus.GaugeFunc   // alive members of another relay version
 	restarts       prometheus.Counter     // fresh serfs started after serf shut itself down
 	streamsRefused *prometheus.CounterVec // reason: sorting, backlog
 	bytes          []prometheus.Collector // fenec_entry_gossip_bytes_total, by transport and direction
@@ -22,10 +23,15 @@ type metrics struct {
 // memberStates are the label values of fenec_entry_gossip_members.
 var memberStates = []string{"alive", "leaving", "left", "failed"}
 
-// newMetrics makes the metrics; up is what fenec_entry_gossip_up reads at each scrape, wire
-// what fenec_entry_gossip_bytes_total does.
-func newMetrics(reg prometheus.Registerer, up func() bool, wire *mux.Bytes) (*metrics, error) {
+// newMetrics makes the metrics; up is what fenec_entry_gossip_up reads at each scrape,
+// otherRelay what fenec_entry_gossip_relay_other_members does, wire what
+// fenec_entry_gossip_bytes_total does.
+func newMetrics(reg prometheus.Registerer, up func() bool, otherRelay func() int, wire *mux.Bytes) (*metrics, error) {
 	m := &metrics{
+		otherRelay: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_entry_gossip_relay_other_members",
+			Help: "Alive members that do not speak this entry's relay protocol (tag relay): while any does, the whole fleet sends homes straight, never through relays (a rolling upgrade across a relay change).",
+		}, func() float64 { return float64(otherRelay()) }),
 		up: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fenec_entry_gossip_up",
 			Help: "1 while serf runs and this entry is a member; 0 before it started, after it left, and while it is shut down (a lost node name conflict) and being started again.",
@@ -68,7 +74,7 @@ func newMetrics(reg prometheus.Registerer, up func() bool, wire *mux.Bytes) (*me
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range append([]prometheus.Collector{m.members, m.up, m.restarts, m.streamsRefused}, m.bytes...) {
+	for _, c := range append([]prometheus.Collector{m.members, m.up, m.otherRelay, m.restarts, m.streamsRefused}, m.bytes...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gossip: register metrics: %w", err)
 		}

@@ -186,3 +186,22 @@ func TestPeerListWhileTagsChange(t *testing.T) {
 		t.Error("the peer list was never read")
 	}
 }
+
+// A member that speaks another relay protocol (a rolling upgrade across a relay change) keeps
+// the fleet's homes straight; fenec_entry_gossip_relay_other_members says how many there are.
+func TestRelayOtherMembersCounted(t *testing.T) {
+	nodes := startCluster(t, 2)
+	a, b := nodes[0], nodes[1]
+	if got := b.metric(t, "fenec_entry_gossip_relay_other_members"); got != 0 {
+		t.Fatalf("one build: %v members of another relay version, want 0", got)
+	}
+	if err := a.g.SetTag("relay", "3"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "b counts a as another relay version", func() bool {
+		return b.metric(t, "fenec_entry_gossip_relay_other_members") == 1
+	})
+	if got := a.metric(t, "fenec_entry_gossip_relay_other_members"); got != 1 {
+		t.Errorf("a counts %v, want itself", got)
+	}
+}
