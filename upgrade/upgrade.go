@@ -89,9 +89,6 @@ func newProcess(pidFile string) (*Process, error) {
 	return p, nil
 }
 
-// Inherited reports whether an upgrade started this process.
-func (p *Process) Inherited() bool { return p.upg.HasParent() }
-
 // Listen returns the TCP listener the previous process passed as name (a flag) for addr, or
 // binds a new one; either way the next upgrade passes it on. Listeners are known by name and
 // address together: two flags on port 0 stay apart, and an address changed in --config
@@ -203,6 +200,3 @@ func tableFile(writeTable func(io.Writer) error) (*os.File, error) {
 	}
 	return f, nil
 }
-
-// ErrUnsupported: this platform cannot pass sockets to a new process.
-var ErrUnsupported = tableflip.ErrNotSupported
