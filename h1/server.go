@@ -64,6 +64,7 @@ type Server struct {
 	lnFile   *os.File // ln's socket, duplicated, if ln is a net.TCPListener: h1 accepts from it
 	conns    map[*conn]struct{}
 	shutdown bool
+	closed   bool          // Close was called: nothing more is served
 	pollErr  error         // the poller died of it (poll1); Serve returns it
 	done     chan struct{} // closed when the last connection is gone after Shutdown
 
@@ -201,6 +202,16 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
+// isClosed reports whether ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // closedErr is what Serve returns once the server closed: ErrServerClosed, or why the poller
 // died.
 func (s *Server) closedErr() error {
@@ -242,10 +253,15 @@ func (s *Server) acceptConn(nc net.Conn) {
 }
 
 // accept serves the connection on socket fd (non-blocking), from remote.
+//
+// A connection accepted while Shutdown closes the listener is served all the same (its answer
+// carries Connection: close): its client has no answer to retry on, and in an upgrade in place
+// the listening socket lives on in the new process, so the connection was not refused. Once
+// Close was called, or Shutdown found no connection left, it is closed.
 func (s *Server) accept(fd int, remote string) {
 	c := &conn{srv: s, fd: fd, slot: -1, remote: remote}
 	s.mu.Lock()
-	if s.shutdown {
+	if s.closed || s.shutdown && s.done != nil && isClosed(s.done) {
 		s.mu.Unlock()
 		unix.Close(fd)
 		return
@@ -422,7 +438,7 @@ func (s *Server) snapshot() []*conn {
 // Close closes the listener and every connection at once.
 func (s *Server) Close() error {
 	s.mu.Lock()
-	s.shutdown = true
+	s.shutdown, s.closed = true, true
 	s.down.Store(true)
 	s.closeListener()
 	s.mu.Unlock()
