@@ -32,9 +32,12 @@ type poller struct {
 	mu   sync.Mutex // guards slots and free
 	// slots maps an event's slot number to its connection; an event carries slot and
 	// generation, so an event for a connection closed meanwhile (whose fd and slot may be
-	// reused) is recognised and dropped.
+	// reused) is recognised and dropped. gen counts registrations, the poller's and not a
+	// connection's: each connection's own count would start at 1, and a closed one's event
+	// (taken by epoll_wait before its close) would match the next connection given its slot.
 	slots []*conn
 	free  []int32
+	gen   int32
 	sys   epollSys     // the system calls
 	leads atomic.Int64 // connections run served itself, having handed its role on (Server.LeaderServed)
 	// oneP: GOMAXPROCS is 1 (no leader/follower), read by the sweeper every period (it can
@@ -138,7 +141,8 @@ func (p *poller) add(c *conn, events uint32) error {
 		p.slots = append(p.slots, c)
 	}
 	c.slot = slot
-	c.gen++
+	p.gen++
+	c.gen = p.gen
 	gen := c.gen
 	p.mu.Unlock()
 	ev := unix.EpollEvent{Events: events, Fd: slot, Pad: gen}
