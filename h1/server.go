@@ -188,7 +188,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			delay = 0
 			continue
 		}
-		if s.closing() {
+		if s.down.Load() { // Shutdown or Close closed the listener
 			return s.closedErr()
 		}
 		var ne net.Error
@@ -400,19 +400,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// StopKeepAlives makes every answer from now on close its connection, and closes the idle
-// ones (net/http's SetKeepAlivesEnabled(false), the drain's first step).
+// StopKeepAlives makes every answer from now on close its connection (the drain's first
+// step). A kept-alive connection idle now stays open: its client may be sending its next
+// request at this moment, which is answered (with Connection: close) rather than met by a
+// close it cannot tell from a lost request; Shutdown, at the drain's end, closes the ones
+// still idle. (net/http's SetKeepAlivesEnabled(false) closes them at once.)
 func (s *Server) StopKeepAlives() {
 	s.noKeep.Store(true)
-	s.closeIdle()
 }
 
-// closeIdle closes every kept-alive connection parked idle now; a busy one closes after its
-// answer (closing reports true by then), one parking meanwhile sees closing in park. A new
-// connection that has sent no request yet is left open: its first request is most likely on
-// its way (a client that opens a connection sends at once, and has no answer to retry on, as
-// it has on a kept-alive one); it is answered with Connection: close, and the header timeout
-// closes one that sends nothing (net/http too leaves a new connection open, 5 s).
+// closeIdle closes every kept-alive connection parked idle now (Shutdown); a busy one closes
+// after its answer (closing reports true by then), one parking meanwhile sees down in park. A
+// new connection that has sent no request yet is left open: its first request is most likely
+// on its way (a client that opens a connection sends at once, and has no answer to retry on,
+// as it has on a kept-alive one); it is answered with Connection: close, and the header
+// timeout closes one that sends nothing (net/http too leaves a new connection open, 5 s).
 func (s *Server) closeIdle() {
 	for _, c := range s.snapshot() {
 		if !c.served.Load() {
@@ -711,14 +713,16 @@ func putSession(ss *session) {
 const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 // park hands busy c to epoll (its registration armed) with its idle timer running for idle
-// (0: none), and closes it if the server began shutting down meanwhile; false: an event came
-// while it was busy, and c stays busy.
+// (0: none); false: an event came while it was busy, and c stays busy. A kept-alive c parking
+// once Shutdown began is closed (closeIdle's snapshot may have missed it); any other stays
+// open, as closeIdle leaves it: a new one (a TLS connection parks after its handshake, its
+// first request on the way), and any in the drain before Shutdown (StopKeepAlives).
 func (c *conn) park(idle time.Duration) bool {
 	c.idleFor(idle)
 	if !c.state.CompareAndSwap(stateBusy, stateIdle) {
 		return false
 	}
-	if c.srv.closing() && c.state.CompareAndSwap(stateIdle, stateClosed) {
+	if c.srv.down.Load() && c.served.Load() && c.state.CompareAndSwap(stateIdle, stateClosed) {
 		c.close()
 	}
 	return true

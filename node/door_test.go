@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -328,6 +329,59 @@ func TestDoorHTTP2(t *testing.T) {
 			}
 			if asked.Load() != before {
 				t.Error("a router was asked for TRACE")
+			}
+		})
+	}
+}
+
+// Through a drain, on every way a client reaches the entry, a connection is answered before
+// it is closed: a kept-alive one idle when the drain began, whose client sends its next
+// request in the drain, and one made in the drain (over TLS too: h1 used to close it after
+// its handshake). Both answers carry Connection: close.
+func TestDrainAnswersEveryConnection(t *testing.T) {
+	for _, l := range doorListeners(t) {
+		t.Run(l.name, func(t *testing.T) {
+			t.Parallel()
+			router := newRouter(t, "eu", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+			cfg := testConfig(t, "eu", router.URL)
+			cfg.Drain = 2 * time.Second
+			l.config(&cfg)
+			n, _ := startNode(t, cfg)
+			n.grace = time.Second
+			addr := n.ClientAddr().String()
+			request := func(c net.Conn, br *bufio.Reader, what string, wantClose bool) {
+				t.Helper()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				if _, err := io.WriteString(c, "GET /t/acme/items/1 HTTP/1.1\r\nHost: e\r\n\r\n"); err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("%s: no answer: %v", what, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != 200 || string(body) != "ok" || resp.Close != wantClose {
+					t.Errorf("%s: %d %q, Connection: close %v; want 200 ok, %v", what, resp.StatusCode, body, resp.Close, wantClose)
+				}
+			}
+			kept := l.dial(t, addr)
+			keptBr := bufio.NewReader(kept)
+			request(kept, keptBr, "before the drain", false)
+
+			drained := make(chan error, 1)
+			go func() { drained <- n.Drain(context.Background()) }()
+			testutil.Eventually(t, 2*time.Second, "draining", n.draining.Load)
+			time.Sleep(50 * time.Millisecond) // the drain's first steps are done
+			request(kept, keptBr, "the kept-alive connection's next request", true)
+			fresh := l.dial(t, addr)
+			request(fresh, bufio.NewReader(fresh), "a connection made in the drain", true)
+			select {
+			case err := <-drained:
+				if err != nil {
+					t.Errorf("Drain = %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Drain did not return")
 			}
 		})
 	}

@@ -518,7 +518,10 @@ func (n *Node) drain(ctx context.Context, upgraded bool) error {
 		// Peers see this entry "left" at once and stop sending it anything.
 		n.leaveCluster()
 	}
-	n.client.SetKeepAlivesEnabled(false)
+	// Every answer from now on carries Connection: close (the proxy's ConnClose; net/http
+	// then closes an HTTP/1 connection after it, and sends an h2 one GOAWAY). A kept-alive
+	// connection idle now stays open until the drain's end, so that a request its client sends
+	// meanwhile is answered: net/http's SetKeepAlivesEnabled(false) would close it at once.
 	if n.lean != nil {
 		n.lean.StopKeepAlives()
 	}
