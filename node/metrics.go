@@ -28,9 +28,17 @@ func (n *Node) newRegistry() (*prometheus.Registry, *proxy.Metrics) {
 	reg.MustRegister(n.adminRefused)
 	n.upgrades = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fenec_entry_upgrades_total",
-		Help: "Upgrades of this process's binary in place (SIGUSR2), by result: ready (the new process serves and this one drains) or failed (it did not start or become ready within 30 s: this one keeps serving).",
+		Help: "Upgrades in place (SIGUSR2) of this process and of the processes before it on these sockets, by result: ready (the new process serves and the old one drains; shown by the new one) or failed (the new binary did not start or become ready within 30 s: the old one keeps serving).",
 	}, []string{"result"})
 	reg.MustRegister(n.upgrades)
+	// Both series from the start, and what the processes before this one counted: the process
+	// an upgrade started shows it (the old one no longer answers once it drains).
+	var ready, failed int
+	if n.cfg.Upgrades != nil {
+		ready, failed = n.cfg.Upgrades.Inherited()
+	}
+	n.upgrades.WithLabelValues("ready").Add(float64(ready))
+	n.upgrades.WithLabelValues("failed").Add(float64(failed))
 
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fenec_entry_build_info",

@@ -34,6 +34,9 @@ type Upgrades interface {
 	// Stop ends upgrades and closes the socket copies kept for them: a drain (not an
 	// upgrade's) stops listening.
 	Stop()
+	// Inherited is what the processes before this one counted (fenec_entry_upgrades_total),
+	// the upgrade that started this one included; 0 and 0 for a process started otherwise.
+	Inherited() (ready, failed int)
 }
 
 // gossipFreeWait bounds how long a process an upgrade started waits for the previous one to

@@ -36,6 +36,7 @@ const Timeout = 30 * time.Second
 const (
 	fileTable  = "fenec-entry-homes"
 	fileGossip = "fenec-entry-gossip"
+	fileCounts = "fenec-entry-upgrades"
 )
 
 // Process is this process's side of upgrades: the sockets and table it inherited, if an
@@ -47,7 +48,15 @@ type Process struct {
 
 	mu      sync.Mutex
 	release *os.File // during and after an upgrade: the write end of the gossip pipe
+	counts  counts   // the upgrades of the processes before this one, and this one's failed ones
 }
+
+// counts are the upgrades in place of a line of processes, each started by the one before:
+// ready, those done (one a process: it then drains and exits), failed, those whose new binary
+// did not become ready. Each process passes them on, so that the process serving now shows
+// every upgrade that led to it (fenec_entry_upgrades_total), where the one that did the work
+// no longer answers.
+type counts struct{ ready, failed int }
 
 var (
 	once    sync.Once
@@ -72,6 +81,15 @@ func newProcess(pidFile string) (*Process, error) {
 	p := &Process{upg: upg, free: make(chan struct{})}
 	if p.table, err = upg.File(fileTable); err != nil {
 		return nil, fmt.Errorf("upgrade: the inherited home table: %w", err)
+	}
+	if f, err := upg.File(fileCounts); err != nil {
+		return nil, fmt.Errorf("upgrade: the inherited counts: %w", err)
+	} else if f != nil {
+		p.counts, err = readCounts(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("upgrade: the inherited counts: %w", err)
+		}
 	}
 	gossip, err := upg.File(fileGossip)
 	if err != nil {
@@ -124,6 +142,14 @@ func (p *Process) Table() (*os.File, error) {
 	return f, nil
 }
 
+// Inherited is what the processes before this one counted, the upgrade that started this one
+// included (ready is 1 or more then; both are 0 for a process started otherwise).
+func (p *Process) Inherited() (ready, failed int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.counts.ready, p.counts.failed
+}
+
 // Ready says this process serves: an upgrade that started it ends (the previous process
 // stops its gossip and drains), the PID file is written, and an upgrade of this one may
 // begin.
@@ -138,12 +164,27 @@ func (p *Process) GossipFree() <-chan struct{} { return p.free }
 // or has failed to start, exited or not become ready within Timeout (an error; it is killed,
 // and this process goes on serving). After nil, the caller stops its gossip and then calls
 // ReleaseGossip, and drains.
-func (p *Process) Upgrade(writeTable func(io.Writer) error) error {
-	table, err := tableFile(writeTable)
+func (p *Process) Upgrade(writeTable func(io.Writer) error) (err error) {
+	p.mu.Lock()
+	next := counts{ready: p.counts.ready + 1, failed: p.counts.failed} // as the new process will show them
+	p.mu.Unlock()
+	defer func() {
+		if err != nil {
+			p.mu.Lock()
+			p.counts.failed++
+			p.mu.Unlock()
+		}
+	}()
+	table, err := passedFile("the home table", writeTable)
 	if err != nil {
 		return err
 	}
 	defer table.Close()
+	counts, err := passedFile("the counts", func(w io.Writer) error { _, err := fmt.Fprintf(w, "%d %d\n", next.ready, next.failed); return err })
+	if err != nil {
+		return err
+	}
+	defer counts.Close()
 	r, w, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("upgrade: gossip pipe: %w", err)
@@ -156,6 +197,10 @@ func (p *Process) Upgrade(writeTable func(io.Writer) error) error {
 	if err := p.upg.AddFile(fileGossip, r); err != nil {
 		w.Close()
 		return fmt.Errorf("upgrade: pass the gossip pipe: %w", err)
+	}
+	if err := p.upg.AddFile(fileCounts, counts); err != nil {
+		w.Close()
+		return fmt.Errorf("upgrade: pass the counts: %w", err)
 	}
 	if err := p.upg.Upgrade(); err != nil {
 		w.Close()
@@ -183,20 +228,36 @@ func (p *Process) ReleaseGossip() {
 // no one accepts from. A new process already ready is not affected.
 func (p *Process) Stop() { p.upg.Stop() }
 
-// tableFile writes the table to a file that has no name (created in the temporary directory
-// and removed at once): the new process reads it through the descriptor it inherits.
-func tableFile(writeTable func(io.Writer) error) (*os.File, error) {
-	f, err := os.CreateTemp("", "fenec-entry-upgrade-homes-*")
+// readCounts reads what Upgrade wrote with the counts: "ready failed".
+func readCounts(f *os.File) (counts, error) {
+	var c counts
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return c, err
+	}
+	if _, err := fmt.Fscanf(f, "%d %d\n", &c.ready, &c.failed); err != nil {
+		return counts{}, err
+	}
+	if c.ready < 0 || c.failed < 0 {
+		return counts{}, fmt.Errorf("negative counts %d %d", c.ready, c.failed)
+	}
+	return c, nil
+}
+
+// passedFile writes what write writes to a file that has no name (created in the temporary
+// directory and removed at once): the new process reads it through the descriptor it inherits.
+// what names it in errors.
+func passedFile(what string, write func(io.Writer) error) (*os.File, error) {
+	f, err := os.CreateTemp("", "fenec-entry-upgrade-*")
 	if err != nil {
-		return nil, fmt.Errorf("upgrade: the home table's file: %w", err)
+		return nil, fmt.Errorf("upgrade: %s: %w", what, err)
 	}
 	if err := os.Remove(f.Name()); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("upgrade: the home table's file: %w", err)
+		return nil, fmt.Errorf("upgrade: %s: %w", what, err)
 	}
-	if err := writeTable(f); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("upgrade: write the home table: %w", err)
+		return nil, fmt.Errorf("upgrade: write %s: %w", what, err)
 	}
 	return f, nil
 }

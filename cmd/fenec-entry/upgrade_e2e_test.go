@@ -155,6 +155,12 @@ func TestUpgradeInPlace(t *testing.T) {
 		t.Errorf("%d requests for tenants heard before the upgrade were relayed after it", relayed)
 	}
 
+	// The new process shows the upgrade that started it, and the failed one before it.
+	for result, want := range map[string]float64{"ready": 1, "failed": 1} {
+		if got := metricAt(t, admin, `fenec_entry_upgrades_total{result="`+result+`"}`); got != want {
+			t.Errorf("the new process counts %v upgrades %s, want %v", got, result, want)
+		}
+	}
 	st := statusAt(t, admin) // the same admin address: the new process took the socket over
 	if st.Version != "upgrade-test-new" || st.Homes.Held < 2 || !st.Ready {
 		t.Errorf("after the upgrade /status.json says version %q, %d homes, ready %v; want the new build with the table",
