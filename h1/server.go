@@ -53,6 +53,15 @@ type Server struct {
 	TLSConfig *tls.Config
 	// HandshakeLog, if set, is told of each failed TLS handshake.
 	HandshakeLog func(format string, args ...any)
+	// MaxConns bounds the connections held at once, those handed to Fallback included (0:
+	// none). At the bound the kept-alive connections idle longest are closed, a few at a time
+	// (at most ShedBatch); only when none is idle does the accept loop wait (new connections wait in the
+	// listen backlog) until one closes or parks (limit.go).
+	MaxConns int
+	// AcceptLog, if set, is told once when accepting starts to fail for want of descriptors
+	// (EMFILE and the like: the accept loop then sheds idle connections and retries, backing
+	// off up to 100 ms while none can be shed), and once when an accept succeeds again.
+	AcceptLog func(msg string, err error)
 
 	// epoll is the poller's system calls; nil: the system's (a test gives one that counts
 	// or fails them).
@@ -75,6 +84,11 @@ type Server struct {
 	stopSweep chan struct{}
 	expired   []*conn
 	work      workers // the goroutines that serve woken connections
+
+	held    atomic.Int64  // connections held (Held)
+	shed    atomic.Int64  // idle connections closed to make room (Shed)
+	starved atomic.Bool   // the accept loop waits for room (waitRoom)
+	room    chan struct{} // wakes it: a connection closed or parked
 }
 
 // IdleWorkers is how many goroutines wait to serve the next woken connection (at most
@@ -128,6 +142,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		p.handOn = func() { s.work.serve(pollRole) }
 		s.poll = p
 		s.conns = map[*conn]struct{}{}
+		s.room = make(chan struct{}, 1)
 		s.stopSweep = make(chan struct{})
 		s.wg.Add(2) // the poller's role (whichever goroutine holds it) and the sweeper
 		s.work.poll = s.poll1
@@ -166,6 +181,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 	}
 	var delay time.Duration
+	starving := false // accept failed for want of descriptors, and said so (AcceptLog)
 	for {
 		var err error
 		if raw != nil {
@@ -176,24 +192,47 @@ func (s *Server) Serve(ln net.Listener) error {
 					unix.Close(fd)
 					continue
 				}
+				s.waitRoom()
 				s.accept(fd, remoteString(sa))
 			}
 		} else {
 			var nc net.Conn
 			if nc, err = ln.Accept(); err == nil {
+				s.waitRoom()
 				s.acceptConn(nc)
 			}
 		}
 		if err == nil {
 			delay = 0
+			if starving {
+				starving = false
+				if s.AcceptLog != nil {
+					s.AcceptLog("accepting connections again", nil)
+				}
+			}
 			continue
 		}
 		if s.down.Load() { // Shutdown or Close closed the listener
 			return s.closedErr()
 		}
+		if outOfDescriptors(err) {
+			if !starving {
+				starving = true
+				if s.AcceptLog != nil {
+					s.AcceptLog("cannot accept a connection: out of file descriptors; closing the longest-idle kept-alive connections", err)
+				}
+			}
+			// As nginx when worker_connections run out: reuse the idle ones' descriptors. With
+			// none to close, wait for one to be freed, a little longer each time, never long.
+			if s.ShedIdle(s.shedBatch()) > 0 {
+				continue
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), 100*time.Millisecond)
+			time.Sleep(delay)
+			continue
+		}
 		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
-			errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) {
+		if errors.As(err, &ne) && ne.Timeout() {
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 			time.Sleep(delay)
 			continue
@@ -241,7 +280,7 @@ func (s *Server) closing() bool { return s.down.Load() || s.noKeep.Load() }
 func (s *Server) acceptConn(nc net.Conn) {
 	tc, ok := nc.(*net.TCPConn)
 	if !ok {
-		s.fallback(nc)
+		s.fallback(s.holdHanded(nc))
 		return
 	}
 	remote := tc.RemoteAddr().String()
@@ -267,6 +306,7 @@ func (s *Server) accept(fd int, remote string) {
 		return
 	}
 	s.conns[c] = struct{}{}
+	s.held.Add(1)
 	s.mu.Unlock()
 	c.state.Store(stateIdle)
 	// A new connection's first request must start within the header timeout (net/http's
@@ -523,6 +563,9 @@ func (s *Server) sweep(now int64) {
 
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
+	if _, ok := s.conns[c]; ok {
+		s.held.Add(-1)
+	}
 	delete(s.conns, c)
 	if s.done != nil && len(s.conns) == 0 {
 		select {
@@ -532,6 +575,7 @@ func (s *Server) forget(c *conn) {
 		}
 	}
 	s.mu.Unlock()
+	s.roomMade()
 }
 
 const (
@@ -722,8 +766,12 @@ func (c *conn) park(idle time.Duration) bool {
 	if !c.state.CompareAndSwap(stateBusy, stateIdle) {
 		return false
 	}
-	if c.srv.down.Load() && c.served.Load() && c.state.CompareAndSwap(stateIdle, stateClosed) {
-		c.close()
+	if c.served.Load() {
+		if c.srv.down.Load() && c.state.CompareAndSwap(stateIdle, stateClosed) {
+			c.close()
+		} else {
+			c.srv.roomMade() // one more to shed, if the accept loop waits at MaxConns
+		}
 	}
 	return true
 }
@@ -920,7 +968,7 @@ func (c *conn) serveOne(ss *session, first bool) (keep, handedOff bool) {
 				buffered, _ := br.Peek(br.Buffered())
 				replay := append(append([]byte(nil), buffered...), ss.door.Drain()...)
 				if tc := c.handOff(); tc != nil {
-					s.Fallback(&replayConn{TCPConn: tc, pending: replay})
+					s.Fallback(&replayConn{Conn: s.holdHanded(tc), pending: replay})
 				}
 				return false, true
 			}
@@ -1096,7 +1144,7 @@ func (c *conn) handOff() *net.TCPConn {
 
 // replayConn gives back the bytes read before the hand-off, then reads the socket.
 type replayConn struct {
-	*net.TCPConn
+	net.Conn
 	pending []byte
 }
 
@@ -1106,7 +1154,7 @@ func (r *replayConn) Read(p []byte) (int, error) {
 		r.pending = r.pending[n:]
 		return n, nil
 	}
-	return r.TCPConn.Read(p)
+	return r.Conn.Read(p)
 }
 
 type expectContinue struct {

@@ -193,7 +193,7 @@ func (c *conn) handshake(ss *session, until int64) (ok, handedOff bool) {
 	if nc == nil {
 		return false, true // closed
 	}
-	t.sock.nc = nc
+	t.sock.nc = s.holdHanded(nc)
 	s.Fallback(t.tc)
 	return false, true
 }

@@ -1,0 +1,184 @@
+//go:build linux
+
+package h1
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
+)
+
+// stillOpen fails if the server closed the connection behind br (it must stay open, idle).
+func stillOpen(t *testing.T, c net.Conn, br *bufio.Reader, what string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	_, err := br.ReadByte()
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("%s: read %v, want it open and silent", what, err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+}
+
+// keptAlive opens a connection, gets one answer on it and leaves it idle.
+func keptAlive(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, br := dial(t, addr)
+	resp := get(t, c, br, "/")
+	io.Copy(io.Discard, resp.Body)
+	return c, br
+}
+
+func wantOK(t *testing.T, resp *http.Response, what string) {
+	t.Helper()
+	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(body) != "ok" {
+		t.Fatalf("%s: %d %q, want 200 ok", what, resp.StatusCode, body)
+	}
+}
+
+// At MaxConns, a new connection is served: the kept-alive connection idle longest is closed
+// to make room (one at a time under a bound this small), and the others stay open.
+func TestMaxConnsShedsTheLongestIdle(t *testing.T) {
+	s := &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: time.Minute, MaxConns: 3}
+	addr := startLean(t, s)
+	var kept []net.Conn
+	var brs []*bufio.Reader
+	for range 3 {
+		c, br := keptAlive(t, addr)
+		kept, brs = append(kept, c), append(brs, br)
+		time.Sleep(5 * time.Millisecond) // parked one after the other
+	}
+	testutil.Eventually(t, 2*time.Second, "three held", func() bool { return s.Held() == 3 })
+
+	c, br := dial(t, addr)
+	wantOK(t, get(t, c, br, "/"), "the new connection at the bound")
+	closedSoon(t, brs[0], "the connection idle longest was not closed")
+	stillOpen(t, kept[1], brs[1], "the second connection")
+	stillOpen(t, kept[2], brs[2], "the newest connection")
+	if got := s.Shed(); got != 1 {
+		t.Errorf("Shed() = %d, want 1", got)
+	}
+	testutil.Eventually(t, 2*time.Second, "three held after the shed", func() bool { return s.Held() == 3 })
+}
+
+// At MaxConns with no connection idle, a new connection waits (in the listen backlog) and is
+// served as soon as one of the busy ones closes; none is closed under a request.
+func TestMaxConnsWaitsWhileNoneIsIdle(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	entered := 0
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		entered++
+		mu.Unlock()
+		if r.URL.Path == "/slow" {
+			<-release
+			w.Header().Set("Connection", "close")
+		}
+		io.WriteString(w, "ok")
+	}), IdleTimeout: time.Minute, MaxConns: 2}
+	addr := startLean(t, s)
+	var busy []*bufio.Reader
+	for range 2 {
+		c, br := dial(t, addr)
+		io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: e\r\n\r\n")
+		busy = append(busy, br)
+	}
+	testutil.Eventually(t, 2*time.Second, "both busy", func() bool { mu.Lock(); defer mu.Unlock(); return entered == 2 })
+	c, br := dial(t, addr) // the kernel's backlog takes it
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: e\r\n\r\n")
+	time.Sleep(150 * time.Millisecond) // three of waitRoom's looks
+	mu.Lock()
+	if entered != 2 {
+		t.Errorf("%d requests served at a bound of 2 with both busy", entered)
+	}
+	mu.Unlock()
+	close(release)
+	for i, br := range busy {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("busy request %d: %v", i, err)
+		}
+		wantOK(t, resp, "a busy request")
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("the waiting connection: %v", err)
+	}
+	wantOK(t, resp, "the connection that waited")
+	if s.Shed() != 0 {
+		t.Errorf("Shed() = %d with no idle connection", s.Shed())
+	}
+}
+
+// Out of descriptors (the process's open-file limit), accept sheds a kept-alive idle
+// connection and takes the new one at once, saying so once in the log; and says when it
+// accepts again.
+func TestAcceptOutOfDescriptorsShedsIdle(t *testing.T) {
+	var mu sync.Mutex
+	var logged []string
+	s := &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: time.Minute,
+		AcceptLog: func(msg string, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				msg += ": " + err.Error()
+			}
+			logged = append(logged, msg)
+		}}
+	addr := startLean(t, s)
+	keptAlive(t, addr)
+	keptAlive(t, addr)
+	testutil.Eventually(t, 2*time.Second, "two held", func() bool { return s.Held() == 2 })
+
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd:", err)
+	}
+	// Room for the client's socket only: the server's accept meets EMFILE.
+	low := lim
+	low.Cur = uint64(len(fds)) // ReadDir's own descriptor is closed again: one free
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Skip("cannot lower the open-file limit:", err)
+	}
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+		}
+	}
+	t.Cleanup(restore)
+	c, br := dial(t, addr)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: e\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	restore()
+	if err != nil {
+		t.Fatalf("the new connection out of descriptors: %v", err)
+	}
+	wantOK(t, resp, "the new connection out of descriptors")
+	if s.Shed() < 1 {
+		t.Errorf("Shed() = %d, want the idle connections closed for room", s.Shed())
+	}
+	keptAlive(t, addr) // an accept that succeeds says so
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logged) != 2 || !strings.Contains(logged[0], "out of file descriptors") || !strings.Contains(logged[0], "too many open files") ||
+		logged[1] != "accepting connections again" {
+		t.Errorf("logged %q; want the shortage once, then accepting again", logged)
+	}
+}
