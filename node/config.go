@@ -24,10 +24,14 @@ import (
 type Config struct {
 	// Client listener.
 
-	Listen        string        // --listen: host:port of the client-facing listener
-	TLSCert       string        // --tls-cert: PEM certificate chain file; with TLSKey serves HTTPS
-	TLSKey        string        // --tls-key: PEM private key file; with TLSCert
-	MaxInflight   int           // --max-inflight: requests in flight at once, 1..MaxMaxInflight
+	Listen      string // --listen: host:port of the client-facing listener
+	TLSCert     string // --tls-cert: PEM certificate chain file; with TLSKey serves HTTPS
+	TLSKey      string // --tls-key: PEM private key file; with TLSCert
+	MaxInflight int    // --max-inflight: requests in flight at once, 1..MaxMaxInflight
+	// MaxConns (--max-conns) bounds the client connections held at once; 0, the default: the
+	// open-file limit less the reserve for routers, gossip and files (conns.go). More than
+	// the limit leaves is refused at start.
+	MaxConns      int
 	HeaderTimeout time.Duration // --header-timeout: how long a request head may take to arrive
 	// HTTP1Server (--http1-server) serves HTTP/1.x, plain and over TLS: "lean" (package h1:
 	// an idle connection is parked in epoll, no goroutine and no buffer; Linux only, and the

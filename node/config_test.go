@@ -72,6 +72,8 @@ func TestValidate(t *testing.T) {
 		{"tls key alone", "tls-key", "without --tls-cert", func(c *Config) { c.TLSKey = "k.pem" }},
 		{"max inflight zero", "max-inflight", "want 1 to", func(c *Config) { c.MaxInflight = 0 }},
 		{"max inflight huge", "max-inflight", "want 1 to", func(c *Config) { c.MaxInflight = MaxMaxInflight + 1 }},
+		{"max conns negative", "max-conns", "want 1 to", func(c *Config) { c.MaxConns = -1 }},
+		{"max conns huge", "max-conns", "want 1 to", func(c *Config) { c.MaxConns = MaxMaxConns + 1 }},
 		{"header timeout zero", "header-timeout", "more than 0s", func(c *Config) { c.HeaderTimeout = 0 }},
 		{"header timeout huge", "header-timeout", "at most", func(c *Config) { c.HeaderTimeout = time.Hour }},
 		{"unknown http1 server", "http1-server", "want lean or std", func(c *Config) { c.HTTP1Server = "fast" }},
@@ -217,5 +219,49 @@ func TestHTTP1ServerOfTheSystem(t *testing.T) {
 	}
 	if !leanBuilt && (err == nil || !strings.Contains(err.Error(), "--http1-server")) {
 		t.Errorf("lean where h1 is not built: %v, want an error naming --http1-server", err)
+	}
+}
+
+// --max-conns in effect: by default the open-file limit less the reserve (a router connection a
+// request in flight, at most half the limit; each router's idle pool; ReserveOther); as given
+// when the limit leaves room for it; refused, naming the flag, when it does not.
+func TestMaxConns(t *testing.T) {
+	cfg := func(maxConns, inflight, routers int) Config {
+		c := DefaultConfig()
+		c.MaxConns, c.MaxInflight = maxConns, inflight
+		var r proxy.Region
+		for range routers {
+			r.Routers = append(r.Routers, &url.URL{Scheme: "http", Host: "r:1"})
+		}
+		c.Routers = []proxy.Region{r}
+		return c
+	}
+	idle := proxy.DefaultMaxIdlePerRouter
+	for _, tt := range []struct {
+		name    string
+		cfg     Config
+		limit   int
+		want    int
+		wantErr string
+	}{
+		{"default: the limit less the reserve", cfg(0, 10000, 2), 20000, 20000 - 10000 - 2*idle - ReserveOther, ""},
+		{"default: in flight counted up to half the limit", cfg(0, 10000, 2), 1 << 20, 1<<20 - 10000 - 2*idle - ReserveOther, ""},
+		{"default: half the limit at most for requests in flight", cfg(0, 100000, 1), 40000, 40000 - 20000 - idle - ReserveOther, ""},
+		{"default under a low limit: a quarter of it", cfg(0, 10000, 6), 1024, 256, ""},
+		{"default with no limit known", cfg(0, 10000, 2), 0, noLimitMaxConns, ""},
+		{"given, within the limit", cfg(5000, 10000, 2), 20000, 5000, ""},
+		{"given, with no limit known", cfg(5000, 10000, 2), 0, 5000, ""},
+		{"given, past what the limit leaves", cfg(10000, 10000, 2), 20000, 0, "--max-conns: 10000 is more than the open-file limit (20000) leaves"},
+	} {
+		got, err := tt.cfg.maxConns(tt.limit)
+		if tt.wantErr != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) {
+				t.Errorf("%s: %d, %v; want the error %q", tt.name, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%s: %d, %v; want %d", tt.name, got, err, tt.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -384,5 +385,53 @@ func TestDrainAnswersEveryConnection(t *testing.T) {
 				t.Fatal("Drain did not return")
 			}
 		})
+	}
+}
+
+// At --max-conns with every connection kept alive and idle, a new client is served at once:
+// the connection idle longest is closed to make room, counted, and the connections gauge never
+// passes the bound.
+func TestMaxConnsServesANewClient(t *testing.T) {
+	router := newRouter(t, "eu", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	cfg := testConfig(t, "eu", router.URL)
+	cfg.MaxConns = 4
+	n, _ := startNode(t, cfg)
+	addr := n.ClientAddr().String()
+	get2 := get
+	get := func(c net.Conn, br *bufio.Reader) error {
+		c.SetDeadline(time.Now().Add(time.Second)) // served within a second, at the bound too
+		if _, err := io.WriteString(c, "GET /t/acme/items/1 HTTP/1.1\r\nHost: e\r\n\r\n"); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || string(body) != "ok" {
+			return fmt.Errorf("%d %q", resp.StatusCode, body)
+		}
+		return nil
+	}
+	for i := range 4 + 3 {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := get(c, bufio.NewReader(c)); err != nil {
+			t.Fatalf("client %d (bound 4): %v", i, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, metrics := get2(t, http.DefaultClient, "http://"+n.AdminAddr().String()+"/metrics")
+	if v := scrapeSum(metrics, "fenec_entry_connections_shed_total"); v < 3 {
+		t.Errorf("fenec_entry_connections_shed_total %v, want at least 3", v)
+	}
+	if v := scrapeSum(metrics, "fenec_entry_connections"); v < 1 || v > 4 {
+		t.Errorf("fenec_entry_connections %v, want 1 to 4", v)
+	}
+	if v := scrapeSum(metrics, "fenec_entry_connections_limit"); v != 4 {
+		t.Errorf("fenec_entry_connections_limit %v, want 4", v)
 	}
 }

@@ -14,4 +14,6 @@ type leanServer interface {
 	Close() error
 	StopKeepAlives()
 	ProcsChanged()
+	// ShedIdle closes up to n of the kept-alive connections idle longest, and says how many.
+	ShedIdle(n int) int
 }

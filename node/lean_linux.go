@@ -13,6 +13,9 @@ import (
 // DefaultHTTP1Server is h1 where it is built.
 const DefaultHTTP1Server = "lean"
 
+// h1ShedBatch is how many idle connections a router dial out of descriptors has h1 close.
+const h1ShedBatch = h1.ShedBatch
+
 // leanBuilt: h1 is built here.
 const leanBuilt = true
 
@@ -23,7 +26,9 @@ func (n *Node) newLean(addr net.Addr) (leanServer, net.Listener) {
 	lean := &h1.Server{Handler: n.proxy, ReadHeaderTimeout: n.client.ReadHeaderTimeout,
 		IdleTimeout: n.client.IdleTimeout, Fallback: handoff.Give,
 		ErrorLog:  func(msg string) { n.log.Error().Str("server", "client").Msg(msg) },
-		TLSConfig: n.client.TLSConfig, HandshakeLog: n.handshakeLog}
+		TLSConfig: n.client.TLSConfig, HandshakeLog: n.handshakeLog,
+		MaxConns: n.maxConns, AcceptLog: n.acceptLog}
+	n.connsGauges(func() float64 { return float64(lean.Held()) }, func() float64 { return float64(lean.Shed()) })
 	n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fenec_entry_http1_idle_workers",
 		Help: "Goroutines kept to serve the next woken HTTP/1.x connection (at most h1.MaxIdleWorkers; past it one exits after its connection parks).",

@@ -72,8 +72,11 @@ type Node struct {
 	geoip  *clientinfo.GeoIP         // nil without --geoip
 	client *http.Server
 	lean   leanServer // HTTP/1.x (plain and TLS) under --http1-server lean; nil otherwise
-	disc   *discover.Discoverer
-	admin  *http.Server
+	// maxConns is the bound on client connections in effect (--max-conns, or the open-file
+	// limit less the reserve: conns.go).
+	maxConns int
+	disc     *discover.Discoverer
+	admin    *http.Server
 	// adminRefused counts changes asked of the admin listener and refused (mayChange).
 	adminRefused prometheus.Counter
 	upgrades     *prometheus.CounterVec // fenec_entry_upgrades_total{result}
@@ -157,6 +160,9 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 	}
 	n.homes = table
 	n.ready.Store(true)
+	if n.maxConns, err = cfg.maxConns(fdLimit()); err != nil {
+		return nil, err
+	}
 
 	var routerTLS *tls.Config
 	if cfg.RouterCA != "" {
@@ -221,7 +227,10 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 		// A process that handed over to a new one (upgrade) still answers what this host
 		// is: ready, the new process serving beside it on the same sockets.
 		Ready: func() bool { return n.isReady() && (!n.draining.Load() || n.handedOver.Load()) },
-		Clock: cfg.Clock,
+		// A router dial out of descriptors takes the client connections idle longest (h1
+		// sheds them; net/http cannot tell which are idle).
+		FreeDescriptors: func() bool { return n.lean != nil && n.lean.ShedIdle(h1ShedBatch) > 0 },
+		Clock:           cfg.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: proxy: %w", err)
@@ -341,6 +350,10 @@ func (n *Node) startLocked(ctx context.Context) error {
 // HTTP/1.x, over TLS with --tls-cert, and by net/http what h1 hands it (h2 negotiated over
 // TLS, h2c, PROXY-protocol connections); or everything by net/http (std).
 func (n *Node) serveClient(cl net.Listener) {
+	lean := n.cfg.HTTP1Server == "lean" && leanBuilt // Validate refuses lean where it is not built
+	if !lean {
+		cl = n.limitStd(cl) // h1 bounds its own (every connection it takes, PROXY ones included)
+	}
 	if n.pp != nil {
 		cl = n.pp.Wrap(cl) // under TLS too: the PROXY header comes before the handshake
 	}
@@ -349,7 +362,7 @@ func (n *Node) serveClient(cl net.Listener) {
 	// as it is).
 	tlsConfig, timeout := n.client.TLSConfig, n.client.ReadHeaderTimeout
 	switch {
-	case n.cfg.HTTP1Server == "lean" && leanBuilt: // Validate refuses lean where it is not built
+	case lean:
 		var handoff net.Listener
 		n.lean, handoff = n.newLean(cl.Addr())
 		n.serve("--listen", func() error { return n.lean.Serve(cl) })
@@ -412,8 +425,12 @@ func (n *Node) logStart() {
 	n.log.Info().Str("version", n.version()).Str("node", c.Node).Str("pop", c.Pop).Str("continent", c.Continent).
 		Str("listen", n.clientAddr.String()).Bool("tls", n.certs != nil).Str("admin_listen", n.adminAddr.String()).
 		Array("regions", regionsLog(c.Routers)).Str("default_region", c.DefaultRegionName()).
-		Int("cpus", cpus).Bool("cpus_follow_load", n.procs != nil).
+		Int("cpus", cpus).Bool("cpus_follow_load", n.procs != nil).Int("max_conns", n.maxConns).
 		Msg("entry started")
+	if limit := fdLimit(); c.MaxConns == 0 && limit > 0 && n.maxConns > limit-c.connsReserve(limit) {
+		n.log.Warn().Int("open_file_limit", limit).Int("max_conns", n.maxConns).Int("max_inflight", c.MaxInflight).
+			Msg("the open-file limit is too low for --max-inflight: a router dial may fail for want of a descriptor; raise it (ulimit -n, LimitNOFILE=)")
+	}
 	n.log.Debug().Object("config", c).Msg("configuration")
 
 	if db := n.geoip; db != nil {

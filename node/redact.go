@@ -116,6 +116,7 @@ func (c Config) summary() []keyVal {
 		{"tls_cert", c.TLSCert},
 		{"tls_key", c.TLSKey},
 		{"max_inflight", fmt.Sprint(c.MaxInflight)},
+		{"max_conns", fmt.Sprint(c.MaxConns)},
 		{"header_timeout", c.HeaderTimeout.String()},
 		{"http1_server", c.HTTP1Server},
 		{"routers", strings.Join(regions, ";")},

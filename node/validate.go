@@ -57,6 +57,9 @@ func (c Config) validateListen() error {
 	if c.MaxInflight < 1 || c.MaxInflight > MaxMaxInflight {
 		return cfgErr("max-inflight", "%d is out of range (want 1 to %d)", c.MaxInflight, MaxMaxInflight)
 	}
+	if c.MaxConns < 0 || c.MaxConns > MaxMaxConns {
+		return cfgErr("max-conns", "%d is out of range (want 1 to %d, or 0 for the open-file limit less the reserve)", c.MaxConns, MaxMaxConns)
+	}
 	switch c.HTTP1Server {
 	case "std":
 	case "lean":

@@ -27,6 +27,7 @@ type router struct {
 	addr    string // host:port to dial
 	tlsConf *tls.Config
 	dialer  net.Dialer
+	freeFDs func() bool // Config.FreeDescriptors
 
 	maxIdle     int
 	idleTimeout time.Duration // by clock
@@ -48,6 +49,7 @@ func newRouter(reg *regionState, key string, u *url.URL, serverName string, cfg 
 		name:        u.Scheme + "://" + u.Host,
 		addr:        u.Host,
 		dialer:      net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second},
+		freeFDs:     cfg.FreeDescriptors,
 		maxIdle:     cfg.MaxIdlePerRouter,
 		idleTimeout: cfg.IdleTimeout,
 		clock:       cfg.Clock,
@@ -213,6 +215,9 @@ func (rt *router) popIdle() *conn {
 func (rt *router) dial(ctx context.Context) (*conn, error) {
 	t0 := time.Now()
 	nc, err := rt.dialer.DialContext(ctx, "tcp", rt.addr)
+	if err != nil && rt.freeFDs != nil && (errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)) && rt.freeFDs() {
+		nc, err = rt.dialer.DialContext(ctx, "tcp", rt.addr)
+	}
 	if err != nil {
 		return nil, &dialError{err}
 	}

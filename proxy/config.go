@@ -119,6 +119,12 @@ type Config struct {
 	// --router-ca). Nil: system roots.
 	RouterTLS *tls.Config
 
+	// FreeDescriptors, if non-nil, is called when a dial to a router fails for want of a
+	// file descriptor (EMFILE, ENFILE): it frees some (the client server closes its
+	// longest-idle kept-alive connections) and reports whether it did, and the dial is then
+	// made once more. Nil: such a dial fails as any other that made no connection.
+	FreeDescriptors func() bool
+
 	// Logger receives one line per request at debug, one per failed attempt and
 	// per entry-made 5xx at warn, and one per region marked or cleared at info.
 	// Nil: no logs.

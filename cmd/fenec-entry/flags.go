@@ -68,6 +68,10 @@ var flags = []*flagDef{
 	{name: "max-inflight", arg: "n", group: groupClient, def: strconv.Itoa(node.DefaultMaxInflight),
 		usage: "requests in flight at once; beyond it the entry answers 503 overloaded at once",
 		apply: setInt(func(c *node.Config) *int { return &c.MaxInflight })},
+	{name: "max-conns", arg: "n", group: groupClient, def: "0",
+		usage: "client connections held at once; 0: the open-file limit less a reserve for routers, gossip and files. " +
+			"At the limit the longest-idle kept-alive connections are closed first",
+		apply: setInt(func(c *node.Config) *int { return &c.MaxConns })},
 	{name: "header-timeout", arg: "duration", group: groupClient, def: node.DefaultHeaderTimeout.String(),
 		usage: "a connection whose request head is incomplete after this is closed (a head past the door's limits is refused: 414, 431)",
 		apply: setDuration(func(c *node.Config) *time.Duration { return &c.HeaderTimeout })},

@@ -205,7 +205,7 @@ func TestEveryFlagHasAField(t *testing.T) {
 	// Each flag's text must land in Config: set each to a recognisable valid value and
 	// check the config changed.
 	valid := map[string]string{
-		"listen": "127.0.0.1:1", "tls-cert": "c", "tls-key": "k", "max-inflight": "3", "header-timeout": "3s", "http1-server": "std",
+		"listen": "127.0.0.1:1", "tls-cert": "c", "tls-key": "k", "max-inflight": "3", "max-conns": "3", "header-timeout": "3s", "http1-server": "std",
 		"routers": "x=http://h:1", "router-ca": "ca.pem", "answer-timeout": "40s", "body-buffer": "3KiB",
 		"read-backoff": "3s", "homes": "3", "continents": "EU=x", "default-region": "x", "pop": "p3",
 		"continent": "OC", "geoip": "g.mmdb", "country-header": "X-Country", "client-ip": "fly",
