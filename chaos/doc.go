@@ -8,6 +8,6 @@
 //
 // The tests carry the build tag chaos, so the default `go test ./...` does not run them:
 //
-//	make chaos        # scenarios 1-4 and 6 (CI-sized)
+//	make chaos        # scenarios 1-4, 6 and 7 (CI-sized)
 //	make chaos-long   # everything at once, longer (CHAOS_LONG=1)
 package chaos
