@@ -128,7 +128,7 @@ func TestChaos2StopEntry(t *testing.T) {
 					okAB++
 				} else {
 					badAB++
-					s.fail("while C was stopped, %s %s via %s: %s", r.Op, r.ID, r.Entry, r.outcome())
+					s.fail("while C was stopped, %s %s via %s (%s): %s%s", r.Op, r.ID, r.Entry, r.Conn, r.outcome(), r.errDetail())
 				}
 			}
 			if r.Entry == "c" && r.Start.After(rejoined) && r.Err == "" && r.Shard && r.Status < 500 {
@@ -222,7 +222,7 @@ func TestChaos3Partition(t *testing.T) {
 		for _, r := range h.rec.records() {
 			if r.Start.After(cut) && r.End.Before(healed) && r.Client >= 0 && !(r.Err == "" && r.Shard && r.Status < 500) {
 				bad++
-				s.fail("during the partition %s %s via %s: %s", r.Op, r.ID, r.Entry, r.outcome())
+				s.fail("during the partition %s %s via %s (%s): %s%s", r.Op, r.ID, r.Entry, r.Conn, r.outcome(), r.errDetail())
 			}
 		}
 	})

@@ -364,6 +364,7 @@ type entryProc struct {
 	gid                        uint32
 	logPath                    string
 	binary                     string // the fenec-entry it runs; "": bin.entry, this build's
+	tls                        bool   // its --listen serves HTTPS (tlsEntry); the admin port stays plain
 	mu                         sync.Mutex
 	cmd                        *exec.Cmd
 	done                       chan struct{}
@@ -380,6 +381,7 @@ func (h *harness) newEntries() {
 		if name == "a" && os.Geteuid() == 0 {
 			e.gid = partitionGID
 		}
+		e.tls = name == tlsEntry
 		h.entries = append(h.entries, e)
 	}
 	for _, e := range h.entries {
@@ -418,6 +420,9 @@ func (h *harness) setArgs(e *entryProc, join []string, key string) {
 		"--routers", h.routersSpec(), "--join", strings.Join(join, ","),
 		"--read-backoff", readBackoff.String(), "--answer-timeout", answerTimeout.String(),
 		"--drain", "200ms", "--log-level", "info"}
+	if e.tls {
+		e.args = append(e.args, "--tls-cert", h.tls.certFile, "--tls-key", h.tls.keyFile)
+	}
 	e.setKey(key)
 }
 
@@ -436,6 +441,17 @@ func cleanEnv() []string {
 	}
 	return env
 }
+
+// scheme is how clients speak to the entry's client port: "https" for the TLS entry.
+func (e *entryProc) scheme() string {
+	if e.tls {
+		return "https"
+	}
+	return "http"
+}
+
+// url is the URL of path on the entry's client port.
+func (e *entryProc) url(path string) string { return e.scheme() + "://" + e.listen + path }
 
 // start starts the entry with its flags (the same every time: a restart is the same entry).
 func (e *entryProc) start(t *testing.T) {
@@ -686,6 +702,8 @@ type harness struct {
 	faults   *faultLog
 	dirLog   *directoryLog
 	rec      *recorder
+	tls      *suiteTLS    // the TLS entry's certificate, and what clients trust
+	ready    *http.Client // GET /_entry/ready on the client ports (TLS to the TLS entry), a new connection each
 }
 
 func newHarness(t *testing.T, scenario string, seed int64) *harness {
@@ -703,6 +721,11 @@ func newHarnessWith(t *testing.T, scenario string, seed int64, prep func(*entryP
 		t.Fatal(err)
 	}
 	h := &harness{t: t, scenario: scenario, seed: seed, dir: dir, faults: newFaultLog(), dirLog: newDirectoryLog()}
+	if h.tls, err = newSuiteTLS(t.TempDir()); err != nil {
+		t.Fatalf("the TLS entry's certificate: %v", err)
+	}
+	h.ready = &http.Client{Timeout: 2 * time.Second,
+		Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: h.tls.client()}}
 	h.rec = newRecorder(h)
 	t.Cleanup(func() {
 		if t.Failed() || *flagKeep {
@@ -734,8 +757,9 @@ func (h *harness) entry(name string) *entryProc {
 	return nil
 }
 
-// waitCluster waits until every entry is ready and sees the three entries alive, and returns
-// how long it took; past within it fails the test with what the last entry lacked.
+// waitCluster waits until every entry is ready and sees the three entries alive, and its
+// client port answers GET /_entry/ready 200 (over TLS at the TLS entry), and returns how long
+// it took; past within it fails the test with what the last entry lacked.
 func (h *harness) waitCluster(within time.Duration) time.Duration {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
@@ -746,6 +770,9 @@ func (h *harness) waitCluster(within time.Duration) time.Duration {
 			if err != nil || !s.Ready || s.alive() != len(h.entries) {
 				return fmt.Errorf("%s: ready %v, members %+v, err %v", e.name, s.Ready, s.Members, err)
 			}
+			if err := h.clientReady(e); err != nil {
+				return fmt.Errorf("%s: client port: %v", e.name, err)
+			}
 		}
 		return nil
 	})
@@ -753,6 +780,21 @@ func (h *harness) waitCluster(within time.Duration) time.Duration {
 		h.t.Fatal(err)
 	}
 	return took
+}
+
+// clientReady asks the entry's client port (over TLS at the TLS entry, on a new connection)
+// whether it is ready: GET /_entry/ready, 200.
+func (h *harness) clientReady(e *entryProc) error {
+	resp, err := h.ready.Get(e.url("/_entry/ready"))
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %d", e.url("/_entry/ready"), resp.StatusCode)
+	}
+	return nil
 }
 
 // waitStatus polls an entry's status until cond holds, and returns how long it took; past

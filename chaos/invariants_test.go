@@ -17,6 +17,18 @@ import (
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
+// kindCount is one connection kind's share of a scenario's requests.
+type kindCount struct{ Requests, Errors int }
+
+// byKind formats one figure of every connection kind, in connKind order.
+func byKind(ks [numConnKinds]kindCount, f func(kindCount) int) string {
+	var parts []string
+	for _, k := range ks {
+		parts = append(parts, fmt.Sprint(f(k)))
+	}
+	return strings.Join(parts, " / ")
+}
+
 // summary is one row of the table printed at the end of the run.
 type summary struct {
 	Scenario      string
@@ -42,6 +54,8 @@ type summary struct {
 	TableProbe    string        // the routing probe: ok / n mismatches
 	Leak          string        // ok or what grew
 	Failures      []string
+
+	Kinds [numConnKinds]kindCount // requests and client errors by connection kind
 }
 
 var (
@@ -56,8 +70,9 @@ func printSummary(w io.Writer) {
 		return
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| scenario | seed | requests | writes | applies | duplicate applies | keyed writes lost | false 502s | unexpected 5xx | may_have_run | client errors | malformed | malformed refused | false successes | time to converge | table digest | table probe | leak | verdict |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(w, "By kind: %s (keep-alive plain, new connection plain, keep-alive TLS, new connection TLS).\n\n", strings.Join(connNames[:], " / "))
+	fmt.Fprintln(w, "| scenario | seed | requests | writes | applies | duplicate applies | keyed writes lost | false 502s | unexpected 5xx | may_have_run | client errors | requests by kind | client errors by kind | malformed | malformed refused | false successes | time to converge | table digest | table probe | leak | verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range summaries {
 		fmt.Fprintln(w, s.row())
 	}
@@ -77,10 +92,11 @@ func (s *summary) row() string {
 	if digest == "" {
 		digest = "-"
 	}
-	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s | %s |",
+	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s |",
 		s.Scenario, s.Seed, s.Requests, s.Writes, s.Applies, s.Duplicates, s.KeyedLost, s.False502,
-		s.Unexpected5xx, s.MayHaveRun, s.ClientErrors, s.Malformed, s.MalRefused, s.FalseSuccess,
-		conv, digest, s.TableProbe, s.Leak, verdict)
+		s.Unexpected5xx, s.MayHaveRun, s.ClientErrors,
+		byKind(s.Kinds, func(k kindCount) int { return k.Requests }), byKind(s.Kinds, func(k kindCount) int { return k.Errors }),
+		s.Malformed, s.MalRefused, s.FalseSuccess, conv, digest, s.TableProbe, s.Leak, verdict)
 }
 
 func (s *summary) fail(format string, args ...any) {
@@ -495,8 +511,10 @@ func (h *harness) indexLedger(s *summary) *ledgerIndex {
 		if r.Op == opKeyed && r.ok() {
 			ix.keyOK[r.Key] = r.ID
 		}
+		s.Kinds[r.Conn].Requests++
 		if r.Err != "" {
 			s.ClientErrors++
+			s.Kinds[r.Conn].Errors++
 		}
 		if r.EntryMade && r.Code == "may_have_run" {
 			s.MayHaveRun++
@@ -534,7 +552,7 @@ func (h *harness) checkApplies(s *summary, ix *ledgerIndex) {
 		// A client that got an entry-made 5xx other than may_have_run had no apply.
 		if r.EntryMade && r.Status >= 500 && r.Code != "may_have_run" {
 			s.AfterRefusal++
-			s.fail("write %s got %d %s from entry %s, yet was applied at %s", r.ID, r.Status, r.Code, r.Entry, a.Region)
+			s.fail("write %s got %d %s from entry %s (%s), yet was applied at %s", r.ID, r.Status, r.Code, r.Entry, r.Conn, a.Region)
 		}
 		if r.Op != opWrite && r.Op != opKeyed {
 			s.fail("request %s (%s) appears in the ledger", r.ID, r.Op)
@@ -550,7 +568,7 @@ func checkNoDuplicates(s *summary, ix *ledgerIndex) {
 	for _, id := range slices.Sorted(maps.Keys(ix.appliesByID)) {
 		if as := ix.appliesByID[id]; len(as) > 1 {
 			s.Duplicates += len(as) - 1
-			s.fail("plain write %s applied %d times (%s), client saw %s", id, len(as), routersOf(as), ix.byID[id].outcome())
+			s.fail("plain write %s applied %d times (%s), client saw %s", id, len(as), routersOf(as), ix.byID[id].outcomeKind())
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(ix.appliesByKey)) {
@@ -566,11 +584,11 @@ func checkNothingLost(s *summary, ix *ledgerIndex) {
 	for _, r := range ix.recs {
 		if r.Op == opKeyed && r.ok() && len(ix.appliesByKey[r.Tenant+"\x00"+r.Key]) == 0 && ix.keyOK[r.Key] == r.ID {
 			s.KeyedLost++
-			s.fail("keyed write %s (key %s) answered %d, never applied", r.ID, r.Key, r.Status)
+			s.fail("keyed write %s (key %s) via %s (%s) answered %d, never applied", r.ID, r.Key, r.Entry, r.Conn, r.Status)
 		}
 		if r.Op == opWrite && r.ok() && len(ix.appliesByID[r.ID]) == 0 {
 			s.PlainLost++
-			s.fail("plain write %s answered %d, never applied", r.ID, r.Status)
+			s.fail("plain write %s via %s (%s) answered %d, never applied", r.ID, r.Entry, r.Conn, r.Status)
 		}
 	}
 }
@@ -594,12 +612,12 @@ func (h *harness) checkNoFalse502(s *summary, ix *ledgerIndex) {
 		}
 		if len(healthy) > 0 {
 			s.False502++
-			s.fail("false 502: %s %s %s via %s got no_region_reachable after %v while %v answered throughout",
-				r.Op, r.ID, r.Tenant, r.Entry, r.End.Sub(r.Start).Round(time.Millisecond), healthy)
+			s.fail("false 502: %s %s %s via %s (%s) got no_region_reachable after %v while %v answered throughout",
+				r.Op, r.ID, r.Tenant, r.Entry, r.Conn, r.End.Sub(r.Start).Round(time.Millisecond), healthy)
 		}
 		if len(homeHealthy) > 0 {
 			s.MarkRefusals++
-			s.fail("mark removed a region: %s %s refused while its home %v had %v healthy", r.ID, r.Tenant, homes, homeHealthy)
+			s.fail("mark removed a region: %s %s via %s (%s) refused while its home %v had %v healthy", r.ID, r.Tenant, r.Entry, r.Conn, homes, homeHealthy)
 		}
 	}
 }
@@ -609,7 +627,7 @@ func (h *harness) checkNoUnexpected5xx(s *summary, ix *ledgerIndex) {
 	for _, r := range ix.recs {
 		if r.Status >= 500 && !h.faults.anyFault(r.Start.Add(-time.Second), r.End) && !h.dirLog.moved(r.Tenant, r.Start.Add(-time.Second), r.End) {
 			s.Unexpected5xx++
-			s.fail("unexpected 5xx: %s %s %s via %s: %s with no router fault or home move around it", r.Op, r.ID, r.Tenant, r.Entry, r.outcome())
+			s.fail("unexpected 5xx: %s %s %s via %s (%s): %s with no router fault or home move around it", r.Op, r.ID, r.Tenant, r.Entry, r.Conn, r.outcome())
 		}
 	}
 }
@@ -641,7 +659,7 @@ func (h *harness) checkMalformed(s *summary, ix *ledgerIndex) {
 	for _, m := range ix.mal {
 		if why := whyFalse[m]; len(why) > 0 {
 			s.FalseSuccess++
-			s.fail("false success: malformed %s %s (%s via %s, key %s): %s", m.Kind, m.ID, m.Tenant, m.Entry, m.Key, strings.Join(why, "; "))
+			s.fail("false success: malformed %s %s (%s via %s, %s, key %s): %s", m.Kind, m.ID, m.Tenant, m.Entry, m.Conn, m.Key, strings.Join(why, "; "))
 		}
 	}
 	reached := map[string]int{}
@@ -651,7 +669,7 @@ func (h *harness) checkMalformed(s *summary, ix *ledgerIndex) {
 			continue
 		}
 		if x.RequestID == m.smuggledID() {
-			s.fail("smuggled request %s (in the body of malformed %s via %s) reached router %s/%s", x.RequestID, m.ID, m.Entry, x.Region, x.Router)
+			s.fail("smuggled request %s (in the body of malformed %s via %s, %s) reached router %s/%s", x.RequestID, m.ID, m.Entry, m.Conn, x.Region, x.Router)
 			continue
 		}
 		if x.From == "" {
@@ -661,7 +679,7 @@ func (h *harness) checkMalformed(s *summary, ix *ledgerIndex) {
 	hist := map[string]int{}
 	var odd []string
 	for _, m := range ix.mal {
-		hist[m.Kind.String()+" "+m.outcome()]++
+		hist[m.Kind.String()+" "+m.Conn.String()+" "+m.outcome()]++
 		var notes []string
 		if m.Status != 400 || m.Code != "bad_request" || m.Shard {
 			notes = append(notes, m.outcome())
@@ -682,7 +700,7 @@ func (h *harness) checkMalformed(s *summary, ix *ledgerIndex) {
 		if m.WriteErr != "" {
 			around += ", write: " + m.WriteErr
 		}
-		odd = append(odd, fmt.Sprintf("%s %s via %s at +%s after %v: %s (%s)", m.Kind, m.ID, m.Entry,
+		odd = append(odd, fmt.Sprintf("%s %s via %s (%s) at +%s after %v: %s (%s)", m.Kind, m.ID, m.Entry, m.Conn,
 			m.Start.Sub(h.rec.t0).Round(100*time.Millisecond), m.End.Sub(m.Start).Round(time.Millisecond),
 			strings.Join(notes, ", "), around))
 	}
@@ -707,8 +725,70 @@ func (h *harness) checkMalformed(s *summary, ix *ledgerIndex) {
 	}
 }
 
-// logOutcomes logs what the clients saw, by kind and outcome: which paths the faults exercised.
+// maxErrorLines bounds the client errors logged one by one.
+const maxErrorLines = 40
+
+// logOutcomes logs what the clients saw, by kind and outcome: which paths the faults
+// exercised; then the requests by connection kind, the refused dials by entry, and every
+// other client error (up to maxErrorLines) with its kind, how far it got and the client
+// library's words.
 func (h *harness) logOutcomes(ix *ledgerIndex) {
+	var kinds [numConnKinds]kindCount
+	errs := map[connKind]map[string]int{}
+	var lines []string
+	type span struct {
+		n           int
+		first, last time.Time
+	}
+	refused := map[string]*span{} // entry -> the refused dials: nothing was sent, the entry was down
+	for _, r := range ix.recs {
+		kinds[r.Conn].Requests++
+		if r.Err == "" {
+			continue
+		}
+		kinds[r.Conn].Errors++
+		if errs[r.Conn] == nil {
+			errs[r.Conn] = map[string]int{}
+		}
+		errs[r.Conn][r.Err]++
+		if r.Err == "refused" {
+			sp := refused[r.Entry]
+			if sp == nil {
+				sp = &span{first: r.Start}
+				refused[r.Entry] = sp
+			}
+			sp.n++
+			sp.first, sp.last = minTime(sp.first, r.Start), maxTime(sp.last, r.Start)
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s %s %s via %s (%s) at +%s after %v: %s (%s; %s)", r.Op, r.ID, r.Tenant, r.Entry, r.Conn,
+			r.Start.Sub(h.rec.t0).Round(100*time.Millisecond), r.End.Sub(r.Start).Round(time.Millisecond), r.outcome(), r.Stage, r.ErrText))
+	}
+	var parts []string
+	for k, c := range kinds {
+		p := fmt.Sprintf("%s %d requests, %d client errors", connKind(k), c.Requests, c.Errors)
+		if m := errs[connKind(k)]; len(m) > 0 {
+			var es []string
+			for _, e := range slices.Sorted(maps.Keys(m)) {
+				es = append(es, fmt.Sprintf("%s %d", e, m[e]))
+			}
+			p += " (" + strings.Join(es, ", ") + ")"
+		}
+		parts = append(parts, p)
+	}
+	h.logf("by connection kind: %s", strings.Join(parts, "; "))
+	for _, e := range slices.Sorted(maps.Keys(refused)) {
+		sp := refused[e]
+		h.logf("client errors: %d connections refused by %s (nothing sent), from +%s to +%s", sp.n, e,
+			sp.first.Sub(h.rec.t0).Round(100*time.Millisecond), sp.last.Sub(h.rec.t0).Round(100*time.Millisecond))
+	}
+	for i, l := range lines {
+		if i == maxErrorLines {
+			h.logf("client error: ... and %d more", len(lines)-maxErrorLines)
+			break
+		}
+		h.logf("client error: %s", l)
+	}
 	hist := map[string]int{}
 	for _, r := range ix.recs {
 		o := r.outcome()
@@ -725,12 +805,34 @@ func (h *harness) logOutcomes(ix *ledgerIndex) {
 	h.logf("outcomes: %s", strings.Join(hk, ", "))
 }
 
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 func routersOf(as []apply) string {
 	var parts []string
 	for _, a := range as {
 		parts = append(parts, a.Region+"/"+a.Router)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// outcomeKind is the outcome, with the entry and connection kind it came through.
+func (r *record) outcomeKind() string {
+	if r == nil {
+		return r.outcome()
+	}
+	return fmt.Sprintf("%s via %s (%s)", r.outcome(), r.Entry, r.Conn)
 }
 
 func (r *record) outcome() string {

@@ -5,6 +5,7 @@ package chaos
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +34,51 @@ var opNames = [...]string{"read", "write", "keyed", "sse", "probe"}
 
 func (o opKind) String() string { return opNames[o] }
 
+// connKind is how a request reaches its entry: on a kept-alive connection (the pool of one
+// transport, shared by every client) or on a connection of its own (keep-alives off: dialled
+// for the request and closed after it), in plain HTTP or over TLS (the TLS entry). Every
+// record carries its kind, so that a loss names it.
+type connKind uint8
+
+const (
+	connKeepAlive    connKind = iota // keep-alive, plain HTTP/1.1
+	connNew                          // a new TCP connection per request, plain HTTP/1.1
+	connKeepAliveTLS                 // keep-alive, HTTPS (HTTP/1.1 by ALPN)
+	connNewTLS                       // a new TCP connection and TLS handshake per request
+	numConnKinds
+)
+
+var connNames = [...]string{"keepalive-plain", "newconn-plain", "keepalive-tls", "newconn-tls"}
+
+func (k connKind) String() string { return connNames[k] }
+
+func kindOf(newConn, tls bool) connKind {
+	k := connKeepAlive
+	if newConn {
+		k = connNew
+	}
+	if tls {
+		k += connKeepAliveTLS
+	}
+	return k
+}
+
+// newConnShare is the percentage of the clients' well-formed requests sent on a new
+// connection (keep-alives off), drawn from the client's seeded generator for each request
+// (each try of a keyed write): to every entry, plain and TLS alike. A malformed request has a
+// connection of its own always.
+const newConnShare = 35
+
+// Where a request got to before it failed (httptrace), for the log of client errors.
+const (
+	stageNone      int32 = iota // not even a connection
+	stageConn                   // got a connection (dialled, the TLS handshake done; or an idle one)
+	stageWrote                  // wrote the whole request
+	stageFirstByte              // read the first byte of the answer
+)
+
+var stageNames = [...]string{"before a connection", "connected, writing", "request written, no answer", "answer started"}
+
 // entryCodes are the entry's own error codes (docs/REFERENCE.md, "Streams, cancellation, errors").
 var entryCodes = map[string]bool{"may_have_run": true, "no_region_reachable": true,
 	"overloaded": true, "bad_path": true, "length_required": true}
@@ -45,6 +92,8 @@ type record struct {
 	Tenant    string
 	Key       string // Idempotency-Key
 	Try       int    // 0, 1, 2: the client's own retries of a keyed write
+	NewConn   bool   // sent on a new connection (keep-alives off); else on the keep-alive pool
+	Conn      connKind
 	Start     time.Time
 	End       time.Time
 	Status    int    // 0: no answer head
@@ -52,29 +101,48 @@ type record struct {
 	EntryMade bool   // an entry-made error: Code among entryCodes and no Fenec-Shard
 	Shard     bool   // the answer carries Fenec-Shard (a router's answer)
 	Err       string // client-side failure (timeout, refused, reset, cut stream)
+	ErrText   string // the failure as the client's library said it
+	Stage     string // how far a failed request got (httptrace), and on what connection
 	Events    int    // SSE: data lines received
 }
 
 func (r *record) ok() bool { return r.Err == "" && r.Status >= 200 && r.Status < 300 }
 
+// errDetail is, for a client error, how far the request got and the client library's words
+// (" (...)"); "" otherwise.
+func (r *record) errDetail() string {
+	if r.Err == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (%s; %s)", r.Stage, r.ErrText)
+}
+
 // recorder sends requests and records them; one per scenario.
 type recorder struct {
-	h      *harness
-	t0     time.Time
-	tr     *http.Transport
-	client *http.Client
-	mu     sync.Mutex
-	recs   []*record
-	mal    []*malRecord // the malformed requests, apart: none of recs' checks applies to them
-	seq    atomic.Uint64
+	h  *harness
+	t0 time.Time
+	// ka keeps connections alive (its pool shared by every client); nc opens a new connection
+	// for every request and closes it after. Both speak HTTP/1.1, TLS to the TLS entry.
+	ka, nc   *http.Transport
+	kaClient *http.Client
+	ncClient *http.Client
+	mu       sync.Mutex
+	recs     []*record
+	mal      []*malRecord // the malformed requests, apart: none of recs' checks applies to them
+	seq      atomic.Uint64
 }
 
 func newRecorder(h *harness) *recorder {
-	tr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true, IdleConnTimeout: 30 * time.Second}
-	return &recorder{h: h, t0: time.Now(), tr: tr, client: &http.Client{Transport: tr}}
+	ka := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true, IdleConnTimeout: 30 * time.Second,
+		TLSClientConfig: h.tls.client()}
+	nc := &http.Transport{DisableKeepAlives: true, DisableCompression: true, TLSClientConfig: h.tls.client()}
+	return &recorder{h: h, t0: time.Now(), ka: ka, nc: nc, kaClient: &http.Client{Transport: ka}, ncClient: &http.Client{Transport: nc}}
 }
 
-func (rc *recorder) closeIdle() { rc.tr.CloseIdleConnections() }
+func (rc *recorder) closeIdle() {
+	rc.ka.CloseIdleConnections()
+	rc.nc.CloseIdleConnections()
+}
 
 func (rc *recorder) records() []*record {
 	rc.mu.Lock()
@@ -105,7 +173,35 @@ func (rc *recorder) do(r *record, method, path, body string, hold time.Duration)
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, _ := http.NewRequestWithContext(ctx, method, "http://"+e.listen+path, rd)
+	r.Conn = kindOf(r.NewConn, e.tls)
+	client := rc.kaClient
+	if r.NewConn {
+		client = rc.ncClient
+	}
+	// How far the request got, and on what connection, should it fail. The callbacks may run
+	// on the transport's goroutines, after Do returns: atomics.
+	var stage atomic.Int32
+	var reused atomic.Bool
+	var idle atomic.Int64
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(ci httptrace.GotConnInfo) {
+			reused.Store(ci.Reused)
+			idle.Store(int64(ci.IdleTime))
+			stage.Store(stageConn)
+		},
+		WroteRequest:         func(httptrace.WroteRequestInfo) { stage.CompareAndSwap(stageConn, stageWrote) },
+		GotFirstResponseByte: func() { stage.Store(stageFirstByte) },
+	})
+	stageOf := func() string {
+		st := stageNames[stage.Load()]
+		if reused.Load() {
+			st += fmt.Sprintf(", on a reused connection idle %v", time.Duration(idle.Load()).Round(time.Millisecond))
+		} else if stage.Load() >= stageConn {
+			st += ", on a new connection"
+		}
+		return st
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, e.url(path), rd)
 	req.Header.Set("X-Request-Id", r.ID)
 	if r.Key != "" {
 		req.Header.Set("Idempotency-Key", r.Key)
@@ -114,10 +210,10 @@ func (rc *recorder) do(r *record, method, path, body string, hold time.Duration)
 		req.Header.Set("Content-Type", "application/json")
 	}
 	r.Start = time.Now()
-	resp, err := rc.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		r.End = time.Now()
-		r.Err = errClass(err)
+		r.Err, r.ErrText, r.Stage = errClass(err), err.Error(), stageOf()
 		rc.add(r)
 		return r
 	}
@@ -125,10 +221,13 @@ func (rc *recorder) do(r *record, method, path, body string, hold time.Duration)
 	r.Shard = resp.Header.Get("Fenec-Shard") != ""
 	if hold > 0 && resp.StatusCode == http.StatusOK {
 		r.Events, r.Err = readStream(resp.Body, hold)
+		if r.Err != "" {
+			r.ErrText, r.Stage = r.Err, stageOf()
+		}
 	} else {
 		b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		if err != nil {
-			r.Err = "body: " + errClass(err)
+			r.Err, r.ErrText, r.Stage = "body: "+errClass(err), err.Error(), stageOf()
 		}
 		var eb struct {
 			Error string `json:"error"`
@@ -275,7 +374,7 @@ func (tr *traffic) client(i int, rng *rand.Rand, ts []string) {
 			time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
 			continue
 		}
-		r := &record{ID: rc.newID(i), Client: i, Entry: tr.pickEntry(rng), Tenant: tenant}
+		r := &record{ID: rc.newID(i), Client: i, Entry: tr.pickEntry(rng), Tenant: tenant, NewConn: rng.IntN(100) < newConnShare}
 		switch x := rng.IntN(100); {
 		case x < 40:
 			r.Op = opRead
@@ -295,7 +394,8 @@ func (tr *traffic) client(i int, rng *rand.Rand, ts []string) {
 					break
 				}
 				time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
-				r = &record{ID: rc.newID(i), Client: i, Entry: tr.pickEntry(rng), Tenant: tenant, Op: opKeyed, Key: r.Key}
+				r = &record{ID: rc.newID(i), Client: i, Entry: tr.pickEntry(rng), Tenant: tenant, Op: opKeyed, Key: r.Key,
+					NewConn: rng.IntN(100) < newConnShare}
 			}
 		default:
 			r.Op = opSSE
@@ -309,9 +409,9 @@ func (tr *traffic) client(i int, rng *rand.Rand, ts []string) {
 
 // malformedShare is the percentage of each client's requests that are malformed writes: a
 // keyed POST to a real tenant's items whose framing the entry must refuse itself (400, the
-// connection closed), sent as raw bytes over a connection of its own. Drawn from the client's
-// seeded generator before the kind of a well-formed request; the other kinds keep their
-// shares of the rest.
+// connection closed), sent as raw bytes over a connection of its own (a TLS session on it to
+// the TLS entry). Drawn from the client's seeded generator before the kind of a well-formed
+// request; the other kinds keep their shares of the rest.
 const malformedShare = 5
 
 // malformedTimeout bounds the dial and every write and read of a malformed request; after the
@@ -348,7 +448,8 @@ type malRecord struct {
 	Entry  string
 	Tenant string
 	Kind   malKind
-	Key    string // Idempotency-Key
+	Conn   connKind // newconn-plain, or newconn-tls to the TLS entry
+	Key    string   // Idempotency-Key
 	Start  time.Time
 	End    time.Time
 	Status int    // 0: no answer head
@@ -414,11 +515,13 @@ func (m *malRecord) request(host string) (string, bool) {
 	panic("unknown malformed kind")
 }
 
-// sendMalformed sends m over a TCP connection of its own to the entry's client address and
-// records what came back. Every step is bounded by a deadline: nothing can hang.
+// sendMalformed sends m over a TCP connection of its own to the entry's client address (a TLS
+// session on it to the TLS entry) and records what came back. Every step is bounded by a
+// deadline: nothing can hang.
 func (rc *recorder) sendMalformed(m *malRecord) {
 	e := rc.h.entry(m.Entry)
 	req, cut := m.request(e.listen)
+	m.Conn = kindOf(true, e.tls)
 	m.Start = time.Now()
 	defer func() {
 		m.End = time.Now()
@@ -426,8 +529,15 @@ func (rc *recorder) sendMalformed(m *malRecord) {
 		rc.mal = append(rc.mal, m)
 		rc.mu.Unlock()
 	}()
-	d := net.Dialer{Deadline: time.Now().Add(malformedTimeout)}
-	c, err := d.Dial("tcp", e.listen)
+	d := &net.Dialer{Deadline: time.Now().Add(malformedTimeout)}
+	var c net.Conn
+	var err error
+	if e.tls {
+		// The deadline bounds the dial and the handshake as a whole.
+		c, err = tls.DialWithDialer(d, "tcp", e.listen, rc.h.tls.client())
+	} else {
+		c, err = d.Dial("tcp", e.listen)
+	}
 	if err != nil {
 		m.Err = "dial: " + netErrClass(err)
 		return
@@ -438,7 +548,8 @@ func (rc *recorder) sendMalformed(m *malRecord) {
 		m.WriteErr = netErrClass(err)
 	}
 	if cut {
-		if err := c.(*net.TCPConn).CloseWrite(); err != nil && m.WriteErr == "" {
+		// TCP: a FIN; TLS: close_notify, then the FIN.
+		if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil && m.WriteErr == "" {
 			m.WriteErr = netErrClass(err)
 		}
 	}
