@@ -45,6 +45,20 @@ func (s *Server) Shed() int64 { return s.shed.Load() }
 // at MaxConns and when accept meets EMFILE; the node calls it when a router dial does. Safe for
 // concurrent use.
 func (s *Server) ShedIdle(n int) int {
+	closed := 0
+	for _, c := range s.longestIdle(n) {
+		if c.state.CompareAndSwap(stateIdle, stateClosed) {
+			c.close()
+			closed++
+		}
+	}
+	s.shed.Add(int64(closed))
+	return closed
+}
+
+// longestIdle is up to n of the kept-alive connections idle now, those idle longest first: one
+// scan of the connections, keeping the n oldest.
+func (s *Server) longestIdle(n int) []*conn {
 	type pick struct {
 		c     *conn
 		until int64
@@ -73,15 +87,11 @@ func (s *Server) ShedIdle(n int) int {
 		picks[i] = pick{c, u}
 	}
 	s.mu.Unlock()
-	closed := 0
-	for _, p := range picks {
-		if p.c.state.CompareAndSwap(stateIdle, stateClosed) {
-			p.c.close()
-			closed++
-		}
+	out := make([]*conn, len(picks))
+	for i, p := range picks {
+		out[i] = p.c
 	}
-	s.shed.Add(int64(closed))
-	return closed
+	return out
 }
 
 // waitRoom is the accept loop's, with a connection just accepted: it returns once the server
