@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -433,5 +434,76 @@ func TestMaxConnsServesANewClient(t *testing.T) {
 	}
 	if v := scrapeSum(metrics, "fenec_entry_connections_limit"); v != 4 {
 		t.Errorf("fenec_entry_connections_limit %v, want 4", v)
+	}
+}
+
+// h2 and h2c through a drain: the request a client sends in the drain on the connection it
+// held from before is answered, over HTTP/2, on that connection (the drain's Connection: close
+// becomes net/http's GOAWAY after it), and a connection made in the drain is served too.
+func TestDrainAnswersH2(t *testing.T) {
+	router := newRouter(t, "eu", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	certFile, keyFile := testutil.CertFiles(t)
+	cert := testutil.WriteCert(t, certFile, keyFile, "door")
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	for _, tc := range []struct {
+		name   string
+		config func(*Config)
+		scheme string
+		protos func(*http.Protocols)
+	}{
+		{"h2", func(c *Config) { c.TLSCert, c.TLSKey = certFile, keyFile }, "https", func(p *http.Protocols) { p.SetHTTP2(true) }},
+		{"h2c", func(c *Config) {}, "http", func(p *http.Protocols) { p.SetUnencryptedHTTP2(true) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig(t, "eu", router.URL)
+			cfg.Drain = 2 * time.Second
+			tc.config(&cfg)
+			n, _ := startNode(t, cfg)
+			n.grace = time.Second
+			protos := new(http.Protocols)
+			tc.protos(protos)
+			newClient := func() *http.Client {
+				return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+					Protocols: protos, TLSClientConfig: &tls.Config{RootCAs: pool}}}
+			}
+			url := tc.scheme + "://" + n.ClientAddr().String() + "/t/acme/items/1"
+			send := func(c *http.Client, what string, wantReused bool) {
+				t.Helper()
+				var reused bool
+				req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(),
+					&httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) { reused = ci.Reused }}), "GET", url, nil)
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(body) != "ok" || resp.ProtoMajor != 2 || reused != wantReused {
+					t.Errorf("%s: %s %d %q on a reused connection %v; want HTTP/2 200 ok, reused %v",
+						what, resp.Proto, resp.StatusCode, body, reused, wantReused)
+				}
+			}
+			held := newClient()
+			defer held.CloseIdleConnections()
+			send(held, "before the drain", false)
+			drained := make(chan error, 1)
+			go func() { drained <- n.Drain(context.Background()) }()
+			testutil.Eventually(t, 2*time.Second, "draining", n.draining.Load)
+			time.Sleep(50 * time.Millisecond)
+			send(held, "on the held connection in the drain", true)
+			fresh := newClient()
+			defer fresh.CloseIdleConnections()
+			send(fresh, "on a connection made in the drain", false)
+			select {
+			case err := <-drained:
+				if err != nil {
+					t.Errorf("Drain = %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Drain did not return")
+			}
+		})
 	}
 }
