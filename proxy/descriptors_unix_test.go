@@ -59,7 +59,7 @@ func TestRouterDialOutOfDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	low := lim
-	low.Cur = uint64(lowestFreeFD(t)) // every descriptor below in use: the next one meets EMFILE
+	setLimit(&low.Cur, lowestFreeFD(t)) // every descriptor below in use: the next one meets EMFILE
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
 		t.Skip("cannot lower the open-file limit:", err)
 	}
@@ -73,6 +73,9 @@ func TestRouterDialOutOfDescriptors(t *testing.T) {
 		t.Error("the dial did not meet the limit: the test proved nothing")
 	}
 }
+
+// setLimit sets an Rlimit field, uint64 on Linux and int64 on the BSDs.
+func setLimit[T int64 | uint64](p *T, v int) { *p = T(v) }
 
 // lowestFreeFD is the descriptor the next open gets: a limit at it leaves none free.
 func lowestFreeFD(t *testing.T) int {
