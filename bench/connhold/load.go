@@ -35,7 +35,7 @@ const (
 	kindReset      = "reset"       // reset (ECONNRESET) before any byte of the answer
 	kindBrokenPipe = "broken_pipe" // the request could not be written: EPIPE
 	kindTimeout    = "timeout"     // no whole answer within -timeout
-	kindHandshake  = "handshake"   // the TLS handshake of the request's new connection failed
+	kindHandshake  = "handshake_"  // the TLS handshake of the request's new connection failed: handshake_eof, handshake_reset, ...
 	kindOther      = "other"
 
 	kindRefused        = "refused"         // dial: ECONNREFUSED, nothing listens
@@ -115,8 +115,9 @@ func (t *tally) answer(code int) {
 	t.mu.Unlock()
 }
 
-func (t *tally) lose(err error, got, reused bool) {
-	k := lostKind(err, got)
+func (t *tally) lose(err error, got, reused bool) { t.loseAs(lostKind(err, got), err, reused) }
+
+func (t *tally) loseAs(k string, err error, reused bool) {
 	t.mu.Lock()
 	t.requests++
 	t.lost[k]++
@@ -293,7 +294,7 @@ func dialLoad(o options, id int, t *tally) (*loadConn, error) {
 		tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12}) //nolint:gosec // a bench on loopback, against its own certificate
 		tc.SetDeadline(time.Now().Add(o.timeout))
 		if err := tc.Handshake(); err != nil {
-			t.lose(fmt.Errorf("TLS handshake: %w", err), false, false)
+			t.loseAs(kindHandshake+lostKind(err, false), fmt.Errorf("TLS handshake: %w", err), false)
 			c.Close()
 			return nil, errHandshake
 		}

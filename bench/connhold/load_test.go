@@ -352,3 +352,20 @@ func TestHoldOpens(t *testing.T) {
 		t.Fatalf("want 20 held and no failure, got %d held, %v", len(r.conns), r.byKind)
 	}
 }
+
+// A TLS handshake that the server ends is a lost request of its own kind: the connection was
+// accepted and its request was ready.
+func TestLoadHandshakeLost(t *testing.T) {
+	stop := newStopAfter(6)
+	addr := rawServer(t, func(c *net.TCPConn) {
+		stop.hit()
+		c.Read(make([]byte, 1)) // the ClientHello begins
+		c.Close()
+	})
+	o := loadOpts(addr)
+	o.n, o.tls = 2, true
+	r := within(t, "the load", func() loadResult { return runLoad(o, stop.ch) })
+	if r.Requests == 0 || r.Lost != r.Requests || r.LostBy[kindHandshake+kindEOF]+r.LostBy[kindHandshake+kindReset] != r.Requests {
+		t.Fatalf("want every request lost in its handshake, got %+v", r)
+	}
+}
