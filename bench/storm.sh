@@ -626,8 +626,8 @@ report() {
   handshake begun) on a connection the target's kernel accepted, with no whole answer. connhold's
   kinds: eof (the connection ended before any byte of the answer), reset (ECONNRESET before any
   byte), partial (ended or reset part-way through the answer), broken_pipe (the request could
-  not be written), timeout (no whole answer within 5 s; 10 s for slow clients), handshake (TLS
-  handshake failed). wrk's (rows 1-4): read (ended or reset before the whole answer), write,
+  not be written), timeout (no whole answer within 5 s; 10 s for slow clients), handshake_eof,
+  handshake_reset, ... (the TLS handshake of the request's new connection ended so). wrk's (rows 1-4): read (ended or reset before the whole answer), write,
   timeout (an answer slower than 5 s, counted again every 2 s while it waits: an upper bound,
   and it may have come).
 - not connected: dials that failed, no request written: refused (nothing listens; after a

@@ -134,6 +134,9 @@ func (t *tally) dialFailed(err error) string {
 	k := dialKind(err)
 	t.mu.Lock()
 	t.dial[k]++
+	if k != kindRefused && len(t.examples) < maxExamples { // refused says all there is
+		t.examples = append(t.examples, lostExample{time.Now().UnixMilli(), k, false, err.Error()})
+	}
 	t.mu.Unlock()
 	return k
 }
@@ -158,7 +161,7 @@ type loadResult struct {
 	ClosedIdle    int64            `json:"closed_idle"`
 	Connections   int64            `json:"connections"`
 	ElapsedMs     int64            `json:"elapsed_ms"`
-	LostExamples  []lostExample    `json:"lost_examples"`
+	LostExamples  []lostExample    `json:"examples"` // the first lost requests and failed dials (refused aside)
 	Clients       int              `json:"clients"`
 	NewConnEach   bool             `json:"new_conn_each"`
 	Slow          bool             `json:"slow"`

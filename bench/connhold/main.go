@@ -39,7 +39,8 @@
 // request is a POST with a -body bytes long body; -per-conn K closes a connection after K
 // requests. It then prints one JSON line: requests made, answered by status, LOST by kind,
 // refused dials and other failed dials, kept-alive connections found closed before a request
-// (closed_idle, not a request), and the first few losses with their time and error. How each
+// (closed_idle, not a request), and the first few losses and failed dials (refused aside) with
+// their time and error. How each
 // request is counted: load.go.
 package main
 
