@@ -666,7 +666,9 @@ ver_wrk=$(wrk -v 2>&1 | awk 'NR == 1 { print $2 }' || true)
 ver_go=$(go version | awk '{ print $3 }')
 ver_entry=-
 [[ ! -x $TMP/bin/fenec-entry ]] || ver_entry=$(timeout 5 "$TMP/bin/fenec-entry" version 2>/dev/null | awk 'NR == 1' || true)
-REPRO="bash bench/storm.sh --rows $(IFS=,; echo "${ROWS[*]}") --targets $(IFS=,; echo "${TARGETS[*]}")$( ((QUICK)) && echo ' --quick') --new-conns $NEW_CONNS --nofile $NOFILE --hold $HOLD${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}"
+QUICK_FLAG=""
+((!QUICK)) || QUICK_FLAG=" --quick"
+REPRO="bash bench/storm.sh --rows $(IFS=,; echo "${ROWS[*]}") --targets $(IFS=,; echo "${TARGETS[*]}")${QUICK_FLAG} --new-conns $NEW_CONNS --nofile $NOFILE --hold $HOLD${ENTRY_BIN:+ --entry-bin $ENTRY_BIN}"
 printf '{"kind":"meta","started":%s,"nproc":%d,"cpu":%s,"kernel":%s,"fenec_entry":%s,"nginx":%s,"wrk":%s,"go":%s,"rows":"%s","targets":"%s","quick":%s,"new_conns":%d,"nofile":%d,"hold":%d,"target_nofile":%d,"sources":%d,"reproduce":%s}\n' \
 	"$(json_str "$started")" "$(nproc)" "$(json_str "$cpu_model")" "$(json_str "$(uname -r)")" "$(json_str "$ver_entry")" \
 	"$(json_str "$ver_nginx")" "$(json_str "$ver_wrk")" "$(json_str "$ver_go")" "$(IFS=,; echo "${ROWS[*]}")" \
