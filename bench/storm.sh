@@ -114,8 +114,10 @@ fi
 HOLDERS=$(((HOLD + CLIENT_NOFILE - 1001) / (CLIENT_NOFILE - 1000)))
 read -r PORT_LO PORT_HI </proc/sys/net/ipv4/ip_local_port_range
 # Row 5's client connections come from 127.0.0.1, .2, ...: no source address gives more than
-# three quarters of the ephemeral ports to one target port.
-SOURCES=$(((HOLD + 100) / ((PORT_HI - PORT_LO + 1) * 3 / 4) + 1))
+# half of the ephemeral ports to one target port.
+SOURCES=$(((HOLD + 100) / ((PORT_HI - PORT_LO + 1) / 2) + 1))
+! has_row 5 || [[ $(ulimit -Hn) == unlimited ]] || ((NOFILE <= $(ulimit -Hn))) ||
+	die "--nofile $NOFILE: above the hard open-file limit ($(ulimit -Hn)), which prlimit cannot raise here"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/fenec-storm.XXXXXX")
 declare -A PIDS=()
@@ -158,7 +160,7 @@ wait_ok "http://127.0.0.1:$UP_PORT$REQ_PATH"
 # T_URL, T_CURL (curl's flags for it), T_LOG, T_DIR.
 N_UP=0
 up() {
-	local t=$1 kind=$2 nofile=${3:-$TARGET_NOFILE} workers=${4:-$(nproc)} daemon=${5:-0} port admin gossip rpc tls=() listen
+	local t=$1 kind=$2 nofile=${3:-$TARGET_NOFILE} workers=${4:-$(nproc)} daemon=${5:-0} port admin gossip rpc tls=() listen i
 	((++N_UP))
 	T_NAME=$t-$N_UP T_DIR=$TMP/$t-$N_UP T_CURL=()
 	mkdir -p "$T_DIR"
@@ -182,7 +184,8 @@ $(nginx_location '')
 		if ((daemon)); then
 			prlimit --nofile="$nofile:$nofile" "$NGINX" -p "$T_DIR" -c "$T_DIR/nginx.conf" -e "$T_LOG" >"$TMP/$T_NAME.log" 2>&1 ||
 				{ cat "$TMP/$T_NAME.log" >&2; die "$T_NAME did not start"; }
-			T_PID=$(cat "$T_DIR/nginx.pid")
+			for ((i = 0; i < 100; i++)); do [[ ! -s $T_DIR/nginx.pid ]] || break; sleep 0.05; done # the daemon writes it
+			T_PID=$(cat "$T_DIR/nginx.pid") || die "$T_NAME wrote no pid file"
 			PIDS[$T_NAME]=$T_PID
 		else
 			start "$T_NAME" prlimit --nofile="$nofile:$nofile" "$NGINX" -p "$T_DIR" -c "$T_DIR/nginx.conf" -e "$T_LOG" -g 'daemon off;'
@@ -214,7 +217,6 @@ gone() {
 	done
 	GONE_MS=$(((${EPOCHREALTIME/./} - t0) / 1000))
 }
-pause() { sleep "$1"; }
 
 # ---- results ------------------------------------------------------------------------------
 # One result is a TSV line of $TMP/rows.tsv and a JSON line of OUT: row title, target,
@@ -223,13 +225,13 @@ pause() { sleep "$1"; }
 ROWS_TSV=$TMP/rows.tsv
 : >"$ROWS_TSV"
 list_sum() { # list_sum "k=v,...": the sum of the v
-	local s=0 kv
+	local s=0 kv kvs
 	IFS=, read -r -a kvs <<<"$1"
 	for kv in "${kvs[@]}"; do [[ -z $kv ]] || s=$((s + ${kv#*=})); done
 	echo "$s"
 }
 list_json() { # list_json "k=v,...": {"k":v,...}
-	local out="" kv
+	local out="" kv kvs
 	IFS=, read -r -a kvs <<<"$1"
 	for kv in "${kvs[@]}"; do [[ -z $kv ]] || out+="${out:+,}\"${kv%%=*}\":${kv#*=}"; done
 	echo "{$out}"
@@ -245,7 +247,6 @@ record() {
 		"$n_lost" "$(list_json "$lost")" "$n_nc" "$(list_json "$nc")" "$(json_str "$note")" "$raw" >>"$OUT"
 	if ((n_lost)); then say "  $t: $((ok + n_non + n_lost)) requests, $n_lost LOST ($lost)"; else say "  $t: $((ok + n_non + n_lost)) requests, none lost"; fi
 }
-
 
 # wrk_start NAME SECS LUA [ARGS...]: wrk on T_URL in the background (W_PID), its output in W_OUT.
 wrk_start() {
@@ -301,7 +302,7 @@ jmap() {
 # split_kinds "kind=n,...": connhold's kinds into record's lists: C_NON (status_N), C_NC (a dial
 # that failed: refused, connect_timeout, connect_error) and C_LOST (the rest).
 split_kinds() {
-	local kv
+	local kv kvs
 	C_NON="" C_LOST="" C_NC=""
 	IFS=, read -r -a kvs <<<"$1"
 	for kv in "${kvs[@]}"; do
@@ -316,7 +317,7 @@ split_kinds() {
 # load_result LINE: record's lists from a connhold -load line: C_OK, C_NON, C_LOST, C_NC, and
 # C_NOTE (connections made, found closed while idle, lost on a kept-alive connection).
 load_result() {
-	local kv non=""
+	local kv kvs non=""
 	C_OK=0
 	IFS=, read -r -a kvs <<<"$(jmap "$1" answered_by_status)"
 	for kv in "${kvs[@]}"; do
@@ -430,7 +431,7 @@ row_slow() {
 # hold_sum: the JSON lines of the holders, summed: H_HELD, H_KINDS (failed, kind=n,...), H_OPEN_MS
 # and H_LAST_MS (the latest), H_RAW (the lines as a JSON array).
 hold_sum() {
-	local f line kv
+	local f line kv kvs
 	local -A kinds=()
 	H_HELD=0 H_OPEN_MS=0 H_LAST_MS=0 H_RAW="" H_KINDS=""
 	for f in "$TMP"/hold.*.out; do
@@ -511,11 +512,11 @@ row_stop() {
 			say "row 6: $sig under load, $kind, $t"
 			up "$t" "$kind"
 			loads_start
-			pause 2
+			sleep 2
 			kill -s "${sig#SIG}" "$T_PID"
 			gone "$T_PID" 40 || die "$t did not exit within 40 s of $sig"
 			note="$sig; exited $(awk -v a="$GONE_MS" 'BEGIN { printf "%.1f", a / 1000 }') s later"
-			pause 1 # and the load goes on, refused
+			sleep 1 # and the load goes on, refused
 			loads_stop
 			wait "$T_PID" 2>/dev/null || true
 			unset "PIDS[$T_NAME]"
@@ -531,7 +532,7 @@ row_upgrade() {
 			if [[ $t == nginx ]]; then up "$t" "$kind" "" "" 1; else up "$t" "$kind"; fi
 			old=$T_PID
 			loads_start
-			pause 2
+			sleep 2
 			deadline=$((SECONDS + 35))
 			if [[ $t == nginx ]]; then
 				# nginx's binary upgrade: USR2 starts the new master (the old pid file becomes
@@ -566,7 +567,7 @@ row_upgrade() {
 			fi
 			wait "$old" 2>/dev/null || true
 			unset "PIDS[$T_NAME]"
-			pause 2 # the load goes on, on the new process
+			sleep 2 # the load goes on, on the new process
 			loads_stop
 			[[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "${T_CURL[@]}" "$T_URL" || true) == 200 ]] ||
 				die "$t: the new process does not answer after the upgrade"
