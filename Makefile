@@ -56,7 +56,7 @@ bench-protocols:
 
 # fenec-entry and nginx in a storm: every request answered or LOST, by kind, in seven rows
 # (new connections, keep-alive, pipelining, slow clients, the open-file limit, SIGTERM and an
-# upgrade in place under load); about 15 minutes (bench/README.md, "Storm"). STORM_FLAGS=--quick
+# upgrade in place under load); about 12 minutes (bench/README.md, "Storm"). STORM_FLAGS=--quick
 # for a 2-minute smoke run.
 bench-storm:
 	bash bench/storm.sh $(STORM_FLAGS)
