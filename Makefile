@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: build demo test fuzz bench bench-proxies bench-protocols vet fmt clean cross
+.PHONY: build demo test fuzz bench bench-proxies bench-protocols bench-storm vet fmt clean cross
 
 build:
 	@mkdir -p $(BIN)
@@ -53,6 +53,13 @@ bench-proxies:
 # fenec-entry against nginx over every protocol a client speaks, and memory (bench/README.md).
 bench-protocols:
 	bash bench/proxies.sh --mode protocols
+
+# fenec-entry and nginx in a storm: every request answered or LOST, by kind, in seven rows
+# (new connections, keep-alive, pipelining, slow clients, the open-file limit, SIGTERM and an
+# upgrade in place under load); about 12 minutes (bench/README.md, "Storm"). STORM_FLAGS=--quick
+# for a 2-minute smoke run.
+bench-storm:
+	bash bench/storm.sh $(STORM_FLAGS)
 
 vet:
 	$(GO) vet ./...

@@ -516,11 +516,6 @@ facts() {
 	fi
 	started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 }
-json_str() { # json_str TEXT: TEXT as a JSON string (quotes, backslashes; control characters as spaces)
-	local s=${1//\\/\\\\}
-	s=${s//\"/\\\"}
-	printf '"%s"' "${s//[[:cntrl:]]/ }"
-}
 
 # ---- conns mode: memory per held connection ----------------------------------------------
 # For each round, scenario (idle, streams) and target: a fresh proxy, a warm-up, its RSS (and
@@ -597,43 +592,13 @@ conns_start() {
 		# keepalive_timeout (75 s by default) would close an idle one, proxy_read_timeout
 		# (60 s) a stream quieter than that.
 		rm -rf "$TMP/nginx"
-		mkdir -p "$TMP/nginx"
-		cat >"$TMP/nginx/nginx.conf" <<EOF
-worker_processes 1;
-worker_rlimit_nofile $NOFILE;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-events { worker_connections $NEED_FDS; }
-http {
-    access_log off;
-    client_body_temp_path $TMP/nginx/body;
-    proxy_temp_path $TMP/nginx/proxy;
-    fastcgi_temp_path $TMP/nginx/fastcgi;
-    uwsgi_temp_path $TMP/nginx/uwsgi;
-    scgi_temp_path $TMP/nginx/scgi;
-    keepalive_requests 1000000;
-    keepalive_timeout 1h;
-    upstream fenec_router {
-        server 127.0.0.1:$up;
-        keepalive 64;
-        keepalive_requests 1000000;
-    }
-    server {
+		nginx_conf "$TMP/nginx" "$up" "    server {
         listen 127.0.0.1:$p_listen;
-        location / {
-            proxy_pass http://fenec_router;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Fenec-Home 1;
-            proxy_set_header X-Request-Id \$request_id;
-            proxy_hide_header Fenec-Home;
-            proxy_buffering off;
-            proxy_read_timeout 1h;
-            proxy_send_timeout 1h;
-        }
-    }
-}
-EOF
+$(nginx_location '            proxy_read_timeout 1h;
+            proxy_send_timeout 1h;')
+    }" 1 "$NEED_FDS" "worker_rlimit_nofile $NOFILE;
+" '    keepalive_timeout 1h;
+'
 		start nginx "$SERVER_CPUS" nginx -e "$TMP/nginx/error.log" -p "$TMP/nginx" \
 			-c "$TMP/nginx/nginx.conf" -g 'daemon off;'
 		;;
@@ -966,25 +931,7 @@ conns_main() {
 }
 
 # ---- measuring (requests and protocols modes) ----------------------------------------------
-cat >"$TMP/report.lua" <<'EOF'
--- One machine-readable line per wrk run; latency in microseconds.
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    "BENCH p50_us=%d p99_us=%d rps=%.1f requests=%d duration_us=%d socket_errors=%d non_2xx=%d\n",
-    latency:percentile(50.0), latency:percentile(99.0),
-    summary.requests / (summary.duration / 1e6), summary.requests, summary.duration,
-    e.connect + e.read + e.write + e.timeout, e.status))
-  -- The latencies themselves, "µs:count" for each value seen, for runs merged into one
-  -- (--latency-slices).
-  local parts = {}
-  for i = 1, #latency do
-    local v, c = latency(i)
-    parts[#parts + 1] = string.format("%d:%d", v, c)
-  end
-  io.write("HIST " .. table.concat(parts, " ") .. "\n")
-end
-EOF
+wrk_report_lua "$TMP/report.lua" # one BENCH line and the HIST of latencies per wrk run (lib.sh)
 
 # cpu_ticks: one line per CPU from /proc/stat, "busy total process": busy = all but idle and
 # iowait, process = user + nice + system (what processes are charged with, in the same ticks
@@ -1117,30 +1064,14 @@ declare -A PROTO_METRICS=([plain]="plain_rps plain_p50 plain_p99" [https]="https
 	[h2]="h2_rps" [h2c]="h2c_rps" [tls10]="handshakes resumed")
 
 # proto_cert: one self-signed ECDSA P-256 certificate for the run, for every TLS listener.
-proto_cert() {
-	mkdir -p "$TMP/tls"
-	CERT=$TMP/tls/cert.pem KEY=$TMP/tls/key.pem
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-		-subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
-		-keyout "$KEY" -out "$CERT" >"$TMP/tls/req.log" 2>&1 ||
-		{ cat "$TMP/tls/req.log" >&2; die "openssl req: could not make the certificate"; }
-}
+proto_cert() { bench_cert "$TMP/tls"; }
 
 # proto_nginx KIND: starts nginx-KIND, KIND plain (HTTP/1.1 on one port, h2c on a second) or
 # tls (HTTPS, HTTP/1.1 and h2 by ALPN), with the requests mode's proxying and header work.
 proto_nginx() {
 	local kind=$1 name=nginx-$1 dir=$TMP/nginx-$1 p1 p2 servers loc
 	mkdir -p "$dir"
-	# shellcheck disable=SC2016 # nginx's $request_id, not this shell's
-	loc='        location / {
-            proxy_pass http://fenec_router;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Fenec-Home 1;
-            proxy_set_header X-Request-Id $request_id;
-            proxy_hide_header Fenec-Home;
-            proxy_buffering off;
-        }'
+	loc=$(nginx_location)
 	port p1
 	if [[ $kind == plain ]]; then
 		port p2
@@ -1161,12 +1092,7 @@ $loc
 		# TLS 1.3 out, which the entry (Go) and every client here speak. The server's cipher
 		# order, as the entry (Go) chooses its own: both then agree on TLS_AES_128_GCM_SHA256
 		# with clients (OpenSSL's) that list AES-256 first.
-		servers="    ssl_certificate $CERT;
-    ssl_certificate_key $KEY;
-    ssl_protocols TLSv1.2 TLSv1.3;
-    ssl_prefer_server_ciphers on;
-    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;
-    ssl_session_cache shared:SSL:10m;
+		servers="$(nginx_tls "$CERT" "$KEY")
     server {
         listen 127.0.0.1:$p1 ssl http2;
 $loc
@@ -1175,27 +1101,7 @@ $loc
 		TLS_ADDR[nginx]=127.0.0.1:$p1
 		INST_TLS[nginx]=$name
 	fi
-	cat >"$dir/nginx.conf" <<EOF
-worker_processes $WORKERS;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path $dir/body;
-    proxy_temp_path $dir/proxy;
-    fastcgi_temp_path $dir/fastcgi;
-    uwsgi_temp_path $dir/uwsgi;
-    scgi_temp_path $dir/scgi;
-    keepalive_requests 1000000;
-    upstream fenec_router {
-        server 127.0.0.1:$UP_PORT;
-        keepalive 64;
-        keepalive_requests 1000000;
-    }
-$servers
-}
-EOF
+	nginx_conf "$dir" "$UP_PORT" "$servers" "$WORKERS"
 	start "$name" "$SERVER_CPUS" nginx -e "$dir/error.log" -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;'
 	if [[ $kind == plain ]]; then wait_ready "$name" "${URL_PLAIN[nginx]}"; else wait_ready "$name" "${URL_TLS[nginx]}" -k; fi
 }
@@ -1705,39 +1611,10 @@ declare -A URL=([direct]="http://127.0.0.1:$UP_PORT$REQ_PATH")
 # and an X-Request-Id on the way in, drop Fenec-Home on the way out.
 if has_target nginx; then
 	port NGINX_PORT
-	mkdir -p "$TMP/nginx"
-	cat >"$TMP/nginx/nginx.conf" <<EOF
-worker_processes $WORKERS;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path $TMP/nginx/body;
-    proxy_temp_path $TMP/nginx/proxy;
-    fastcgi_temp_path $TMP/nginx/fastcgi;
-    uwsgi_temp_path $TMP/nginx/uwsgi;
-    scgi_temp_path $TMP/nginx/scgi;
-    keepalive_requests 1000000;
-    upstream fenec_router {
-        server 127.0.0.1:$UP_PORT;
-        keepalive 64;
-        keepalive_requests 1000000;
-    }
-    server {
+	nginx_conf "$TMP/nginx" "$UP_PORT" "    server {
         listen 127.0.0.1:$NGINX_PORT;
-        location / {
-            proxy_pass http://fenec_router;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Fenec-Home 1;
-            proxy_set_header X-Request-Id \$request_id;
-            proxy_hide_header Fenec-Home;
-            proxy_buffering off;
-        }
-    }
-}
-EOF
+$(nginx_location)
+    }" "$WORKERS"
 	start nginx "$SERVER_CPUS" nginx -e "$TMP/nginx/error.log" -p "$TMP/nginx" \
 		-c "$TMP/nginx/nginx.conf" -g 'daemon off;'
 	URL[nginx]="http://127.0.0.1:$NGINX_PORT$REQ_PATH"

@@ -1,9 +1,13 @@
 // Command connhold opens many HTTP/1.1 connections to a proxy, makes one request on each,
 // and holds them all open: the load of the cost-per-connection mode of bench/proxies.sh
-// (--mode conns), which reads the proxy's memory before and while they are held.
+// (--mode conns), which reads the proxy's memory before and while they are held, and of the
+// open-file limit row of bench/storm.sh. With -load it is instead a load of clients that
+// account for every request they make (bench/storm.sh; load.go and below).
 //
 //	connhold -addr 127.0.0.1:18001 -n 10000                      # idle keep-alive connections
 //	connhold -addr 127.0.0.1:18001 -n 2000 -stream -path /t/acme/events   # open event streams
+//	connhold -addr 127.0.0.1:18001 -load -n 32 -close < fifo     # 32 clients, a new connection each request
+//	connhold -addr 127.0.0.1:18001 -load -slow -n 200 -per-conn 4 -duration 15s   # slow clients
 //
 // Each connection is dialed, sends one GET and reads the answer, which must be 200. Without
 // -stream the answer's body is read to its end and the connection is then left idle
@@ -16,19 +20,34 @@
 //
 //	READY conns=N failed=K
 //
-// N the connections held, K those that failed, and holds them until stdin reaches its end or
-// SIGINT/SIGTERM arrives. It then prints
+// N the connections held, K those that failed, after one JSON line saying the same with the
+// failures by kind (refused, connect_timeout, connect_error, timeout, eof, reset, status_502,
+// ...), the time to open them all (open_ms) and the time of the last one opened (last_ok_ms),
+// and holds them until stdin reaches its end or SIGINT/SIGTERM arrives. It then prints
 //
 //	DONE conns=N closed=C
 //
 // C the held connections the other side closed (or, idle, sent something on) during the hold,
 // closes every connection and exits 0. More than -max-failed failures, or a bad flag, exit 1
 // with one line on stderr and nothing held.
+//
+// -load runs -n clients, each making one request after another (a GET of -path), on a
+// kept-alive connection, or on a new connection each (-close: Connection: close), until
+// -duration has passed, or without -duration until stdin reaches its end or SIGINT/SIGTERM
+// arrives; each client then finishes the request it is making. With -slow every byte of a
+// request is written alone, after a pause drawn from -byte-min to -byte-max, and every second
+// request is a POST with a -body bytes long body; -per-conn K closes a connection after K
+// requests. It then prints one JSON line: requests made, answered by status, LOST by kind,
+// refused dials and other failed dials, kept-alive connections found closed before a request
+// (closed_idle, not a request), and the first few losses and failed dials (refused aside) with
+// their time and error. How each
+// request is counted: load.go.
 package main
 
 import (
 	"bufio"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -55,6 +74,16 @@ type options struct {
 	sources   int
 	maxFailed int
 	tls       bool
+
+	// -load
+	load     bool
+	close    bool
+	slow     bool
+	byteMin  time.Duration
+	byteMax  time.Duration
+	perConn  int
+	body     int
+	duration time.Duration
 }
 
 func main() {
@@ -69,6 +98,14 @@ func main() {
 	flag.IntVar(&o.sources, "sources", 1, "dial from 127.0.0.1 .. 127.0.0.`K` in turn (more source ports on loopback)")
 	flag.IntVar(&o.maxFailed, "max-failed", 0, "connections that may fail before connhold gives up")
 	flag.BoolVar(&o.tls, "tls", false, "speak HTTPS (HTTP/1.1 by ALPN, TLS 1.3, the server's certificate not checked: a bench on loopback)")
+	flag.BoolVar(&o.load, "load", false, "run a load of -n clients that account for every request, instead of holding connections")
+	flag.BoolVar(&o.close, "close", false, "-load: a new connection for each request (Connection: close)")
+	flag.BoolVar(&o.slow, "slow", false, "-load: write each request a byte at a time, every second one a POST with a body")
+	flag.DurationVar(&o.byteMin, "byte-min", 5*time.Millisecond, "-slow: the shortest pause before a byte")
+	flag.DurationVar(&o.byteMax, "byte-max", 20*time.Millisecond, "-slow: the longest pause before a byte")
+	flag.IntVar(&o.perConn, "per-conn", 0, "-load: requests on a connection before the client closes it and dials again (0: no limit)")
+	flag.IntVar(&o.body, "body", 32, "-slow: the bytes of a POST's body")
+	flag.DurationVar(&o.duration, "duration", 0, "-load: how long to run (0: until stdin ends or SIGINT/SIGTERM)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "connhold: %v\n", err)
@@ -94,6 +131,14 @@ func (o *options) check() error {
 		return fmt.Errorf("-max-failed: want 0 or more, got %d", o.maxFailed)
 	case !strings.HasPrefix(o.path, "/"):
 		return fmt.Errorf("-path: want an absolute path, got %q", o.path)
+	case !o.load && (o.close || o.slow || o.perConn != 0 || o.duration != 0):
+		return errors.New("-close, -slow, -per-conn and -duration are for -load")
+	case o.load && o.stream:
+		return errors.New("-stream is for holding connections, not -load")
+	case o.byteMin < 0 || o.byteMax < o.byteMin:
+		return fmt.Errorf("-byte-min %v, -byte-max %v: want 0 <= min <= max", o.byteMin, o.byteMax)
+	case o.perConn < 0 || o.body < 0 || o.duration < 0:
+		return errors.New("-per-conn, -body and -duration: want 0 or more")
 	}
 	if o.sources > 1 {
 		host, _, err := net.SplitHostPort(o.addr)
@@ -118,7 +163,17 @@ func run(o options) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	conns, failed, firstErr := openAll(o)
+	if o.load {
+		return load(o, releaser(o.duration == 0))
+	}
+	start := time.Now()
+	conns, byKind, lastOK, firstErr := openAll(o)
+	failed := 0
+	for _, n := range byKind {
+		failed += n
+	}
+	json.NewEncoder(os.Stdout).Encode(map[string]any{"held": len(conns), "failed": failed, "failed_by_kind": byKind,
+		"open_ms": time.Since(start).Milliseconds(), "last_ok_ms": lastOK.Sub(start).Milliseconds()})
 	if failed > o.maxFailed {
 		closeAll(conns)
 		return fmt.Errorf("%d of %d connections failed (-max-failed %d); first: %v", failed, o.n, o.maxFailed, firstErr)
@@ -143,21 +198,31 @@ func run(o options) error {
 		}()
 	}
 
-	release := make(chan struct{}, 2)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	go func() { <-sig; release <- struct{}{} }()
-	go func() { io.Copy(io.Discard, os.Stdin); release <- struct{}{} }()
-	<-release
+	<-releaser(true)
 
 	fmt.Printf("DONE conns=%d closed=%d\n", len(conns), closed.Load())
 	closeAll(conns)
 	return nil
 }
 
-// openAll opens o.n connections, o.parallel at a time.
-func openAll(o options) (conns []held, failed int, firstErr error) {
-	var mu sync.Mutex // guards conns, failed, firstErr
+// releaser is a channel that receives when SIGINT or SIGTERM arrives and, with stdin, when
+// stdin reaches its end.
+func releaser(stdin bool) <-chan struct{} {
+	release := make(chan struct{}, 2)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() { <-sig; release <- struct{}{} }()
+	if stdin {
+		go func() { io.Copy(io.Discard, os.Stdin); release <- struct{}{} }()
+	}
+	return release
+}
+
+// openAll opens o.n connections, o.parallel at a time. It returns those held, the failures
+// by kind, and when the last one held was opened.
+func openAll(o options) (conns []held, byKind map[string]int, lastOK time.Time, firstErr error) {
+	byKind = map[string]int{}
+	var mu sync.Mutex // guards conns, byKind, lastOK, firstErr
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(o.parallel, o.n) {
@@ -168,12 +233,13 @@ func openAll(o options) (conns []held, failed int, firstErr error) {
 				h, err := open(o, i)
 				mu.Lock()
 				if err != nil {
-					failed++
+					byKind[failKind(err)]++
 					if firstErr == nil {
 						firstErr = err
 					}
 				} else {
 					conns = append(conns, h)
+					lastOK = time.Now()
 				}
 				mu.Unlock()
 			}
@@ -184,7 +250,21 @@ func openAll(o options) (conns []held, failed int, firstErr error) {
 	}
 	close(next)
 	wg.Wait()
-	return conns, failed, firstErr
+	return conns, byKind, lastOK, firstErr
+}
+
+// dialError is a dial that failed: no request was written.
+type dialError struct{ error }
+
+func (e dialError) Unwrap() error { return e.error }
+
+// failKind is the kind of a connection that could not be opened (and held).
+func failKind(err error) string {
+	var de dialError
+	if errors.As(err, &de) {
+		return dialKind(err)
+	}
+	return lostKind(err, false)
 }
 
 // open dials connection i, makes the request and checks the answer.
@@ -195,7 +275,7 @@ func open(o options, i int) (held, error) {
 	}
 	c, err := d.Dial("tcp", o.addr)
 	if err != nil {
-		return held{}, err
+		return held{}, dialError{err}
 	}
 	if o.tls {
 		tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS13}) //nolint:gosec // a bench on loopback, against its own certificate
@@ -232,7 +312,7 @@ func request(o options, c net.Conn) (*bufio.Reader, error) {
 		return nil, fmt.Errorf("reading the answer: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("want status 200, got %s", resp.Status)
+		return nil, statusError{resp.StatusCode}
 	}
 	if o.stream {
 		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
