@@ -4,6 +4,7 @@ package h1
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -199,5 +200,63 @@ func BenchmarkLongestIdle(b *testing.B) {
 		if got := s.longestIdle(ShedBatch); len(got) != ShedBatch || got[0].idleUntil.Load() != 0 {
 			b.Fatalf("%d picked, the first idle until %d", len(got), got[0].idleUntil.Load())
 		}
+	}
+}
+
+// Shutdown serves the connections waiting in the listen backlog before it closes the listener,
+// which would reset them with their requests written (a SIGTERM drain under a storm of new
+// connections lost a few so). Here the accept loop is held at MaxConns by a busy connection,
+// so that a connection waits in the backlog when Shutdown comes.
+func TestShutdownServesTheBacklog(t *testing.T) {
+	release := make(chan struct{})
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-release
+		}
+		io.WriteString(w, "ok")
+	}), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute, MaxConns: 1}
+	addr := startLean(t, s)
+	busy, busyBr := dial(t, addr)
+	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: e\r\n\r\n")
+	testutil.Eventually(t, 2*time.Second, "the busy connection held", func() bool { return s.Held() == 1 })
+	inHand, inHandBr := dial(t, addr) // accepted, waiting for room
+	io.WriteString(inHand, "GET / HTTP/1.1\r\nHost: e\r\n\r\n")
+	testutil.Eventually(t, 2*time.Second, "the accept loop waiting for room", s.starved.Load)
+	queued, queuedBr := dial(t, addr) // in the backlog
+	io.WriteString(queued, "GET / HTTP/1.1\r\nHost: e\r\n\r\n")
+	time.Sleep(20 * time.Millisecond)
+
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- s.Shutdown(ctx)
+	}()
+	for _, c := range []struct {
+		what string
+		br   *bufio.Reader
+	}{{"the connection in the backlog", queuedBr}, {"the connection accepted at the bound", inHandBr}} {
+		resp, err := http.ReadResponse(c.br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		wantOK(t, resp, c.what)
+		if !resp.Close {
+			t.Errorf("%s: answered without Connection: close", c.what)
+		}
+	}
+	close(release)
+	if resp, err := http.ReadResponse(busyBr, nil); err != nil {
+		t.Fatalf("the busy connection: %v", err)
+	} else {
+		wantOK(t, resp, "the busy connection")
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return")
 	}
 }

@@ -421,6 +421,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.shutdown = true
 	s.down.Store(true)
+	lf := s.lnFile
+	s.mu.Unlock()
+	// Closing a listening socket resets the connections in its backlog, handshaken and maybe
+	// with their request written: those are taken and served first (in an upgrade the socket
+	// lives on in the new process, which would have taken them; they are served here instead).
+	s.takeQueued(lf)
+	s.mu.Lock()
 	s.closeListener()
 	if s.done == nil {
 		s.done = make(chan struct{})

@@ -238,6 +238,38 @@ func acceptRaw(raw syscall.RawConn) (fd int, sa unix.Sockaddr, err error) {
 	return fd, sa, nil
 }
 
+// maxQueued bounds what takeQueued takes: a listen backlog's worth (net.core.somaxconn's
+// default), so that a storm cannot hold Shutdown there.
+const maxQueued = 4096
+
+// takeQueued accepts, without waiting, the connections waiting in lf's backlog (lf: h1's
+// duplicate of the listening socket; nil: none) and serves them, until none is left.
+func (s *Server) takeQueued(lf *os.File) {
+	if lf == nil {
+		return
+	}
+	raw, err := lf.SyscallConn()
+	if err != nil {
+		return
+	}
+	raw.Control(func(lfd uintptr) {
+		for range maxQueued {
+			fd, sa, err := unix.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+			if err == unix.EINTR || err == unix.ECONNABORTED {
+				continue
+			}
+			if err != nil {
+				return // EAGAIN: none left; or the listener is gone
+			}
+			if setAcceptedOptions(fd) != nil {
+				unix.Close(fd)
+				continue
+			}
+			s.accept(fd, remoteString(sa))
+		}
+	})
+}
+
 // remoteString is the client's address as net.TCPAddr's String gives it (an IPv4 client of a
 // dual-stack listener as a.b.c.d, not ::ffff:a.b.c.d), as net/http's Request.RemoteAddr.
 func remoteString(sa unix.Sockaddr) string {
