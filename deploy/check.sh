@@ -356,8 +356,10 @@ wait "$pid" || rc=$? # the old process drains (no connection open: at once) and 
 grep -q '"message":"upgrade: the new process is ready; this one hands over gossip and drains"' "$log" ||
 	{ cat "$log" >&2; fail "upgrade: USR2 did not start a new process"; }
 newpid="$(cat "$TMP/reload.pid")"
-[ -n "$newpid" ] && [ "$newpid" != "$pid" ] && kill -0 "$newpid" 2>/dev/null ||
-	{ cat "$log" >&2; fail "upgrade: the PID file names $newpid, not a new live process"; }
+if [ -z "$newpid" ] || [ "$newpid" = "$pid" ] || ! kill -0 "$newpid" 2>/dev/null; then
+	cat "$log" >&2
+	fail "upgrade: the PID file names $newpid, not a new live process"
+fi
 PIDS+=("$newpid")
 admin="$(grep '"message":"entry started"' "$log" | tail -1 | grep -o '"admin_listen":"[^"]*"' | cut -d'"' -f4)"
 for _ in $(seq 1 100); do curl -fsS "http://$admin/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
