@@ -378,6 +378,10 @@ func (ro *rolling) restart(e *entryProc, binary, version string, down func()) {
 		}
 	}
 	e.binary = binary
+	e.release = ""
+	if binary == ro.old {
+		e.release = previousRelease
+	}
 	ro.runs[e.name] = version
 	e.start(t)
 	var atReady statusDoc
@@ -508,7 +512,7 @@ func TestChaos7RollingUpgrade(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.args = append(e.args, "--state-dir", dir)
-		e.binary = old
+		e.binary, e.release = old, previousRelease
 	})
 	ro := &rolling{h: h, old: old, cur: bin.entry, runs: map[string]string{"a": "old", "b": "old", "c": "old"}}
 	a, b, c := h.entry("a"), h.entry("b"), h.entry("c")
