@@ -544,6 +544,34 @@ func (e *entryProc) running() bool {
 	}
 }
 
+// adopt makes pid, the process an upgrade in place started from the entry's process (which
+// has ended), the entry's process: signals go to it, and it is reaped here. The suite is the
+// child subreaper (setSubreaper), so the orphan is its child once its parent has exited.
+func (e *entryProc) adopt(pid int) {
+	done := make(chan struct{})
+	e.mu.Lock()
+	e.pid, e.done = pid, done
+	e.mu.Unlock()
+	go func() {
+		for {
+			var ws syscall.WaitStatus
+			_, err := syscall.Wait4(pid, &ws, 0, nil)
+			if err == syscall.EINTR {
+				continue
+			}
+			code := ws.ExitStatus()
+			if err != nil { // not our child after all: wait for it to be gone, its status unknown
+				for syscall.Kill(pid, 0) == nil {
+					time.Sleep(50 * time.Millisecond)
+				}
+				code = -2
+			}
+			e.ended(code, done)
+			return
+		}
+	}()
+}
+
 func (e *entryProc) signal(sig syscall.Signal) {
 	if !e.running() {
 		return

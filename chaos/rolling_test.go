@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -13,8 +14,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // previousRelease is the last release before upgrades in place: the fleet starts on it, is
@@ -462,6 +468,162 @@ func (ro *rolling) restart(e *entryProc, binary, version string, down func()) {
 	}
 }
 
+// upgradeInPlace upgrades e in place (SIGUSR2; docs/OPERATIONS.md, "Upgrading the binary in
+// place") under load, clients never avoiding it: binary is put at the path e runs from by a
+// rename, then SIGUSR2. The new process must write its PID to --pid-file, the old one must
+// exit 0 within 25 s (its drain, and 10 s for open requests) and the new one serve as version
+// (its /status.json) with the homes the old one held, counting the upgrade; the peers must
+// list e alive at every look (every 50 ms) throughout. No request to e may fail meanwhile,
+// not even a refused dial, but event streams the old process ends at its drain (the loss
+// check, disHandedOver).
+func (ro *rolling) upgradeInPlace(e *entryProc, binary, version string) {
+	h, t := ro.h, ro.h.t
+	if e.pidFile == "" || e.binary == "" || e.binary == bin.entry {
+		t.Fatalf("%s: an upgrade in place needs a binary path of its own and --pid-file", e.name)
+	}
+	// The new process outlives its parent, the process the suite started: the suite must be
+	// its reaper to see it end and how (adopt).
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatalf("prctl(PR_SET_CHILD_SUBREAPER): %v", err)
+	}
+	from := ro.version(e)
+	before, _ := e.status()
+	oldPID, oldDone := e.process()
+	if pid, err := readPIDFile(e.pidFile); err != nil || pid != oldPID {
+		t.Errorf("%s (%s): --pid-file says %d (%v), the process is %d", e.name, from, pid, err, oldPID)
+	}
+	replaceFile(t, binary, e.binary)
+
+	var mu sync.Mutex
+	looks, notAlive := 0, map[string]int{}
+	stopWatch := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, o := range h.entries {
+		if o == e {
+			continue
+		}
+		wg.Go(func() {
+			for {
+				select {
+				case <-stopWatch:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				st, err := o.status()
+				if err != nil {
+					continue // the peer's own admin: not what this measures
+				}
+				mu.Lock()
+				looks++
+				if m := st.member(e.name); m != "alive" {
+					notAlive[o.name+" listed "+e.name+" "+strconv.Quote(m)]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+
+	d := h.dis.begin(e.name, disHandedOver)
+	asked := time.Now()
+	e.signal(syscall.SIGUSR2)
+	newPID := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Second)
+	took, err := testutil.Poll(ctx, 20*time.Millisecond, e.name+"'s --pid-file names a new process", func() error {
+		pid, err := readPIDFile(e.pidFile)
+		if err == nil && pid == oldPID {
+			err = fmt.Errorf("still %d", pid)
+		}
+		newPID = pid
+		return err
+	})
+	cancel()
+	if err != nil {
+		t.Fatalf("upgrade in place of %s (%s): %v (see %s)", e.name, from, err, e.logPath)
+	}
+	select {
+	case <-oldDone:
+	case <-time.After(25 * time.Second):
+		t.Errorf("%s (%s): the old process did not exit within 25 s of the new one's PID", e.name, from)
+		syscall.Kill(oldPID, syscall.SIGKILL)
+		<-oldDone
+	}
+	h.dis.endAt(d, e.exitTime())
+	oldExit, oldGone := e.exitCode(), e.exitTime().Sub(asked)
+	if oldExit != 0 {
+		t.Errorf("%s (%s): the old process exited %d after the upgrade in place, want 0 (see %s)", e.name, from, oldExit, e.logPath)
+	}
+	e.adopt(newPID)
+	ro.runs[e.name] = version
+	var st statusDoc
+	h.waitStatus(e, 10*time.Second, e.name+" ("+version+") ready after the upgrade in place", func(s statusDoc) bool {
+		st = s
+		return s.Ready
+	})
+	if st.Version != inPlaceVersion || st.Homes.Held < before.Homes.Held {
+		t.Errorf("%s after the upgrade in place: /status.json says version %q, %d homes; want %q and the %d homes the old process held",
+			e.name, st.Version, st.Homes.Held, inPlaceVersion, before.Homes.Held)
+	}
+	counted := e.metricLines("fenec_entry_upgrades_total")
+	if !slices.Contains(counted, `fenec_entry_upgrades_total{result="ready"} 1`) {
+		t.Errorf("%s after the upgrade in place counts %s, want one ready", e.name, strings.Join(counted, ", "))
+	}
+	time.Sleep(time.Second) // the peers' looks go on a while with the new process alone
+	close(stopWatch)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for what, n := range notAlive {
+		t.Errorf("upgrade in place of %s: %s at %d of %d looks", e.name, what, n, looks)
+	}
+	h.logf("%s upgraded in place (SIGUSR2) %s -> %s under load: PID %d -> %d, the new PID written %v after the signal, the old process exited %d %v after it; "+
+		"the new one ready as %s holding %d homes (the old held %d), %s; peers listed %s alive at all %d looks",
+		e.name, from, version, oldPID, newPID, took.Round(10*time.Millisecond), oldExit, oldGone.Round(10*time.Millisecond),
+		st.Version, st.Homes.Held, before.Homes.Held, strings.Join(nonZero(counted), ", "), e.name, looks)
+}
+
+// inPlaceVersion is main.version of the build an upgrade in place puts in place (buildStamped):
+// the new process's /status.json shows it, so the new process runs the file put at the path.
+const inPlaceVersion = "chaos-in-place"
+
+// buildStamped builds this tree's ./cmd/fenec-entry with main.version set to version (the
+// compiled packages come from the build cache: a link).
+func buildStamped(t *testing.T, version string) string {
+	t.Helper()
+	start := time.Now()
+	out := filepath.Join(bin.dir, "fenec-entry-"+version)
+	cmd := exec.Command("go", "build", "-ldflags", "-X main.version="+version, "-o", out, "./cmd/fenec-entry")
+	cmd.Dir = bin.root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/fenec-entry (version %s): %v\n%s", version, err, b)
+	}
+	t.Logf("built fenec-entry as version %s in %v", version, time.Since(start).Round(100*time.Millisecond))
+	return out
+}
+
+// replaceFile puts a copy of from at to by a rename, as a package manager does: a process
+// running from to keeps its own file.
+func replaceFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to+".new", b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(to+".new", to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readPIDFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
 // markCrosses: ap's routers refuse; by is asked for markTenant, and marks ap failing; every
 // other entry must list ap failing as seen by by within homeSpread. Then ap's routers answer
 // again; once reads at clearer ask ap first again, clearer is asked for markTenant, gets ap's
@@ -517,13 +679,16 @@ func (ro *rolling) markCrosses(by, clearer *entryProc) {
 }
 
 // 7. A rolling upgrade from the previous release under load: the fleet starts on
-// previousRelease, each entry in turn is restarted (SIGTERM) on this build with the same
-// flags, ports and --state-dir, then one goes back to the previous release. Homes learned at
-// either version while the other runs, a home learned while an entry is down, and a region's
-// mark and its clear must cross between versions; no request for a tenant already heard may
-// be relayed (at most 0.1 % in each phase); and the invariants.
+// previousRelease, each entry in turn is restarted (SIGTERM, clients sending to it through
+// its drain) on this build with the same flags, ports and --state-dir; then b is upgraded in
+// place (SIGUSR2) to a build stamped inPlaceVersion, and goes back to the previous release.
+// Homes learned at either version while the other runs, a home learned while an entry is
+// down, and a region's mark and its clear must cross between versions; no request for a
+// tenant already heard may be relayed (at most 0.1 % in each phase); no request this build
+// accepted may go unanswered, none may fail in the upgrade in place; and the invariants.
 func TestChaos7RollingUpgrade(t *testing.T) {
 	old := buildRelease(t, previousRelease)
+	inPlace := buildStamped(t, inPlaceVersion)
 	general := []string{"t01", "t02", "t04", "t05", "t07", "t08"} // eu and us: ap is for the mark
 	late := []string{"t06", "t09", "t10", "t11", "t12"}           // heard nowhere until learned below
 	h := newHarnessWith(t, "rolling-upgrade", scenarioSeed(707), func(e *entryProc) {
@@ -567,8 +732,13 @@ func TestChaos7RollingUpgrade(t *testing.T) {
 	ro.markCrosses(c, a)   // a mark made at an old entry, cleared at a new one
 	time.Sleep(2 * time.Second)
 
+	// b runs this build from a path of its own, with --pid-file (the previous release has no
+	// such flag), for its upgrade in place below.
+	bPath := filepath.Join(t.TempDir(), "fenec-entry")
+	replaceFile(t, bin.entry, bPath)
+	b.pidFile = filepath.Join(t.TempDir(), "b.pid")
 	ph.begin("b upgrading")
-	ro.restart(b, bin.entry, "new", nil)
+	ro.restart(b, bPath, "new", nil)
 	ph.begin("a b new, c old")
 	time.Sleep(3 * time.Second)
 
@@ -577,8 +747,16 @@ func TestChaos7RollingUpgrade(t *testing.T) {
 	ph.begin("all new")
 	time.Sleep(3 * time.Second)
 
-	// b: new -> old, the way back. While it is down, new a learns a tenant: old b must get it
-	// from new peers.
+	// b: new -> new again, in place (SIGUSR2), the TLS entry under load with no client
+	// avoiding it.
+	ph.begin("b upgrading in place")
+	ro.upgradeInPlace(b, inPlace, "new in place")
+	ph.begin("all new, b in place")
+	time.Sleep(2 * time.Second)
+
+	// b: new -> old, the way back (SIGTERM to the process the upgrade in place started). While
+	// it is down, new a learns a tenant: old b must get it from new peers.
+	b.pidFile = ""
 	ph.begin("b downgrading")
 	ro.restart(b, old, "old", func() {
 		want := len(h.learned()) + 1
