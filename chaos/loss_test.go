@@ -278,8 +278,11 @@ func (h *harness) context(entry string, start, end time.Time) string {
 func (h *harness) checkNoLoss(s *summary, ix *ledgerIndex) {
 	ix.verdicts = map[*record]verdict{}
 	count := map[string]int{}
-	judge := func(v verdict, what, entry string, start, end time.Time) {
+	judge := func(v verdict, what, entry string, start, end time.Time, malformed bool) {
 		key := v.class.String()
+		if malformed {
+			key = "malformed " + key
+		}
 		if v.by != nil {
 			key += ": " + v.by.entry + " " + v.by.kind.String()
 		}
@@ -311,14 +314,14 @@ func (h *harness) checkNoLoss(s *summary, ix *ledgerIndex) {
 		v := h.classifyRecord(r)
 		ix.verdicts[r] = v
 		judge(v, fmt.Sprintf("%s %s %s via %s (%s) at %s after %v: %s (%s; %s)", r.Op, r.ID, r.Tenant, r.Entry, r.Conn,
-			h.at(r.Start), r.End.Sub(r.Start).Round(time.Millisecond), r.outcome(), r.Stage, r.ErrText), r.Entry, r.Start, r.End)
+			h.at(r.Start), r.End.Sub(r.Start).Round(time.Millisecond), r.outcome(), r.Stage, r.ErrText), r.Entry, r.Start, r.End, false)
 	}
 	for _, m := range ix.mal {
 		if m.Err == "" {
 			continue
 		}
 		judge(h.classifyMalformed(m), fmt.Sprintf("malformed %s %s %s via %s (%s) at %s after %v: no answer: %s", m.Kind, m.ID, m.Tenant, m.Entry, m.Conn,
-			h.at(m.Start), m.End.Sub(m.Start).Round(time.Millisecond), m.Err), m.Entry, m.Start, m.End)
+			h.at(m.Start), m.End.Sub(m.Start).Round(time.Millisecond), m.Err), m.Entry, m.Start, m.End, true)
 	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(count)) {
