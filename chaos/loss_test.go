@@ -177,6 +177,7 @@ func (c lossClass) String() string { return lossNames[c] }
 type verdict struct {
 	class   lossClass
 	by      *disruption
+	note    string // what else explains an expected failure (router faults)
 	release string
 }
 
@@ -219,6 +220,9 @@ func (v verdict) String() string {
 	if v.by != nil {
 		s += " (" + v.by.entry + " " + v.by.kind.String() + ")"
 	}
+	if v.note != "" {
+		s += " (" + v.note + ")"
+	}
 	if v.release != "" {
 		s += " at the previous release " + v.release + " (not this build: counted, not failed)"
 	}
@@ -226,9 +230,25 @@ func (v verdict) String() string {
 }
 
 // classifyRecord classifies a client error of a well-formed request (httptrace's stage).
+//
+// The entry bounds each attempt (--answer-timeout, 3 s here), not a request's: a retryable one
+// whose home region's routers blackhole or crawl tries them and then other regions, whose
+// relays to the home hang too, and may take longer than the client's 10 s. A client timeout
+// while a router of the tenant's home was in a fault mode (not ok, nor slow below half the
+// answer timeout) at some instant of the request is the router faults' doing: expected. An
+// EOF or a reset is never: the entry must answer, 502 at worst.
 func (h *harness) classifyRecord(r *record) verdict {
-	return h.classify(r.Entry, r.Start, r.End, r.StageN, r.StageN == stageNone && r.Err == "refused",
+	v := h.classify(r.Entry, r.Start, r.End, r.StageN, r.StageN == stageNone && r.Err == "refused",
 		r.Op == opSSE && r.Status == 200)
+	if v.class == lossLost && r.Err == "timeout" && r.StageN >= stageWrote {
+		homes := h.dirLog.homes(r.Tenant, r.Start, r.End)
+		for _, rt := range h.standin.routers {
+			if slices.Contains(homes, rt.Region) && !h.faults.healthyThroughout(rt.Addr, r.Start, r.End) {
+				return verdict{class: lossExpected, note: "the client's timeout while its home's routers were faulted"}
+			}
+		}
+	}
+	return v
 }
 
 // classifyMalformed classifies a malformed request with no answer: its dial, the TLS
@@ -285,6 +305,9 @@ func (h *harness) checkNoLoss(s *summary, ix *ledgerIndex) {
 		}
 		if v.by != nil {
 			key += ": " + v.by.entry + " " + v.by.kind.String()
+		}
+		if v.note != "" {
+			key += ": " + v.note
 		}
 		if v.release != "" {
 			key += " at " + v.release
