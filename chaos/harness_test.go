@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -118,6 +119,10 @@ var portsMu sync.Mutex
 var portsUsed = map[int]bool{}
 
 // freePort returns a loopback port free for TCP and UDP now, never returned before in this run.
+// It asks the kernel first (port 0). When the ephemeral range is crowded with TIME_WAIT
+// sockets (the load's new connections, and on a shared machine everyone else's), the kernel
+// may hand back only ports this run has used already: it then tries random ports below the
+// ephemeral range, which no client connection takes.
 func freePort(t *testing.T) int {
 	t.Helper()
 	portsMu.Lock()
@@ -128,20 +133,37 @@ func freePort(t *testing.T) int {
 			t.Fatal(err)
 		}
 		port := ln.Addr().(*net.TCPAddr).Port
-		pc, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
 		ln.Close()
-		if err != nil || portsUsed[port] {
-			if pc != nil {
-				pc.Close()
-			}
-			continue
+		if !portsUsed[port] && bothFree(port) {
+			portsUsed[port] = true
+			return port
 		}
-		pc.Close()
-		portsUsed[port] = true
-		return port
+	}
+	for range 2000 {
+		port := 10000 + rand.IntN(22000) // 10000-31999: below Linux's default ephemeral range
+		if !portsUsed[port] && bothFree(port) {
+			portsUsed[port] = true
+			return port
+		}
 	}
 	t.Fatal("no free port")
 	return 0
+}
+
+// bothFree: port can be bound on loopback for TCP and UDP now.
+func bothFree(port int) bool {
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer ln.Close()
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	pc.Close()
+	return true
 }
 
 // ---- the stand-in process ----
