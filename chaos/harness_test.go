@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -118,6 +119,10 @@ var portsMu sync.Mutex
 var portsUsed = map[int]bool{}
 
 // freePort returns a loopback port free for TCP and UDP now, never returned before in this run.
+// It asks the kernel first (port 0). When the ephemeral range is crowded with TIME_WAIT
+// sockets (the load's new connections, and on a shared machine everyone else's), the kernel
+// may hand back only ports this run has used already: it then tries random ports below the
+// ephemeral range, which no client connection takes.
 func freePort(t *testing.T) int {
 	t.Helper()
 	portsMu.Lock()
@@ -128,20 +133,37 @@ func freePort(t *testing.T) int {
 			t.Fatal(err)
 		}
 		port := ln.Addr().(*net.TCPAddr).Port
-		pc, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
 		ln.Close()
-		if err != nil || portsUsed[port] {
-			if pc != nil {
-				pc.Close()
-			}
-			continue
+		if !portsUsed[port] && bothFree(port) {
+			portsUsed[port] = true
+			return port
 		}
-		pc.Close()
-		portsUsed[port] = true
-		return port
+	}
+	for range 2000 {
+		port := 10000 + rand.IntN(22000) // 10000-31999: below Linux's default ephemeral range
+		if !portsUsed[port] && bothFree(port) {
+			portsUsed[port] = true
+			return port
+		}
 	}
 	t.Fatal("no free port")
 	return 0
+}
+
+// bothFree: port can be bound on loopback for TCP and UDP now.
+func bothFree(port int) bool {
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer ln.Close()
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	pc.Close()
+	return true
 }
 
 // ---- the stand-in process ----
@@ -364,11 +386,16 @@ type entryProc struct {
 	gid                        uint32
 	logPath                    string
 	binary                     string // the fenec-entry it runs; "": bin.entry, this build's
-	tls                        bool   // its --listen serves HTTPS (tlsEntry); the admin port stays plain
+	pidFile                    string // if set, --pid-file at the next start (a flag the previous release lacks)
+	release                    string // the release binary is, if not this build's (previousRelease)
+	ran                        []ranSpan
+	tls                        bool // its --listen serves HTTPS (tlsEntry); the admin port stays plain
+	dis                        *disruptions
 	mu                         sync.Mutex
-	cmd                        *exec.Cmd
-	done                       chan struct{}
-	exit                       int // the exit code of the last process to end (-1: a signal)
+	pid                        int           // the process now (the one an upgrade in place started, once adopted)
+	done                       chan struct{} // closed when that process has ended (and been reaped)
+	exit                       int           // the exit code of the last process to end (-1: a signal)
+	exitAt                     time.Time     // when it ended
 	base                       procMetrics
 	starts                     int
 }
@@ -407,7 +434,7 @@ func (h *harness) newEntryProc(name, continent string) *entryProc {
 	return &entryProc{name: name, continent: continent,
 		listen: fmt.Sprintf("127.0.0.1:%d", freePort(t)), admin: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		gossip: fmt.Sprintf("127.0.0.1:%d", freePort(t)), rpc: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		logPath: filepath.Join(h.dir, "entry-"+name+".log"),
+		logPath: filepath.Join(h.dir, "entry-"+name+".log"), dis: h.dis,
 	}
 }
 
@@ -464,7 +491,11 @@ func (e *entryProc) start(t *testing.T) {
 	if binary == "" {
 		binary = bin.entry
 	}
-	cmd := exec.Command(binary, e.args...)
+	args := e.args
+	if e.pidFile != "" {
+		args = append(slices.Clone(args), "--pid-file", e.pidFile)
+	}
+	cmd := exec.Command(binary, args...)
 	cmd.Env = e.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if e.gid != 0 {
@@ -477,49 +508,129 @@ func (e *entryProc) start(t *testing.T) {
 	go func() {
 		cmd.Wait()
 		logf.Close()
-		e.mu.Lock()
-		e.exit = cmd.ProcessState.ExitCode()
-		e.mu.Unlock()
-		close(done)
+		e.ended(cmd.ProcessState.ExitCode(), done)
 	}()
+	e.dis.endDown(e.name) // a kill's span ends, and a stopped entry's time down
 	e.mu.Lock()
-	e.cmd, e.done = cmd, done
+	e.pid, e.done = cmd.Process.Pid, done
 	e.starts++
+	e.ran = append(e.ran, ranSpan{from: time.Now(), release: e.release})
 	e.mu.Unlock()
 }
 
-func (e *entryProc) signal(sig syscall.Signal) {
+// ranSpan: from this instant (a start) the entry ran release ("": this build).
+type ranSpan struct {
+	from    time.Time
+	release string
+}
+
+// releaseAt is the release the entry ran at t ("": this build's, or not started yet).
+func (e *entryProc) releaseAt(t time.Time) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.cmd != nil && e.cmd.Process != nil {
-		e.cmd.Process.Signal(sig)
+	rel := ""
+	for _, r := range e.ran {
+		if !t.Before(r.from) {
+			rel = r.release
+		}
 	}
+	return rel
+}
+
+// ended records the exit of the entry's process whose done channel is done.
+func (e *entryProc) ended(code int, done chan struct{}) {
+	e.mu.Lock()
+	e.exit, e.exitAt = code, time.Now()
+	e.mu.Unlock()
+	close(done)
+}
+
+// process is the entry's process now and the channel closed when it has ended.
+func (e *entryProc) process() (int, chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pid, e.done
+}
+
+// running: the entry's process has not ended (its PID is still ours, not reaped).
+func (e *entryProc) running() bool {
+	pid, done := e.process()
+	if pid == 0 {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// adopt makes pid, the process an upgrade in place started from the entry's process (which
+// has ended), the entry's process: signals go to it, and it is reaped here. The suite is the
+// child subreaper (setSubreaper), so the orphan is its child once its parent has exited.
+func (e *entryProc) adopt(pid int) {
+	done := make(chan struct{})
+	e.mu.Lock()
+	e.pid, e.done = pid, done
+	e.mu.Unlock()
+	go func() {
+		for {
+			var ws syscall.WaitStatus
+			_, err := syscall.Wait4(pid, &ws, 0, nil)
+			if err == syscall.EINTR {
+				continue
+			}
+			code := ws.ExitStatus()
+			if err != nil { // not our child after all: wait for it to be gone, its status unknown
+				for syscall.Kill(pid, 0) == nil {
+					time.Sleep(50 * time.Millisecond)
+				}
+				code = -2
+			}
+			e.ended(code, done)
+			return
+		}
+	}()
+}
+
+func (e *entryProc) signal(sig syscall.Signal) {
+	if !e.running() {
+		return
+	}
+	pid, _ := e.process()
+	switch sig {
+	case syscall.SIGSTOP:
+		e.dis.begin(e.name, disFrozen)
+	case syscall.SIGCONT:
+		e.dis.end(e.name, disFrozen)
+	}
+	syscall.Kill(pid, sig)
 }
 
 // kill is kill -9, and waits for the process to be gone.
 func (e *entryProc) kill() {
-	e.mu.Lock()
-	cmd, done := e.cmd, e.done
-	e.mu.Unlock()
-	if cmd == nil {
+	if !e.running() {
 		return
 	}
-	cmd.Process.Signal(syscall.SIGKILL)
+	pid, done := e.process()
+	e.dis.begin(e.name, disKilled)
+	syscall.Kill(pid, syscall.SIGKILL)
 	<-done
 }
 
 // stop is SIGTERM, the operator's restart: the entry leaves the cluster, drains and exits.
 // It waits up to within for the exit, then kills it and reports false.
 func (e *entryProc) stop(within time.Duration) bool {
-	e.mu.Lock()
-	cmd, done := e.cmd, e.done
-	e.mu.Unlock()
-	if cmd == nil {
+	if !e.running() {
 		return true
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
+	pid, done := e.process()
+	d := e.dis.begin(e.name, disDrained)
+	syscall.Kill(pid, syscall.SIGTERM)
 	select {
 	case <-done:
+		e.dis.endAt(d, e.exitTime())
 		return true
 	case <-time.After(within):
 		e.kill()
@@ -527,9 +638,17 @@ func (e *entryProc) stop(within time.Duration) bool {
 	}
 }
 
+// exitTime is when the entry's last process to end ended.
+func (e *entryProc) exitTime() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.exitAt
+}
+
 type statusDoc struct {
-	Ready bool `json:"ready"`
-	Homes struct {
+	Version string `json:"version"`
+	Ready   bool   `json:"ready"`
+	Homes   struct {
 		Held   int    `json:"held"`
 		Local  int    `json:"local"`
 		Gossip int    `json:"gossip"`
@@ -701,6 +820,7 @@ type harness struct {
 	entries  []*entryProc
 	faults   *faultLog
 	dirLog   *directoryLog
+	dis      *disruptions // what the scenario did to the entries: kills, freezes, drains, upgrades
 	rec      *recorder
 	tls      *suiteTLS    // the TLS entry's certificate, and what clients trust
 	ready    *http.Client // GET /_entry/ready on the client ports (TLS to the TLS entry), a new connection each
@@ -720,7 +840,7 @@ func newHarnessWith(t *testing.T, scenario string, seed int64, prep func(*entryP
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, scenario: scenario, seed: seed, dir: dir, faults: newFaultLog(), dirLog: newDirectoryLog()}
+	h := &harness{t: t, scenario: scenario, seed: seed, dir: dir, faults: newFaultLog(), dirLog: newDirectoryLog(), dis: &disruptions{}}
 	if h.tls, err = newSuiteTLS(t.TempDir()); err != nil {
 		t.Fatalf("the TLS entry's certificate: %v", err)
 	}

@@ -46,6 +46,8 @@ type summary struct {
 	Unexpected5xx int // 5xx with no router fault and no home move around the request
 	MayHaveRun    int
 	ClientErrors  int
+	Lost          int           // requests an entry accepted and did not answer, no disruption of the scenario explaining it
+	LostPrevious  int           // the same at an entry running the previous release (counted, not failed)
 	Malformed     int           // malformed requests sent (raw bytes, apart from the counts above)
 	MalRefused    int           // of them, answered 4xx or 5xx by the entry itself
 	FalseSuccess  int           // malformed requests answered 2xx, or applied (they or their smuggled twin)
@@ -71,8 +73,8 @@ func printSummary(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "By kind: %s (keep-alive plain, new connection plain, keep-alive TLS, new connection TLS).\n\n", strings.Join(connNames[:], " / "))
-	fmt.Fprintln(w, "| scenario | seed | requests | writes | applies | duplicate applies | keyed writes lost | false 502s | unexpected 5xx | may_have_run | client errors | requests by kind | client errors by kind | malformed | malformed refused | false successes | time to converge | table digest | table probe | leak | verdict |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| scenario | seed | requests | writes | applies | duplicate applies | keyed writes lost | false 502s | unexpected 5xx | may_have_run | client errors | lost | requests by kind | client errors by kind | malformed | malformed refused | false successes | time to converge | table digest | table probe | leak | verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range summaries {
 		fmt.Fprintln(w, s.row())
 	}
@@ -92,9 +94,13 @@ func (s *summary) row() string {
 	if digest == "" {
 		digest = "-"
 	}
-	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s |",
+	lost := fmt.Sprint(s.Lost)
+	if s.LostPrevious > 0 {
+		lost += fmt.Sprintf(" (+%d at %s)", s.LostPrevious, previousRelease)
+	}
+	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s |",
 		s.Scenario, s.Seed, s.Requests, s.Writes, s.Applies, s.Duplicates, s.KeyedLost, s.False502,
-		s.Unexpected5xx, s.MayHaveRun, s.ClientErrors,
+		s.Unexpected5xx, s.MayHaveRun, s.ClientErrors, lost,
 		byKind(s.Kinds, func(k kindCount) int { return k.Requests }), byKind(s.Kinds, func(k kindCount) int { return k.Errors }),
 		s.Malformed, s.MalRefused, s.FalseSuccess, conv, digest, s.TableProbe, s.Leak, verdict)
 }
@@ -472,6 +478,7 @@ func (h *harness) checkLedger(s *summary) {
 	h.checkNoFalse502(s, ix)
 	h.checkNoUnexpected5xx(s, ix)
 	h.checkMalformed(s, ix)
+	h.checkNoLoss(s, ix)
 	h.logOutcomes(ix)
 	if len(s.Failures) > 40 { // keep the log readable
 		n := len(s.Failures)
@@ -490,6 +497,7 @@ type ledgerIndex struct {
 	mal          []*malRecord          // the malformed requests
 	malByID      map[string]*malRecord // by X-Request-Id, the smuggled twin's included
 	malByKey     map[string]*malRecord // by Idempotency-Key, the smuggled twin's included
+	verdicts     map[*record]verdict   // every client error's class (checkNoLoss)
 }
 
 // indexLedger joins records and ledger, and fills the summary's counts.
@@ -751,7 +759,7 @@ func (h *harness) logOutcomes(ix *ledgerIndex) {
 			errs[r.Conn] = map[string]int{}
 		}
 		errs[r.Conn][r.Err]++
-		if r.Err == "refused" {
+		if r.Err == "refused" && ix.verdicts[r].class == lossRefused {
 			sp := refused[r.Entry]
 			if sp == nil {
 				sp = &span{first: r.Start}
@@ -761,7 +769,8 @@ func (h *harness) logOutcomes(ix *ledgerIndex) {
 			sp.first, sp.last = minTime(sp.first, r.Start), maxTime(sp.last, r.Start)
 			continue
 		}
-		lines = append(lines, fmt.Sprintf("%s %s %s via %s (%s) at +%s after %v: %s (%s; %s)", r.Op, r.ID, r.Tenant, r.Entry, r.Conn,
+		class := ix.verdicts[r].String()
+		lines = append(lines, fmt.Sprintf("%s: %s %s %s via %s (%s) at +%s after %v: %s (%s; %s)", class, r.Op, r.ID, r.Tenant, r.Entry, r.Conn,
 			r.Start.Sub(h.rec.t0).Round(100*time.Millisecond), r.End.Sub(r.Start).Round(time.Millisecond), r.outcome(), r.Stage, r.ErrText))
 	}
 	var parts []string

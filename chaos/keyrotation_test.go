@@ -20,8 +20,8 @@ const outsiderWait = 7 * time.Second
 // 6. Rotate the gossip key under load with the stock CLI through A's RPC (--rpc-auth set):
 // serf keys -install B, -use B, -remove A. After each step a tenant heard nowhere yet is
 // learned at one entry and must reach the other two; a home moves between -use and -remove.
-// Then C is restarted (SIGTERM) with only key B in its environment: it rejoins and holds the
-// table when ready. An entry started with only key A cannot join, nor teach the cluster a home.
+// Then C is restarted (SIGTERM, clients sending to it through its drain) with only key B in
+// its environment: it rejoins and holds the table when ready. An entry started with only key A cannot join, nor teach the cluster a home.
 func TestChaos6KeyRotation(t *testing.T) {
 	h := newHarness(t, "key-rotation", scenarioSeed(606))
 	general, late, unheard := tenants[:8], tenants[8:11], tenants[11]
@@ -75,13 +75,18 @@ func TestChaos6KeyRotation(t *testing.T) {
 		t.Errorf("serf keys -list via b without -rpc-auth succeeded (--rpc-auth is set):\n%s", redact(out))
 	}
 
-	// C restarted by its operator with its environment saying key B only.
-	tr.setAvoid("c", true)
-	time.Sleep(2 * time.Second) // requests and streams through C end (streams last at most 1.8 s)
+	// C restarted by its operator with its environment saying key B only. Clients go on
+	// sending to C through its drain: every request it accepts must be answered.
+	stopping := time.Now()
 	if !c.stop(10 * time.Second) {
 		t.Errorf("C did not exit within 10 s of SIGTERM (killed)")
+	} else if code := c.exitCode(); code != 0 {
+		t.Errorf("C exited %d after SIGTERM, want 0 (see %s)", code, c.logPath)
 	}
-	h.logf("C stopped (SIGTERM)")
+	// From its exit until the cluster is whole again clients avoid C: it must be ready
+	// holding the table its peers gave it under key B, not homes its own clients taught it.
+	tr.setAvoid("c", true)
+	h.logf("C stopped (SIGTERM) under load: exit %d after %v", c.exitCode(), time.Since(stopping).Round(10*time.Millisecond))
 	c.setKey(gossipKeyB)
 	c.start(t)
 	var atReady statusDoc

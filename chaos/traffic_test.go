@@ -69,15 +69,18 @@ func kindOf(newConn, tls bool) connKind {
 // connection of its own always.
 const newConnShare = 35
 
-// Where a request got to before it failed (httptrace), for the log of client errors.
+// Where a request got to before it failed (httptrace): whether the entry had accepted its
+// connection (every stage from stageDialed on) is what tells a lost request from a refused one.
 const (
-	stageNone      int32 = iota // not even a connection
+	stageNone      int32 = iota // not even a TCP connection: nothing reached the entry
+	stageDialed                 // the TCP connection made (the entry's kernel accepted it), TLS not done
 	stageConn                   // got a connection (dialled, the TLS handshake done; or an idle one)
 	stageWrote                  // wrote the whole request
 	stageFirstByte              // read the first byte of the answer
 )
 
-var stageNames = [...]string{"before a connection", "connected, writing", "request written, no answer", "answer started"}
+var stageNames = [...]string{"before a connection", "TCP connected, TLS handshake not done", "connected, writing",
+	"request written, no answer", "answer started"}
 
 // entryCodes are the entry's own error codes (docs/REFERENCE.md, "Streams, cancellation, errors").
 var entryCodes = map[string]bool{"may_have_run": true, "no_region_reachable": true,
@@ -103,6 +106,8 @@ type record struct {
 	Err       string // client-side failure (timeout, refused, reset, cut stream)
 	ErrText   string // the failure as the client's library said it
 	Stage     string // how far a failed request got (httptrace), and on what connection
+	StageN    int32  // the same as a stage constant (stageNone: the entry never had its connection)
+	Reused    bool   // a failed request's connection was a kept-alive one reused
 	Events    int    // SSE: data lines received
 }
 
@@ -184,19 +189,32 @@ func (rc *recorder) do(r *record, method, path, body string, hold time.Duration)
 	var reused atomic.Bool
 	var idle atomic.Int64
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		// A dial the keep-alive transport makes for this request may end after the request got
+		// an idle connection instead: it only ever moves the stage on from none.
+		ConnectDone: func(_, _ string, err error) {
+			if err == nil {
+				stage.CompareAndSwap(stageNone, stageDialed)
+			}
+		},
 		GotConn: func(ci httptrace.GotConnInfo) {
 			reused.Store(ci.Reused)
 			idle.Store(int64(ci.IdleTime))
 			stage.Store(stageConn)
 		},
-		WroteRequest:         func(httptrace.WroteRequestInfo) { stage.CompareAndSwap(stageConn, stageWrote) },
+		WroteRequest: func(wi httptrace.WroteRequestInfo) {
+			if wi.Err == nil {
+				stage.CompareAndSwap(stageConn, stageWrote)
+			}
+		},
 		GotFirstResponseByte: func() { stage.Store(stageFirstByte) },
 	})
 	stageOf := func() string {
-		st := stageNames[stage.Load()]
+		n := stage.Load()
+		r.StageN, r.Reused = n, reused.Load()
+		st := stageNames[n]
 		if reused.Load() {
 			st += fmt.Sprintf(", on a reused connection idle %v", time.Duration(idle.Load()).Round(time.Millisecond))
-		} else if stage.Load() >= stageConn {
+		} else if n >= stageDialed {
 			st += ", on a new connection"
 		}
 		return st
@@ -455,7 +473,7 @@ type malRecord struct {
 	Status int    // 0: no answer head
 	Code   string // "error" of a JSON body
 	Shard  bool   // the answer carries Fenec-Shard (a router's answer)
-	Err    string // no answer: dial, read (a reset, a timeout, the connection closed)
+	Err    string // no answer: "dial: ..." (nothing reached the entry), "handshake: ...", "read: ..." (a reset, a timeout, the connection closed)
 	// WriteErr: the write failed (the entry may have answered and closed first; not an error
 	// by itself).
 	WriteErr string
@@ -529,20 +547,26 @@ func (rc *recorder) sendMalformed(m *malRecord) {
 		rc.mal = append(rc.mal, m)
 		rc.mu.Unlock()
 	}()
-	d := &net.Dialer{Deadline: time.Now().Add(malformedTimeout)}
-	var c net.Conn
-	var err error
-	if e.tls {
-		// The deadline bounds the dial and the handshake as a whole.
-		c, err = tls.DialWithDialer(d, "tcp", e.listen, rc.h.tls.client())
-	} else {
-		c, err = d.Dial("tcp", e.listen)
-	}
+	deadline := time.Now().Add(malformedTimeout)
+	d := &net.Dialer{Deadline: deadline}
+	c, err := d.Dial("tcp", e.listen)
 	if err != nil {
-		m.Err = "dial: " + netErrClass(err)
+		m.Err = "dial: " + netErrClass(err) // nothing reached the entry
 		return
 	}
-	defer c.Close()
+	defer func() { c.Close() }() // the TLS session once there is one: close_notify, then the FIN
+	if e.tls {
+		// Apart from the dial: a handshake cut is on a connection the entry's kernel accepted.
+		cfg := rc.h.tls.client()
+		cfg.ServerName, _, _ = net.SplitHostPort(e.listen) // as tls.Dial names it
+		tc := tls.Client(c, cfg)
+		tc.SetDeadline(deadline)
+		if err := tc.Handshake(); err != nil {
+			m.Err = "handshake: " + netErrClass(err)
+			return
+		}
+		c = tc
+	}
 	c.SetWriteDeadline(time.Now().Add(malformedTimeout))
 	if _, err := io.WriteString(c, req); err != nil {
 		m.WriteErr = netErrClass(err)
