@@ -323,9 +323,8 @@ func (lc *loadConn) closedByPeer() bool {
 	}
 	var n int
 	var rerr error
-	buf := make([]byte, 1)
 	if err := rc.Read(func(fd uintptr) bool {
-		n, _, rerr = syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		n, rerr = peek(fd)
 		return true
 	}); err != nil {
 		return true
