@@ -54,9 +54,9 @@ type Server struct {
 	// HandshakeLog, if set, is told of each failed TLS handshake.
 	HandshakeLog func(format string, args ...any)
 	// MaxConns bounds the connections held at once, those handed to Fallback included (0:
-	// none). At the bound the kept-alive connections idle longest are closed, a few at a time
-	// (at most ShedBatch); only when none is idle does the accept loop wait (new connections wait in the
-	// listen backlog) until one closes or parks (limit.go).
+	// none). At the bound the kept-alive connections idle longest are closed, a few at a
+	// time (at most ShedBatch); only when none is idle does the accept loop wait (new
+	// connections wait in the listen backlog) until one closes or parks (limit.go).
 	MaxConns int
 	// AcceptLog, if set, is told once when accepting starts to fail for want of descriptors
 	// (EMFILE and the like: the accept loop then sheds idle connections and retries, backing
