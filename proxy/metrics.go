@@ -95,6 +95,7 @@ func (m *Metrics) gauges(h *Handler) {
 		Name: "fenec_entry_inflight_requests",
 		Help: "Requests in flight (bounded by --max-inflight).",
 	}, func() float64 { return float64(h.inflight.Load()) }))
+	m.reg.Register(reachCollector{h})
 }
 
 // Request outcomes, the label values of fenec_entry_requests_total.
