@@ -58,7 +58,7 @@ func TestStatusPageRender(t *testing.T) {
 		`<meta http-equiv="refresh" content="5">`,
 		`<span id="node">entry-fra</span> <span class="badge ok">ready</span>`,
 		"PoP <b>fra</b>", "continent <b>EU</b>", "version <b>v1.4.0</b>", "up <b>3h 12m</b>", "<b>1,234</b> in flight",
-		"2 <small>of 5 alive</small>",    // members card
+		"2 <small>of 5 alive</small>",          // members card
 		"1 <small>of 2 asked in order</small>", // regions card
 		"routers: 1 up · 2 failing · 1 not asked yet", "0 up · 2 failing", "1.5% full",
 		"1,500 <small>of 100,000</small>", "local 1,000 · gossip 500",
