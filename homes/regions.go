@@ -166,6 +166,10 @@ func (t *Table) compactLocked() {
 	t.ring.tail = w
 }
 
+// ReadBackoff returns how long a read mark counts now (Config.ReadBackoff, or the latest
+// SetReadBackoff). Safe for concurrent use.
+func (t *Table) ReadBackoff() time.Duration { return time.Duration(t.backoff.Load()) }
+
 // SetReadBackoff changes how long a read mark counts (Config.ReadBackoff), from the next plan
 // on. d <= 0 means DefaultReadBackoff.
 func (t *Table) SetReadBackoff(d time.Duration) {

@@ -175,7 +175,8 @@ func (n *Node) Status() status.Status {
 	for _, r := range n.proxy.Routing().Regions {
 		id, _ := n.homes.RegionID(r.Name)
 		rs := status.RegionStatus{Name: r.Name, Marked: n.homes.Marked(id, homes.Strict),
-			MarkedForReads: n.homes.Marked(id, homes.Lenient), Routers: []string{}, RouterStates: []status.RouterStatus{}}
+			MarkedForReads: n.homes.Marked(id, homes.Lenient), UnreachableFromHere: n.proxy.Unreachable(id),
+			Routers: []string{}, RouterStates: []status.RouterStatus{}}
 		for _, l := range lat {
 			if l.Region == r.Name && l.Measured {
 				rs.LatencyMS, rs.Measured = msOf(l.Estimate), true

@@ -35,15 +35,25 @@ func latencyTagInterval(members int) time.Duration {
 	return max(latencyTagEvery, time.Duration(float64(members)/latencyTagRate*float64(time.Second)))
 }
 
-// runLatency probes idle regions every latencyTick and keeps the "lat" tag current, until the
-// entry stops.
+// probeEvery is the time between two rounds of probes: latencyTick, or --read-backoff when
+// shorter (a region this entry cannot reach is probed at least every --read-backoff: CONTRACT,
+// "This entry's own reach"), never under proxy.MinProbeEvery.
+func probeEvery(readBackoff time.Duration) time.Duration {
+	return max(proxy.MinProbeEvery, min(latencyTick, readBackoff))
+}
+
+// runLatency probes every probeEvery (the regions no request reached lately, and those this
+// entry cannot reach itself) and keeps the "lat" tag current, until the entry stops. The
+// interval follows a reload of --read-backoff from the next round.
 func (n *Node) runLatency() {
-	t := time.NewTicker(latencyTick)
+	t := time.NewTimer(latencyTick)
 	defer t.Stop()
 	var last string
 	var lastAt time.Time
 	for {
-		ctx, cancel := context.WithTimeout(n.bg, latencyTick)
+		every := probeEvery(n.homes.ReadBackoff())
+		t.Reset(every)
+		ctx, cancel := context.WithTimeout(n.bg, every)
 		n.proxy.Probe(ctx, proxy.DefaultProbeIdle)
 		cancel()
 		if g := n.getCluster(); g != nil {

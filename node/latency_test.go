@@ -82,3 +82,19 @@ func TestStatusLatency(t *testing.T) {
 	// The probe at start measures us, which no request reached.
 	testutil.Eventually(t, 5*time.Second, "us measured by the probe", func() bool { return n.Status().Regions[1].Measured })
 }
+
+// A region this entry cannot reach is probed at least every --read-backoff: the round is the
+// latency round, or the read backoff when shorter, above a floor.
+func TestProbeEvery(t *testing.T) {
+	for backoff, want := range map[time.Duration]time.Duration{
+		10 * time.Second:              latencyTick,
+		time.Second:                   time.Second,
+		time.Millisecond:              proxy.MinProbeEvery,
+		latencyTick:                   latencyTick,
+		latencyTick - time.Nanosecond: latencyTick - time.Nanosecond,
+	} {
+		if got := probeEvery(backoff); got != want {
+			t.Errorf("probeEvery(%v) = %v, want %v", backoff, got, want)
+		}
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -345,4 +347,41 @@ func (c *conn) alive() bool {
 		}
 	})
 	return rerr == nil && alive
+}
+
+// probeAnswer sends HEAD probePath to the router on a connection of its own (dialled for it,
+// closed after) and reports whether an answer head with Fenec-Shard came back, whatever its
+// status, within timeout and before ctx ends. A connection accepted and never answered is
+// false. The connect is a latency sample, as any dial.
+func (rt *router) probeAnswer(ctx context.Context, timeout time.Duration) bool {
+	c, err := rt.dial(ctx)
+	if err != nil {
+		return false
+	}
+	defer c.nc.Close()
+	stop := context.AfterFunc(ctx, c.closeFn)
+	defer stop()
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c.nc.SetDeadline(deadline)
+	host := strings.TrimPrefix(strings.TrimPrefix(rt.name, "http://"), "https://")
+	if _, err := io.WriteString(c.nc, "HEAD "+probePath+" HTTP/1.1\r\nHost: "+host+
+		"\r\nUser-Agent: fenec-entry-probe\r\nConnection: close\r\n\r\n"); err != nil {
+		return false
+	}
+	req := &http.Request{Method: http.MethodHead}
+	for range 4 { // interim 1xx answers, a few at most
+		resp, err := http.ReadResponse(c.br, req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			v := resp.Header["Fenec-Shard"]
+			return len(v) > 0 && v[0] == "1"
+		}
+	}
+	return false
 }

@@ -60,6 +60,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 					// its routers answers.
 					rs.lastGood.Store(rr.routers[(start+i+1)%n])
 					h.markRegion(rs, x.requestID(r))
+					h.setReach(rs, reachFailed, "request")
 					h.writeError(w, r, x, entryMayHaveRun)
 					return
 				case actStop:
@@ -83,6 +84,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		if !nextRegion {
 			// No router of the region answered this request.
 			h.markRegion(rs, x.requestID(r))
+			h.setReach(rs, reachFailed, "request")
 		}
 	}
 	if held != nil {
@@ -100,8 +102,9 @@ func (x *exchange) requestID(r *http.Request) string {
 	return r.Header.Get("X-Request-Id")
 }
 
-// answered records that a router of rs answered: it is where the region's
-// next request starts, and the region's marks are cleared.
+// answered records that a router of rs answered on this entry's own connection: it is where
+// the region's next request starts, the region's marks are cleared, and the region is reached
+// from here.
 func (h *Handler) answered(rs *regionState, rt *router, shard bool) {
 	if !shard {
 		return // not a Fenec router's answer (a proxy in front of it)
@@ -110,6 +113,7 @@ func (h *Handler) answered(rs *regionState, rt *router, shard bool) {
 		rs.lastGood.Store(rt)
 	}
 	h.clearRegion(rs)
+	h.setReach(rs, reachAnswered, "request")
 }
 
 // attemptResult is one attempt's outcome and, when an answer head came back,

@@ -34,6 +34,9 @@ type Handler struct {
 	// closest is the region a tenant heard nowhere, whose continent has no mapping, is sent to
 	// first instead of the default region (Config.LatencyChoice, latency.go); -1: the default.
 	closest atomic.Int32
+	// unreach is the set of regions this entry's own attempts could not reach (bit i: region
+	// i), asked last by every request until a router of it answers this entry (reach.go).
+	unreach atomic.Uint64
 
 	inflight  atomic.Int64
 	streaming atomic.Int64 // answers whose head the client has, their body still coming

@@ -11,7 +11,8 @@ import (
 // Latency from this entry to each region: the round trip as the entry sees
 // it, from three kinds of samples, all cheap: the time to a router's answer head for every
 // request, the time to connect to a router whenever a new connection is made, and a TCP
-// connect by Probe to a region no request asked lately. The estimate is the smallest sample
+// connect by Probe to a region no request asked lately (or the connect of its request to a
+// region this entry cannot reach, reach.go). The estimate is the smallest sample
 // of the last one to two windows (a windowed minimum, as TCP's and BBR's min-RTT filters):
 // a router's own time to answer (a held write's 30 s, a slow query) only ever adds to a
 // sample, so the minimum tracks the network, and a route that got slower is seen within two
@@ -114,30 +115,46 @@ func (h *Handler) Latencies() []RegionLatency {
 	return out
 }
 
-// Probe connects (TCP only, closed at once) to a router of each region that no sample reached
-// within idle (the next when one fails, at most maxProbesPerRegion), regions in parallel, each
-// connect bounded by the dial timeout, and then chooses the
-// closest region again (see choose). The node calls it on a ticker; it is the only
-// background I/O of the handler.
+// Probe sends each region what probeFor says, regions in parallel, and then chooses the
+// closest region again (see choose):
+//   - a region this entry cannot reach itself (reach.go) gets a request, HEAD probePath, on a
+//     connection of its own to each of its routers in turn until one gives an answer head
+//     with Fenec-Shard (at most maxProbesPerRegion), each bounded by the answer timeout and
+//     ctx; that answer is the reach, and the region is asked first again. A probe that fails
+//     changes nothing: it marks nothing, here or in the fleet;
+//   - a region that no sample reached within idle gets a TCP connect, closed at once (the
+//     next router when one fails, at most maxProbesPerRegion), for its latency.
+//
+// Every connect is bounded by the dial timeout. The node calls it on a ticker, at least every
+// --read-backoff; it is the only background I/O of the handler.
 func (h *Handler) Probe(ctx context.Context, idle time.Duration) {
 	rt := h.rt.Load()
 	now := time.Now()
 	var wg sync.WaitGroup
 	for _, id := range rt.order {
 		rr := rt.byID[id]
-		if len(rr.routers) == 0 || now.UnixNano()-rr.st.lat.lastAt.Load() < int64(idle) {
+		since := time.Duration(now.UnixNano() - rr.st.lat.lastAt.Load())
+		kind := probeFor(h.Unreachable(int(id)), len(rr.routers) > 0, since, idle)
+		if kind == probeNone {
 			continue
 		}
 		wg.Go(func() {
-			// The region's routers in their order, until one connects: one that is down says
-			// nothing of the way to the region.
+			// The region's routers in their order, until one connects (or answers): one that
+			// is down says nothing of the way to the region.
 			start := rr.start()
 			for i := range min(len(rr.routers), maxProbesPerRegion) {
 				r := rr.routers[(start+i)%len(rr.routers)]
+				h.met.m.Probes.Inc()
+				if kind == probeAnswer {
+					if r.probeAnswer(ctx, h.cfg.AnswerTimeout) {
+						h.setReach(rr.st, reachAnswered, "probe")
+						return
+					}
+					continue
+				}
 				d := net.Dialer{Timeout: h.cfg.DialTimeout}
 				t0 := time.Now()
 				c, err := d.DialContext(ctx, "tcp", r.addr)
-				h.met.m.Probes.Inc()
 				if err != nil {
 					continue // no sample: a region none of whose routers connects stays unmeasured
 				}

@@ -21,7 +21,7 @@ type Metrics struct {
 	BodiesSqueezed   prometheus.Counter       // bodies short enough to keep, streamed because MaxBufferedBytes was spent
 	reg              prometheus.Registerer
 	IdleConnsDropped prometheus.Counter     // connections closed because the idle pool of their router was full
-	Probes           prometheus.Counter     // TCP connects to regions no request asked lately (latency)
+	Probes           prometheus.Counter     // Probe's connects (latency) and requests (reach)
 	Refused          *prometheus.CounterVec // requests the door refused, by reason (door.Reason's label)
 	UnderscoreDrops  prometheus.Counter     // client headers whose name holds "_", left out of the router's request
 }
@@ -61,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		Probes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_entry_latency_probes_total",
-			Help: "TCP connects to a router of a region no request reached within 30 s, to measure its latency (failed ones too).",
+			Help: "Probes, failed ones too: TCP connects to a router of a region no request reached within 30 s (latency), and HEAD requests to a router of a region this entry cannot reach.",
 		}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenec_entry_refused_total",
@@ -95,6 +95,7 @@ func (m *Metrics) gauges(h *Handler) {
 		Name: "fenec_entry_inflight_requests",
 		Help: "Requests in flight (bounded by --max-inflight).",
 	}, func() float64 { return float64(h.inflight.Load()) }))
+	m.reg.Register(reachCollector{h})
 }
 
 // Request outcomes, the label values of fenec_entry_requests_total.

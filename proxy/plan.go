@@ -18,8 +18,9 @@ const (
 // the default region; then every other region in --routers order. Regions
 // whose failure counts for this kind of request (docs/REFERENCE.md, "Which region, which router": a
 // plain write until a router of the region answers, a read or keyed write for
-// --read-backoff) move to the end, keeping their relative order: a mark only
-// reorders, it never removes a region.
+// --read-backoff), and the regions this entry cannot reach itself (reach.go: until a router
+// of the region answers this entry), move to the end, keeping their relative order: a mark
+// only reorders, it never removes a region.
 func (h *Handler) plan(x *exchange, r *http.Request, buf []uint8) []uint8 {
 	rt := x.rt
 	first := -1
@@ -52,7 +53,9 @@ func (h *Handler) plan(x *exchange, r *http.Request, buf []uint8) []uint8 {
 	if x.retryable {
 		req = homes.Lenient
 	}
-	last := h.homes.MarkedSet(req) | rt.empty // a region with no router (yet) is asked last, like a marked one
+	// A region with no router (yet) is asked last, like a marked one, and so is one this
+	// entry's own path to is cut, whatever the fleet's marks say.
+	last := h.homes.MarkedSet(req) | rt.empty | h.unreach.Load()
 	order := buf[:0]
 	// The others first, in order (the first choice leading), then the marked ones and those
 	// with no router in the same order.

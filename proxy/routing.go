@@ -94,6 +94,11 @@ func (h *Handler) SetRouting(r Routing) error {
 	old := h.rt.Load()
 	next := h.build(r, old)
 	h.rt.Store(next)
+	var configured uint64
+	for _, id := range next.order {
+		configured |= 1 << id
+	}
+	h.unreach.And(configured) // a region removed is forgotten, as its marks are
 	h.choose(next)
 	if old != nil {
 		keep := map[*router]bool{}

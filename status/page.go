@@ -188,10 +188,17 @@ func newStatusView(s Status) statusView {
 			all.add(rs.State)
 		}
 		rv.Summary = rc.String()
-		if r.Marked {
+		switch {
+		case r.Marked && r.UnreachableFromHere:
+			rv.Badge = badge{"warn", "marked · unreachable from here"}
+			rv.Note = markNote(marks[r.Name], r.MarkedForReads) + "; " + unreachableNote
+		case r.Marked:
 			rv.Badge = badge{"warn", "marked"}
 			rv.Note = markNote(marks[r.Name], r.MarkedForReads)
-		} else {
+		case r.UnreachableFromHere:
+			rv.Badge = badge{"warn", "unreachable from here"}
+			rv.Note = unreachableNote
+		default:
 			v.RegionOK++
 		}
 		v.Regions = append(v.Regions, rv)
@@ -243,6 +250,9 @@ func classOr(m map[string]string, k string) string {
 	}
 	return "off"
 }
+
+// unreachableNote says what this entry's own reach does, beside the fleet's marks.
+const unreachableNote = "this entry's own attempt failed: asked last here by every request until this entry reaches a router of it (its probe, at least every read backoff); the other entries are not told"
 
 // markNote says what a region's latest failure does: plain writes ask it last until one of
 // its routers answers; reads and keyed writes for the read backoff after the failure.

@@ -58,8 +58,8 @@ func TestStatusPageRender(t *testing.T) {
 		`<meta http-equiv="refresh" content="5">`,
 		`<span id="node">entry-fra</span> <span class="badge ok">ready</span>`,
 		"PoP <b>fra</b>", "continent <b>EU</b>", "version <b>v1.4.0</b>", "up <b>3h 12m</b>", "<b>1,234</b> in flight",
-		"2 <small>of 5 alive</small>",    // members card
-		"1 <small>of 2 unmarked</small>", // regions card
+		"2 <small>of 5 alive</small>",          // members card
+		"1 <small>of 2 asked in order</small>", // regions card
 		"routers: 1 up · 2 failing · 1 not asked yet", "0 up · 2 failing", "1.5% full",
 		"1,500 <small>of 100,000</small>", "local 1,000 · gossip 500",
 		"0.40 <small>sent</small> 1.25 <small>received</small>", "2.50 duplicate", "over the last 1m 00s",
@@ -169,7 +169,15 @@ func TestStatusPageStates(t *testing.T) {
 		{"relays", func(s *Status) { s.Relays = &RelayStatus{On: true, Groups: 10, Group: 9} },
 			[]string{"homes travel: through relays: 10 groups, this entry's of 9, to which it relays its share of the other groups' homes"}},
 		{"no marks", func(s *Status) { s.Marks, s.Regions[1].Marked, s.Regions[1].MarkedForReads = nil, false, false },
-			[]string{"No live mark", "2 <small>of 2 unmarked</small>"}},
+			[]string{"No live mark", "2 <small>of 2 asked in order</small>"}},
+		{"unreachable from here, beside no mark", func(s *Status) {
+			s.Marks, s.Regions[1].Marked, s.Regions[1].MarkedForReads = nil, false, false
+			s.Regions[0].UnreachableFromHere = true
+		}, []string{`<div class="region marked" id="region-eu">`, `<span class="badge warn">unreachable from here</span>`,
+			"asked last here by every request until this entry reaches a router of it", "1 <small>of 2 asked in order</small>"}},
+		{"unreachable from here, beside the fleet's mark", func(s *Status) { s.Regions[1].UnreachableFromHere = true },
+			[]string{`<span class="badge warn">marked · unreachable from here</span>`,
+				"asked last by every request (failed at entry-iad); this entry"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -86,6 +86,11 @@ type RegionStatus struct {
 	// region, which router").
 	Marked         bool `json:"marked"`
 	MarkedForReads bool `json:"marked_for_reads"`
+	// UnreachableFromHere: this entry's own attempt at the region failed and no router of it
+	// has answered this entry since (a request, or its probe at least every --read-backoff),
+	// so every request here asks it last, whatever the fleet's marks say. This entry's alone:
+	// never gossiped (docs/REFERENCE.md, "Which region, which router").
+	UnreachableFromHere bool `json:"unreachable_from_here"`
 	// RouterStates are the Routers in the same order, with what this entry last saw of each.
 	RouterStates []RouterStatus `json:"router_states"`
 }
