@@ -14,7 +14,11 @@
 #  4. bare-metal/fenec-entry.service: structure, then `systemd-analyze verify` and an offline
 #     `systemd-analyze security` score when systemd-analyze exists;
 #  5. the Dockerfile: structure, then hadolint or dockerfile-utils when installed;
-#  6. shellcheck of this script when installed.
+#  6. prometheus/fenec-entry.rules.yml: `promtool check rules` and `promtool test rules`
+#     (fenec-entry.rules.test.yml), and every query of grafana/fenec-entry.json parsed by
+#     promtool as a rule; promtool (Debian's prometheus package) is required under CI=true;
+#     their metric names are held to docs/REFERENCE.md by a Go test (cmd/fenec-entry);
+#  7. shellcheck of this script when installed.
 #
 # Exits non-zero on the first failure; prints what it skipped for want of a tool.
 set -euo pipefail
@@ -403,7 +407,45 @@ else
 	skip "neither hadolint nor dockerfile-utils installed: the Dockerfile got the structural check only"
 fi
 
-# ---- 6. this script ------------------------------------------------------------------------
+# ---- 6. alert rules and the dashboard --------------------------------------------------------
+PROM="$DEPLOY/prometheus"
+if command -v promtool >/dev/null; then
+	out="$(promtool check rules "$PROM/fenec-entry.rules.yml" 2>&1)" || fail "promtool check rules: $out"
+	out="$(cd "$PROM" && promtool test rules fenec-entry.rules.test.yml 2>&1)" || fail "promtool test rules: $out"
+	say "promtool: fenec-entry.rules.yml checks and its unit tests pass"
+	# Each dashboard query as a recording rule (JSON is YAML), Grafana's variables filled in.
+	python3 - "$DEPLOY/grafana/fenec-entry.json" "$TMP/dashboard.rules.yml" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+exprs = []
+def walk(panels):
+    for p in panels:
+        walk(p.get("panels", []))
+        for t in p.get("targets", []):
+            if not t.get("expr"):
+                sys.exit(f"check: FAIL: dashboard panel {p.get('title')!r}: a target without expr")
+            exprs.append(t["expr"])
+walk(d.get("panels", []))
+names = {v["name"] for v in d.get("templating", {}).get("list", [])}
+if not {"datasource", "pop", "instance"} <= names:
+    sys.exit(f"check: FAIL: dashboard: want variables datasource, pop and instance, have {sorted(names)}")
+if len(exprs) < 20:
+    sys.exit(f"check: FAIL: dashboard: only {len(exprs)} queries")
+def fill(e):
+    return e.replace("$__rate_interval", "5m").replace("$instance", ".*").replace("$pop", ".*")
+rules = [{"record": f"dashboard:query{i}", "expr": fill(e)} for i, e in enumerate(exprs)]
+json.dump({"groups": [{"name": "dashboard", "rules": rules}]}, open(sys.argv[2], "w"))
+print(f"check: dashboard: {len(exprs)} queries")
+PY
+	out="$(promtool check rules "$TMP/dashboard.rules.yml" 2>&1)" || fail "promtool: a dashboard query does not parse: $out"
+	say "promtool: every grafana/fenec-entry.json query parses"
+elif [ "${CI:-}" = "true" ]; then
+	fail "promtool is not installed (apt-get install prometheus): the alert rules cannot be checked"
+else
+	skip "promtool not installed (apt-get install prometheus): the alert rules and the dashboard's queries were not checked"
+fi
+
+# ---- 7. this script ------------------------------------------------------------------------
 if command -v shellcheck >/dev/null; then
 	shellcheck "$0" || fail "shellcheck"
 	say "shellcheck: deploy/check.sh is clean"
