@@ -71,6 +71,8 @@ type statusView struct {
 	At            string
 	Members       []memberView
 	Alive         int
+	Counted       int    // members alive, failed or of an unknown state: not those that left or are leaving cleanly
+	Departed      string // "1 left · 1 leaving": the clean exits, not counted
 	Regions       []regionView
 	RegionOK      int
 	RouterSummary string // "4 up · 1 failing · 1 not asked yet"
@@ -151,14 +153,33 @@ func newStatusView(s Status) statusView {
 		v.Started = s.Started.UTC().Format("2006-01-02 15:04:05 UTC")
 	}
 
+	// A member that left (a drain, a clean stop) or is leaving is not one missing: the count
+	// of alive members is of the others, and the clean exits are said apart.
+	var left, leaving int
 	for _, m := range s.Members {
 		mv := memberView{MemberStatus: m, Self: m.Name == s.Node, OtherVersion: m.Version != s.Version,
 			Badge: badge{classOr(memberBadges, m.State), m.State}}
-		if m.State == "alive" {
+		switch m.State {
+		case "alive":
 			v.Alive++
+			v.Counted++
+		case "left":
+			left++
+		case "leaving":
+			leaving++
+		default:
+			v.Counted++
 		}
 		v.Members = append(v.Members, mv)
 	}
+	var gone []string
+	if left > 0 {
+		gone = append(gone, fmt.Sprintf("%d left", left))
+	}
+	if leaving > 0 {
+		gone = append(gone, fmt.Sprintf("%d leaving", leaving))
+	}
+	v.Departed = strings.Join(gone, " · ")
 	// This entry first, then by name.
 	slices.SortStableFunc(v.Members, func(a, b memberView) int {
 		if a.Self != b.Self {

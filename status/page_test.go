@@ -58,7 +58,8 @@ func TestStatusPageRender(t *testing.T) {
 		`<meta http-equiv="refresh" content="5">`,
 		`<span id="node">entry-fra</span> <span class="badge ok">ready</span>`,
 		"PoP <b>fra</b>", "continent <b>EU</b>", "version <b>v1.4.0</b>", "up <b>3h 12m</b>", "<b>1,234</b> in flight",
-		"2 <small>of 5 alive</small>",          // members card
+		"2 <small>of 3 alive</small>", // members card: syd left and gru leaving are not counted, sin failed is
+		"this entry included; 1 left · 1 leaving cleanly, not counted", "2 alive of 3 · 1 left · 1 leaving",
 		"1 <small>of 2 asked in order</small>", // regions card
 		"routers: 1 up · 2 failing · 1 not asked yet", "0 up · 2 failing", "1.5% full",
 		"1,500 <small>of 100,000</small>", "local 1,000 · gossip 500",
@@ -168,6 +169,9 @@ func TestStatusPageStates(t *testing.T) {
 			[]string{"homes travel: straight to every member, 13200 bytes a second (relays above 20000)"}},
 		{"relays", func(s *Status) { s.Relays = &RelayStatus{On: true, Groups: 10, Group: 9} },
 			[]string{"homes travel: through relays: 10 groups, this entry's of 9, to which it relays its share of the other groups' homes"}},
+		{"a member left cleanly", func(s *Status) {
+			s.Members = []MemberStatus{{Name: "entry-fra", State: "alive"}, {Name: "entry-iad", State: "alive"}, {Name: "entry-syd", State: "left"}}
+		}, []string{"2 <small>of 2 alive</small>", "1 left cleanly, not counted"}},
 		{"no marks", func(s *Status) { s.Marks, s.Regions[1].Marked, s.Regions[1].MarkedForReads = nil, false, false },
 			[]string{"No live mark", "2 <small>of 2 asked in order</small>"}},
 		{"unreachable from here, beside no mark", func(s *Status) {
