@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -27,6 +28,7 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 	"rate": formatRate,
 	"pct":  formatPercent,
 	"subf": func(a, b float64) float64 { return max(a-b, 0) },
+	"bps":  formatBytesPerSec,
 }).Parse(statusHTML))
 
 // WritePage writes s as the /status page. The page is rendered whole before it is written,
@@ -350,6 +352,11 @@ func formatCount(n any) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// formatBytesPerSec shows a cost in bytes a second, with its unit: "13,200 B/s".
+func formatBytesPerSec(f float64) string {
+	return formatCount(int64(math.Round(max(f, 0)))) + " B/s"
 }
 
 // formatPercent shows a share in percent: "0%", "<0.1%", "12.5%".

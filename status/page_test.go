@@ -166,7 +166,7 @@ func TestStatusPageStates(t *testing.T) {
 			s.Marks[0].FailedAt, s.Marks[0].ReadsUntil = s.At.Add(-time.Minute), s.At.Add(-50*time.Second)
 		}, []string{"asked last by plain writes; reads ask it first again (failed at entry-iad)", "1m 00s ago", ">first again<"}},
 		{"direct homes", func(s *Status) { s.Relays = &RelayStatus{DirectBytes: 13_200} },
-			[]string{"homes travel: straight to every member, 13200 bytes a second (relays above 20000)"}},
+			[]string{"homes travel: straight to every member, 13,200 B/s (through relays above 20,000 B/s, straight again below 10,000 B/s)"}},
 		{"relays", func(s *Status) { s.Relays = &RelayStatus{On: true, Groups: 10, Group: 9} },
 			[]string{"homes travel: through relays: 10 groups, this entry's of 9, to which it relays its share of the other groups' homes"}},
 		{"a member left cleanly", func(s *Status) {
@@ -210,6 +210,11 @@ func TestFormat(t *testing.T) {
 		2*time.Hour + 10*time.Minute: "2h 10m", 76 * time.Hour: "3d 4h"} {
 		if got := formatDuration(in); got != want {
 			t.Errorf("formatDuration(%v) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[float64]string{0: "0 B/s", 13_200.4: "13,200 B/s", 999.5: "1,000 B/s"} {
+		if got := formatBytesPerSec(in); got != want {
+			t.Errorf("formatBytesPerSec(%v) = %q, want %q", in, got, want)
 		}
 	}
 	for in, want := range map[float64]string{0: "0", 0.004: "<0.01", 0.4: "0.40", 12.34: "12.3", 340.2: "340"} {
