@@ -84,6 +84,7 @@ type statusView struct {
 	Traffic       *trafficView
 	LatRegions    []string // the matrix's columns: the configured regions
 	LatRows       []latRow // one row a member (this entry alone when gossip is off)
+	ClosestWhy    string   // why Closest is first, beside this entry's row of the matrix
 }
 
 // latRow is one PoP's row of the latency matrix.
@@ -415,10 +416,31 @@ func (v *statusView) latency(s Status) {
 		}
 	}
 	v.LatRows = append(v.LatRows, row(s.Pop, s.Node, true, own))
+	v.ClosestWhy = closestWhy(s.Closest, v.LatRegions, v.LatRows[0])
 	for _, m := range v.Members {
 		if m.Self || m.State != "alive" {
 			continue
 		}
 		v.LatRows = append(v.LatRows, row(m.Pop, m.Name, false, m.LatencyMS))
 	}
+}
+
+// closestWhy says why closest, the region a tenant heard nowhere goes to first, is first,
+// beside this entry's row of the matrix (self): the lowest there, or the default region that
+// a lower one does not replace, being not clearly closer (proxy's latBetterRatio and
+// latBetterBy: 20 % and 5 ms at least).
+func closestWhy(closest string, regions []string, self latRow) string {
+	lowest := ""
+	for i, c := range self.Cells {
+		if c.Best {
+			lowest = regions[i]
+		}
+	}
+	switch lowest {
+	case "":
+		return "the default region: no region is measured from here yet"
+	case closest:
+		return "the lowest from here"
+	}
+	return "the default region: " + lowest + " is lower from here, but not clearly (a region replaces the default only at least 20% and 5 ms closer)"
 }

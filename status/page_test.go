@@ -103,7 +103,7 @@ func TestStatusPageRender(t *testing.T) {
 	lat := page[strings.Index(page, `<section id="latency">`):]
 	lat = lat[:strings.Index(lat, "</section>")]
 	for _, want := range []string{
-		`closest from here: <span class="mono">eu</span>, first for a tenant heard nowhere`,
+		`first for a tenant heard nowhere whose continent is not mapped: <span class="mono">eu</span>, the lowest from here`,
 		`<th class="num">eu</th><th class="num">us</th>`,
 	} {
 		if !strings.Contains(lat, want) {
@@ -172,6 +172,11 @@ func TestStatusPageStates(t *testing.T) {
 		{"a member left cleanly", func(s *Status) {
 			s.Members = []MemberStatus{{Name: "entry-fra", State: "alive"}, {Name: "entry-iad", State: "alive"}, {Name: "entry-syd", State: "left"}}
 		}, []string{"2 <small>of 2 alive</small>", "1 left cleanly, not counted"}},
+		{"the default region, a lower one not clearly closer", func(s *Status) {
+			s.Regions = append(s.Regions, RegionStatus{Name: "ap", LatencyMS: 8.5, Measured: true})
+		}, []string{`<td class="num mono best">8.5</td>`, `not mapped: <span class="mono">eu</span>, the default region: ap is lower from here, but not clearly`}},
+		{"nothing measured yet", func(s *Status) { s.Regions[0].Measured = false },
+			[]string{`<span class="mono">eu</span>, the default region: no region is measured from here yet`}},
 		{"no marks", func(s *Status) { s.Marks, s.Regions[1].Marked, s.Regions[1].MarkedForReads = nil, false, false },
 			[]string{"No live mark", "2 <small>of 2 asked in order</small>"}},
 		{"unreachable from here, beside no mark", func(s *Status) {
