@@ -204,12 +204,24 @@ func newStatusView(s Status) statusView {
 	var all routerCounts
 	for _, r := range s.Regions {
 		rv := regionView{Name: r.Name, Badge: badge{"ok", "ok"}, Names: r.Names}
+		// A region neither marked nor unreachable from here, none of whose routers answered
+		// this entry last, has answered since they failed here: through another region's
+		// router (a relayed answer clears the fleet's mark) or to this entry's probe (which
+		// clears its own reach and is no router's attempt). Its failing routers are then not
+		// red: what failed here has been answered past, and the region is asked in order.
+		answeredPast := !r.Marked && !r.UnreachableFromHere
+		for _, rs := range r.RouterStates {
+			answeredPast = answeredPast && rs.State != "up"
+		}
 		var rc routerCounts
 		for _, rs := range r.RouterStates {
-			rv.Routers = append(rv.Routers, routerView{RouterStatus: rs,
-				Badge: badge{classOr(routerBadges, rs.State), rs.State}, Ago: ago(s.At, rs.LastAt)})
-			rc.add(rs.State)
-			all.add(rs.State)
+			state, b := rs.State, badge{classOr(routerBadges, rs.State), rs.State}
+			if answeredPast && state == "failing" {
+				state, b = "answered past", badge{"warn", "failed here"}
+			}
+			rv.Routers = append(rv.Routers, routerView{RouterStatus: rs, Badge: b, Ago: ago(s.At, rs.LastAt)})
+			rc.add(state)
+			all.add(state)
 		}
 		rv.Summary = rc.String()
 		switch {
@@ -224,6 +236,9 @@ func newStatusView(s Status) statusView {
 			rv.Note = unreachableNote
 		default:
 			v.RegionOK++
+			if rc.past > 0 {
+				rv.Note = answeredPastNote
+			}
 		}
 		v.Regions = append(v.Regions, rv)
 	}
@@ -244,7 +259,7 @@ func newStatusView(s Status) statusView {
 }
 
 // routerCounts counts routers by state.
-type routerCounts struct{ up, failing, unknown int }
+type routerCounts struct{ up, failing, past, unknown int }
 
 func (c *routerCounts) add(state string) {
 	switch state {
@@ -252,6 +267,8 @@ func (c *routerCounts) add(state string) {
 		c.up++
 	case "failing":
 		c.failing++
+	case "answered past": // failing here, its region answered since (newStatusView)
+		c.past++
 	default:
 		c.unknown++
 	}
@@ -261,6 +278,9 @@ func (c routerCounts) String() string {
 	parts := []string{fmt.Sprintf("%d up", c.up)}
 	if c.failing > 0 {
 		parts = append(parts, fmt.Sprintf("%d failing", c.failing))
+	}
+	if c.past > 0 {
+		parts = append(parts, fmt.Sprintf("%d failed here, region answered since", c.past))
 	}
 	if c.unknown > 0 {
 		parts = append(parts, fmt.Sprintf("%d not asked yet", c.unknown))
@@ -277,6 +297,9 @@ func classOr(m map[string]string, k string) string {
 
 // unreachableNote says what this entry's own reach does, beside the fleet's marks.
 const unreachableNote = "this entry's own attempt failed: asked last here by every request until this entry reaches a router of it (its probe, at least every read backoff); the other entries are not told"
+
+// answeredPastNote says why a region shown ok has routers whose last attempt here failed.
+const answeredPastNote = "its routers failed here, and the region answered since (an answer relayed through another region, or this entry's probe): no mark, asked in order"
 
 // markNote says what a region's latest failure does: plain writes ask it last until one of
 // its routers answers; reads and keyed writes for the read backoff after the failure.

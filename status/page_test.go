@@ -177,6 +177,15 @@ func TestStatusPageStates(t *testing.T) {
 		}, []string{`<td class="num mono best">8.5</td>`, `not mapped: <span class="mono">eu</span>, the default region: ap is lower from here, but not clearly`}},
 		{"nothing measured yet", func(s *Status) { s.Regions[0].Measured = false },
 			[]string{`<span class="mono">eu</span>, the default region: no region is measured from here yet`}},
+		{"a failing router in a region answered since", func(s *Status) {
+			// ap's only router failed here, and an answer relayed through eu cleared ap's mark:
+			// the region is ok, and its router is not shown red beside it.
+			s.Regions = append(s.Regions, RegionStatus{Name: "ap", Routers: []string{"https://ap-1.example:8443"},
+				RouterStates: []RouterStatus{{URL: "https://ap-1.example:8443", State: "failing", LastOutcome: "may_have_reached",
+					LastStatus: 502, LastAt: s.At.Add(-8 * time.Second), Failures: 1}}})
+		}, []string{`<span class="badge ok">ok</span> <span class="note">its routers failed here, and the region answered since`,
+			`<span class="badge warn">failed here</span>`, "0 up · 1 failed here, region answered since",
+			"routers: 1 up · 2 failing · 1 failed here, region answered since · 1 not asked yet"}},
 		{"no marks", func(s *Status) { s.Marks, s.Regions[1].Marked, s.Regions[1].MarkedForReads = nil, false, false },
 			[]string{"No live mark", "2 <small>of 2 asked in order</small>"}},
 		{"unreachable from here, beside no mark", func(s *Status) {
