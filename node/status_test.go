@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"html"
 	"image"
 	"image/png"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -81,7 +83,7 @@ func (c *aheadClock) Now() time.Time          { return time.Now().Add(time.Durat
 func (c *aheadClock) advance(d time.Duration) { c.ahead.Add(int64(d)) }
 
 var statusScreenshot = flag.String("status-screenshot", "",
-	"TestStatusPageChromium copies its screenshot of /status to this PNG file (make screenshot)")
+	"TestStatusPageChromium copies its screenshot of /status at 1280 px to this PNG file, and the one at 390 px beside it (NAME-390.png; make screenshot)")
 
 // chromiumFlags run Debian's chromium headless, as root in a container, with nothing
 // fetched from the network but the page.
@@ -199,36 +201,50 @@ func TestStatusPageChromium(t *testing.T) {
 	url := "http://" + fra.AdminAddr().String() + "/status"
 	dom := string(runChromium(t, chromium, "--dump-dom", url))
 	for _, want := range []string{"entry-fra", "entry-iad", "entry-sin", "entry-syd", `id="region-eu"`,
-		`id="region-us"`, `id="region-ap"`, ">left<", ">failing<", ">marked<", "never_made", `id="latency"`, "td class=\"num mono best\"",
+		`id="region-us"`, `id="region-ap"`, ">left<", ">failing<", ">marked · unreachable from here<", "never_made", `id="latency"`, "td class=\"num mono best\"",
 		"homes travel: straight to every member"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the DOM Chromium built lacks %q", want)
 		}
 	}
 
-	// The page fits a 1280 px window with every panel: nothing reaches past its right edge.
-	if wide := overflowAt1280(t, chromium, url); wide != "" {
-		t.Errorf("at 1280 px the page is wider than the window: %s", wide)
+	// The page fits a phone (390 px) and a desktop window (1280 px): nothing reaches past the
+	// window's right edge or out of its table cell, and no table header is printed over another.
+	for _, size := range []struct{ w, h int }{{390, 844}, {1280, 900}} {
+		if bad := layoutAt(t, chromium, url, size.w, size.h); bad != "" {
+			t.Errorf("at %d px: %s", size.w, bad)
+		}
 	}
 
-	out := filepath.Join(t.TempDir(), "status.png")
-	runChromium(t, chromium, "--screenshot="+out, "--window-size=1280,900", url)
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatalf("no screenshot: %v", err)
-	}
-	if len(data) < 20<<10 {
-		t.Errorf("screenshot is %d bytes: too small for the page", len(data))
-	}
-	img, err := png.Decode(bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	if b := img.Bounds(); b.Dx() != 1280 || b.Dy() != 900 {
-		t.Errorf("screenshot is %v, want 1280x900", b)
-	}
-	if colours := countColours(img); colours < 8 {
-		t.Errorf("screenshot has %d colours: the page did not render", colours)
+	var data []byte
+	for _, size := range []struct{ w, h int }{{390, 844}, {1280, 900}} {
+		out := filepath.Join(t.TempDir(), "status.png")
+		runChromium(t, chromium, "--screenshot="+out, fmt.Sprintf("--window-size=%d,%d", size.w, size.h), url)
+		png1, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatalf("no screenshot at %d px: %v", size.w, err)
+		}
+		if len(png1) < 20<<10 {
+			t.Errorf("screenshot at %d px is %d bytes: too small for the page", size.w, len(png1))
+		}
+		img, err := png.Decode(bytes.NewReader(png1))
+		if err != nil {
+			t.Fatalf("screenshot at %d px: %v", size.w, err)
+		}
+		if b := img.Bounds(); b.Dx() != size.w || b.Dy() != size.h {
+			t.Errorf("screenshot is %v, want %dx%d", b, size.w, size.h)
+		}
+		if colours := countColours(img); colours < 8 {
+			t.Errorf("screenshot at %d px has %d colours: the page did not render", size.w, colours)
+		}
+		if size.w == 390 && *statusScreenshot != "" {
+			phone := strings.TrimSuffix(*statusScreenshot, ".png") + "-390.png"
+			if err := os.WriteFile(phone, png1, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("wrote %s", phone)
+		}
+		data = png1 // the last, 1280 px, is docs/status.png
 	}
 	if *statusScreenshot != "" {
 		if err := os.WriteFile(*statusScreenshot, data, 0o644); err != nil {
@@ -238,30 +254,59 @@ func TestStatusPageChromium(t *testing.T) {
 	}
 }
 
-// overflowAt1280 renders the page at url in a 1280 px window and returns what reaches past the
-// window's right edge, or past its table cell ("" if nothing): the page's width, and the
-// elements past the edge. The
-// page (its CSS inline) is served again from a test server with a script that measures it.
-func overflowAt1280(t *testing.T, chromium, url string) string {
+// layoutAt renders the page at url in a window w by h px and returns what is wrong with its
+// layout ("" if nothing): the page wider than the window, the elements past its right edge,
+// the table cells whose content overflows them, and the table headers whose text overlaps
+// another's in the same row (or spills out of its own cell). The page (its CSS inline) is
+// served again from a test server, in an iframe of w by h px (headless Chromium makes no
+// window narrower than 500 px, a phone's is 390), and measured from the page around it with
+// getBoundingClientRect.
+func layoutAt(t *testing.T, chromium, url string, w, h int) string {
 	t.Helper()
 	_, page := get(t, http.DefaultClient, url)
 	const probe = `<script>addEventListener("load", () => {
-  const w = innerWidth, past = [];
+  const win = document.getElementById("page").contentWindow, document_ = document, w = win.innerWidth, past = [], heads_ = [];
+  { const document = win.document;
+  const name = e => e.tagName.toLowerCase() + (e.className ? "." + e.className : "") + " '" + e.textContent.trim().slice(0, 20) + "'";
   for (const e of document.querySelectorAll("body *")) {
     const r = e.getBoundingClientRect();
-    if (r.width > 0 && r.right > w + 1) past.push(e.tagName.toLowerCase() + (e.className ? "." + e.className : "") + "(" + Math.round(r.right) + ")");
+    if (r.width > 0 && (r.right > w + 1 || r.left < -1)) past.push(name(e) + " past the edge (" + Math.round(r.left) + "-" + Math.round(r.right) + ")");
     if ((e.tagName == "TH" || e.tagName == "TD") && e.scrollWidth > e.clientWidth + 1)
-      past.push(e.tagName.toLowerCase() + " '" + e.textContent.trim().slice(0, 20) + "' overflows its cell");
+      past.push(name(e) + " overflows its cell");
   }
-  document.body.dataset.fit = document.documentElement.scrollWidth <= w && past.length == 0 ? "yes" :
-    "scrollWidth " + document.documentElement.scrollWidth + ", past the edge: " + past.slice(0, 8).join(" ");
+  const overlap = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
+  for (const tr of document.querySelectorAll("thead tr")) {
+    const heads = [];
+    for (const th of tr.children) {
+      const box = th.getBoundingClientRect();
+      if (box.width == 0 || box.height == 0) continue; // not shown at this width
+      const range = document.createRange();
+      range.selectNodeContents(th);
+      const text = range.getBoundingClientRect();
+      if (text.left < box.left - 0.5 || text.right > box.right + 0.5) heads_.push(name(th) + " spills out of its header cell");
+      heads.push({th, text});
+    }
+    for (let i = 0; i < heads.length; i++)
+      for (let j = i + 1; j < heads.length; j++)
+        if (overlap(heads[i].text, heads[j].text)) heads_.push(name(heads[i].th) + " overlaps " + name(heads[j].th));
+  }
+  past.unshift(...heads_); // the headers first: they are what a reader cannot read
+  if (w != WIDTH) past.unshift("the page's window is " + w + " px wide, not WIDTH");
+  document_.body.dataset.fit = document.documentElement.scrollWidth <= w && past.length == 0 ? "yes" :
+    "scrollWidth " + document.documentElement.scrollWidth + " in a window of " + w + "; " + past.slice(0, 10).join("; ");
+  }
 });</script>`
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		io.WriteString(w, strings.Replace(page, "</body>", probe+"</body>", 1))
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rw.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if r.URL.Path == "/page" {
+			io.WriteString(rw, page)
+			return
+		}
+		fmt.Fprintf(rw, `<!DOCTYPE html><html><body style="margin:0"><iframe id="page" src="/page" width="%d" height="%d" style="border:0; display:block"></iframe>%s</body></html>`,
+			w, h, strings.ReplaceAll(probe, "WIDTH", strconv.Itoa(w)))
 	}))
 	defer srv.Close()
-	dom := string(runChromium(t, chromium, "--window-size=1280,900", "--virtual-time-budget=3000", "--dump-dom", srv.URL))
+	dom := string(runChromium(t, chromium, fmt.Sprintf("--window-size=%d,%d", max(w, 500)+20, h+20), "--virtual-time-budget=3000", "--dump-dom", srv.URL))
 	_, after, ok := strings.Cut(dom, `data-fit="`)
 	if !ok {
 		t.Fatalf("the probe did not run: %.300s", dom)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -27,6 +28,7 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 	"rate": formatRate,
 	"pct":  formatPercent,
 	"subf": func(a, b float64) float64 { return max(a-b, 0) },
+	"bps":  formatBytesPerSec,
 }).Parse(statusHTML))
 
 // WritePage writes s as the /status page. The page is rendered whole before it is written,
@@ -71,6 +73,8 @@ type statusView struct {
 	At            string
 	Members       []memberView
 	Alive         int
+	Counted       int    // members alive, failed or of an unknown state: not those that left or are leaving cleanly
+	Departed      string // "1 left · 1 leaving": the clean exits, not counted
 	Regions       []regionView
 	RegionOK      int
 	RouterSummary string // "4 up · 1 failing · 1 not asked yet"
@@ -80,6 +84,7 @@ type statusView struct {
 	Traffic       *trafficView
 	LatRegions    []string // the matrix's columns: the configured regions
 	LatRows       []latRow // one row a member (this entry alone when gossip is off)
+	ClosestWhy    string   // why Closest is first, beside this entry's row of the matrix
 }
 
 // latRow is one PoP's row of the latency matrix.
@@ -151,14 +156,33 @@ func newStatusView(s Status) statusView {
 		v.Started = s.Started.UTC().Format("2006-01-02 15:04:05 UTC")
 	}
 
+	// A member that left (a drain, a clean stop) or is leaving is not one missing: the count
+	// of alive members is of the others, and the clean exits are said apart.
+	var left, leaving int
 	for _, m := range s.Members {
 		mv := memberView{MemberStatus: m, Self: m.Name == s.Node, OtherVersion: m.Version != s.Version,
 			Badge: badge{classOr(memberBadges, m.State), m.State}}
-		if m.State == "alive" {
+		switch m.State {
+		case "alive":
 			v.Alive++
+			v.Counted++
+		case "left":
+			left++
+		case "leaving":
+			leaving++
+		default:
+			v.Counted++
 		}
 		v.Members = append(v.Members, mv)
 	}
+	var gone []string
+	if left > 0 {
+		gone = append(gone, fmt.Sprintf("%d left", left))
+	}
+	if leaving > 0 {
+		gone = append(gone, fmt.Sprintf("%d leaving", leaving))
+	}
+	v.Departed = strings.Join(gone, " · ")
 	// This entry first, then by name.
 	slices.SortStableFunc(v.Members, func(a, b memberView) int {
 		if a.Self != b.Self {
@@ -180,12 +204,24 @@ func newStatusView(s Status) statusView {
 	var all routerCounts
 	for _, r := range s.Regions {
 		rv := regionView{Name: r.Name, Badge: badge{"ok", "ok"}, Names: r.Names}
+		// A region neither marked nor unreachable from here, none of whose routers answered
+		// this entry last, has answered since they failed here: through another region's
+		// router (a relayed answer clears the fleet's mark) or to this entry's probe (which
+		// clears its own reach and is no router's attempt). Its failing routers are then not
+		// red: what failed here has been answered past, and the region is asked in order.
+		answeredPast := !r.Marked && !r.UnreachableFromHere
+		for _, rs := range r.RouterStates {
+			answeredPast = answeredPast && rs.State != "up"
+		}
 		var rc routerCounts
 		for _, rs := range r.RouterStates {
-			rv.Routers = append(rv.Routers, routerView{RouterStatus: rs,
-				Badge: badge{classOr(routerBadges, rs.State), rs.State}, Ago: ago(s.At, rs.LastAt)})
-			rc.add(rs.State)
-			all.add(rs.State)
+			state, b := rs.State, badge{classOr(routerBadges, rs.State), rs.State}
+			if answeredPast && state == "failing" {
+				state, b = "answered past", badge{"warn", "failed here"}
+			}
+			rv.Routers = append(rv.Routers, routerView{RouterStatus: rs, Badge: b, Ago: ago(s.At, rs.LastAt)})
+			rc.add(state)
+			all.add(state)
 		}
 		rv.Summary = rc.String()
 		switch {
@@ -200,6 +236,9 @@ func newStatusView(s Status) statusView {
 			rv.Note = unreachableNote
 		default:
 			v.RegionOK++
+			if rc.past > 0 {
+				rv.Note = answeredPastNote
+			}
 		}
 		v.Regions = append(v.Regions, rv)
 	}
@@ -220,7 +259,7 @@ func newStatusView(s Status) statusView {
 }
 
 // routerCounts counts routers by state.
-type routerCounts struct{ up, failing, unknown int }
+type routerCounts struct{ up, failing, past, unknown int }
 
 func (c *routerCounts) add(state string) {
 	switch state {
@@ -228,6 +267,8 @@ func (c *routerCounts) add(state string) {
 		c.up++
 	case "failing":
 		c.failing++
+	case "answered past": // failing here, its region answered since (newStatusView)
+		c.past++
 	default:
 		c.unknown++
 	}
@@ -237,6 +278,9 @@ func (c routerCounts) String() string {
 	parts := []string{fmt.Sprintf("%d up", c.up)}
 	if c.failing > 0 {
 		parts = append(parts, fmt.Sprintf("%d failing", c.failing))
+	}
+	if c.past > 0 {
+		parts = append(parts, fmt.Sprintf("%d failed here, region answered since", c.past))
 	}
 	if c.unknown > 0 {
 		parts = append(parts, fmt.Sprintf("%d not asked yet", c.unknown))
@@ -253,6 +297,9 @@ func classOr(m map[string]string, k string) string {
 
 // unreachableNote says what this entry's own reach does, beside the fleet's marks.
 const unreachableNote = "this entry's own attempt failed: asked last here by every request until this entry reaches a router of it (its probe, at least every read backoff); the other entries are not told"
+
+// answeredPastNote says why a region shown ok has routers whose last attempt here failed.
+const answeredPastNote = "its routers failed here, and the region answered since (an answer relayed through another region, or this entry's probe): no mark, asked in order"
 
 // markNote says what a region's latest failure does: plain writes ask it last until one of
 // its routers answers; reads and keyed writes for the read backoff after the failure.
@@ -331,6 +378,11 @@ func formatCount(n any) string {
 	return b.String()
 }
 
+// formatBytesPerSec shows a cost in bytes a second, with its unit: "13,200 B/s".
+func formatBytesPerSec(f float64) string {
+	return formatCount(int64(math.Round(max(f, 0)))) + " B/s"
+}
+
 // formatPercent shows a share in percent: "0%", "<0.1%", "12.5%".
 func formatPercent(f float64) string {
 	switch {
@@ -387,10 +439,31 @@ func (v *statusView) latency(s Status) {
 		}
 	}
 	v.LatRows = append(v.LatRows, row(s.Pop, s.Node, true, own))
+	v.ClosestWhy = closestWhy(s.Closest, v.LatRegions, v.LatRows[0])
 	for _, m := range v.Members {
 		if m.Self || m.State != "alive" {
 			continue
 		}
 		v.LatRows = append(v.LatRows, row(m.Pop, m.Name, false, m.LatencyMS))
 	}
+}
+
+// closestWhy says why closest, the region a tenant heard nowhere goes to first, is first,
+// beside this entry's row of the matrix (self): the lowest there, or the default region that
+// a lower one does not replace, being not clearly closer (proxy's latBetterRatio and
+// latBetterBy: 20 % and 5 ms at least).
+func closestWhy(closest string, regions []string, self latRow) string {
+	lowest := ""
+	for i, c := range self.Cells {
+		if c.Best {
+			lowest = regions[i]
+		}
+	}
+	switch lowest {
+	case "":
+		return "the default region: no region is measured from here yet"
+	case closest:
+		return "the lowest from here"
+	}
+	return "the default region: " + lowest + " is lower from here, but not clearly (a region replaces the default only at least 20% and 5 ms closer)"
 }

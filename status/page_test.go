@@ -58,7 +58,8 @@ func TestStatusPageRender(t *testing.T) {
 		`<meta http-equiv="refresh" content="5">`,
 		`<span id="node">entry-fra</span> <span class="badge ok">ready</span>`,
 		"PoP <b>fra</b>", "continent <b>EU</b>", "version <b>v1.4.0</b>", "up <b>3h 12m</b>", "<b>1,234</b> in flight",
-		"2 <small>of 5 alive</small>",          // members card
+		"2 <small>of 3 alive</small>", // members card: syd left and gru leaving are not counted, sin failed is
+		"this entry included; 1 left · 1 leaving cleanly, not counted", "2 alive of 3 · 1 left · 1 leaving",
 		"1 <small>of 2 asked in order</small>", // regions card
 		"routers: 1 up · 2 failing · 1 not asked yet", "0 up · 2 failing", "1.5% full",
 		"1,500 <small>of 100,000</small>", "local 1,000 · gossip 500",
@@ -102,7 +103,7 @@ func TestStatusPageRender(t *testing.T) {
 	lat := page[strings.Index(page, `<section id="latency">`):]
 	lat = lat[:strings.Index(lat, "</section>")]
 	for _, want := range []string{
-		`closest from here: <span class="mono">eu</span>, first for a tenant heard nowhere`,
+		`first for a tenant heard nowhere whose continent is not mapped: <span class="mono">eu</span>, the lowest from here`,
 		`<th class="num">eu</th><th class="num">us</th>`,
 	} {
 		if !strings.Contains(lat, want) {
@@ -165,9 +166,26 @@ func TestStatusPageStates(t *testing.T) {
 			s.Marks[0].FailedAt, s.Marks[0].ReadsUntil = s.At.Add(-time.Minute), s.At.Add(-50*time.Second)
 		}, []string{"asked last by plain writes; reads ask it first again (failed at entry-iad)", "1m 00s ago", ">first again<"}},
 		{"direct homes", func(s *Status) { s.Relays = &RelayStatus{DirectBytes: 13_200} },
-			[]string{"homes travel: straight to every member, 13200 bytes a second (relays above 20000)"}},
+			[]string{"homes travel: straight to every member, 13,200 B/s (through relays above 20,000 B/s, straight again below 10,000 B/s)"}},
 		{"relays", func(s *Status) { s.Relays = &RelayStatus{On: true, Groups: 10, Group: 9} },
 			[]string{"homes travel: through relays: 10 groups, this entry's of 9, to which it relays its share of the other groups' homes"}},
+		{"a member left cleanly", func(s *Status) {
+			s.Members = []MemberStatus{{Name: "entry-fra", State: "alive"}, {Name: "entry-iad", State: "alive"}, {Name: "entry-syd", State: "left"}}
+		}, []string{"2 <small>of 2 alive</small>", "1 left cleanly, not counted"}},
+		{"the default region, a lower one not clearly closer", func(s *Status) {
+			s.Regions = append(s.Regions, RegionStatus{Name: "ap", LatencyMS: 8.5, Measured: true})
+		}, []string{`<td class="num mono best">8.5</td>`, `not mapped: <span class="mono">eu</span>, the default region: ap is lower from here, but not clearly`}},
+		{"nothing measured yet", func(s *Status) { s.Regions[0].Measured = false },
+			[]string{`<span class="mono">eu</span>, the default region: no region is measured from here yet`}},
+		{"a failing router in a region answered since", func(s *Status) {
+			// ap's only router failed here, and an answer relayed through eu cleared ap's mark:
+			// the region is ok, and its router is not shown red beside it.
+			s.Regions = append(s.Regions, RegionStatus{Name: "ap", Routers: []string{"https://ap-1.example:8443"},
+				RouterStates: []RouterStatus{{URL: "https://ap-1.example:8443", State: "failing", LastOutcome: "may_have_reached",
+					LastStatus: 502, LastAt: s.At.Add(-8 * time.Second), Failures: 1}}})
+		}, []string{`<span class="badge ok">ok</span> <span class="note">its routers failed here, and the region answered since`,
+			`<span class="badge warn">failed here</span>`, "0 up · 1 failed here, region answered since",
+			"routers: 1 up · 2 failing · 1 failed here, region answered since · 1 not asked yet"}},
 		{"no marks", func(s *Status) { s.Marks, s.Regions[1].Marked, s.Regions[1].MarkedForReads = nil, false, false },
 			[]string{"No live mark", "2 <small>of 2 asked in order</small>"}},
 		{"unreachable from here, beside no mark", func(s *Status) {
@@ -206,6 +224,11 @@ func TestFormat(t *testing.T) {
 		2*time.Hour + 10*time.Minute: "2h 10m", 76 * time.Hour: "3d 4h"} {
 		if got := formatDuration(in); got != want {
 			t.Errorf("formatDuration(%v) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[float64]string{0: "0 B/s", 13_200.4: "13,200 B/s", 999.5: "1,000 B/s"} {
+		if got := formatBytesPerSec(in); got != want {
+			t.Errorf("formatBytesPerSec(%v) = %q, want %q", in, got, want)
 		}
 	}
 	for in, want := range map[float64]string{0: "0", 0.004: "<0.01", 0.4: "0.40", 12.34: "12.3", 340.2: "340"} {
