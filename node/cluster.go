@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/fenec/fenec-entry/gossip"
@@ -13,9 +14,9 @@ const (
 	joinWait      = 2 * time.Second         // how long a start waits for a first peer before serving alone
 	bootstrapWait = 2500 * time.Millisecond // how long it then tries to fetch the table
 	leaveTimeout  = 3 * time.Second         // Leave's bound in a drain
-	// gossipBindWait: how long the gossip address in use is tried again when upgrades in
-	// place are on (gossip.Config.BindWait); a start that finds it taken by another program
-	// fails this much later.
+	// gossipBindWait: how long the gossip address in use is tried again by the process an
+	// upgrade in place started (gossip.Config.BindWait), as the one it replaces lets it go;
+	// any other start finds it taken by another program and says so at once.
 	gossipBindWait = 5 * time.Second
 )
 
@@ -44,7 +45,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	if n.state != nil {
 		gc.SnapshotPath = n.state.SerfSnapshotPath()
 	}
-	if n.cfg.Upgrades != nil {
+	if n.cfg.Upgrades != nil && n.cfg.Upgrades.HasParent() {
 		// The process an upgrade started binds the gossip address as the one it replaces
 		// lets it go: a bind refused now would leave no process serving.
 		gc.BindWait = gossipBindWait
@@ -54,6 +55,10 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return err
 	}
 	if err := g.Start(ctx); err != nil {
+		var be *gossip.BindError
+		if errors.As(err, &be) {
+			return be // "--gossip-bind: listen tcp ...", as --listen's: the flag, then the system's words
+		}
 		return err
 	}
 	n.cluster = g
