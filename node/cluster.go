@@ -100,8 +100,24 @@ func (n *Node) leaveCluster() {
 	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 	defer cancel()
 	if err := g.Leave(ctx); err != nil {
+		if ctx.Err() != nil && !othersAlive(g.Members(), n.cfg.Node) {
+			// Every peer is leaving or gone too (two entries stopped together): there was
+			// no one left to tell, and that is a clean stop, not a warning.
+			n.log.Info().Err(err).Msg("gossip: leave: no peer alive to tell")
+			return
+		}
 		n.log.Warn().Err(err).Msg("gossip: leave")
 	}
+}
+
+// othersAlive says whether a member other than self is alive in members.
+func othersAlive(members []gossip.Member, self string) bool {
+	for _, m := range members {
+		if m.Name != self && m.State == "alive" {
+			return true
+		}
+	}
+	return false
 }
 
 // closeCluster stops gossip at once.
