@@ -352,7 +352,35 @@ func newNetTransport(mc *memberlist.Config, logOut *log.Logger, wait time.Durati
 			break
 		}
 	}
-	return nil, fmt.Errorf("gossip: listen on %s: %w", net.JoinHostPort(mc.BindAddr, strconv.Itoa(mc.BindPort)), err)
+	return nil, &BindError{Flag: "--gossip-bind", Err: bindCause(net.JoinHostPort(mc.BindAddr, strconv.Itoa(mc.BindPort)), err)}
+}
+
+// BindError is an address of the entry's that cannot be bound, as the operator set it: the
+// flag and the system's error, "--gossip-bind: listen udp 127.0.0.1:7946: bind: address
+// already in use", with nothing of the layers it went through.
+type BindError struct {
+	Flag string // with its dashes
+	Err  error
+}
+
+func (e *BindError) Error() string { return e.Flag + ": " + e.Err.Error() }
+func (e *BindError) Unwrap() error { return e.Err }
+
+// bindCause is the system's error for binding addr, which memberlist's flattens into its own
+// text ("failed to start TCP listener on ..."): binding the address again, TCP then UDP, as
+// memberlist does, gives it back as net's. If both bind now, memberlist's error is kept.
+func bindCause(addr string, mlErr error) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	ln.Close()
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return err
+	}
+	pc.Close()
+	return mlErr
 }
 
 // writeDirect sends a direct packet to one member through the current transport, under
@@ -408,7 +436,7 @@ func (g *Gossip) Start(ctx context.Context) error {
 	if g.cfg.RPCAddr != "" {
 		ln, err := net.Listen("tcp", g.cfg.RPCAddr)
 		if err != nil {
-			return fmt.Errorf("gossip: start: --rpc-addr: %w", err)
+			return &BindError{Flag: "--rpc-addr", Err: err}
 		}
 		g.rpcLn = ln
 	}

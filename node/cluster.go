@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/fenec/fenec-entry/gossip"
@@ -13,9 +14,9 @@ const (
 	joinWait      = 2 * time.Second         // how long a start waits for a first peer before serving alone
 	bootstrapWait = 2500 * time.Millisecond // how long it then tries to fetch the table
 	leaveTimeout  = 3 * time.Second         // Leave's bound in a drain
-	// gossipBindWait: how long the gossip address in use is tried again when upgrades in
-	// place are on (gossip.Config.BindWait); a start that finds it taken by another program
-	// fails this much later.
+	// gossipBindWait: how long the gossip address in use is tried again by the process an
+	// upgrade in place started (gossip.Config.BindWait), as the one it replaces lets it go;
+	// any other start finds it taken by another program and says so at once.
 	gossipBindWait = 5 * time.Second
 )
 
@@ -44,7 +45,7 @@ func (n *Node) startCluster(ctx context.Context) error {
 	if n.state != nil {
 		gc.SnapshotPath = n.state.SerfSnapshotPath()
 	}
-	if n.cfg.Upgrades != nil {
+	if n.cfg.Upgrades != nil && n.cfg.Upgrades.HasParent() {
 		// The process an upgrade started binds the gossip address as the one it replaces
 		// lets it go: a bind refused now would leave no process serving.
 		gc.BindWait = gossipBindWait
@@ -54,6 +55,10 @@ func (n *Node) startCluster(ctx context.Context) error {
 		return err
 	}
 	if err := g.Start(ctx); err != nil {
+		var be *gossip.BindError
+		if errors.As(err, &be) {
+			return be // "--gossip-bind: listen tcp ...", as --listen's: the flag, then the system's words
+		}
 		return err
 	}
 	n.cluster = g
@@ -95,8 +100,24 @@ func (n *Node) leaveCluster() {
 	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 	defer cancel()
 	if err := g.Leave(ctx); err != nil {
+		if ctx.Err() != nil && !othersAlive(g.Members(), n.cfg.Node) {
+			// Every peer is leaving or gone too (two entries stopped together): there was
+			// no one left to tell, and that is a clean stop, not a warning.
+			n.log.Info().Err(err).Msg("gossip: leave: no peer alive to tell")
+			return
+		}
 		n.log.Warn().Err(err).Msg("gossip: leave")
 	}
+}
+
+// othersAlive says whether a member other than self is alive in members.
+func othersAlive(members []gossip.Member, self string) bool {
+	for _, m := range members {
+		if m.Name != self && m.State == "alive" {
+			return true
+		}
+	}
+	return false
 }
 
 // closeCluster stops gossip at once.

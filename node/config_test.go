@@ -89,7 +89,7 @@ func TestValidate(t *testing.T) {
 		{"region no routers", "routers", `region "eu" has no routers (want eu=http://host:port,...;us=...)`, func(c *Config) { c.Routers[0].Routers = nil }},
 		{"region twice", "routers", `region "eu" is listed twice`, func(c *Config) { c.Routers[1].Name = "eu" }},
 		{"region empty name", "routers", "1 to 64 bytes", func(c *Config) { c.Routers[0].Name = "" }},
-		{"region bad name", "routers", "want letters", func(c *Config) { c.Routers[0].Name = "e u" }},
+		{"region bad name", "routers", "want lower-case letters", func(c *Config) { c.Routers[0].Name = "e u" }},
 		{"router scheme", "routers", "scheme must be http or https", func(c *Config) { c.Routers[0].Routers[0] = mustURL(t, "ftp://r1:21") }},
 		{"router no scheme", "routers", "scheme must be http or https", func(c *Config) { c.Routers[0].Routers[0] = mustURL(t, "r1:7000") }},
 		{"router path", "routers", "no path", func(c *Config) { c.Routers[0].Routers[0] = mustURL(t, "http://r1:7000/api") }},

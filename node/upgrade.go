@@ -21,6 +21,9 @@ type Upgrades interface {
 	// Table is the home table the previous process handed over, in the state file's format;
 	// nil if none.
 	Table() (*os.File, error)
+	// HasParent says whether an upgrade in place started this process (a previous one
+	// still holds the gossip address until this one is ready).
+	HasParent() bool
 	// Ready says this process serves: the previous one, if any, stops its gossip and drains.
 	Ready() error
 	// GossipFree is closed once the previous process has stopped its gossip (at once if

@@ -147,8 +147,13 @@ func checkRegionName(name string) error {
 		return fmt.Errorf("region name %q must be 1 to %d bytes", name, MaxRegionNameLen)
 	}
 	for _, ch := range []byte(name) {
+		if 'A' <= ch && ch <= 'Z' {
+			// Region names are compared as they are, and the routers' are lower case: EU=
+			// is most likely a continent code (--continents) in the place of a region.
+			return fmt.Errorf("region name %q: lower case only, as the routers name regions (%q is a continent code: those go in --continents)", name, name)
+		}
 		if !isAlnum(ch) && ch != '-' && ch != '_' && ch != '.' {
-			return fmt.Errorf("region name %q: want letters, digits, '-', '_' or '.'", name)
+			return fmt.Errorf("region name %q: want lower-case letters, digits, '-', '_' or '.'", name)
 		}
 	}
 	return nil

@@ -155,6 +155,9 @@ func (p *Process) Inherited() (ready, failed int) {
 // begin.
 func (p *Process) Ready() error { return p.upg.Ready() }
 
+// HasParent says whether an upgrade in place started this process.
+func (p *Process) HasParent() bool { return p.upg.HasParent() }
+
 // GossipFree is closed once the previous process has stopped its gossip (at once if this one
 // was not started by an upgrade).
 func (p *Process) GossipFree() <-chan struct{} { return p.free }

@@ -173,6 +173,10 @@ func TestConfigFileKeys(t *testing.T) {
 		{"the first bad line by line number", "FENEC_ENTRY_NOPE_B=1\nFENEC_ENTRY_NOPE_A=1\n" + good, 1,
 			"FENEC_ENTRY_NOPE_B names no flag"},
 		{"a syntax error", good + "FENEC_ENTRY_LISTEN '" + configSecret + "'\n", 2, `no "="`},
+		{"a flag's variable without the prefix", "# routers\nROUTERS=" + testRouters + "\n", 2,
+			"ROUTERS names no flag: --routers's variable is FENEC_ENTRY_ROUTERS"},
+		{"a flag's name without the prefix, lower case", good + "read_backoff=15s\n", 2,
+			"read_backoff names no flag: --read-backoff's variable is FENEC_ENTRY_READ_BACKOFF"},
 		{"a flag's name not in upper case", good + "FENEC_ENTRY_log_level=debug\n", 2, "FENEC_ENTRY_log_level names no flag"},
 		{"keys without the prefix ignored", "GOMAXPROCS=2\nPATH=/usr/bin\nlower_case=x\nFENEC_ENTRYX=1\n" + good, 0, ""},
 	} {

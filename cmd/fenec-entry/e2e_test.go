@@ -306,19 +306,70 @@ func TestServeBadConfiguration(t *testing.T) {
 	}
 }
 
+// TestServeBindFailureExitsOne: an address in use, whichever flag names it, stops the entry
+// at once with exit 1 (the host, not the configuration) and one plain line on stderr: the
+// flag, then the system's words, as a configuration error reads. A gossip address in use is
+// said at once too: only a process an upgrade started waits for its address.
 func TestServeBindFailureExitsOne(t *testing.T) {
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	const key = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" // base64 of 32 bytes
+	free := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
 	}
-	defer taken.Close()
-	e := startEntry(t, []string{"--routers", "eu=http://127.0.0.1:1", "--listen", taken.Addr().String(),
-		"--admin-listen", "127.0.0.1:0"}, cleanEnv("FENEC_ENTRY_POP=p", "FENEC_ENTRY_NODE=n"))
-	if status := e.exitStatus(t, 10*time.Second); status != 1 {
-		t.Errorf("exit status %d with --listen taken, want 1", status)
-	}
-	if all := strings.Join(e.stderr(), "\n"); !strings.Contains(all, "--listen: listen tcp") {
-		t.Errorf("stderr does not name --listen: %s", all)
+	for _, flag := range []string{"--listen", "--admin-listen", "--gossip-bind", "--gossip-bind udp", "--rpc-addr"} {
+		t.Run(flag, func(t *testing.T) {
+			bin := binary(t)
+			var taken string
+			if flag == "--gossip-bind udp" {
+				pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pc.Close()
+				taken = pc.LocalAddr().String()
+			} else {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ln.Close()
+				taken = ln.Addr().String()
+			}
+			addrs := map[string]string{"--listen": "127.0.0.1:0", "--admin-listen": "127.0.0.1:0",
+				"--gossip-bind": free(), "--rpc-addr": free()}
+			name, proto, _ := strings.Cut(flag, " ")
+			addrs[name] = taken
+			args := []string{"--routers", "eu=http://127.0.0.1:1", "--gossip-key", key}
+			for f, a := range addrs {
+				args = append(args, f, a)
+			}
+			began := time.Now()
+			e := startEntryBin(t, bin, args, cleanEnv("FENEC_ENTRY_POP=p", "FENEC_ENTRY_NODE=n"))
+			if status := e.exitStatus(t, 10*time.Second); status != 1 {
+				t.Errorf("exit status %d with %s taken, want 1", status, flag)
+			}
+			if took := time.Since(began); took > 3*time.Second {
+				t.Errorf("took %v to say %s is in use, want it at once", took, flag)
+			}
+			if proto == "" {
+				proto = "tcp"
+			}
+			lines := e.stderr()
+			want := "fenec-entry serve: " + name + ": listen " + proto + " " + taken + ": bind: address already in use"
+			if len(lines) == 0 || lines[len(lines)-1] != want {
+				t.Errorf("stderr ends %q, want %q", lines[max(len(lines)-1, 0):], want)
+			}
+			for _, l := range lines {
+				var line struct{ Level string }
+				if json.Unmarshal([]byte(l), &line) == nil && line.Level != "" && line.Level != "info" && line.Level != "debug" {
+					t.Errorf("a line above info besides the one line: %s", l)
+				}
+			}
+		})
 	}
 }
 

@@ -274,11 +274,19 @@ func (in input) readFile() (map[string]envVar, error) {
 	slices.SortFunc(names, func(a, b string) int { return vars[a].line - vars[b].line })
 	out := map[string]envVar{}
 	for _, name := range names {
-		if !strings.HasPrefix(name, envPrefix) || buildEnv[name] {
-			continue // GOMAXPROCS and the like: the unit's, not the entry's
-		}
 		v := vars[name]
 		bad := func(msg string) error { return in.lineErr(v.line, msg) }
+		if !strings.HasPrefix(name, envPrefix) {
+			// GOMAXPROCS and the like are the unit's, not the entry's; but ROUTERS= is a
+			// flag's variable without its prefix, which would be ignored without a word.
+			if d := lookupFlag(strings.ToLower(strings.ReplaceAll(name, "_", "-"))); d != nil {
+				return nil, bad(name + " names no flag: --" + d.name + "'s variable is " + d.envName())
+			}
+			continue
+		}
+		if buildEnv[name] {
+			continue
+		}
 		flag := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "_", "-"))
 		if why, ok := removedEnv[name]; ok {
 			return nil, bad(why)
@@ -396,7 +404,10 @@ func (in input) reloader(start map[string]string) node.Reloader {
 
 // scanArgs reads flags the way Go's flag package does (-name, --name, -name=value,
 // --name value, a boolean flag alone or as --name=false, "--" ends the flags) and returns
-// the last value of each. Its errors name the flag and never print a value.
+// the value of each. A flag given twice is refused rather than the last one kept: a second
+// --routers is more often a region meant to be added than one meant to replace the first
+// (docs/DECISIONS.md, "Flags, checks and exit statuses"). Its errors name the flag and never
+// print a value.
 func scanArgs(args []string) (map[string]string, error) {
 	out := map[string]string{}
 	for i := 0; i < len(args); i++ {
@@ -435,6 +446,9 @@ func scanArgs(args []string) (map[string]string, error) {
 			val = args[i]
 		default:
 			return nil, &node.ConfigError{Flag: name, Msg: "needs a value (" + d.arg + ")"}
+		}
+		if _, dup := out[name]; dup {
+			return nil, &node.ConfigError{Flag: name, Msg: "given twice on the command line: give it once (the second would replace the first)"}
 		}
 		out[name] = val
 	}

@@ -143,7 +143,9 @@ func serve(args []string, stdout, stderr io.Writer, env func(string) string) int
 		fmt.Fprintln(stderr, "fenec-entry serve: "+oneLine(ce.Error()))
 		return 2
 	case err != nil:
-		logger.Error().Err(err).Msg("entry stopped")
+		// A runtime failure (an address in use, a listener that stops serving) reads as bad
+		// configuration does, one line naming the flag, but exits 1: the host, not the flags.
+		fmt.Fprintln(stderr, "fenec-entry serve: "+oneLine(err.Error()))
 		return 1
 	}
 	logger.Info().Msg("entry stopped")

@@ -86,6 +86,12 @@ func TestVersionLine(t *testing.T) {
 	if got := readBuildInfo().short(); got != "v1.2.3" {
 		t.Errorf("short() = %q with -X main.version=v1.2.3", got)
 	}
+	for _, v := range []string{"4b79f65", "4b79f65aa0b1c2d3"} {
+		got := (buildInfo{version: v, commit: "4b79f65aa0b1c2d3", goVer: "go1.26", platform: "linux/amd64"}).String()
+		if want := "fenec-entry commit 4b79f65aa0b1c2d3 go1.26 linux/amd64"; got != want {
+			t.Errorf("version line with the commit as version %q = %q, want %q (the commit once)", v, got, want)
+		}
+	}
 	if got := (buildInfo{version: "dev", commit: "0123456789abcdef", modified: true}).short(); got != "dev-0123456789ab-modified" {
 		t.Errorf("short() of a dev build = %q", got)
 	}

@@ -26,8 +26,9 @@ const routersSyntax = node.RoutersSyntax
 
 // parseRouters parses --routers: regions separated by ";", each a name, "=" and its router
 // URLs separated by ",", for example "eu=http://r1:7000,http://r2:7000;us=http://r3:7000".
-// Spaces around the separators are ignored, as are empty entries; a path of "/" is dropped.
-// The order of the regions is kept (it is the fallback order).
+// Spaces around the separators are ignored; a path of "/" is dropped. An empty entry (a
+// trailing "," or ";", or two in a row) is refused: it is more often a router or a region left
+// out than a stray key. The order of the regions is kept (it is the fallback order).
 func parseRouters(s string) ([]proxy.Region, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, errors.New("no regions (" + routersSyntax + ")")
@@ -36,7 +37,7 @@ func parseRouters(s string) ([]proxy.Region, error) {
 	for seg := range strings.SplitSeq(s, ";") {
 		seg = strings.TrimSpace(seg)
 		if seg == "" {
-			continue
+			return nil, fmt.Errorf("an empty region: a \";\" with nothing after it or before the next (%s)", routersSyntax)
 		}
 		name, list, ok := strings.Cut(seg, "=")
 		name = strings.TrimSpace(name)
@@ -49,6 +50,9 @@ func parseRouters(s string) ([]proxy.Region, error) {
 		reg := proxy.Region{Name: name}
 		for raw := range strings.SplitSeq(list, ",") {
 			raw = strings.TrimSpace(raw)
+			if raw == "" && list != "" && strings.TrimSpace(list) != "" {
+				return nil, fmt.Errorf("region %q: an empty router: a \",\" with nothing after it or before the next (%s)", name, routersSyntax)
+			}
 			if raw == "" {
 				continue
 			}

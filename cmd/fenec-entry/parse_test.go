@@ -8,7 +8,7 @@ import (
 )
 
 func TestParseRouters(t *testing.T) {
-	got, err := parseRouters(" eu=http://r1:7000, http://r2:7000/ ; us=https://r3:7443;")
+	got, err := parseRouters(" eu=http://r1:7000, http://r2:7000/ ; us=https://r3:7443 ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,11 +30,16 @@ func TestParseRouters(t *testing.T) {
 func TestParseRoutersErrors(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"", "no regions"},
-		{" ; ", "no regions"},
+		{" ; ", "an empty region"},
 		{"http://r1:7000", "names no region"},
 		{"=http://r1:7000", "has no name"},
 		{"eu=", `region "eu" has no routers (want eu=http://host:port,...;us=...)`},
-		{"eu=http://r1:7000;us= , ", `region "us" has no routers`},
+		{"eu=http://r1:7000;us= ", `region "us" has no routers`},
+		{"eu=http://r1:7000,", `region "eu": an empty router: a "," with nothing after it`},
+		{"eu=http://r1:7000,,http://r2:7000", `region "eu": an empty router`},
+		{"eu=http://r1:7000;us= , ", `region "us": an empty router`},
+		{"eu=http://r1:7000;", `an empty region: a ";" with nothing after it`},
+		{"eu=http://r1:7000;;us=http://r3:7000", "an empty region"},
 		{"eu=http://r1:7000\x7f", "is not a URL"},
 	}
 	for _, tt := range tests {

@@ -154,3 +154,45 @@ func TestStopRefusesNewConnections(t *testing.T) {
 	default:
 	}
 }
+
+// TestTwoStoppedAtOnceLogNothingAboveInfo: two entries of one cluster stopped by the same
+// SIGTERM (a deploy, a host's shutdown) each leave with no one left to tell; a leave that
+// times out so is no warning: neither logs a line above info, and both exit 0.
+func TestTwoStoppedAtOnceLogNothingAboveInfo(t *testing.T) {
+	_, routers := twoRegions(t)
+	start := func(name, join string) *clusterEntry {
+		args := []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+			"--gossip-bind", "127.0.0.1:0", "--rpc-addr", "127.0.0.1:0", "--node", name, "--pop", name,
+			"--continent", "EU", "--routers", routers, "--drain", "300ms"}
+		if join != "" {
+			args = append(args, "--join", join)
+		}
+		return startClusterEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+testGossipKey))
+	}
+	a := start("a", "")
+	b := start("b", a.gossip)
+	for _, e := range []*clusterEntry{a, b} {
+		testutil.Eventually(t, 10*time.Second, "two alive members", func() bool {
+			s := e.status(t)
+			return s.Ready && s.memberState("a") == "alive" && s.memberState("b") == "alive"
+		})
+	}
+	for _, e := range []*clusterEntry{a, b} {
+		if err := e.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, e := range map[string]*clusterEntry{"a": a, "b": b} {
+		if status := e.exitStatus(t, 20*time.Second); status != 0 {
+			t.Errorf("%s: exit status %d after SIGTERM, want 0", name, status)
+		}
+		for _, l := range e.stderr() {
+			var line struct {
+				Level string `json:"level"`
+			}
+			if json.Unmarshal([]byte(l), &line) != nil || (line.Level != "debug" && line.Level != "info") {
+				t.Errorf("%s: a line above info (or not JSON) in a clean stop of both: %s", name, l)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 // Set at build time:
@@ -54,6 +55,11 @@ func (b buildInfo) String() string {
 	c := b.commit
 	if b.modified {
 		c += " (modified)"
+	}
+	if b.version != "" && strings.HasPrefix(b.commit, b.version) {
+		// Built with the commit as its version (-X main.version=$(git rev-parse --short
+		// HEAD)): said once.
+		return fmt.Sprintf("fenec-entry commit %s %s %s", c, b.goVer, b.platform)
 	}
 	return fmt.Sprintf("fenec-entry %s commit %s %s %s", b.version, c, b.goVer, b.platform)
 }
