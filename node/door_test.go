@@ -281,6 +281,34 @@ func TestDoorStreamedBodyCut(t *testing.T) {
 	}
 }
 
+// h2Way is one way a client speaks HTTP/2 to the entry: over TLS (ALPN h2) or h2c with prior
+// knowledge; client makes a client for it.
+type h2Way struct {
+	name   string
+	config func(*Config)
+	scheme string
+	client func() *http.Client
+}
+
+func h2Ways(t *testing.T) []h2Way {
+	certFile, keyFile := testutil.CertFiles(t)
+	cert := testutil.WriteCert(t, certFile, keyFile, "door")
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	client := func(set func(*http.Protocols)) func() *http.Client {
+		return func() *http.Client {
+			protos := new(http.Protocols)
+			set(protos)
+			return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+				Protocols: protos, TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		}
+	}
+	return []h2Way{
+		{"h2", func(c *Config) { c.TLSCert, c.TLSKey = certFile, keyFile }, "https", client(func(p *http.Protocols) { p.SetHTTP2(true) })},
+		{"h2c", func(c *Config) {}, "http", client(func(p *http.Protocols) { p.SetUnencryptedHTTP2(true) })},
+	}
+}
+
 // HTTP/2 frames its own requests: over TLS (ALPN h2, which the door hands to net/http as the
 // TLS connection it is) and over h2c with prior knowledge, a request the door's rules refuse
 // (TRACE here) is refused the same, and a good one is served as HTTP/2.
@@ -290,27 +318,12 @@ func TestDoorHTTP2(t *testing.T) {
 		asked.Add(1)
 		w.Write([]byte("ok"))
 	})
-	certFile, keyFile := testutil.CertFiles(t)
-	cert := testutil.WriteCert(t, certFile, keyFile, "door")
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	for _, tc := range []struct {
-		name   string
-		config func(*Config)
-		scheme string
-		protos func(*http.Protocols)
-	}{
-		{"tls", func(c *Config) { c.TLSCert, c.TLSKey = certFile, keyFile }, "https", func(p *http.Protocols) { p.SetHTTP2(true) }},
-		{"h2c", func(c *Config) {}, "http", func(p *http.Protocols) { p.SetUnencryptedHTTP2(true) }},
-	} {
+	for _, tc := range h2Ways(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t, "eu", router.URL)
 			tc.config(&cfg)
 			n, _ := startNode(t, cfg)
-			protos := new(http.Protocols)
-			tc.protos(protos)
-			client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-				Protocols: protos, TLSClientConfig: &tls.Config{RootCAs: pool}}}
+			client := tc.client()
 			defer client.CloseIdleConnections()
 			base := tc.scheme + "://" + n.ClientAddr().String()
 			resp, body := get(t, client, base+"/t/acme/x")
@@ -442,19 +455,7 @@ func TestMaxConnsServesANewClient(t *testing.T) {
 // becomes net/http's GOAWAY after it), and a connection made in the drain is served too.
 func TestDrainAnswersH2(t *testing.T) {
 	router := newRouter(t, "eu", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
-	certFile, keyFile := testutil.CertFiles(t)
-	cert := testutil.WriteCert(t, certFile, keyFile, "door")
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	for _, tc := range []struct {
-		name   string
-		config func(*Config)
-		scheme string
-		protos func(*http.Protocols)
-	}{
-		{"h2", func(c *Config) { c.TLSCert, c.TLSKey = certFile, keyFile }, "https", func(p *http.Protocols) { p.SetHTTP2(true) }},
-		{"h2c", func(c *Config) {}, "http", func(p *http.Protocols) { p.SetUnencryptedHTTP2(true) }},
-	} {
+	for _, tc := range h2Ways(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := testConfig(t, "eu", router.URL)
@@ -462,12 +463,7 @@ func TestDrainAnswersH2(t *testing.T) {
 			tc.config(&cfg)
 			n, _ := startNode(t, cfg)
 			n.grace = time.Second
-			protos := new(http.Protocols)
-			tc.protos(protos)
-			newClient := func() *http.Client {
-				return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-					Protocols: protos, TLSClientConfig: &tls.Config{RootCAs: pool}}}
-			}
+			newClient := tc.client
 			url := tc.scheme + "://" + n.ClientAddr().String() + "/t/acme/items/1"
 			send := func(c *http.Client, what string, wantReused bool) {
 				t.Helper()
