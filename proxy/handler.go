@@ -301,6 +301,6 @@ func (h *Handler) finish(x *exchange, r *http.Request, reqID, result string, sta
 		e = e.Str("router", x.router.name)
 	}
 	e.Int("status", status).Str("outcome", result).Int("attempts", x.tries).
-		Dur("duration", time.Since(x.start)).Str("request_id", reqID).Str("client", x.addr).
+		Dur("duration_ms", time.Since(x.start)).Str("request_id", reqID).Str("client", x.addr).
 		Msg("request")
 }

@@ -419,3 +419,32 @@ func TestBodyBudget(t *testing.T) {
 	}
 	testutil.Eventually(t, 2*time.Second, "budget given back", func() bool { return e.h.budget.used.Load() == 0 })
 }
+
+// The debug line of a request names its fields as the reference lists them, and its duration
+// carries its unit in its name: "duration_ms" (zerolog writes a duration as a number of
+// milliseconds, which a bare "duration" would not say).
+func TestRequestLogLine(t *testing.T) {
+	e := newEnv(t)
+	if r := e.do("GET", "/t/acme/items/1", nil, ""); r.status == 0 || r.status >= 500 {
+		t.Fatalf("GET: %d, want the router's answer", r.status)
+	}
+	var line map[string]any
+	for _, l := range strings.Split(e.logs.String(), "\n") {
+		if strings.Contains(l, `"message":"request"`) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if line == nil {
+		t.Fatalf("no request line in %s", e.logs)
+	}
+	for _, k := range []string{"method", "path", "tenant", "region", "router", "status", "outcome", "duration_ms", "request_id"} {
+		if _, ok := line[k]; !ok {
+			t.Errorf("the request line has no %q: %v", k, line)
+		}
+	}
+	if _, ok := line["duration_ms"].(float64); !ok {
+		t.Errorf("duration_ms = %v, want a number of milliseconds", line["duration_ms"])
+	}
+}

@@ -211,7 +211,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		c.log.Debug().Str("router", rt.addr).Str("region", rt.region).Str("method", req.Method).
 			Str("path", req.URL.Path).Str("tenant", ex.tenant).Str("request_id", rec.RequestID).
 			Str("relayed_to", ex.relayedTo).Str("fault", rec.Fault).Str("client_mark", mark).
-			Int("status", status).Bool("client_gone", gone).Dur("duration", end.Sub(start)).
+			Int("status", status).Bool("client_gone", gone).Dur("duration_ms", end.Sub(start)).
 			Msg("request")
 	}()
 

@@ -340,7 +340,7 @@ func (s *Store) Flush() (wrote bool, err error) {
 		return false, err
 	}
 	s.written, s.wrote = gen, true
-	s.log.Debug().Str("file", s.path).Int("homes", n).Int64("bytes", size).Dur("took", took).Msg("state: home table written")
+	s.log.Debug().Str("file", s.path).Int("homes", n).Int64("bytes", size).Dur("took_ms", took).Msg("state: home table written")
 	return true, nil
 }
 

@@ -681,7 +681,7 @@ func (s *Sync) Bootstrap(ctx context.Context) error {
 			}
 			if err == nil {
 				s.log.Info().Str("peer", p.Name).Int("applied", applied).Int("invalid", invalid).
-					Dur("took", time.Since(start)).Int("homes", s.cfg.Table.Len()).Msg("table fetched from peer")
+					Dur("took_ms", time.Since(start)).Int("homes", s.cfg.Table.Len()).Msg("table fetched from peer")
 				return nil
 			}
 			last = err
@@ -697,7 +697,7 @@ func (s *Sync) Bootstrap(ctx context.Context) error {
 			}
 		}
 		if partialFrom != "" {
-			s.log.Info().Str("peer", partialFrom).Dur("took", time.Since(start)).Int("homes", s.cfg.Table.Len()).
+			s.log.Info().Str("peer", partialFrom).Dur("took_ms", time.Since(start)).Int("homes", s.cfg.Table.Len()).
 				Msg("table fetched from peers that are joining too: no whole one to be had")
 			return nil
 		}
