@@ -581,7 +581,12 @@ func countUpdates(log []byte, self string, from, to time.Time) int {
 func aliveCounts(es []*entry) string {
 	var out []string
 	for _, e := range es {
-		if a := alive(e); a != len(es) {
+		if a := alive(e); a == -1 {
+			// Not answering: say why (an address in use, a bad flag), from its scrape and the
+			// last line it wrote, rather than a count of -1.
+			_, err := scrape(e)
+			out = append(out, fmt.Sprintf("%s does not answer (%v; its last line: %s)", e.name, err, lastLine(e)))
+		} else if a != len(es) {
 			out = append(out, fmt.Sprintf("%s lists %d alive", e.name, a))
 		}
 		if len(out) == 5 {
@@ -589,6 +594,19 @@ func aliveCounts(es []*entry) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// lastLine is the last line e wrote to its log, or what stopped it being read.
+func lastLine(e *entry) string {
+	b, err := os.ReadFile(e.log.Name())
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if last := lines[len(lines)-1]; last != "" {
+		return last
+	}
+	return "(none)"
 }
 
 func allSeeFailed(es []*entry) bool {

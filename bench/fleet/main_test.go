@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -104,5 +105,21 @@ func TestCountUpdates(t *testing.T) {
 	from := time.Date(2026, 12, 7, 14, 0, 10, 0, time.UTC)
 	if got := countUpdates([]byte(log), "entry-000", from, from.Add(10*time.Second)); got != 2 {
 		t.Fatalf("countUpdates: %d, want 2 (entry-001 at 10 s and entry-002 at 15.5 s)", got)
+	}
+}
+
+// An entry that does not answer is reported with why (its scrape's error and its last line),
+// not as listing -1 members alive.
+func TestAliveCountsSaysWhy(t *testing.T) {
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "e.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	logFile.WriteString("fenec-entry serve: --admin-listen: listen tcp 127.0.0.1:1: bind: address already in use\n")
+	e := &entry{name: "e0", ip: "127.0.0.1:1#", log: logFile} // an admin address nothing answers on
+	got := aliveCounts([]*entry{e})
+	if strings.Contains(got, "-1") || !strings.Contains(got, "address already in use") || !strings.Contains(got, "does not answer") {
+		t.Errorf("aliveCounts = %q, want why e0 does not answer", got)
 	}
 }
