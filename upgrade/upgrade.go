@@ -22,6 +22,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -42,9 +43,10 @@ const (
 // Process is this process's side of upgrades: the sockets and table it inherited, if an
 // upgrade started it, and the upgrade of itself to a new binary.
 type Process struct {
-	upg   *tableflip.Upgrader
-	table *os.File      // the inherited table; nil if none
-	free  chan struct{} // closed once the previous process stopped its gossip (or none was)
+	upg     *tableflip.Upgrader
+	pidFile string        // --pid-file, absolute; "" for none
+	table   *os.File      // the inherited table; nil if none
+	free    chan struct{} // closed once the previous process stopped its gossip (or none was)
 
 	mu      sync.Mutex
 	release *os.File // during and after an upgrade: the write end of the gossip pipe
@@ -74,11 +76,20 @@ func New(pidFile string) (*Process, error) {
 }
 
 func newProcess(pidFile string) (*Process, error) {
-	upg, err := tableflip.New(tableflip.Options{UpgradeTimeout: Timeout, PIDFile: pidFile})
+	// The PID file is this package's to write (writePIDFile), not tableflip's: its file has
+	// no newline at the end, which tools that read a PID file line by line expect.
+	if pidFile != "" {
+		abs, err := filepath.Abs(pidFile) // relative to the directory the entry started in
+		if err != nil {
+			return nil, fmt.Errorf("upgrade: --pid-file: %w", err)
+		}
+		pidFile = abs
+	}
+	upg, err := tableflip.New(tableflip.Options{UpgradeTimeout: Timeout})
 	if err != nil {
 		return nil, fmt.Errorf("upgrade: %w", err)
 	}
-	p := &Process{upg: upg, free: make(chan struct{})}
+	p := &Process{upg: upg, free: make(chan struct{}), pidFile: pidFile}
 	if p.table, err = upg.File(fileTable); err != nil {
 		return nil, fmt.Errorf("upgrade: the inherited home table: %w", err)
 	}
@@ -153,7 +164,37 @@ func (p *Process) Inherited() (ready, failed int) {
 // Ready says this process serves: an upgrade that started it ends (the previous process
 // stops its gossip and drains), the PID file is written, and an upgrade of this one may
 // begin.
-func (p *Process) Ready() error { return p.upg.Ready() }
+func (p *Process) Ready() error {
+	if p.pidFile != "" {
+		if err := writePIDFile(p.pidFile, os.Getpid()); err != nil {
+			return fmt.Errorf("upgrade: --pid-file: %w", err)
+		}
+	}
+	return p.upg.Ready()
+}
+
+// writePIDFile writes pid and a newline to path, atomically: a file beside it, renamed over it,
+// so that a reader (systemd's PIDFile=) never sees half of it.
+func writePIDFile(path string, pid int) error {
+	dir, name := filepath.Split(path)
+	f, err := os.CreateTemp(dir, name+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // after a rename, nothing is left to remove
+	if _, err := fmt.Fprintf(f, "%d\n", pid); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
 
 // HasParent says whether an upgrade in place started this process.
 func (p *Process) HasParent() bool { return p.upg.HasParent() }

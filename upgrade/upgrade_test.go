@@ -3,6 +3,8 @@ package upgrade
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -27,5 +29,25 @@ func TestCountsPassedOn(t *testing.T) {
 			t.Errorf("%q read as %+v", bad, c)
 		}
 		f.Close()
+	}
+}
+
+// The PID file holds the PID and a newline, and is replaced whole.
+func TestWritePIDFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "entry.pid")
+	for _, pid := range []int{4242, 77} {
+		if err := writePIDFile(path, pid); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("%d\n", pid); string(b) != want {
+			t.Errorf("PID file %q, want %q", b, want)
+		}
+	}
+	if left, _ := filepath.Glob(path + ".*"); len(left) != 0 {
+		t.Errorf("files left beside it: %v", left)
 	}
 }
