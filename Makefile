@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 build:
 	@mkdir -p $(BIN)
-	@echo "building $(BIN)/fenec-entry and $(BIN)/fenec-standin (the first build compiles every dependency: a minute or two)"
+	@echo "building $(BIN)/fenec-entry and $(BIN)/fenec-standin (the first build downloads and compiles every dependency: about a minute on 2 cores)"
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/fenec-entry ./cmd/fenec-entry
 	$(GO) build -trimpath -o $(BIN)/fenec-standin ./cmd/fenec-standin
 
