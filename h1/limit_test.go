@@ -180,9 +180,18 @@ func TestAcceptOutOfDescriptorsShedsIdle(t *testing.T) {
 	keptAlive(t, addr) // an accept that succeeds says so
 	mu.Lock()
 	defer mu.Unlock()
-	if len(logged) != 2 || !strings.Contains(logged[0], "out of file descriptors") || !strings.Contains(logged[0], "too many open files") ||
-		logged[1] != "accepting connections again" {
-		t.Errorf("logged %q; want the shortage once, then accepting again", logged)
+	// Once a shortage, until an accept works again: the lines alternate, starting with the
+	// shortage and ending with the recovery. (Under the race detector a run has seen two
+	// shortages, each said once: the process's descriptors are not all the test's.)
+	if len(logged) == 0 || len(logged)%2 != 0 {
+		t.Fatalf("logged %q; want each shortage said once, then accepting again", logged)
+	}
+	for i, l := range logged {
+		short := strings.Contains(l, "out of file descriptors") && strings.Contains(l, "too many open files")
+		if i%2 == 0 && !short || i%2 == 1 && l != "accepting connections again" {
+			t.Errorf("logged %q; want each shortage said once, then accepting again", logged)
+			break
+		}
 	}
 }
 
