@@ -66,7 +66,7 @@ vet:
 
 # The module builds and vets off Linux too (h1 and a few system calls are Linux's: they sit
 # behind build tags, with net/http and portable calls elsewhere). CI runs this.
-CROSS ?= linux/arm64 darwin/amd64 darwin/arm64 freebsd/amd64 freebsd/arm64
+CROSS ?= linux/arm64 darwin/amd64 darwin/arm64 freebsd/amd64 freebsd/arm64 windows/amd64
 cross:
 	@set -e; for t in $(CROSS); do \
 		echo "cross: $$t"; \

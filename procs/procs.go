@@ -30,7 +30,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -200,13 +199,4 @@ func parseSchedstat(b []byte) (run, wait int64, ok bool) {
 	run, err1 := strconv.ParseInt(f[0], 10, 64)
 	wait, err2 := strconv.ParseInt(f[1], 10, 64)
 	return run, wait, err1 == nil && err2 == nil && run >= 0 && wait >= 0
-}
-
-// processCPUTime is the process's user and system CPU time so far (getrusage).
-func processCPUTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -330,22 +330,9 @@ func (c *conn) alive() bool {
 		return false
 	}
 	alive := true
-	var buf [1]byte
 	// Control, not Read: a pooled connection may keep its last answer's deadline, past by
 	// now, which Read would meet instead of looking.
-	rerr := rc.Control(func(fd uintptr) {
-		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		switch {
-		case n > 0:
-			alive = false // unsolicited bytes (or a TLS alert): not ours to read
-		case err == nil: // n == 0: orderly shutdown by the router
-			alive = false
-		case errors.Is(err, syscall.EAGAIN):
-			// nothing to read: the connection is idle and open
-		default:
-			alive = false
-		}
-	})
+	rerr := rc.Control(func(fd uintptr) { alive = idleAlive(fd) })
 	return rerr == nil && alive
 }
 

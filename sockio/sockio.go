@@ -53,7 +53,8 @@ type Conn struct {
 	writeFn  func(uintptr) bool
 }
 
-// New wraps tc. It fails only if tc has no file descriptor (closed).
+// New wraps tc. It fails if tc has no file descriptor (closed), or where raw socket calls are
+// not built (Windows: errUnsupported; the caller keeps the net.TCPConn).
 func New(tc *net.TCPConn) (*Conn, error) {
 	c := new(Conn)
 	if err := c.Init(tc); err != nil {
@@ -65,6 +66,9 @@ func New(tc *net.TCPConn) (*Conn, error) {
 // Init makes c wrap tc, for a Conn held inside another struct (one allocation less per
 // connection). c must not be copied afterwards.
 func (c *Conn) Init(tc *net.TCPConn) error {
+	if !supported {
+		return errUnsupported
+	}
 	rc, err := tc.SyscallConn()
 	if err != nil {
 		return err

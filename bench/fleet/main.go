@@ -46,7 +46,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -325,12 +324,12 @@ func run(f flags) (*result, error) {
 	// 5. Failure detection.
 	if f.failDetect > 0 {
 		v := es[len(es)-1]
-		if err := v.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		if err := v.cmd.Process.Signal(sigStop); err != nil {
 			return res, err
 		}
 		t := time.Now()
 		err := waitFor(f.failDetect, func() bool { return allSeeFailed(es[:len(es)-1]) })
-		v.cmd.Process.Signal(syscall.SIGCONT)
+		v.cmd.Process.Signal(sigCont)
 		if err != nil {
 			return res, fmt.Errorf("%s stopped: not listed failed by every peer: %w", v.name, err)
 		}
@@ -384,7 +383,7 @@ func (e *entry) start(bin, dir string, f flags, routers, join, key string, i int
 func stopAll(es []*entry) {
 	for _, e := range es {
 		if e.cmd != nil && e.cmd.Process != nil {
-			e.cmd.Process.Signal(syscall.SIGCONT)
+			e.cmd.Process.Signal(sigCont)
 			e.cmd.Process.Kill()
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -322,4 +323,31 @@ func TestGossipCluster(t *testing.T) {
 		return
 	}
 
+}
+
+// statusAt reads /status.json from an admin address.
+func statusAt(t *testing.T, admin string) statusDoc {
+	t.Helper()
+	_, _, body := httpGet(t, "http://"+admin+"/status.json")
+	var s statusDoc
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatalf("status.json: %v: %s", err, body)
+	}
+	return s
+}
+
+// metricAt is the value of the metric line that starts with name (with its labels).
+func metricAt(t *testing.T, admin, name string) float64 {
+	t.Helper()
+	_, _, body := httpGet(t, "http://"+admin+"/metrics")
+	for _, l := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", l, err)
+			}
+			return f
+		}
+	}
+	return 0
 }

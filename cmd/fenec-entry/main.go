@@ -25,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/node"
+	"github.com/fenec/fenec-entry/procs"
 	"github.com/fenec/fenec-entry/upgrade"
 )
 
@@ -117,7 +118,7 @@ func serve(args []string, stdout, stderr io.Writer, env func(string) string) int
 		cfg.Upgrades = proc
 	}
 	usr2 := make(chan os.Signal, 1)
-	signal.Notify(usr2, syscall.SIGUSR2) // never the default: exit
+	notifyUpgrade(usr2) // SIGUSR2, never its default (exit); none where there is no SIGUSR2
 	defer func() { signal.Stop(usr2); close(usr2) }()
 	upgrades := make(chan struct{}, 1)
 	go func() {
@@ -154,7 +155,9 @@ func serve(args []string, stdout, stderr io.Writer, env func(string) string) int
 
 // adaptProcs: the Ps follow the load (package procs) unless the environment sets GOMAXPROCS,
 // which is then the operator's fixed choice, as for any Go program.
-func adaptProcs(env func(string) string) bool { return env("GOMAXPROCS") == "" }
+func adaptProcs(env func(string) string) bool {
+	return procs.Supported && env("GOMAXPROCS") == ""
+}
 
 // logLevel is a --log-level as zerolog's level (validated already; info if not).
 func logLevel(s string) zerolog.Level {

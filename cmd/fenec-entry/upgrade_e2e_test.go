@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -311,32 +313,6 @@ func readPID(t *testing.T, path string) int {
 		t.Fatalf("PID file %q: %v", b, err)
 	}
 	return pid
-}
-
-func statusAt(t *testing.T, admin string) statusDoc {
-	t.Helper()
-	_, _, body := httpGet(t, "http://"+admin+"/status.json")
-	var s statusDoc
-	if err := json.Unmarshal([]byte(body), &s); err != nil {
-		t.Fatalf("status.json: %v: %s", err, body)
-	}
-	return s
-}
-
-// metricAt is the value of the metric line that starts with name (with its labels).
-func metricAt(t *testing.T, admin, name string) float64 {
-	t.Helper()
-	_, _, body := httpGet(t, "http://"+admin+"/metrics")
-	for _, l := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(l, name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", l, err)
-			}
-			return f
-		}
-	}
-	return 0
 }
 
 // upgradeLoad is the load an upgrade runs under: keep-alive and new connections, reads and
