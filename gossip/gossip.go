@@ -69,6 +69,7 @@ type Gossip struct {
 	planDirty      atomic.Bool
 	joined         atomic.Bool
 	selfAddr       atomic.Pointer[string] // Addr, readable without mu (the conflict log line)
+	keyRep         *keyReport             // peers holding another gossip key, from memberlist's log and Join
 
 	sync       *tablesync.Sync
 	syncLn     *mux.Listener // the sync streams every incarnation's transport sorts out
@@ -136,7 +137,8 @@ func New(cfg Config) (*Gossip, error) {
 		syncLn:         mux.NewListener(mux.PipeAddr("gossip sync streams"), mux.SyncBacklog),
 		setAgentTags:   agentSetTags,
 	}
-	if g.m, err = newMetrics(cfg.Registerer, g.Up, g.otherRelayMembers, &g.wire); err != nil {
+	g.keyRep = newKeyReport(g.log)
+	if g.m, err = newMetrics(cfg.Registerer, g.Up, g.otherRelayMembers, &g.wire, g.keyRep.counter); err != nil {
 		return nil, err
 	}
 	// Before Start: the transport's goroutine hands it packets from the first one on.
@@ -287,7 +289,7 @@ func (g *Gossip) memberlistConfigLocked() (*memberlist.Config, error) {
 func (g *Gossip) transportLocked(mc *memberlist.Config) (*mux.Transport, error) {
 	inner := g.cfg.Transport
 	if inner == nil {
-		nt, err := newNetTransport(mc, log.New(logWriter{log: g.log}, "", log.LstdFlags), g.cfg.BindWait)
+		nt, err := newNetTransport(mc, log.New(g.logWriter(), "", log.LstdFlags), g.cfg.BindWait)
 		if err != nil {
 			return nil, err
 		}
@@ -490,7 +492,7 @@ func (g *Gossip) startIncarnationLocked() error {
 	}
 	inc := &incarnation{agent: a, tr: tr}
 	if g.rpcLn != nil {
-		lw := logWriter{log: g.log, node: g.cfg.NodeName, addr: &g.selfAddr}
+		lw := g.logWriter()
 		inc.ipcLn = mux.NewListener(g.rpcLn.Addr(), 16)
 		inc.ipc = agent.NewAgentIPC(a, g.cfg.RPCAuth, inc.ipcLn, lw, agent.NewLogWriter(256), false)
 	}
@@ -519,7 +521,7 @@ func (g *Gossip) startSerfLocked(snapshot string) (*agent.Agent, *mux.Transport,
 		return nil, nil, fmt.Errorf("%w: %w", errTransport, err)
 	}
 	mc.Transport = tr
-	lw := logWriter{log: g.log, node: g.cfg.NodeName, addr: &g.selfAddr}
+	lw := g.logWriter()
 	ac := agent.DefaultConfig()
 	ac.NodeName = g.cfg.NodeName
 	ac.Tags = maps.Clone(g.cfg.Tags)

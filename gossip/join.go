@@ -211,7 +211,15 @@ func (r *joinReport) joined(g *Gossip, s *serf.Serf, targets []string, n int, er
 		return
 	}
 	peers := alivePeers(s, g.cfg.NodeName)
-	text := joinFailure(err)
+	parts := joinFailures(err)
+	keyed := false // a peer refused this entry for its gossip key
+	for _, p := range parts {
+		if target, ok := refusedTarget(p); ok {
+			keyed = true
+			g.keyRep.refusedJoin(target)
+		}
+	}
+	text := strings.Join(parts, "; ")
 	key := localAddr.ReplaceAllString(text, "") + "\x00" + strconv.FormatBool(peers == 0)
 	if r.failing && key == r.key {
 		return
@@ -220,6 +228,9 @@ func (r *joinReport) joined(g *Gossip, s *serf.Serf, targets []string, n int, er
 	ev, msg := g.log.Info(), "gossip: join failed; clustered through other members, trying again every "
 	if peers == 0 {
 		ev, msg = g.log.Warn(), "gossip: join failed; this entry has no peer, trying again every "
+	}
+	if keyed {
+		msg = "gossip: join refused: a peer holds another gossip key, or none; " + keyHint + "; trying again every "
 	}
 	ev.Str("error", text).Strs("targets", targets).Int("peers", peers).
 		Msg(msg + g.cfg.JoinInterval.String())
@@ -249,11 +260,11 @@ func alivePeers(s *serf.Serf, self string) int {
 // tcp 10.0.0.9:41234->10.0.0.1:7946"): a new port at each attempt, not a change of what fails.
 var localAddr = regexp.MustCompile(`[^ ]*->`)
 
-// joinFailure flattens Join's error to one line. memberlist returns a hashicorp multierror,
-// "1 error occurred:\n\t* failed to join 10.0.0.1:7946: <reason>\n\n"; this is each of its
-// errors ("failed to join <target>: <reason>", "failed to resolve <name>: <reason>"), with
-// its white space collapsed, sorted, joined with "; ".
-func joinFailure(err error) string {
+// joinFailures flattens Join's error to lines. memberlist returns a hashicorp multierror,
+// "1 error occurred:\n\t* failed to join 10.0.0.1:7946: <reason>\n\n"; these are its
+// errors ("failed to join <target>: <reason>", "failed to resolve <name>: <reason>"), each
+// with its white space collapsed, sorted. The join failure line joins them with "; ".
+func joinFailures(err error) []string {
 	var errs []error
 	switch e := err.(type) {
 	case interface{ WrappedErrors() []error }:
@@ -268,8 +279,19 @@ func joinFailure(err error) string {
 		}
 	}
 	if len(parts) == 0 {
-		return strings.Join(strings.Fields(err.Error()), " ")
+		return []string{strings.Join(strings.Fields(err.Error()), " ")}
 	}
 	slices.Sort(parts)
-	return strings.Join(parts, "; ")
+	return parts
+}
+
+// refusedTarget is the target of one of joinFailures' lines if the join failed for the
+// gossip key (keyMismatch): "failed to join <target>: <reason>".
+func refusedTarget(part string) (string, bool) {
+	rest, ok := strings.CutPrefix(part, "failed to join ")
+	if !ok || !keyMismatch(rest) {
+		return "", false
+	}
+	target, _, ok := strings.Cut(rest, ": ")
+	return target, ok
 }

@@ -18,6 +18,7 @@ type metrics struct {
 	restarts       prometheus.Counter     // fresh serfs started after serf shut itself down
 	streamsRefused *prometheus.CounterVec // reason: sorting, backlog
 	bytes          []prometheus.Collector // fenec_entry_gossip_bytes_total, by transport and direction
+	keyMismatches  prometheus.Counter     // keyReport's
 }
 
 // memberStates are the label values of fenec_entry_gossip_members.
@@ -26,8 +27,9 @@ var memberStates = []string{"alive", "leaving", "left", "failed"}
 // newMetrics makes the metrics; up is what fenec_entry_gossip_up reads at each scrape,
 // otherRelay what fenec_entry_gossip_relay_other_members does, wire what
 // fenec_entry_gossip_bytes_total does.
-func newMetrics(reg prometheus.Registerer, up func() bool, otherRelay func() int, wire *mux.Bytes) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, up func() bool, otherRelay func() int, wire *mux.Bytes, keyMismatches prometheus.Counter) (*metrics, error) {
 	m := &metrics{
+		keyMismatches: keyMismatches,
 		otherRelay: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fenec_entry_gossip_relay_other_members",
 			Help: "Alive members that do not speak this entry's relay protocol (tag relay): while any does, the whole fleet sends homes straight, never through relays (a rolling upgrade across a relay change).",
@@ -74,7 +76,7 @@ func newMetrics(reg prometheus.Registerer, up func() bool, otherRelay func() int
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range append([]prometheus.Collector{m.members, m.up, m.otherRelay, m.restarts, m.streamsRefused}, m.bytes...) {
+	for _, c := range append([]prometheus.Collector{m.members, m.up, m.otherRelay, m.restarts, m.streamsRefused, m.keyMismatches}, m.bytes...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gossip: register metrics: %w", err)
 		}

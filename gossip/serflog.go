@@ -12,11 +12,18 @@ import (
 // changes, drops, queue depth) has its own info lines and metrics. The one exception is a
 // node name conflict, which serf reports only in its log and answers by shutting itself
 // down: it becomes an error line naming this entry's name and the other member's address.
-// Safe for concurrent use.
+// A message memberlist could not open for the gossip key is also said (keyReport), besides
+// its debug line. Safe for concurrent use.
 type logWriter struct {
 	log  zerolog.Logger
 	node string                  // this entry's node name, for the conflict line
 	addr *atomic.Pointer[string] // this entry's gossip address, for the conflict line; may be nil
+	keys *keyReport              // nil: key mismatches are not looked for
+}
+
+// logWriter is the logWriter of serf's and memberlist's lines for g.
+func (g *Gossip) logWriter() logWriter {
+	return logWriter{log: g.log, node: g.cfg.NodeName, addr: &g.selfAddr, keys: g.keyRep}
 }
 
 // conflictMarker begins the rest of serf's line "Node name conflicts with another node at
@@ -40,6 +47,9 @@ func (w logWriter) Write(p []byte) (int, error) {
 			Msg("gossip: another member holds this entry's node name; give each entry a unique --node " +
 				"(serf resolves the conflict by shutting one down)")
 		return len(p), nil
+	}
+	if w.keys != nil {
+		w.keys.received(line)
 	}
 	if e := w.log.Debug(); e.Enabled() {
 		level := ""
