@@ -56,7 +56,7 @@ func TestConfigFilePrecedence(t *testing.T) {
 		"FENEC_ENTRY_HOMES":     "9",              // not in the file: the environment's
 		"FENEC_ENTRY_LOG_LEVEL": "debug",          // in the file, empty there: the default, not this
 	}
-	_, err := parseWith([]string{"--config", path, "--drain", "6s"}, envOf(env), boxHost)
+	_, _, err := parseWith([]string{"--config", path, "--drain", "6s"}, envOf(env), boxHost)
 	if err == nil {
 		t.Fatal("--drain on the command line and in the file accepted")
 	}
@@ -64,7 +64,7 @@ func TestConfigFilePrecedence(t *testing.T) {
 		t.Fatalf("error %v, want one of --config naming --drain", err)
 	}
 
-	cfg, err := parseWith([]string{"--config", path, "--answer-timeout", "7s"}, envOf(env), boxHost)
+	cfg, _, err := parseWith([]string{"--config", path, "--answer-timeout", "7s"}, envOf(env), boxHost)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestConfigFilePrecedence(t *testing.T) {
 
 func TestConfigFromEnvironment(t *testing.T) {
 	path := newEnvFile(t, "FENEC_ENTRY_ROUTERS="+testRouters+"\nFENEC_ENTRY_LISTEN=127.0.0.1:9100\n")
-	cfg, err := parseWith(nil, envOf(map[string]string{"FENEC_ENTRY_CONFIG": "  " + path + " "}), boxHost)
+	cfg, _, err := parseWith(nil, envOf(map[string]string{"FENEC_ENTRY_CONFIG": "  " + path + " "}), boxHost)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 
 	// The command line's --config wins over FENEC_ENTRY_CONFIG.
 	other := newEnvFile(t, "FENEC_ENTRY_ROUTERS="+testRouters+"\nFENEC_ENTRY_LISTEN=127.0.0.1:9300\n")
-	cfg, err = parseWith([]string{"--config", other}, envOf(map[string]string{"FENEC_ENTRY_CONFIG": path}), boxHost)
+	cfg, _, err = parseWith([]string{"--config", other}, envOf(map[string]string{"FENEC_ENTRY_CONFIG": path}), boxHost)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,14 +116,14 @@ func TestConfigFromEnvironment(t *testing.T) {
 }
 
 func TestNoReloaderWithoutConfig(t *testing.T) {
-	cfg, err := parseWith([]string{"--routers", testRouters}, envOf(nil), boxHost)
+	cfg, _, err := parseWith([]string{"--routers", testRouters}, envOf(nil), boxHost)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Reloader != nil {
 		t.Error("a Reloader without --config")
 	}
-	cfg, err = parseWith(nil, envOf(map[string]string{"FENEC_ENTRY_ROUTERS": testRouters, "FENEC_ENTRY_CONFIG": "  "}), boxHost)
+	cfg, _, err = parseWith(nil, envOf(map[string]string{"FENEC_ENTRY_ROUTERS": testRouters, "FENEC_ENTRY_CONFIG": "  "}), boxHost)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestConfigAndCommandLineSameFlag(t *testing.T) {
 		{"entry-token", "FENEC_ENTRY_ENTRY_TOKEN=" + configSecret, configSecret + "-cmd"},
 	} {
 		path := newEnvFile(t, "FENEC_ENTRY_ROUTERS="+testRouters+"\n"+c.line+"\n")
-		_, err := parseWith([]string{"--config", path, "--" + c.flag, c.arg}, envOf(nil), boxHost)
+		_, _, err := parseWith([]string{"--config", path, "--" + c.flag, c.arg}, envOf(nil), boxHost)
 		if err == nil {
 			t.Fatalf("--%s on the command line and in --config accepted", c.flag)
 		}
@@ -182,7 +182,7 @@ func TestConfigFileKeys(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := newEnvFile(t, c.text)
-			cfg, err := parseWith([]string{"--config", path}, envOf(nil), boxHost)
+			cfg, _, err := parseWith([]string{"--config", path}, envOf(nil), boxHost)
 			if c.says == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -237,7 +237,7 @@ func TestConfigFileErrorFormat(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := newEnvFile(t, c.text)
-			_, err := parseWith(append([]string{"--config", path}, c.args...), envOf(nil), boxHost)
+			_, _, err := parseWith(append([]string{"--config", path}, c.args...), envOf(nil), boxHost)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -257,7 +257,7 @@ func TestConfigFileErrorFormat(t *testing.T) {
 
 func TestConfigFileUnreadable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing.env")
-	_, err := parseWith([]string{"--config", path}, envOf(map[string]string{"FENEC_ENTRY_ROUTERS": testRouters}), boxHost)
+	_, _, err := parseWith([]string{"--config", path}, envOf(map[string]string{"FENEC_ENTRY_ROUTERS": testRouters}), boxHost)
 	if err == nil {
 		t.Fatal("a missing --config file accepted")
 	}
@@ -269,7 +269,7 @@ func TestConfigFileUnreadable(t *testing.T) {
 // reloaderOf parses args with --config's file and returns its Reloader.
 func reloaderOf(t *testing.T, args []string, env map[string]string) (node.Config, node.Reloader) {
 	t.Helper()
-	cfg, err := parseWith(args, envOf(env), boxHost)
+	cfg, _, err := parseWith(args, envOf(env), boxHost)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +429,7 @@ func TestConfigNeverShowsSecrets(t *testing.T) {
 					t.Errorf("%s: error %q shows the secret", when, msg)
 				}
 			}
-			_, err := parseWith([]string{"--config", path}, envOf(nil), boxHost)
+			_, _, err := parseWith([]string{"--config", path}, envOf(nil), boxHost)
 			check("start", err)
 
 			writeEnvFile(t, path, good)

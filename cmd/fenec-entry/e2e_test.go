@@ -343,12 +343,12 @@ func TestServeBindFailureExitsOne(t *testing.T) {
 				"--gossip-bind": free(), "--rpc-addr": free()}
 			name, proto, _ := strings.Cut(flag, " ")
 			addrs[name] = taken
-			args := []string{"--routers", "eu=http://127.0.0.1:1", "--gossip-key", key}
+			args := []string{"--routers", "eu=http://127.0.0.1:1"}
 			for f, a := range addrs {
 				args = append(args, f, a)
 			}
 			began := time.Now()
-			e := startEntryBin(t, bin, args, cleanEnv("FENEC_ENTRY_POP=p", "FENEC_ENTRY_NODE=n"))
+			e := startEntryBin(t, bin, args, cleanEnv("FENEC_ENTRY_POP=p", "FENEC_ENTRY_NODE=n", "FENEC_ENTRY_GOSSIP_KEY="+key))
 			if status := e.exitStatus(t, 10*time.Second); status != 1 {
 				t.Errorf("exit status %d with %s taken, want 1", status, flag)
 			}

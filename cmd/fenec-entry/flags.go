@@ -210,14 +210,25 @@ func lookupFlag(name string) *flagDef {
 // FLY_MACHINE_ID and the hostname. It returns errHelp for -h/--help, and otherwise the first
 // error as a *node.ConfigError (one line, naming the flag, never holding a secret) or, for a
 // stray argument, a plain error.
-func parse(args []string, env func(string) string) (node.Config, error) {
+//
+// The warnings are what it found that works but is probably a mistake (warnSecrets); serve
+// logs them at start.
+func parse(args []string, env func(string) string) (node.Config, []warning, error) {
 	return parseWith(args, env, os.Hostname)
 }
 
-func parseWith(args []string, env func(string) string, hostname func() (string, error)) (node.Config, error) {
+func parseWith(args []string, env func(string) string, hostname func() (string, error)) (node.Config, []warning, error) {
+	cfg, in, err := parseInput(args, env, hostname)
+	if err != nil {
+		return node.Config{}, nil, err
+	}
+	return cfg, in.warnSecrets(), nil
+}
+
+func parseInput(args []string, env func(string) string, hostname func() (string, error)) (node.Config, input, error) {
 	cmdline, err := scanArgs(args)
 	if err != nil {
-		return node.Config{}, err
+		return node.Config{}, input{}, err
 	}
 	in := input{cmdline: cmdline, env: env, hostname: hostname}
 	if p, ok := cmdline["config"]; ok {
@@ -227,7 +238,7 @@ func parseWith(args []string, env func(string) string, hostname func() (string, 
 	}
 	file, err := in.readFile()
 	if err != nil {
-		return node.Config{}, err
+		return node.Config{}, input{}, err
 	}
 	in.shadow = map[string]bool{}
 	for name := range file {
@@ -235,12 +246,13 @@ func parseWith(args []string, env func(string) string, hostname func() (string, 
 	}
 	cfg, texts, err := in.build(file)
 	if err != nil {
-		return node.Config{}, err
+		return node.Config{}, input{}, err
 	}
+	in.texts = texts
 	if in.path != "" {
 		cfg.Reloader = in.reloader(texts)
 	}
-	return cfg, nil
+	return cfg, in, nil
 }
 
 // input is where serve's settings come from: the command line, then --config's file, then
@@ -249,8 +261,9 @@ type input struct {
 	cmdline  map[string]string
 	env      func(string) string
 	hostname func() (string, error)
-	path     string          // --config; "" for none
-	shadow   map[string]bool // flags the file held at start: their variable is not read
+	path     string            // --config; "" for none
+	shadow   map[string]bool   // flags the file held at start: their variable is not read
+	texts    map[string]string // the text each flag took (build's)
 }
 
 // readFile reads the --config file's settings by flag name (nil without --config). Its

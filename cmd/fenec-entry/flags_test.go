@@ -34,7 +34,7 @@ func TestParseEnvAndFlags(t *testing.T) {
 		"FLY_REGION":                  "fra",
 		"FLY_MACHINE_ID":              "148ed193b95e89",
 	}
-	cfg, err := parseWith([]string{"--listen", "127.0.0.1:9001", "-homes=7", "--continents", "EU=us", "--insecure-gossip"},
+	cfg, _, err := parseWith([]string{"--listen", "127.0.0.1:9001", "-homes=7", "--continents", "EU=us", "--insecure-gossip"},
 		envOf(env), noHost)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestParseEnvAndFlags(t *testing.T) {
 }
 
 func TestParseHostnameDefaults(t *testing.T) {
-	cfg, err := parseWith([]string{"--routers", testRouters}, envOf(nil),
+	cfg, _, err := parseWith([]string{"--routers", testRouters}, envOf(nil),
 		func() (string, error) { return "box-7", nil })
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestParseHostnameDefaults(t *testing.T) {
 		t.Errorf("pop %q node %q continent %q, want the hostname and no continent", cfg.Pop, cfg.Node, cfg.Continent)
 	}
 	// Flags win over FLY_*.
-	cfg, err = parseWith([]string{"--routers", testRouters, "--pop", "ams-1", "--node", "n1", "--continent", "na"},
+	cfg, _, err = parseWith([]string{"--routers", testRouters, "--pop", "ams-1", "--node", "n1", "--continent", "na"},
 		envOf(map[string]string{"FLY_REGION": "fra", "FLY_MACHINE_ID": "m"}), noHost)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestParseHostnameDefaults(t *testing.T) {
 		t.Errorf("pop %q node %q continent %q", cfg.Pop, cfg.Node, cfg.Continent)
 	}
 	// No hostname and no FLY_*: --pop is asked for.
-	_, err = parseWith([]string{"--routers", testRouters}, envOf(nil), noHost)
+	_, _, err = parseWith([]string{"--routers", testRouters}, envOf(nil), noHost)
 	if err == nil || !strings.HasPrefix(err.Error(), "--pop: ") {
 		t.Errorf("without any name: %v, want a --pop error", err)
 	}
@@ -143,7 +143,7 @@ func TestParseErrors(t *testing.T) {
 			for k, v := range tt.env {
 				env[k] = v
 			}
-			_, err := parseWith(tt.args, envOf(env), noHost)
+			_, _, err := parseWith(tt.args, envOf(env), noHost)
 			if err == nil {
 				t.Fatalf("parse = nil, want an error naming --%s", tt.flag)
 			}
@@ -157,12 +157,12 @@ func TestParseErrors(t *testing.T) {
 
 func TestParseStrayArgument(t *testing.T) {
 	for _, args := range [][]string{{"extra"}, {"--routers", testRouters, "--", "x"}, {"--insecure-gossip", "false"}} {
-		_, err := parseWith(args, envOf(map[string]string{"FLY_REGION": "fra"}), noHost)
+		_, _, err := parseWith(args, envOf(map[string]string{"FLY_REGION": "fra"}), noHost)
 		if err == nil || !strings.Contains(err.Error(), "not a flag") {
 			t.Errorf("parse(%q) = %v", args, err)
 		}
 	}
-	if _, err := parseWith([]string{"--routers", testRouters, "--help"}, envOf(nil), noHost); !errors.Is(err, errHelp) {
+	if _, _, err := parseWith([]string{"--routers", testRouters, "--help"}, envOf(nil), noHost); !errors.Is(err, errHelp) {
 		t.Errorf("--help: %v", err)
 	}
 }
@@ -194,7 +194,7 @@ func TestParseNeverShowsSecrets(t *testing.T) {
 		for k, v := range tt.env {
 			env[k] = v
 		}
-		_, err := parseWith(tt.args, envOf(env), noHost)
+		_, _, err := parseWith(tt.args, envOf(env), noHost)
 		if err == nil {
 			t.Errorf("%s: parse = nil, want an error", tt.name)
 			continue

@@ -45,8 +45,9 @@ const serveIntro = "Runs one entry: it sends each request to its tenant's home r
 	"The full reference is docs/REFERENCE.md in the repository."
 
 // serveOutro closes serve's help.
-const serveOutro = "Secrets (--entry-token, --gossip-key, --rpc-auth) are never printed or logged; give them " +
-	"by variable or in --config's file rather than on the command line."
+const serveOutro = "Secrets (--entry-token, --gossip-key, --rpc-auth, --admin-token) are never printed or logged; give them " +
+	"by variable or in --config's file rather than on the command line (serve warns at start when one is there, " +
+	"or when --config's file holding one, or --tls-key's, is open to every user of the host)."
 
 // flagColumn is where a flag's help starts, after its name and argument.
 const flagColumn = 33

@@ -72,7 +72,7 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 
 // serve runs `fenec-entry serve`.
 func serve(args []string, stdout, stderr io.Writer, env func(string) string) int {
-	cfg, err := parse(args, env)
+	cfg, warnings, err := parse(args, env)
 	if errors.Is(err, errHelp) {
 		printServeUsage(stdout)
 		return 0
@@ -89,6 +89,9 @@ func serve(args []string, stdout, stderr io.Writer, env func(string) string) int
 	logger := node.NewLogger(all, stderr)
 	zerolog.SetGlobalLevel(logLevel(cfg.LogLevel))
 	cfg.SetLogLevel = func(l string) { zerolog.SetGlobalLevel(logLevel(l)) }
+	for _, w := range warnings {
+		logger.Warn().Str("flag", w.flag).Msg(w.msg)
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP) // a reload (systemctl reload), never the default: exit
 	defer func() { signal.Stop(hup); close(hup) }()
