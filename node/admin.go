@@ -21,7 +21,7 @@ import (
 //
 //	/metrics      Prometheus text format
 //	/healthz      200 while the process runs
-//	/readyz       200 once started, while SetReady(true) holds and not draining; else 503.
+//	/readyz       200 once started, holding a peer's table (or none to fetch) and not draining; else 503.
 //	              The body of a 200 says "ready; gossip down" while gossip is enabled and not
 //	              up: requests are served from the entry's own table, so it stays in service.
 //	/status       status.Status as an HTML page (package status)

@@ -90,7 +90,7 @@ type Node struct {
 	grace      time.Duration // open requests' time after the drain: ShutdownGrace (tests shorten it)
 	certsEvery time.Duration // how often the certificate files are checked: certs.CheckEvery
 
-	ready    atomic.Bool // SetReady; true from New
+	ready    atomic.Bool // true from New; false while a starting entry fetches a peer's table (startCluster)
 	draining atomic.Bool
 	// handedOver: a new process serves on this entry's sockets (upgrade) and this one drains.
 	handedOver atomic.Bool
@@ -266,8 +266,8 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 }
 
 // Start binds the client listener (--listen) and the admin listener (--admin-listen) and
-// serves them; the entry is ready (/readyz) once Start returns nil, unless SetReady(false)
-// holds. A bind error names its flag ("--listen: listen tcp ...: address already in use"); it
+// serves them; the entry is ready (/readyz) once Start returns nil, or, with peers to join,
+// once it holds a peer's table (or none answered). A bind error names its flag ("--listen: listen tcp ...: address already in use"); it
 // is a runtime failure, not a *ConfigError. ctx bounds only the binding. See Node for calling
 // Start twice.
 func (n *Node) Start(ctx context.Context) error {
@@ -454,14 +454,7 @@ func (n *Node) logStart() {
 	}
 }
 
-// SetReady sets the condition /readyz reports besides "started and not draining". It is true
-// from New; gossip will set it false until the joining entry holds the home table of a peer
-// (docs/REFERENCE.md, "Homes"). Safe for concurrent use, before or after Start.
-func (n *Node) SetReady(ok bool) {
-	n.ready.Store(ok)
-}
-
-// isReady reports whether the node is started and SetReady holds (draining aside).
+// isReady reports whether the node is started and ready holds (draining aside).
 func (n *Node) isReady() bool {
 	return n.startedAt.Load() != nil && n.ready.Load()
 }

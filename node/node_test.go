@@ -380,18 +380,20 @@ func TestDrain(t *testing.T) {
 	}
 }
 
-func TestSetReady(t *testing.T) {
+// TestReadyzFollowsReady: /readyz answers 503 while the node is not ready (a starting entry
+// fetching a peer's table), 200 once it is.
+func TestReadyzFollowsReady(t *testing.T) {
 	router := newRouter(t, "eu", nil)
 	n, _ := startNode(t, testConfig(t, "eu", router.URL))
 	admin := "http://" + n.AdminAddr().String() + "/readyz"
 	client := &http.Client{Timeout: 5 * time.Second}
-	n.SetReady(false)
+	n.ready.Store(false)
 	if resp, _ := get(t, client, admin); resp.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("/readyz with SetReady(false) = %d", resp.StatusCode)
+		t.Errorf("/readyz while not ready = %d", resp.StatusCode)
 	}
-	n.SetReady(true)
+	n.ready.Store(true)
 	if resp, _ := get(t, client, admin); resp.StatusCode != http.StatusOK {
-		t.Errorf("/readyz with SetReady(true) = %d", resp.StatusCode)
+		t.Errorf("/readyz once ready = %d", resp.StatusCode)
 	}
 }
 
