@@ -13,7 +13,8 @@
 #     for the run; with env.example as --config, SIGHUP (the unit's ExecReload) reloads it;
 #  4. bare-metal/fenec-entry.service: structure, then `systemd-analyze verify` and an offline
 #     `systemd-analyze security` score when systemd-analyze exists;
-#  5. the Dockerfile: structure, then hadolint or dockerfile-utils when installed;
+#  5. the Dockerfile: structure, then hadolint or dockerfile-utils (installed, else from npm
+#     into a temporary folder; required under CI=true);
 #  6. prometheus/fenec-entry.rules.yml: `promtool check rules` and `promtool test rules`
 #     (fenec-entry.rules.test.yml), and every query of grafana/fenec-entry.json parsed by
 #     promtool as a rule; promtool (Debian's prometheus package) is required under CI=true;
@@ -402,15 +403,28 @@ grep -qE '^FROM --platform=\$BUILDPLATFORM \$\{GO_IMAGE\} AS build$' "$DOCKERFIL
 grep -qE '^ARG GO_IMAGE=golang:1\.26' "$DOCKERFILE" || fail "Dockerfile: the builder must be golang:1.26 (go.mod)"
 grep -qE '^USER nonroot' "$DOCKERFILE" || fail "Dockerfile: must run as nonroot"
 grep -qxF 'ENTRYPOINT ["/fenec-entry", "serve"]' "$DOCKERFILE" || fail "Dockerfile: ENTRYPOINT must be [\"/fenec-entry\", \"serve\"]"
+# The linter: hadolint or dockerfile-utils when installed, else dockerfile-utils from npm
+# (pinned, into this run's temporary folder) where npm is.
+dfu=""
+if command -v hadolint >/dev/null; then
+	:
+elif command -v dockerfile-utils >/dev/null; then
+	dfu=dockerfile-utils
+elif command -v npm >/dev/null &&
+	timeout 120 npm install --prefix "$TMP/npm" --no-audit --no-fund --loglevel=error dockerfile-utils@0.16.3 >"$TMP/npm.log" 2>&1; then
+	dfu="$TMP/npm/node_modules/.bin/dockerfile-utils"
+fi
 if command -v hadolint >/dev/null; then
 	hadolint "$DOCKERFILE" || fail "hadolint"
 	say "hadolint: Dockerfile is clean"
-elif command -v dockerfile-utils >/dev/null; then
-	out="$(dockerfile-utils lint "$DOCKERFILE" 2>&1)" || fail "dockerfile-utils lint: $out"
+elif [ -n "$dfu" ]; then
+	out="$("$dfu" lint "$DOCKERFILE" 2>&1)" || fail "dockerfile-utils lint: $out"
 	[ -z "$out" ] || fail "dockerfile-utils lint: $out"
 	say "dockerfile-utils lint: Dockerfile is clean"
+elif [ "${CI:-}" = "true" ]; then
+	fail "no Dockerfile linter: neither hadolint nor dockerfile-utils installed, and no npm installed dockerfile-utils: $(tail -3 "$TMP/npm.log" 2>/dev/null)"
 else
-	skip "neither hadolint nor dockerfile-utils installed: the Dockerfile got the structural check only"
+	skip "neither hadolint nor dockerfile-utils installed, and no npm installed dockerfile-utils: the Dockerfile got the structural check only"
 fi
 
 # ---- 6. alert rules and the dashboard --------------------------------------------------------

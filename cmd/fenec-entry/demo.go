@@ -282,7 +282,10 @@ func demoSteps(p demoPorts) []demoStep {
 			cmd: "curl -si -X POST -d again " + ams + "/t/umbrella/items | grep -e '^HTTP' -e '^{'"},
 		{key: "mend", say: []string{"mend eu; its mark stays until one of its routers answers..."},
 			cmd: fault("ok")},
-		{key: "clears", say: []string{"...as they do to any request that reaches them, such as a read for initech (home eu):"},
+		{key: "clears", say: []string{
+			"...as they do to any request that reaches them, such as a read for initech (home eu). For " +
+				strconv.Itoa(int(node.DefaultReadBackoff/time.Second)) + " s",
+			"after eu failed, ams asks it last, so us takes the read and relays it to eu (Standin-Relayed-By):"},
 			cmd: "curl -si " + ams + "/t/initech/items/1" + head},
 		{key: "cleared", say: []string{"no mark left:"}, cmd: marks},
 

@@ -78,6 +78,7 @@ func runGuide(t *testing.T, p demoPorts, steps []demoStep) {
 		}
 	}
 	outputs := map[string]string{}
+	ran := map[string][2]time.Time{} // when each line started and ended
 	for _, st := range steps {
 		within := 10 * time.Second
 		switch st.key {
@@ -90,7 +91,9 @@ func runGuide(t *testing.T, p demoPorts, steps []demoStep) {
 			}
 			within = 3 * time.Minute // go tool serf may build the serf CLI first
 		}
+		start := time.Now()
 		got, err := shell(st.cmd, within)
+		ran[st.key] = [2]time.Time{start, time.Now()}
 		if st.until {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("step %s ended by itself (%v), want it to run until stopped:\n%s", st.key, err, got)
@@ -103,6 +106,39 @@ func runGuide(t *testing.T, p demoPorts, steps []demoStep) {
 	}
 	if id := itemID(outputs["keyed"]); id == "" || id != itemID(outputs["replayed"]) {
 		t.Errorf("the replayed answer is not the first one:\n%s\n%s", outputs["keyed"], outputs["replayed"])
+	}
+	checkMendedRead(t, outputs["marked"], outputs["clears"], ran["clears"])
+}
+
+var readsUntilPattern = regexp.MustCompile(`"reads_until": "([^"]+)"`)
+
+// checkMendedRead holds the read after the mend to what its comment says: while eu's mark
+// still has reads ask it last (until the reads_until the marked line printed), us takes the
+// read and relays it to eu; after that, ams asks eu first and no relay is needed. A line
+// that straddles the instant may show either.
+func checkMendedRead(t *testing.T, marked, clears string, ran [2]time.Time) {
+	t.Helper()
+	var until time.Time
+	for _, m := range readsUntilPattern.FindAllStringSubmatch(marked, -1) {
+		u, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil {
+			t.Fatalf("the marked line printed reads_until %q: %v", m[1], err)
+		}
+		if u.After(until) { // the latest: eu is asked last until then
+			until = u
+		}
+	}
+	if until.IsZero() {
+		t.Fatalf("the marked line printed no reads_until:\n%s", marked)
+	}
+	relayed := strings.Contains(clears, "Standin-Relayed-By: ")
+	switch {
+	case ran[1].Before(until) && !relayed:
+		t.Errorf("the read for initech ran before eu's reads_until (%s) and was not relayed through us:\n%s",
+			until.Format(time.RFC3339Nano), clears)
+	case ran[0].After(until) && relayed:
+		t.Errorf("the read for initech ran after eu's reads_until (%s) and was still relayed:\n%s",
+			until.Format(time.RFC3339Nano), clears)
 	}
 }
 

@@ -187,8 +187,9 @@ var flags = []*flagDef{
 		usage: "json (one object per line) or console (for people)",
 		apply: func(c *node.Config, v string) error { c.LogFormat = strings.ToLower(strings.TrimSpace(v)); return nil }},
 	{name: "state-dir", arg: "dir", group: groupOps,
-		usage: "keep the home table and serf's member snapshot in this existing, writable directory (written every 5s at most, and at the drain), " +
-			"so that a restart is ready at once with what the entry knew and rejoins the members it knew",
+		usage: "keep the home table, serf's member snapshot and, with --tls-cert, the TLS session ticket keys in this existing, " +
+			"writable directory (the table written every 5s at most, and at the drain), so that a restart is ready at once " +
+			"with what the entry knew, rejoins the members it knew and resumes its clients' TLS sessions",
 		apply: setString(func(c *node.Config) *string { return &c.StateDir })},
 	{name: "pid-file", arg: "file", group: groupOps,
 		usage: "write the process's PID here once it serves, and the new process's after an upgrade in place (SIGUSR2), for systemd's PIDFile=",
