@@ -153,6 +153,7 @@ var diffCases = []struct{ name, raw string }{
 	{"expect 100-continue", "POST / HTTP/1.1\r\nHost: e\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi"},
 	{"expect other", "POST / HTTP/1.1\r\nHost: e\r\nExpect: 200-ok\r\nContent-Length: 2\r\n\r\nhi"},
 	{"expect 100-continue, then a no-break space", "POST / HTTP/1.1\r\nHost: e\r\nExpect: 100-continue\xc2\xa0\r\nContent-Length: 2\r\n\r\nhi"},
+	{"expect 100-continue after another token", "POST / HTTP/1.1\r\nHost: e\r\nExpect: x 100-continue\r\nContent-Length: 2\r\n\r\nhi"},
 	{"expect 100-continue in a list", "POST / HTTP/1.1\r\nHost: e\r\nExpect: x, 100-continue\r\nContent-Length: 2\r\n\r\nhi"},
 	{"HTTP/1.0 close", "GET / HTTP/1.0\r\n\r\nGET /again HTTP/1.0\r\n\r\n"},
 	{"HTTP/1.0 keep-alive", "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /again HTTP/1.0\r\n\r\n"},
