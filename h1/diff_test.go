@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -205,6 +206,46 @@ func FuzzDifferential(f *testing.F) {
 			t.Errorf("for %q\nnet/http: %v\nh1:       %v", raw, std, lean)
 		}
 	})
+}
+
+// A handler's header values are written as net/http writes them: CR and LF as spaces, SP and
+// HTAB trimmed, nothing else (a no-break space, a vertical tab are the value's).
+func TestHeaderValuesAsNetHTTP(t *testing.T) {
+	values := []string{"a", " a\t", "a\r\nb", "a\r\n", "a\u00a0", "\u00a0a", "a\x0b", "\x0ca", "a\u0085"}
+	srv := startBoth(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i, v := range values {
+			w.Header().Set(fmt.Sprintf("X-V%d", i), v)
+		}
+	}))
+	lines := func(addr string) []string {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: e\r\n\r\n")
+		br := bufio.NewReader(c)
+		var out []string
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("%s: %v after %q", addr, err, out)
+			}
+			if line == "\r\n" {
+				return out
+			}
+			if strings.HasPrefix(line, "X-V") {
+				out = append(out, line)
+			}
+		}
+	}
+	std, lean := lines(srv.std), lines(srv.lean)
+	slices.Sort(std)
+	slices.Sort(lean)
+	if len(std) != len(values) || !slices.Equal(std, lean) {
+		t.Errorf("net/http writes %q\nh1 writes       %q", std, lean)
+	}
 }
 
 // The status line is written as net/http writes it, for codes with a text and without.

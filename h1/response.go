@@ -292,7 +292,7 @@ func writeHeaderLines(bw *bufio.Writer, h http.Header) {
 			if strings.ContainsAny(v, "\r\n") {
 				v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
 			}
-			bw.WriteString(strings.TrimSpace(v))
+			bw.WriteString(httpsyntax.TrimOWS(v))
 			bw.WriteString("\r\n")
 		}
 	}
