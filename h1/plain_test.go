@@ -21,11 +21,11 @@ var plainCases = []struct {
 	plain     bool
 }{
 	{"get", "GET /t/acme/items/1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n", true},
-	{"host an IPv6 literal with a port", "GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", true},
 	{"a browser's get", "GET /t/acme/x?a=1&b=%20 HTTP/1.1\r\nHost: e.example\r\nConnection: keep-alive\r\n" +
 		"sec-ch-ua: \"Chromium\";v=\"130\"\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64)\r\n" +
 		"Accept: text/html,*/*;q=0.8\r\nAccept-Encoding: gzip, deflate, br\r\nAccept-Language: en-GB,en;q=0.9\r\n" +
 		"Cookie: a=b; c=d\r\nOrigin: https://app.example\r\n\r\n", true},
+	{"host an IPv6 literal with a port", "GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", true},
 	{"repeated header", "GET / HTTP/1.1\r\nHost: e\r\nAccept: a\r\nAccept: b\r\n\r\n", true},
 	{"empty value", "GET / HTTP/1.1\r\nHost: e\r\nX-A:\r\n\r\n", true},
 	{"value with spaces around and inside", "GET / HTTP/1.1\r\nHost: e\r\nX-A: \t a b \t\r\n\r\n", true},
