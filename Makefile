@@ -35,6 +35,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDifferential$$' -fuzztime $(FUZZTIME) ./h1
 	$(GO) test -run '^$$' -fuzz '^FuzzPlainRequest$$' -fuzztime $(FUZZTIME) ./h1
 	$(GO) test -run '^$$' -fuzz '^FuzzPlainName$$' -fuzztime $(FUZZTIME) ./internal/httpsyntax
+	$(GO) test -run '^$$' -fuzz '^FuzzHTTPGuts$$' -fuzztime $(FUZZTIME) ./internal/httpsyntax
 	$(GO) test -run '^$$' -fuzz '^FuzzDoor$$' -fuzztime $(FUZZTIME) ./door
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./gossip/internal/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAck$$' -fuzztime $(FUZZTIME) ./gossip/internal/wire

@@ -100,7 +100,7 @@ func (c *chunks) step(b []byte) (n int, done, bad bool) {
 		}
 		switch c.st {
 		case ckSize:
-			if v, ok := hexValue(x); ok {
+			if v, ok := httpsyntax.HexValue(x); ok {
 				if c.digits++; c.digits > 16 || c.size > maxLength>>4 {
 					return i, false, true // net/http's 16 digits; a size past 2^62
 				}
@@ -180,12 +180,12 @@ func (c *chunks) step(b []byte) (n int, done, bad bool) {
 				c.st = ckExtValEnd
 			case x == '\\':
 				c.st = ckExtValEsc
-			case x == '\t' || x >= 0x20 && x != 0x7f: // qdtext and obs-text
+			case httpsyntax.IsFieldValueByte(x): // qdtext and obs-text
 			default:
 				return i, false, true
 			}
 		case ckExtValEsc:
-			if x < 0x20 && x != '\t' || x == 0x7f {
+			if !httpsyntax.IsFieldValueByte(x) {
 				return i, false, true
 			}
 			c.st = ckExtValQuoted
@@ -258,7 +258,7 @@ func (c *chunks) step(b []byte) (n int, done, bad bool) {
 			switch {
 			case x == '\r':
 				c.st = ckTrailerLF
-			case x < 0x20 && x != '\t' || x == 0x7f:
+			case !httpsyntax.IsFieldValueByte(x):
 				return i, false, true
 			}
 		case ckTrailerLF:
@@ -274,16 +274,4 @@ func (c *chunks) step(b []byte) (n int, done, bad bool) {
 		}
 	}
 	return len(b), false, false
-}
-
-func hexValue(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }

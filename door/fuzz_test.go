@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fenec/fenec-entry/internal/httpsyntax"
 )
 
 // refReq is one request as refFrame frames it: what a router must see of it.
@@ -50,7 +52,7 @@ func refFrame(raw []byte) []refReq {
 		cl, chunked := -1, false
 		for _, line := range lines[1:] {
 			name, value, ok := strings.Cut(line, ":")
-			if !ok || !token(name) {
+			if !ok || !httpsyntax.Token(name) {
 				return out // no name, a folded line, whitespace before the colon
 			}
 			value = strings.Trim(value, " \t")

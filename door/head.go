@@ -3,7 +3,6 @@ package door
 import (
 	"bytes"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 
@@ -202,18 +201,14 @@ func targetRule(options bool, t []byte) Reason {
 		return None
 	}
 	s := string(t)
-	if !hasFoldPrefix(s, "http://") && !hasFoldPrefix(s, "https://") {
+	if !httpsyntax.HasFoldPrefix(s, "http://") && !httpsyntax.HasFoldPrefix(s, "https://") {
 		return BadTarget
 	}
 	u, err := url.ParseRequestURI(s)
-	if err != nil || u.Host == "" || !validHost(u.Host) || u.User != nil {
+	if err != nil || u.Host == "" || !httpsyntax.ValidHost(u.Host) || u.User != nil {
 		return BadTarget // userinfo: RFC 9110 section 4.2.4 has a recipient treat it as an error
 	}
 	return None
-}
-
-func hasFoldPrefix(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // field checks one field line (without its CRLF) and notes the facts of framing and Host.
@@ -229,51 +224,35 @@ func (h *head) field(line []byte) Reason {
 	if c := name[len(name)-1]; c == ' ' || c == '\t' {
 		return SpaceBeforeColon
 	}
-	for _, c := range name {
-		if !isToken[c] {
-			return BadFieldName
-		}
+	if !httpsyntax.Token(name) {
+		return BadFieldName
 	}
 	value := line[colon+1:]
-	for _, c := range value {
-		if isCtl[c] {
-			return BadFieldValue // as net/http: no control byte but HTAB
-		}
+	if !httpsyntax.ValidFieldValue(value) {
+		return BadFieldValue // as net/http: no control byte but HTAB
 	}
 	switch len(name) {
 	case 4:
 		if foldEq(name, "host") {
 			if h.hosts++; h.hosts == 1 {
-				switch v := trimOWS(value); {
+				switch v := httpsyntax.TrimOWS(value); {
 				case len(v) == 0:
 					h.hostBad = EmptyHost
-				case !validHost(v):
+				case !httpsyntax.ValidHost(v):
 					h.hostBad = BadHost
 				}
 			}
 		}
 	case 14:
 		if foldEq(name, "content-length") {
-			h.contentLength(trimOWS(value))
+			h.contentLength(httpsyntax.TrimOWS(value))
 		}
 	case 17:
 		if foldEq(name, "transfer-encoding") {
-			h.transferEncoding(string(trimOWS(value)))
+			h.transferEncoding(string(httpsyntax.TrimOWS(value)))
 		}
 	}
 	return None
-}
-
-// trimOWS is v without the SP and HTAB around it (a field value, RFC 9110 section 5.5).
-func trimOWS(v []byte) []byte {
-	i, j := 0, len(v)
-	for i < j && (v[i] == ' ' || v[i] == '\t') {
-		i++
-	}
-	for j > i && (v[j-1] == ' ' || v[j-1] == '\t') {
-		j--
-	}
-	return v[i:j]
 }
 
 // foldEq reports whether b is lower (ASCII lower case) in any case.
@@ -321,10 +300,8 @@ func (h *head) contentLength(v []byte) {
 func (h *head) transferEncoding(v string) {
 	h.tes++
 	for elem := range strings.SplitSeq(v, ",") {
-		elem = strings.Trim(elem, " \t")
-		coding, _, hasParams := strings.Cut(elem, ";")
-		coding = strings.TrimRight(coding, " \t")
-		if coding == "" || !token(coding) {
+		coding, _, hasParams := strings.Cut(httpsyntax.TrimOWS(elem), ";")
+		if coding = httpsyntax.TrimOWS(coding); !httpsyntax.Token(coding) {
 			h.teBad = true
 			continue
 		}
@@ -334,15 +311,6 @@ func (h *head) transferEncoding(v string) {
 		}
 		h.other = true
 	}
-}
-
-func token(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !httpsyntax.IsTokenByte(s[i]) {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // finish judges a whole head: its framing, then its Host.
@@ -390,92 +358,6 @@ func (h *head) framing() framing {
 		return withLength
 	}
 	return noBody
-}
-
-// validHost reports whether h is a Host value (RFC 9110 section 7.2, RFC 3986 section 3.2.2):
-// uri-host [ ":" port ], the host an IP literal in brackets or a reg-name (which holds IPv4
-// addresses too) that is not empty, the port digits. Stricter than net/http's check, so net/http
-// never refuses a Host the door let through.
-func validHost[T string | []byte](h T) bool {
-	host, port := h, h[:0]
-	if len(h) > 0 && h[0] == '[' {
-		end := bytesOrString(h, ']')
-		if end < 0 {
-			return false
-		}
-		a, err := netip.ParseAddr(string(h[1:end]))
-		if err != nil || !a.Is6() || a.Zone() != "" {
-			return false
-		}
-		rest := h[end+1:]
-		if len(rest) > 0 {
-			if rest[0] != ':' {
-				return false
-			}
-			port = rest[1:]
-		}
-		host = h[:0]
-	} else if i := bytesOrString(h, ':'); i >= 0 {
-		host, port = h[:i], h[i+1:]
-		if len(host) == 0 {
-			return false
-		}
-	}
-	if len(port) > 5 {
-		return false
-	}
-	for i := 0; i < len(port); i++ {
-		if !isDigit(port[i]) {
-			return false
-		}
-	}
-	for i := 0; i < len(host); i++ {
-		switch b := host[i]; {
-		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		case isHostMark[b]: // unreserved and sub-delims
-		case b == '%':
-			if i+2 >= len(host) {
-				return false
-			}
-			if _, ok := hexValue(host[i+1]); !ok {
-				return false
-			}
-			if _, ok := hexValue(host[i+2]); !ok {
-				return false
-			}
-			i += 2
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// Byte classes, by table: the door reads every byte of every head.
-var (
-	isToken    [256]bool // RFC 9110 tchar
-	isCtl      [256]bool // a control byte but HTAB, or DEL
-	isHostMark [256]bool // RFC 3986 unreserved and sub-delims, but letters and digits
-)
-
-func init() {
-	for c := range 256 {
-		isToken[c] = httpsyntax.IsTokenByte(byte(c))
-		isCtl[c] = c < ' ' && c != '\t' || c == 0x7f
-	}
-	for _, c := range []byte("-._~!$&'()*+,;=") {
-		isHostMark[c] = true
-	}
-}
-
-// bytesOrString is the index of c in s, -1 if none.
-func bytesOrString[T string | []byte](s T, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // Rule is the door's judgement of a request that no Reader read: an HTTP/2 request, whose

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -152,6 +153,9 @@ var diffCases = []struct{ name, raw string }{
 	{"head too large", "GET / HTTP/1.1\r\nHost: e\r\n" + strings.Repeat("X-Big: "+strings.Repeat("a", 8000)+"\r\n", 9) + "\r\n"},
 	{"expect 100-continue", "POST / HTTP/1.1\r\nHost: e\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi"},
 	{"expect other", "POST / HTTP/1.1\r\nHost: e\r\nExpect: 200-ok\r\nContent-Length: 2\r\n\r\nhi"},
+	{"expect 100-continue, then a no-break space", "POST / HTTP/1.1\r\nHost: e\r\nExpect: 100-continue\xc2\xa0\r\nContent-Length: 2\r\n\r\nhi"},
+	{"expect 100-continue after another token", "POST / HTTP/1.1\r\nHost: e\r\nExpect: x 100-continue\r\nContent-Length: 2\r\n\r\nhi"},
+	{"expect 100-continue in a list", "POST / HTTP/1.1\r\nHost: e\r\nExpect: x, 100-continue\r\nContent-Length: 2\r\n\r\nhi"},
 	{"HTTP/1.0 close", "GET / HTTP/1.0\r\n\r\nGET /again HTTP/1.0\r\n\r\n"},
 	{"HTTP/1.0 keep-alive", "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /again HTTP/1.0\r\n\r\n"},
 	{"connection close", "GET / HTTP/1.1\r\nHost: e\r\nConnection: close\r\n\r\nGET /again HTTP/1.1\r\nHost: e\r\n\r\n"},
@@ -202,6 +206,46 @@ func FuzzDifferential(f *testing.F) {
 			t.Errorf("for %q\nnet/http: %v\nh1:       %v", raw, std, lean)
 		}
 	})
+}
+
+// A handler's header values are written as net/http writes them: CR and LF as spaces, SP and
+// HTAB trimmed, nothing else (a no-break space, a vertical tab are the value's).
+func TestHeaderValuesAsNetHTTP(t *testing.T) {
+	values := []string{"a", " a\t", "a\r\nb", "a\r\n", "a\u00a0", "\u00a0a", "a\x0b", "\x0ca", "a\u0085"}
+	srv := startBoth(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i, v := range values {
+			w.Header().Set(fmt.Sprintf("X-V%d", i), v)
+		}
+	}))
+	lines := func(addr string) []string {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: e\r\n\r\n")
+		br := bufio.NewReader(c)
+		var out []string
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("%s: %v after %q", addr, err, out)
+			}
+			if line == "\r\n" {
+				return out
+			}
+			if strings.HasPrefix(line, "X-V") {
+				out = append(out, line)
+			}
+		}
+	}
+	std, lean := lines(srv.std), lines(srv.lean)
+	slices.Sort(std)
+	slices.Sort(lean)
+	if len(std) != len(values) || !slices.Equal(std, lean) {
+		t.Errorf("net/http writes %q\nh1 writes       %q", std, lean)
+	}
 }
 
 // The status line is written as net/http writes it, for codes with a text and without.

@@ -130,7 +130,7 @@ func readPlainInto(br *bufio.Reader, ctx context.Context, st *plainStore) (req *
 		}
 		name := s[pos : pos+colon]
 		if !httpsyntax.PlainName(name) {
-			if name = textproto.CanonicalMIMEHeaderKey(name); !validFieldName(name) {
+			if name = textproto.CanonicalMIMEHeaderKey(name); !httpsyntax.Token(name) {
 				return nil, false
 			}
 		}
@@ -146,7 +146,7 @@ func readPlainInto(br *bufio.Reader, ctx context.Context, st *plainStore) (req *
 				return nil, false
 			}
 		case "Host":
-			if hosts++; hosts > 1 || !validHost(value) {
+			if hosts++; hosts > 1 || !httpsyntax.ValidHost(value) {
 				return nil, false
 			}
 			host = value

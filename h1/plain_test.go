@@ -25,6 +25,7 @@ var plainCases = []struct {
 		"sec-ch-ua: \"Chromium\";v=\"130\"\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64)\r\n" +
 		"Accept: text/html,*/*;q=0.8\r\nAccept-Encoding: gzip, deflate, br\r\nAccept-Language: en-GB,en;q=0.9\r\n" +
 		"Cookie: a=b; c=d\r\nOrigin: https://app.example\r\n\r\n", true},
+	{"host an IPv6 literal with a port", "GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", true},
 	{"repeated header", "GET / HTTP/1.1\r\nHost: e\r\nAccept: a\r\nAccept: b\r\n\r\n", true},
 	{"empty value", "GET / HTTP/1.1\r\nHost: e\r\nX-A:\r\n\r\n", true},
 	{"value with spaces around and inside", "GET / HTTP/1.1\r\nHost: e\r\nX-A: \t a b \t\r\n\r\n", true},
@@ -60,6 +61,8 @@ var plainCases = []struct {
 	{"two hosts", "GET / HTTP/1.1\r\nHost: a\r\nhOST: b\r\n\r\n", false},
 	{"no host", "GET / HTTP/1.1\r\nX-A: 1\r\n\r\n", false},
 	{"malformed host", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", false},
+	{"host of bytes net/http takes, not a host and port", "GET / HTTP/1.1\r\nHost: a:b\r\n\r\n", false},
+	{"host an unclosed IPv6 literal", "GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", false},
 	{"space before colon", "GET / HTTP/1.1\r\nHost: e\r\nX-A : 1\r\n\r\n", false},
 	{"NUL in a value", "GET / HTTP/1.1\r\nHost: e\r\nX-A: a\x00b\r\n\r\n", false},
 	{"DEL in a value", "GET / HTTP/1.1\r\nHost: e\r\nX-A: a\x7fb\r\n\r\n", false},

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/httpsyntax"
 )
 
 // response is the http.ResponseWriter (and http.Flusher) of one request. Like net/http's, it
@@ -48,10 +50,11 @@ func newResponse(srv *Server, ss *session, req *http.Request) *response {
 	w := responses.Get().(*response)
 	w.reset(srv, ss, req)
 	// As net/http: the keep-alive an HTTP/1.0 client asks for is looked for with its looser
-	// token match (looseToken), whatever req.Close says; the decision is made with the head.
+	// token match (httpsyntax.LooseToken), whatever req.Close says; the decision is made with
+	// the head.
 	conn := req.Header.Get("Connection")
-	w.wants10KeepAlive = req.ProtoMajor == 1 && req.ProtoMinor == 0 && looseToken(conn, "keep-alive")
-	w.wantsClose = req.Close || looseToken(conn, "close")
+	w.wants10KeepAlive = req.ProtoMajor == 1 && req.ProtoMinor == 0 && httpsyntax.LooseToken(conn, "keep-alive")
+	w.wantsClose = req.Close || httpsyntax.LooseToken(conn, "close")
 	return w
 }
 
@@ -218,7 +221,7 @@ func (w *response) writeHead(final bool) {
 	if !keep10 && (!w.req.ProtoAtLeast(1, 1) || w.wantsClose) {
 		w.closeAfter = true
 	}
-	if hasToken(h["Connection"], "close") || w.srv.closing() {
+	if httpsyntax.ListHasToken(h["Connection"], "close") || w.srv.closing() {
 		w.closeAfter = true // asked for, or the server shuts down
 	}
 	bw := w.bw
@@ -241,7 +244,7 @@ func (w *response) writeHead(final bool) {
 	if w.chunked {
 		bw.WriteString("Transfer-Encoding: chunked\r\n")
 	}
-	if w.closeAfter && !hasToken(h["Connection"], "close") {
+	if w.closeAfter && !httpsyntax.ListHasToken(h["Connection"], "close") {
 		bw.WriteString("Connection: close\r\n")
 	} else if keep10 && !w.closeAfter {
 		if _, set := h["Connection"]; !set {
@@ -280,7 +283,7 @@ func (w *response) finish() {
 // does.
 func writeHeaderLines(bw *bufio.Writer, h http.Header) {
 	for k, vv := range h {
-		if k == "Transfer-Encoding" || !validFieldName(k) {
+		if k == "Transfer-Encoding" || !httpsyntax.Token(k) {
 			continue
 		}
 		for _, v := range vv {
@@ -289,7 +292,7 @@ func writeHeaderLines(bw *bufio.Writer, h http.Header) {
 			if strings.ContainsAny(v, "\r\n") {
 				v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
 			}
-			bw.WriteString(strings.TrimSpace(v))
+			bw.WriteString(httpsyntax.TrimOWS(v))
 			bw.WriteString("\r\n")
 		}
 	}

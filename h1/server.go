@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fenec/fenec-entry/door"
+	"github.com/fenec/fenec-entry/internal/httpsyntax"
 )
 
 // Server serves HTTP/1.x on TCP connections, plain or (with TLSConfig) over TLS, with an
@@ -1004,7 +1005,7 @@ func (c *conn) serveOne(ss *session, first bool) (keep, handedOff bool) {
 		req.TLS = c.tls.state
 	}
 	w := newResponse(s, ss, req)
-	if req.Body != nil && req.Body != http.NoBody && hasToken([]string{req.Header.Get("Expect")}, "100-continue") && req.ProtoAtLeast(1, 1) && req.ContentLength != 0 {
+	if req.Body != nil && req.Body != http.NoBody && httpsyntax.LooseToken(req.Header.Get("Expect"), "100-continue") && req.ProtoAtLeast(1, 1) && req.ContentLength != 0 {
 		req.Body = &expectContinue{r: req.Body, w: w}
 	}
 	if !s.runHandler(w, req) {
@@ -1068,7 +1069,7 @@ func checkRequest(req *http.Request) (status, msg string) {
 	if req.ProtoMajor != 1 {
 		return "505 HTTP Version Not Supported", "unsupported protocol version"
 	}
-	if e := req.Header.Get("Expect"); e != "" && !hasToken([]string{e}, "100-continue") {
+	if e := req.Header.Get("Expect"); e != "" && !httpsyntax.LooseToken(e, "100-continue") {
 		return "417 Expectation Failed", ""
 	}
 	return "", ""

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fenec/fenec-entry/clientinfo"
 	"github.com/fenec/fenec-entry/discover"
+	"github.com/fenec/fenec-entry/internal/httpsyntax"
 )
 
 // ConfigError is a configuration error: the value of one flag is wrong, or wrong together with
@@ -215,7 +216,7 @@ func (c Config) validatePlacement() error {
 		return cfgErr("continent", "%q is not a continent code (want %s, or empty)", c.Continent, strings.Join(clientinfo.ContinentCodes(), ", "))
 	}
 	if c.CountryHeader != "" {
-		if !validHeaderName(c.CountryHeader) {
+		if !httpsyntax.Token(c.CountryHeader) {
 			return cfgErr("country-header", "%q is not a header name", c.CountryHeader)
 		}
 		if len(c.TrustedProxies) == 0 {
@@ -241,7 +242,7 @@ func (c Config) validateClientIP() error {
 		if !ok {
 			return cfgErr("client-ip", "%q is not a mode (want peer, proxy-protocol, fly or header:NAME)", c.ClientIP)
 		}
-		if !validHeaderName(name) {
+		if !httpsyntax.Token(name) {
 			return cfgErr("client-ip", "%q: %q is not a header name (want header:NAME, e.g. header:X-Forwarded-For)", c.ClientIP, name)
 		}
 		if len(c.TrustedProxies) == 0 {
@@ -441,19 +442,6 @@ func isLoopback(hostport string) bool {
 
 func isAlnum(ch byte) bool {
 	return ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9'
-}
-
-// validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, ch := range []byte(s) {
-		if !isAlnum(ch) && !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(ch)) {
-			return false
-		}
-	}
-	return true
 }
 
 // validDNSName reports whether s is a host name: dot-separated labels of letters, digits,

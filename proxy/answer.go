@@ -78,7 +78,7 @@ func parseAnswer(br *bufio.Reader, head []byte, req *http.Request, spare **plain
 		return nil
 	}
 	for _, c := range line[12:] {
-		if c < ' ' && c != '\t' || c == 0x7f {
+		if !httpsyntax.IsFieldValueByte(c) { // reason-phrase
 			return nil
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/httpsyntax"
 )
 
 // Region is one region of routers, in the fallback order of --routers.
@@ -214,7 +215,7 @@ func (c *Config) validate() error {
 		return err
 	}
 	for _, name := range c.StripHeaders {
-		if !validFieldName(name) {
+		if !httpsyntax.Token(name) {
 			return fmt.Errorf("proxy: StripHeaders: %q is not a header name", name)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
+
+	"github.com/fenec/fenec-entry/internal/httpsyntax"
 )
 
 // dropToRouter says whether a client header must not reach the router
@@ -23,7 +25,8 @@ func dropToRouter(key string) bool {
 		"Host", "Content-Length":
 		return true
 	}
-	return hasFoldPrefix(key, "Proxy-") || hasFoldPrefix(key, "Cf-") || hasFoldPrefix(key, "Fly-")
+	return httpsyntax.HasFoldPrefix(key, "Proxy-") || httpsyntax.HasFoldPrefix(key, "Cf-") ||
+		httpsyntax.HasFoldPrefix(key, "Fly-")
 }
 
 // dropToClient says whether a router's answer header must not reach the client.
@@ -60,47 +63,14 @@ func stripped(strip []string, key string) bool {
 	return false
 }
 
-// validFieldName reports whether s is an HTTP field name (an RFC 9110 token).
-func validFieldName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
-
-func hasFoldPrefix(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
-}
-
-// namedByConnection reports whether key is named by one of the Connection
-// header's values (hop-by-hop by declaration, RFC 9110 section 7.6.1).
-func namedByConnection(conn []string, key string) bool {
-	for _, v := range conn {
-		for v != "" {
-			var tok string
-			tok, v, _ = strings.Cut(v, ",")
-			tok = textproto.TrimString(tok)
-			if tok != "" && strings.EqualFold(tok, key) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // copyAnswerHeader copies a router's answer headers to the client's, without
-// hop-by-hop headers and the routers' own Fenec-Home and Fenec-Verified.
+// hop-by-hop headers (those Connection names too: RFC 9110 section 7.6.1) and the routers'
+// own Fenec-Home and Fenec-Verified.
 // Value slices are shared, not copied: the answer's header is not used again.
 func copyAnswerHeader(dst, src http.Header) {
 	conn := src["Connection"]
 	for k, vv := range src {
-		if dropToClient(k) || (len(conn) > 0 && namedByConnection(conn, k)) {
+		if dropToClient(k) || (len(conn) > 0 && httpsyntax.ListHasToken(conn, k)) {
 			continue
 		}
 		dst[k] = vv
@@ -132,7 +102,7 @@ func writeHead(w *bufio.Writer, h *outHead, hdr http.Header) (underscores int) {
 	w.WriteString("\r\n")
 	conn := hdr["Connection"]
 	for k, vv := range hdr {
-		if dropToRouter(k) || (len(conn) > 0 && namedByConnection(conn, k)) ||
+		if dropToRouter(k) || (len(conn) > 0 && httpsyntax.ListHasToken(conn, k)) ||
 			(len(h.strip) > 0 && stripped(h.strip, k)) {
 			continue
 		}
