@@ -9,13 +9,17 @@ import (
 	"testing"
 )
 
+// ownDir is this package's directory, from the module's root.
+const ownDir = "internal/testutil"
+
 // testOnlyTags are the build tags only tests set (go test -tags chaos, ...): a file that
 // builds only with one of them is test code, whatever its name.
 var testOnlyTags = []string{"chaos", "gossip100", "memnet100"}
 
 // ProductFiles returns the paths of the module's product Go files, from its root, in walk
 // order: every .go file but _test.go files, those under bench/, testdata/ and dot
-// directories, and those that build only with a test-only tag (chaos, gossip100, memnet100).
+// directories, those of this package (test code: only tests import it), and those that
+// build only with a test-only tag (chaos, gossip100, memnet100).
 func ProductFiles(tb testing.TB) []string {
 	tb.Helper()
 	out, err := productFiles(ModuleRoot(tb))
@@ -33,6 +37,9 @@ func productFiles(root string) ([]string, error) {
 		}
 		if d.IsDir() {
 			if name := d.Name(); path != root && (name == "bench" || name == "testdata" || strings.HasPrefix(name, ".")) {
+				return filepath.SkipDir
+			}
+			if rel, _ := filepath.Rel(root, path); filepath.ToSlash(rel) == ownDir {
 				return filepath.SkipDir
 			}
 			return nil

@@ -46,6 +46,8 @@ func TestProductFilesLeavesOut(t *testing.T) {
 		"cmd/m/main.go":            "package main\n",
 		"cmd/m/README.md":          "not go\n",
 		"internal/bench/inside.go": "package bench\n", // any bench/ directory: benchmark code
+		"internal/testutil/t.go":   "package testutil\n",
+		"internal/testutils/u.go":  "package testutils\n",
 	}
 	for name, src := range files {
 		p := filepath.Join(root, filepath.FromSlash(name))
@@ -65,7 +67,7 @@ func TestProductFilesLeavesOut(t *testing.T) {
 		got[i] = filepath.ToSlash(r)
 	}
 	slices.Sort(got)
-	if want := []string{"a.go", "cmd/m/main.go", "p/linux.go"}; !slices.Equal(got, want) {
+	if want := []string{"a.go", "cmd/m/main.go", "internal/testutils/u.go", "p/linux.go"}; !slices.Equal(got, want) {
 		t.Errorf("productFiles = %q, want %q", got, want)
 	}
 }
@@ -80,13 +82,13 @@ func TestProductFiles(t *testing.T) {
 		}
 		rel = append(rel, filepath.ToSlash(r))
 	}
-	for _, want := range []string{"internal/testutil/product.go", "cmd/fenec-entry/pprof.go"} {
+	for _, want := range []string{"internal/clock/clock.go", "cmd/fenec-entry/pprof.go"} {
 		if !slices.Contains(rel, want) {
 			t.Errorf("ProductFiles lacks %s", want)
 		}
 	}
 	for _, r := range rel {
-		if strings.HasSuffix(r, "_test.go") || strings.HasPrefix(r, "bench/") || strings.Contains(r, "testdata/") {
+		if strings.HasSuffix(r, "_test.go") || strings.HasPrefix(r, "bench/") || strings.Contains(r, "testdata/") || strings.HasPrefix(r, "internal/testutil/") {
 			t.Errorf("ProductFiles has %s", r)
 		}
 	}
