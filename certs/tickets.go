@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/fenec/fenec-entry/internal/clock"
 	"github.com/fenec/fenec-entry/state"
 )
 
@@ -74,7 +75,12 @@ type TicketConfig struct {
 	// state; "" keeps the keys in memory only: tickets resume within the process's life.
 	Dir string
 
-	// Now is the clock of the rotation and of the keys' ages; nil means time.Now.
+	// Clock is the time source of the rotation and of the keys' ages; nil: the system clock
+	// (or Now, while it is set).
+	Clock clock.Clock
+
+	// Now, if set and Clock is nil, is the Clock's Now. Temporary: it stays while package node
+	// passes its clock as a function, and goes when node sets Clock.
 	Now func() time.Time
 
 	Logger zerolog.Logger
@@ -115,8 +121,12 @@ type TicketKeys struct {
 // aside (state.MoveAside) and logged at warn, an unreadable one logged at error and left
 // (the keys then stay in memory until the next start): neither is an error.
 func NewTicketKeys(cfg TicketConfig) *TicketKeys {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	switch {
+	case cfg.Clock != nil:
+	case cfg.Now != nil:
+		cfg.Clock = clock.Func(cfg.Now)
+	default:
+		cfg.Clock = clock.System
 	}
 	t := &TicketKeys{
 		cfg: cfg,
@@ -191,7 +201,7 @@ func (t *TicketKeys) Run(ctx context.Context, every time.Duration) {
 func (t *TicketKeys) Rotate() (changed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	kept := t.keys[:0]
 	dropped := 0
 	for _, k := range t.keys {
@@ -276,7 +286,7 @@ func (t *TicketKeys) load() []ticketKey {
 		t.reject(result, err)
 		return nil
 	}
-	now := t.cfg.Now()
+	now := t.cfg.Clock.Now()
 	t.log.Info().Str("file", t.path).Int("keys", len(keys)).Time("newest_created", keys[0].created).
 		Stringer("newest_age", now.Sub(keys[0].created).Round(time.Second)).
 		Msg("tls: session ticket keys restored: clients of the previous process resume")
@@ -286,7 +296,7 @@ func (t *TicketKeys) load() []ticketKey {
 // reject logs a damaged or foreign file (never its bytes) and moves it aside.
 func (t *TicketKeys) reject(result string, why error) {
 	ev := t.log.Warn().Str("file", t.path).Str("reason", why.Error())
-	if a, err := state.MoveAside(t.path, t.cfg.Now()); err != nil {
+	if a, err := state.MoveAside(t.path, t.cfg.Clock.Now()); err != nil {
 		ev = ev.AnErr("move_aside", err)
 	} else {
 		ev = a.Log(ev)

@@ -101,7 +101,7 @@ func newKeys(t *testing.T, dir string, clock *tu.Clock, log *tu.LogBuffer) *Tick
 	t.Helper()
 	cfg := TicketConfig{Dir: dir}
 	if clock != nil {
-		cfg.Now = clock.Now
+		cfg.Clock = clock
 	}
 	if log != nil {
 		cfg.Logger = zerolog.New(log)
@@ -167,7 +167,7 @@ func TestTicketKeysRotate(t *testing.T) {
 			dir := t.TempDir()
 			clock := tu.NewClock(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
 			reg := prometheus.NewRegistry()
-			k := NewTicketKeys(TicketConfig{Dir: dir, Now: clock.Now, Logger: zerolog.Nop(), Registerer: reg})
+			k := NewTicketKeys(TicketConfig{Dir: dir, Clock: clock, Logger: zerolog.Nop(), Registerer: reg})
 			addr := serveTLS(t, p, k)
 			first := k.keys[0].key
 			// Two clients of the first key's time: one comes back after the rotation, the
@@ -432,5 +432,18 @@ func TestTicketsDecode(t *testing.T) {
 	b[8] = 2
 	if _, err := decodeTickets(b); !errors.Is(err, errTicketsForeign) {
 		t.Errorf("another format: %v, want foreign", err)
+	}
+}
+
+// While Clock is nil, a Now function stands in for it (package node still passes one).
+func TestTicketKeysNowStandsInForClock(t *testing.T) {
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	k := NewTicketKeys(TicketConfig{Now: func() time.Time { return at }, Logger: zerolog.Nop()})
+	if got := k.keys[0].created; !got.Equal(at) {
+		t.Errorf("the first key was made at %v, want the Now function's %v", got, at)
+	}
+	k = NewTicketKeys(TicketConfig{Clock: tu.NewClock(at.Add(time.Hour)), Now: time.Now, Logger: zerolog.Nop()})
+	if got := k.keys[0].created; !got.Equal(at.Add(time.Hour)) {
+		t.Errorf("with both set the first key was made at %v, want the Clock's %v", got, at.Add(time.Hour))
 	}
 }

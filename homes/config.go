@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // Defaults and bounds of Config.
@@ -15,13 +17,9 @@ const (
 	MaxRegionNameLen   = 64               // longest region name, in bytes
 )
 
-// Clock is the time source; tests inject a fake one. Now must be safe for concurrent use.
-// Only the wall-clock reading is used (Versions and mark expiries are wall-clock times).
-type Clock interface{ Now() time.Time }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
+// Clock is clock.Clock. Temporary: it stays while packages node and gossip name it, and goes
+// when they name clock.Clock.
+type Clock = clock.Clock
 
 // Config configures a Table. Zero-valued optional fields take the defaults above.
 type Config struct {
@@ -44,8 +42,9 @@ type Config struct {
 	// as the Observer of its marks. Required: a peer orders equal clocks by it.
 	Origin string
 
-	// Clock is the time source; nil means the system clock.
-	Clock Clock
+	// Clock is the time source of Versions and mark expiries; nil: the system clock. Only its
+	// wall-clock reading is used: those times travel to peers and into the state file.
+	Clock clock.Clock
 
 	// FeedSize is the capacity of the change feed; 0 means DefaultFeedSize. A change that
 	// finds the feed full is dropped and counted (Stats.FeedDropped).
@@ -95,7 +94,7 @@ func (c Config) withDefaults() Config {
 		c.ReadBackoff = DefaultReadBackoff
 	}
 	if c.Clock == nil {
-		c.Clock = systemClock{}
+		c.Clock = clock.System
 	}
 	if c.FeedSize == 0 {
 		c.FeedSize = DefaultFeedSize

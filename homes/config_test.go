@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 func TestNewRejectsBadConfig(t *testing.T) {
@@ -62,7 +64,7 @@ func TestNewDefaults(t *testing.T) {
 	if cap(tbl.feed) != DefaultFeedSize {
 		t.Errorf("feed size %d, want %d", cap(tbl.feed), DefaultFeedSize)
 	}
-	if _, ok := tbl.clock.(systemClock); !ok {
+	if tbl.clock != clock.System {
 		t.Errorf("clock %T, want the system clock", tbl.clock)
 	}
 	regions[0] = "changed"

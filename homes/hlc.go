@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // Version orders observations across entries and restarts: a hybrid logical clock (physical
@@ -66,7 +68,7 @@ func physical(t time.Time) uint64 {
 // overflows carries into the physical part instead of wrapping. Lock-free; the zero value
 // is ready once clock is set.
 type hlc struct {
-	clock Clock
+	clock clock.Clock
 	last  atomic.Uint64
 }
 

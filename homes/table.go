@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"unique"
 	"unsafe"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // Source says where a Table heard a home. The zero Source is no source (a home not held).
@@ -65,7 +67,7 @@ type Table struct {
 	regs     atomic.Pointer[regionSet] // the configured regions; replaced whole by SetRegions
 	regsMu   sync.Mutex                // serialises SetRegions
 	origin   string
-	clock    Clock
+	clock    clock.Clock
 	backoff  atomic.Int64 // ReadBackoff, ns
 	capacity int
 

@@ -31,6 +31,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 const (
@@ -52,7 +54,7 @@ type Config struct {
 	Period   time.Duration        // 0: DefaultPeriod
 	Demand   func() time.Duration // CPU time the process used or waited for so far; nil: processDemand
 	SetProcs func(n int)          // nil: runtime.GOMAXPROCS
-	Now      func() time.Time     // nil: time.Now
+	Clock    clock.Clock          // the wall time a period's demand is divided by; nil: the system clock
 	OnChange func(from, to int)   // called after each change, if set (the node logs it)
 }
 
@@ -78,8 +80,8 @@ func New(cfg Config) *Controller {
 	if cfg.SetProcs == nil {
 		cfg.SetProcs = func(n int) { runtime.GOMAXPROCS(n) }
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System
 	}
 	c := &Controller{cfg: cfg}
 	c.procs.Store(int32(cfg.Max))
@@ -104,7 +106,7 @@ func (c *Controller) Run(ctx context.Context) {
 	defer c.set(c.cfg.Max)
 	t := time.NewTicker(c.cfg.Period)
 	defer t.Stop()
-	lastCPU, lastAt := c.cfg.Demand(), c.cfg.Now()
+	lastCPU, lastAt := c.cfg.Demand(), c.cfg.Clock.Now()
 	low := 0
 	for {
 		select {
@@ -112,7 +114,7 @@ func (c *Controller) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		cpu, at := c.cfg.Demand(), c.cfg.Now()
+		cpu, at := c.cfg.Demand(), c.cfg.Clock.Now()
 		wall := at.Sub(lastAt)
 		if wall <= 0 {
 			continue

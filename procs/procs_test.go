@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 func TestNext(t *testing.T) {
@@ -69,13 +71,13 @@ func TestRunFollowsTheLoad(t *testing.T) {
 			}
 			return cpu
 		},
-		Now: func() time.Time {
+		Clock: clock.Func(func() time.Time {
 			mu.Lock()
 			defer mu.Unlock()
 			tick++
 			at = at.Add(period)
 			return at
-		},
+		}),
 		SetProcs: func(n int) { mu.Lock(); set = append(set, n); mu.Unlock() },
 	})
 	// The script starts at 1 P: the Controller starts at Max and steps down first.

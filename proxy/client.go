@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fenec/fenec-entry/internal/clock"
 	"github.com/fenec/fenec-entry/sockio"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,7 +34,7 @@ type router struct {
 
 	maxIdle     int
 	idleTimeout time.Duration // by clock
-	clock       Clock
+	clock       clock.Clock
 	dropped     prometheus.Counter // connections closed because the idle pool was full
 
 	state routerState // the last attempt, for RouterStatus; atomics only
@@ -57,7 +58,7 @@ func newRouter(reg *regionState, key string, u *url.URL, serverName string, cfg 
 		clock:       cfg.Clock,
 	}
 	if rt.clock == nil {
-		rt.clock = systemClock{}
+		rt.clock = clock.System
 	}
 	if u.Port() == "" {
 		if u.Scheme == "https" {
@@ -215,7 +216,7 @@ func (rt *router) popIdle() *conn {
 }
 
 func (rt *router) dial(ctx context.Context) (*conn, error) {
-	t0 := time.Now()
+	t0 := clock.System.Now() // a duration of real work
 	nc, err := rt.dialer.DialContext(ctx, "tcp", rt.addr)
 	if err != nil && rt.freeFDs != nil && (errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)) && rt.freeFDs() {
 		nc, err = rt.dialer.DialContext(ctx, "tcp", rt.addr)
@@ -223,8 +224,8 @@ func (rt *router) dial(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, &dialError{err}
 	}
-	if took := time.Since(t0); rt.reg != nil {
-		rt.reg.lat.observe(took, t0.UnixNano()+int64(took)) // a connect is one round trip
+	if took := clock.System.Now().Sub(t0); rt.reg != nil {
+		rt.reg.lat.observe(took, rt.clock.Now().UnixNano()) // a connect is one round trip
 	}
 	if tcp, ok := nc.(*net.TCPConn); ok {
 		if sc, err := sockio.New(tcp); err == nil {
@@ -348,7 +349,7 @@ func (rt *router) probeAnswer(ctx context.Context, timeout time.Duration) bool {
 	defer c.nc.Close()
 	stop := context.AfterFunc(ctx, c.closeFn)
 	defer stop()
-	deadline := time.Now().Add(timeout)
+	deadline := clock.System.Now().Add(timeout) // the kernel enforces it
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}

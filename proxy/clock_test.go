@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
@@ -77,5 +80,45 @@ func TestClockStampsMarksAndRouterState(t *testing.T) {
 	}
 	if answered == 0 {
 		t.Error("no router recorded the attempt")
+	}
+}
+
+// The latency windows run on Config.Clock: a sample is stamped with its time, counts for two
+// windows of that clock, and Probe finds a region idle by it. The samples themselves are real
+// connects, measured on the system clock.
+func TestLatencyOnTheClock(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	clk := testutil.NewClock(at)
+	e := newEnv(t, withConfig(func(c *Config) { c.Clock = clk }))
+	probes := func() float64 { return promtest.ToFloat64(e.h.met.m.Probes) }
+	measured := func() (n int) {
+		for _, l := range e.h.Latencies() {
+			if l.Measured {
+				n++
+			}
+		}
+		return n
+	}
+	e.h.Probe(context.Background(), time.Minute)
+	for _, l := range e.h.Latencies() {
+		if !l.Measured || !l.LastAt.Equal(at) {
+			t.Errorf("%s after a probe: %+v, want measured at the fake clock's %v", l.Region, l, at)
+		}
+	}
+	clk.Advance(time.Minute - time.Second)
+	e.h.Probe(context.Background(), time.Minute)
+	if got := probes(); got != 2 {
+		t.Errorf("%v probes after 59 s of the clock, want still the first 2 (idle is 1 m)", got)
+	}
+	if n := measured(); n != 2 {
+		t.Errorf("%d regions measured 59 s after their samples, want 2 (a sample counts two 30 s windows)", n)
+	}
+	clk.Advance(2 * time.Second)
+	if n := measured(); n != 0 {
+		t.Errorf("%d regions measured 61 s after their samples, want 0", n)
+	}
+	e.h.Probe(context.Background(), time.Minute)
+	if got := probes(); got != 4 {
+		t.Errorf("%v probes after 61 s of the clock, want 4 (both regions idle again)", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/clock"
 	"github.com/fenec/fenec-entry/internal/httpsyntax"
 )
 
@@ -31,15 +32,6 @@ type Router struct {
 	URL        *url.URL // http:// or https:// with the address found, host:port: where to connect, what logs show
 	ServerName string   // for https, the name the router's certificate must hold (the DNS name); "": URL's host
 }
-
-// Clock is the time source, homes.Clock itself, so that one fake clock drives the home
-// table's marks and the handler alike. Now must be safe for concurrent use.
-type Clock = homes.Clock
-
-// systemClock is the default Clock.
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // Config configures a Handler. The zero value of every optional field is
 // documented on it; Regions and Homes are required.
@@ -135,11 +127,13 @@ type Config struct {
 	Metrics *Metrics
 
 	// Clock is the time source of every time-based behaviour of the handler: the idle
-	// timeout of pooled router connections, Fenec-Client timestamps and RouterStatus's
-	// LastAt. Socket deadlines (AnswerTimeout, DialTimeout) and the durations measured for
-	// logs and metrics stay on the system's clock: the kernel enforces the one, and the
-	// other decides nothing. Nil: the system clock.
-	Clock Clock
+	// timeout of pooled router connections, Fenec-Client timestamps, RouterStatus's LastAt,
+	// and the latency windows (when a sample was taken, how long it counts, which regions
+	// Probe finds idle). Two readings stay on the system clock (clock.System): socket
+	// deadlines (AnswerTimeout, DialTimeout, a held write's), which the kernel enforces, and
+	// the durations of real work measured for latency samples, logs and metrics, which a
+	// fake clock would see take no time. Nil: the system clock.
+	Clock clock.Clock
 
 	// Ready, if non-nil, answers GET /_entry/ready (200 or 503); nil: always ready.
 	Ready func() bool
@@ -197,7 +191,7 @@ func (c *Config) withDefaults() Config {
 		d.IdleTimeout = DefaultIdleTimeout
 	}
 	if d.Clock == nil {
-		d.Clock = systemClock{}
+		d.Clock = clock.System
 	}
 	if d.Logger == nil {
 		nop := zerolog.Nop()

@@ -7,10 +7,10 @@ import (
 	"io"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/fenec/fenec-entry/door"
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 const homesSourceLocal = homes.SourceLocal
@@ -142,8 +142,8 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 	// after the answer head, so the router sees it.
 	stop := afterFunc(ctx, c.closeFn)
 	// The system's clock, not Config.Clock: the kernel enforces the deadline, and the
-	// upstream histogram measures from the same reading.
-	sent := time.Now()
+	// upstream histogram and the latency sample measure real work from the same reading.
+	sent := clock.System.Now()
 	c.answerDeadline(sent, h.cfg.AnswerTimeout)
 
 	bw := getWriter(c)
@@ -166,9 +166,9 @@ func (h *Handler) attempt(r *http.Request, x *exchange, rt *router, fresh bool) 
 		c.nc.Close()
 		return attemptResult{out: classifyFailure(err, ctx.Err() != nil, c.reused && c.read == 0), err: err}
 	}
-	took := time.Since(sent)
+	took := clock.System.Now().Sub(sent)
 	rt.reg.upstream.Observe(took.Seconds())
-	rt.reg.lat.observe(took, sent.UnixNano()+int64(took))
+	rt.reg.lat.observe(took, h.cfg.Clock.Now().UnixNano())
 	// Once the head has arrived there is no time limit (streams, held writes): the deadline
 	// is lifted before the body is read from the socket (conn.Read); a body that came with
 	// the head leaves it for the connection's next request.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fenec/fenec-entry/door"
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // Handler is the entry's client-facing http.Handler. Create it with New; it
@@ -166,7 +167,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	x := exchange{rt: rt, start: time.Now(), region: -1} // the system's clock: the log line's duration decides nothing
+	x := exchange{rt: rt, start: clock.System.Now(), region: -1} // the system's clock: the log line's duration decides nothing
 	reqID := r.Header.Get("X-Request-Id")
 	if reqID == "" {
 		reqID = h.newRequestID()
@@ -236,7 +237,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // refuseEarly refuses, for reason, a request refused before the handler began its exchange.
 func (h *Handler) refuseEarly(w http.ResponseWriter, r *http.Request, reason door.Reason) {
-	x := exchange{rt: h.rt.Load(), start: time.Now(), region: -1}
+	x := exchange{rt: h.rt.Load(), start: clock.System.Now(), region: -1}
 	if r.Header.Get("X-Request-Id") == "" {
 		x.head.requestID = h.newRequestID()
 	}
@@ -301,6 +302,6 @@ func (h *Handler) finish(x *exchange, r *http.Request, reqID, result string, sta
 		e = e.Str("router", x.router.name)
 	}
 	e.Int("status", status).Str("outcome", result).Int("attempts", x.tries).
-		Dur("duration_ms", time.Since(x.start)).Str("request_id", reqID).Str("client", x.addr).
+		Dur("duration_ms", clock.System.Now().Sub(x.start)).Str("request_id", reqID).Str("client", x.addr).
 		Msg("request")
 }

@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // maxHeld bounds the body of a router's 5xx kept while other regions are
@@ -30,7 +32,7 @@ func holdAnswer(at attemptResult, timeout time.Duration) *heldAnswer {
 		// The system's clock: the kernel enforces the deadline. It replaces the head's (and
 		// the connection is not pooled after).
 		at.c.deadline = time.Time{}
-		at.c.nc.SetReadDeadline(time.Now().Add(timeout))
+		at.c.nc.SetReadDeadline(clock.System.Now().Add(timeout))
 	}
 	hd.body, _ = io.ReadAll(io.LimitReader(at.resp.Body, maxHeld))
 	at.discard()

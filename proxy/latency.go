@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // Latency from this entry to each region: the round trip as the entry sees
@@ -101,7 +103,7 @@ type RegionLatency struct {
 // Latencies returns the latency of every region of the routing in force, in its order.
 func (h *Handler) Latencies() []RegionLatency {
 	rt := h.rt.Load()
-	now := time.Now().UnixNano()
+	now := h.cfg.Clock.Now().UnixNano()
 	out := make([]RegionLatency, 0, len(rt.order))
 	for _, id := range rt.order {
 		st := rt.byID[id].st
@@ -129,7 +131,7 @@ func (h *Handler) Latencies() []RegionLatency {
 // --read-backoff; it is the only background I/O of the handler.
 func (h *Handler) Probe(ctx context.Context, idle time.Duration) {
 	rt := h.rt.Load()
-	now := time.Now()
+	now := h.cfg.Clock.Now()
 	var wg sync.WaitGroup
 	for _, id := range rt.order {
 		rr := rt.byID[id]
@@ -153,14 +155,14 @@ func (h *Handler) Probe(ctx context.Context, idle time.Duration) {
 					continue
 				}
 				d := net.Dialer{Timeout: h.cfg.DialTimeout}
-				t0 := time.Now()
+				t0 := clock.System.Now() // a duration of real work
 				c, err := d.DialContext(ctx, "tcp", r.addr)
 				if err != nil {
 					continue // no sample: a region none of whose routers connects stays unmeasured
 				}
-				took := time.Since(t0)
+				took := clock.System.Now().Sub(t0)
 				c.Close()
-				rr.st.lat.observe(took, time.Now().UnixNano())
+				rr.st.lat.observe(took, h.cfg.Clock.Now().UnixNano())
 				return
 			}
 		})
@@ -172,7 +174,7 @@ func (h *Handler) Probe(ctx context.Context, idle time.Duration) {
 // choose sets the region a heard-nowhere tenant whose continent has no mapping goes to first:
 // the default region, unless a measured region is clearly closer (both margins above).
 func (h *Handler) choose(rt *routing) {
-	now := time.Now().UnixNano()
+	now := h.cfg.Clock.Now().UnixNano()
 	best := int32(-1)
 	base, ok := rt.byID[rt.defaultRegion].st.lat.estimate(now)
 	if ok && h.cfg.LatencyChoice {

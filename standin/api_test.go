@@ -14,7 +14,8 @@ import (
 )
 
 func TestWritesAppliedOnceInTheHomeRegion(t *testing.T) {
-	c := startCluster(t, nil)
+	clk := testutil.NewClock(time.Unix(1_800_000_000, 0))
+	c := startCluster(t, func(cfg *Config) { cfg.Clock = clk })
 	client := newClient(t)
 	var urls []string
 	for _, r := range []string{"eu", "us", "ap"} {
@@ -37,7 +38,7 @@ func TestWritesAppliedOnceInTheHomeRegion(t *testing.T) {
 	euRouters := []string{c.addrOf("eu", 0), c.addrOf("eu", 1)}
 	for i, ap := range ledger {
 		if ap.Tenant != "acme" || ap.Region != "eu" || !slices.Contains(euRouters, ap.Router) ||
-			ap.RequestID != "rid-"+strconv.Itoa(i) || ap.ItemID != ids[i] || ap.Method != "POST" || ap.At.IsZero() {
+			ap.RequestID != "rid-"+strconv.Itoa(i) || ap.ItemID != ids[i] || ap.Method != "POST" || !ap.At.Equal(clk.Now()) {
 			t.Errorf("ledger[%d] = %+v", i, ap)
 		}
 	}

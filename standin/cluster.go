@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // ErrClosed is returned by the methods of a closed Cluster that would change it.
@@ -21,6 +23,7 @@ var ErrClosed = errors.New("standin: cluster closed")
 // stop it with Close. Its methods are safe for concurrent use.
 type Cluster struct {
 	log       zerolog.Logger
+	clock     clock.Clock
 	cors      corsPolicy
 	keepAlive time.Duration
 	items     int // Config.Items: seeded at Start and after every Reset
@@ -76,6 +79,7 @@ func Start(cfg Config) (*Cluster, error) {
 	cors, _ := parseCORS(cfg.CORS) // checked by Validate
 	c := &Cluster{
 		log:       zerolog.Nop(),
+		clock:     cfg.Clock,
 		cors:      cors,
 		keepAlive: cfg.KeepAlive,
 		items:     cfg.Items,
@@ -85,6 +89,9 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	if cfg.Logger != nil {
 		c.log = *cfg.Logger
+	}
+	if c.clock == nil {
+		c.clock = clock.System
 	}
 	if c.keepAlive == 0 {
 		c.keepAlive = DefaultKeepAlive

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // DefaultKeepAlive is the interval of the SSE keep-alive comment when Config.KeepAlive is 0.
@@ -55,6 +57,11 @@ type Config struct {
 	// Logger receives one line per state change at info and one per request at debug. It
 	// never receives EntryToken. If nil, nothing is logged.
 	Logger *zerolog.Logger
+
+	// Clock is the time source of the Fenec-Client check (a mark counts within 60 s of it)
+	// and of the times in Seen and the Ledger; nil: the system clock. Held writes
+	// (Fenec-Wait), slow faults and event streams wait on real timers.
+	Clock clock.Clock
 }
 
 // Region is one region of a stand-in cluster and the listen addresses of its routers.

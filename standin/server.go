@@ -169,7 +169,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 
-	start := time.Now()
+	start := c.clock.Now()
 	ex := &exchange{fromRouter: len(req.Header.Values(hdrRouter)) > 0}
 	ex.tenant, ex.rest, ex.under, ex.pathErr = splitTenant(req.URL.Path)
 	mark := ""
@@ -195,7 +195,7 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	seq := c.seen.add(rec)
 	aw := &answerWriter{ResponseWriter: w}
 	defer func() {
-		end := time.Now()
+		end := c.clock.Now()
 		gone := req.Context().Err() != nil && c.ctx.Err() == nil && !rt.isDown()
 		status := aw.status
 		if ex.noAnswer {

@@ -85,7 +85,7 @@ func (rt *Router) applyAfter(ctx context.Context, wait time.Duration, a Apply, b
 	if ctx.Err() != nil || rt.isDown() {
 		return nil
 	}
-	a.At = time.Now()
+	a.At = rt.c.clock.Now()
 	return rt.c.store.apply(a, bodyLen, rt.c.hub.publish)
 }
 

@@ -35,7 +35,7 @@ func damage(tb testing.TB, dir string, now time.Time, data string) map[string]an
 	}
 	var log testutil.LogBuffer
 	s, err := Open(Config{Dir: dir, Table: newTable(tb, "e1", 0), Node: "e1", Logger: zerolog.New(&log),
-		Now: func() time.Time { return now }})
+		Clock: testutil.NewClock(now)})
 	if err != nil {
 		tb.Fatal(err)
 	}

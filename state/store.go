@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // Files in the state directory.
@@ -61,7 +62,13 @@ type Config struct {
 	// name, version not far in the future); a home it refuses is skipped and counted.
 	Validate func(homes.Home) error
 
-	// Now is the clock for the header's write time and the age logged; nil means time.Now.
+	// Clock is the time source of the header's write time, the age logged at a restore and
+	// the name of a file moved aside; nil: the system clock (or Now, while it is set). The
+	// write-behind's pacing measures how long writes took, real work, on the system clock.
+	Clock clock.Clock
+
+	// Now, if set and Clock is nil, is the Clock's Now. Temporary: it stays while package node
+	// passes its clock as a function, and goes when node sets Clock.
 	Now func() time.Time
 
 	Logger  zerolog.Logger
@@ -107,8 +114,12 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = WriteInterval
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	switch {
+	case cfg.Clock != nil:
+	case cfg.Now != nil:
+		cfg.Clock = clock.Func(cfg.Now)
+	default:
+		cfg.Clock = clock.System
 	}
 	fi, err := os.Stat(cfg.Dir)
 	switch {
@@ -215,7 +226,7 @@ func (s *Store) restore() Restored {
 	}
 	ev := s.log.Info().Str("file", s.path).Uint64("records", n).Int("homes", r.Homes).Int("local", r.Local).
 		Int("gossip", r.Gossip).Str("written_by", r.Node).Time("written", r.Written).
-		Stringer("age", s.cfg.Now().Sub(r.Written).Round(time.Millisecond))
+		Stringer("age", s.cfg.Clock.Now().Sub(r.Written).Round(time.Millisecond))
 	for i, k := range r.Skipped {
 		if k > 0 {
 			ev = ev.Int("skipped_"+skipReasons[i], k)
@@ -284,7 +295,7 @@ func (s *Store) reject(f *os.File, r Restored, why error) Restored {
 		f.Close()
 	}
 	ev := s.log.Warn().Str("file", s.path).Str("reason", why.Error())
-	if a, err := MoveAside(s.path, s.cfg.Now()); err != nil {
+	if a, err := MoveAside(s.path, s.cfg.Clock.Now()); err != nil {
 		ev = ev.AnErr("move_aside", err)
 	} else {
 		ev = a.Log(ev)
@@ -308,14 +319,15 @@ func (s *Store) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if time.Now().Before(next) {
+		// The system clock, as the ticker's: the pacing measures how long a write took.
+		if clock.System.Now().Before(next) {
 			continue
 		}
-		start := time.Now()
+		start := clock.System.Now()
 		if _, err := s.Flush(); err != nil {
 			s.log.Warn().Err(err).Str("file", s.path).Msg("state: writing the home table failed; trying again later")
 		}
-		next = start.Add(writeShare * time.Since(start))
+		next = start.Add(writeShare * clock.System.Now().Sub(start))
 	}
 }
 
@@ -332,10 +344,10 @@ func (s *Store) Flush() (wrote bool, err error) {
 	if !s.wrote && s.cfg.Table.Len() == 0 {
 		return false, nil // nothing known and nothing on disk to replace
 	}
-	start := time.Now()
+	start := clock.System.Now() // a duration of real work
 	n, size, err := s.writeLocked()
-	took := time.Since(start)
-	s.m.wrote(err, took, n, size, s.cfg.Now())
+	took := clock.System.Now().Sub(start)
+	s.m.wrote(err, took, n, size, s.cfg.Clock.Now())
 	if err != nil {
 		return false, err
 	}
@@ -362,7 +374,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 func (s *Store) writeLocked() (homesWritten int, size int64, err error) {
 	err = writeAtomic(s.create, s.path, tempPattern, func(w io.Writer) error {
 		var err error
-		homesWritten, size, err = WriteTable(w, s.cfg.Table, s.cfg.Node, s.cfg.Now(), s.cfg.MaxHomes)
+		homesWritten, size, err = WriteTable(w, s.cfg.Table, s.cfg.Node, s.cfg.Clock.Now(), s.cfg.MaxHomes)
 		return err
 	})
 	if err != nil {

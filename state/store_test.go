@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/clock"
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
@@ -474,5 +475,34 @@ func TestTableHandedOver(t *testing.T) {
 	c := newTable(t, "e1", 0)
 	if r, err := ReadTable(f, c, "e1", nil); !errors.Is(err, ErrDamaged) || r.Result != "damaged" || c.Len() != 0 {
 		t.Errorf("a cut hand-over: %+v, %v, %d homes; want damaged, nothing put back", r, err, c.Len())
+	}
+}
+
+// The file's write time is Config.Clock's; while Clock is nil, a Now function stands in for it
+// (package node still passes one).
+func TestWriteTimeOnTheClock(t *testing.T) {
+	for name, row := range map[string]struct {
+		clock clock.Clock
+		now   func() time.Time
+		at    time.Time
+	}{
+		"Clock":          {clock: testutil.NewClock(time.UnixMilli(1_800_000_000_000)), at: time.UnixMilli(1_800_000_000_000)},
+		"Now":            {now: func() time.Time { return time.UnixMilli(1_700_000_000_000) }, at: time.UnixMilli(1_700_000_000_000)},
+		"Clock over Now": {clock: testutil.NewClock(time.UnixMilli(1_800_000_000_000)), now: time.Now, at: time.UnixMilli(1_800_000_000_000)},
+	} {
+		dir := t.TempDir()
+		a := newTable(t, "e1", 0)
+		a.LearnName("acme", "eu")
+		s, err := Open(Config{Dir: dir, Table: a, Node: "e1", Clock: row.clock, Now: row.now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		r := open(t, dir, "e1", newTable(t, "e1", 0), nil).Restore()
+		if !r.Written.Equal(row.at) {
+			t.Errorf("%s: the file says it was written at %v, want %v", name, r.Written, row.at)
+		}
 	}
 }

@@ -185,8 +185,11 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err 
 // waitReady waits until every entry sees every entry alive in its cluster (so that a home
 // learned at one is sent to all the others) and every entry is ready.
 func waitReady(ctx context.Context, nodes []*node.Node) error {
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	limit := time.NewTimer(15 * time.Second)
+	defer limit.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
 		ready := true
 		for _, n := range nodes {
 			alive := 0
@@ -203,10 +206,11 @@ func waitReady(ctx context.Context, nodes []*node.Node) error {
 		select {
 		case <-ctx.Done():
 			return errors.New("interrupted while starting")
-		case <-time.After(50 * time.Millisecond):
+		case <-limit.C:
+			return errors.New("the entries did not form one cluster within 15s")
+		case <-tick.C:
 		}
 	}
-	return errors.New("the entries did not form one cluster within 15s")
 }
 
 // demoPorts are the demo's addresses for one --port-offset.

@@ -5,8 +5,7 @@ import (
 	"time"
 )
 
-// Clock is a clock that moves only when told, for the code that takes an injected clock
-// (homes.Clock, and proxy's and gossip's, which are the same interface), so that a
+// Clock is the fake clock.Clock, the module's one: it moves only when told, so that a
 // time-based behaviour is tested by advancing it, never by sleeping. The zero value reads
 // the zero time; NewClock starts it elsewhere. It is safe for concurrent use.
 type Clock struct {

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 func TestClock(t *testing.T) {
@@ -27,3 +29,5 @@ func TestClock(t *testing.T) {
 		t.Errorf("after 400 advances of 1ms: %v, want %v", got, want)
 	}
 }
+
+var _ clock.Clock = (*Clock)(nil) // the fake of the one clock

@@ -76,7 +76,7 @@ func TestNoImports(t *testing.T) {
 		want  int // imports told
 	}{
 		{[]string{"go/parser"}, 1},
-		{[]string{"go/"}, 2}, // go/parser and go/token
+		{[]string{"go/"}, 3}, // go/build/constraint, go/parser and go/token
 		{[]string{"go", "pars"}, 0},
 		{[]string{"github.com/fenec/fenec-entry/"}, 0},
 	} {

@@ -52,32 +52,18 @@ func ReferenceMissing(tb testing.TB, words []string) []string {
 	return missing
 }
 
-// StringLiterals returns every Go string literal matching re in the module's non-test Go
-// files (bench/ and testdata/ left out), each once: the names the code defines, such as its
-// metrics, wherever they are registered.
+// StringLiterals returns every Go string literal matching re in the module's product Go files
+// (ProductFiles), each once: the names the code defines, such as its metrics, wherever they
+// are registered.
 func StringLiterals(tb testing.TB, re *regexp.Regexp) []string {
 	tb.Helper()
-	root := ModuleRoot(tb)
 	quoted := regexp.MustCompile(`"(` + re.String() + `)"`)
 	seen := map[string]bool{}
 	var out []string
-	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case "bench", "testdata", ".git":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	for _, path := range ProductFiles(tb) {
 		src, err := os.ReadFile(path)
 		if err != nil {
-			return err
+			tb.Fatal(err)
 		}
 		for _, m := range quoted.FindAllStringSubmatch(string(src), -1) {
 			if !seen[m[1]] {
@@ -85,10 +71,6 @@ func StringLiterals(tb testing.TB, re *regexp.Regexp) []string {
 				out = append(out, m[1])
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		tb.Fatal(err)
 	}
 	return out
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // tunName is each site's TUN device, inside its own namespace.
@@ -264,7 +266,7 @@ func (e *Emulator) read(i int) {
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		now := time.Now()
+		now := clock.System.Now() // a packet's delay is real: the clock of the line's timer
 		dst, ok := ipv4Dst(buf[:n])
 		j, known := e.byAddr[dst]
 		if !ok || !known || j == i {

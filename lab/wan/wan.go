@@ -18,6 +18,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // ErrUnsupported is what Start returns off Linux.
@@ -199,7 +201,7 @@ func (l *line) run(ctx context.Context, write func([]byte) error) {
 			return
 		case p = <-l.q:
 		}
-		if d := time.Until(p.due); d > 0 {
+		if d := p.due.Sub(clock.System.Now()); d > 0 {
 			timer.Reset(d)
 			select {
 			case <-ctx.Done():
