@@ -75,13 +75,8 @@ type TicketConfig struct {
 	// state; "" keeps the keys in memory only: tickets resume within the process's life.
 	Dir string
 
-	// Clock is the time source of the rotation and of the keys' ages; nil: the system clock
-	// (or Now, while it is set).
+	// Clock is the time source of the rotation and of the keys' ages; nil: the system clock.
 	Clock clock.Clock
-
-	// Now, if set and Clock is nil, is the Clock's Now. Temporary: it stays while package node
-	// passes its clock as a function, and goes when node sets Clock.
-	Now func() time.Time
 
 	Logger zerolog.Logger
 
@@ -121,11 +116,7 @@ type TicketKeys struct {
 // aside (state.MoveAside) and logged at warn, an unreadable one logged at error and left
 // (the keys then stay in memory until the next start): neither is an error.
 func NewTicketKeys(cfg TicketConfig) *TicketKeys {
-	switch {
-	case cfg.Clock != nil:
-	case cfg.Now != nil:
-		cfg.Clock = clock.Func(cfg.Now)
-	default:
+	if cfg.Clock == nil {
 		cfg.Clock = clock.System
 	}
 	t := &TicketKeys{

@@ -435,15 +435,11 @@ func TestTicketsDecode(t *testing.T) {
 	}
 }
 
-// While Clock is nil, a Now function stands in for it (package node still passes one).
-func TestTicketKeysNowStandsInForClock(t *testing.T) {
+// The keys are made at Config.Clock's time.
+func TestTicketKeysOnTheClock(t *testing.T) {
 	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	k := NewTicketKeys(TicketConfig{Now: func() time.Time { return at }, Logger: zerolog.Nop()})
+	k := NewTicketKeys(TicketConfig{Clock: tu.NewClock(at), Logger: zerolog.Nop()})
 	if got := k.keys[0].created; !got.Equal(at) {
-		t.Errorf("the first key was made at %v, want the Now function's %v", got, at)
-	}
-	k = NewTicketKeys(TicketConfig{Clock: tu.NewClock(at.Add(time.Hour)), Now: time.Now, Logger: zerolog.Nop()})
-	if got := k.keys[0].created; !got.Equal(at.Add(time.Hour)) {
-		t.Errorf("with both set the first key was made at %v, want the Clock's %v", got, at.Add(time.Hour))
+		t.Errorf("the first key was made at %v, want the Clock's %v", got, at)
 	}
 }

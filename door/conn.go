@@ -8,6 +8,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // Conn is a client connection read through a Reader, for a server (net/http's) that parses
@@ -60,7 +62,7 @@ func linger(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite() // the FIN after the answer
 	}
-	c.SetReadDeadline(time.Now().Add(lingerTime))
+	c.SetReadDeadline(clock.System.Now().Add(lingerTime))
 	io.Copy(io.Discard, io.LimitReader(c, lingerBytes))
 }
 
@@ -191,7 +193,7 @@ func (l *tlsListener) handshake(c net.Conn) {
 	tc := tls.Server(c, l.cfg)
 	ctx := context.Background()
 	if l.timeout > 0 {
-		c.SetDeadline(time.Now().Add(l.timeout))
+		c.SetDeadline(clock.System.Now().Add(l.timeout))
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()

@@ -7,6 +7,7 @@ import (
 	"github.com/fenec/fenec-entry/discover"
 	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/clock"
 	"github.com/fenec/fenec-entry/proxy"
 )
 
@@ -140,7 +141,7 @@ type Config struct {
 	// socket deadlines (h1's head and idle timeouts and its sweeper, the router connections'
 	// answer timeout), and durations that are only measured (the log line's, the upstream
 	// histogram, the latency samples).
-	Clock homes.Clock `json:"-"`
+	Clock clock.Clock `json:"-"`
 }
 
 // Defaults of DefaultConfig, as docs/REFERENCE.md, "Configuration" gives them. Each setting a

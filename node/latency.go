@@ -59,11 +59,11 @@ func (n *Node) runLatency() {
 		if g := n.getCluster(); g != nil {
 			tag := encodeLatency(n.proxy.Latencies())
 			every := latencyTagInterval(len(g.Peers()) + 1)
-			if tag != last && (last == "" || time.Since(lastAt) >= every) && significant(last, tag) {
+			if tag != last && (last == "" || n.cfg.Clock.Now().Sub(lastAt) >= every) && significant(last, tag) {
 				if err := g.SetTag(latencyTagKey, tag); err != nil {
 					n.log.Warn().Err(err).Msg("latency tag not gossiped")
 				} else {
-					last, lastAt = tag, time.Now()
+					last, lastAt = tag, n.cfg.Clock.Now()
 				}
 			}
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/fenec/fenec-entry/door"
 	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/clock"
 	"github.com/fenec/fenec-entry/procs"
 	"github.com/fenec/fenec-entry/proxy"
 	"github.com/fenec/fenec-entry/state"
@@ -46,10 +47,6 @@ func certError(err error) error {
 	flag := map[string]string{certs.FileCert: "tls-cert", certs.FileKey: "tls-key", certs.FileCA: "router-ca"}[fe.Which]
 	return &ConfigError{Flag: flag, Msg: fe.Msg}
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // Node is one running entry: the client listener serving a proxy.Handler, the admin listener,
 // the home table and a Prometheus registry. Make one with New; the zero Node is not usable.
@@ -136,7 +133,7 @@ func New(cfg Config, logger zerolog.Logger) (*Node, error) {
 		return nil, err
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = clock.System
 	}
 	n := &Node{
 		cfg:        cfg,

@@ -23,7 +23,7 @@ func (n *Node) openState() error {
 		Node:     c.Node,
 		MaxHomes: c.Homes,
 		Validate: gossip.NewValidator(c.RegionNames(), c.Clock.Now).Home,
-		Now:      c.Clock.Now,
+		Clock:    c.Clock,
 		Logger:   n.log,
 		Metrics:  state.NewMetrics(n.reg),
 	})
@@ -44,7 +44,7 @@ func (n *Node) openState() error {
 func (n *Node) openTickets() {
 	n.tickets = certs.NewTicketKeys(certs.TicketConfig{
 		Dir:        n.cfg.StateDir,
-		Now:        n.cfg.Clock.Now,
+		Clock:      n.cfg.Clock,
 		Logger:     n.log,
 		Registerer: n.reg,
 	})

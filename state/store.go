@@ -63,13 +63,9 @@ type Config struct {
 	Validate func(homes.Home) error
 
 	// Clock is the time source of the header's write time, the age logged at a restore and
-	// the name of a file moved aside; nil: the system clock (or Now, while it is set). The
-	// write-behind's pacing measures how long writes took, real work, on the system clock.
+	// the name of a file moved aside; nil: the system clock. The write-behind's pacing
+	// measures how long writes took, real work, on the system clock.
 	Clock clock.Clock
-
-	// Now, if set and Clock is nil, is the Clock's Now. Temporary: it stays while package node
-	// passes its clock as a function, and goes when node sets Clock.
-	Now func() time.Time
 
 	Logger  zerolog.Logger
 	Metrics *Metrics // nil: no metrics
@@ -114,11 +110,7 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = WriteInterval
 	}
-	switch {
-	case cfg.Clock != nil:
-	case cfg.Now != nil:
-		cfg.Clock = clock.Func(cfg.Now)
-	default:
+	if cfg.Clock == nil {
 		cfg.Clock = clock.System
 	}
 	fi, err := os.Stat(cfg.Dir)

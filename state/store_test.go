@@ -478,22 +478,19 @@ func TestTableHandedOver(t *testing.T) {
 	}
 }
 
-// The file's write time is Config.Clock's; while Clock is nil, a Now function stands in for it
-// (package node still passes one).
+// The file's write time is Config.Clock's.
 func TestWriteTimeOnTheClock(t *testing.T) {
 	for name, row := range map[string]struct {
 		clock clock.Clock
-		now   func() time.Time
 		at    time.Time
 	}{
-		"Clock":          {clock: testutil.NewClock(time.UnixMilli(1_800_000_000_000)), at: time.UnixMilli(1_800_000_000_000)},
-		"Now":            {now: func() time.Time { return time.UnixMilli(1_700_000_000_000) }, at: time.UnixMilli(1_700_000_000_000)},
-		"Clock over Now": {clock: testutil.NewClock(time.UnixMilli(1_800_000_000_000)), now: time.Now, at: time.UnixMilli(1_800_000_000_000)},
+		"Clock": {clock: testutil.NewClock(time.UnixMilli(1_800_000_000_000)), at: time.UnixMilli(1_800_000_000_000)},
+		"other": {clock: testutil.NewClock(time.UnixMilli(1_700_000_000_000)), at: time.UnixMilli(1_700_000_000_000)},
 	} {
 		dir := t.TempDir()
 		a := newTable(t, "e1", 0)
 		a.LearnName("acme", "eu")
-		s, err := Open(Config{Dir: dir, Table: a, Node: "e1", Clock: row.clock, Now: row.now})
+		s, err := Open(Config{Dir: dir, Table: a, Node: "e1", Clock: row.clock})
 		if err != nil {
 			t.Fatal(err)
 		}
