@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 func TestNext(t *testing.T) {
@@ -71,7 +69,7 @@ func TestRunFollowsTheLoad(t *testing.T) {
 			}
 			return cpu
 		},
-		Clock: clock.Func(func() time.Time {
+		Clock: scriptClock(func() time.Time {
 			mu.Lock()
 			defer mu.Unlock()
 			tick++
@@ -180,3 +178,8 @@ func b2i(b bool) int64 {
 	}
 	return 0
 }
+
+// scriptClock is a function used as a clock: the script's clock moves a period at each reading.
+type scriptClock func() time.Time
+
+func (f scriptClock) Now() time.Time { return f() }

@@ -24,10 +24,3 @@ type system struct{}
 
 // Now returns time.Now().
 func (system) Now() time.Time { return time.Now() }
-
-// Func is a function used as a Clock: Func(f).Now() returns f(). It serves a Config that still
-// takes a Now function beside its Clock.
-type Func func() time.Time
-
-// Now returns f().
-func (f Func) Now() time.Time { return f() }

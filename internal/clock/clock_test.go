@@ -19,11 +19,3 @@ func TestSystem(t *testing.T) {
 		t.Errorf("System.Now() = %v has no monotonic reading", got)
 	}
 }
-
-func TestFunc(t *testing.T) {
-	at := time.Unix(1_800_000_000, 0)
-	var c clock.Clock = clock.Func(func() time.Time { return at })
-	if got := c.Now(); !got.Equal(at) {
-		t.Errorf("Func(f).Now() = %v, want f's %v", got, at)
-	}
-}
