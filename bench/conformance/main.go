@@ -1,5 +1,5 @@
 // Command conformance is an HTTP/1.1 conformance and request-smuggling run for reverse
-// proxies (bench/conformance.sh runs it on fenec-entry, nginx and haproxy).
+// proxies (go run ./bench conformance runs it on fenec-entry, nginx and haproxy).
 //
 //	conformance upstream -listen 127.0.0.1:P
 //	    the recording upstream: a raw TCP server with a strict HTTP/1.1 framing parser that

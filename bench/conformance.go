@@ -1,0 +1,124 @@
+//go:build linux
+
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// conformance: the door's HTTP/1.1 conformance and request-smuggling cases (bench/conformance)
+// sent to fenec-entry, nginx and haproxy, all in front of the same recording upstream.
+
+func conformanceMain(args []string) error {
+	fs := flag.NewFlagSet("conformance", flag.ExitOnError)
+	entryBin := fs.String("entry", "", "a fenec-entry binary to test instead of building ./cmd/fenec-entry")
+	targets := fs.String("targets", "nginx,haproxy,fenec-entry", "comma list from nginx,haproxy,fenec-entry")
+	cases := fs.String("cases", "", "only the cases whose id matches (a regexp, or a substring)")
+	jsonOut := fs.String("json", "", "also write every outcome, with what the upstream saw, as JSON")
+	out := fs.String("out", "", "the per-case table (default bench/out/conformance-<UTC time>.md)")
+	basePort := fs.Int("base-port", 19400, "first port tried for the listeners")
+	keep := fs.Bool("keep", false, "keep the temp dir (configs, logs)")
+	fs.Parse(args)
+	tools := map[string]string{}
+	for _, t := range strings.Split(*targets, ",") {
+		switch t {
+		case "nginx":
+			tools["nginx"] = "nginx-light"
+		case "haproxy":
+			tools["haproxy"] = "haproxy"
+		case "fenec-entry":
+		default:
+			return fmt.Errorf("-targets: unknown target %q", t)
+		}
+	}
+	if err := need(tools); err != nil {
+		return err
+	}
+	r, err := newRun("conformance", *keep, *basePort)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	bin, err := r.build("conformance", "./bench/conformance", false)
+	if err != nil {
+		return err
+	}
+	up, err := r.addrs(1)
+	if err != nil {
+		return err
+	}
+	var upPort int
+	fmt.Sscanf(up[0], "127.0.0.1:%d", &upPort)
+	u, err := r.start("upstream", spec{}, bin, "upstream", "-listen", up[0])
+	if err != nil {
+		return err
+	}
+	if err := waitOK(u, "http://"+up[0]+"/t/acme/conf/ready"); err != nil {
+		return err
+	}
+	run := []string{"run", "-upstream", up[0]}
+	for _, t := range strings.Split(*targets, ",") {
+		a, err := r.addrs(1)
+		if err != nil {
+			return err
+		}
+		var p *proc
+		switch t {
+		case "nginx": // its parsing settings as shipped; its workers drop root and must reach the temp dir
+			os.Chmod(r.tmp, 0o755)
+			n := nginx{dir: r.path("nginx"), servers: server(a[0], ""), up: upPort, workers: 1}
+			conf, err := n.write()
+			if err != nil {
+				return err
+			}
+			p, err = r.start("nginx", spec{}, "nginx", "-e", n.dir+"/error.log", "-p", n.dir, "-c", conf, "-g", "daemon off;")
+			if err != nil {
+				return err
+			}
+		case "haproxy":
+			f := r.path("haproxy.cfg")
+			os.WriteFile(f, []byte(haproxyConf(a[0], upPort, 1, 1024, "5s")), 0o644)
+			if p, err = r.start("haproxy", spec{}, "haproxy", "-db", "-f", f); err != nil {
+				return err
+			}
+		case "fenec-entry":
+			entry, err := r.entryBin("fenec-entry", *entryBin)
+			if err != nil {
+				return err
+			}
+			args, listen, admin, err := r.entryArgs(entry, upPort)
+			if err != nil {
+				return err
+			}
+			a[0] = listen
+			if p, err = r.start("fenec-entry", spec{}, args...); err != nil {
+				return err
+			}
+			if err := waitOK(p, "http://"+admin+"/readyz"); err != nil {
+				return err
+			}
+		}
+		if err := waitOK(p, "http://"+a[0]+"/t/acme/conf/ready"); err != nil {
+			return err
+		}
+		run = append(run, "-target", t+"="+a[0])
+	}
+	if *out, err = r.outFile(*out, ".md"); err != nil {
+		return err
+	}
+	run = append(run, "-out", *out)
+	if *cases != "" {
+		run = append(run, "-cases", *cases)
+	}
+	if *jsonOut != "" {
+		run = append(run, "-json", *jsonOut)
+	}
+	fmt.Printf("## HTTP/1.1 conformance: %s\n\n", *targets)
+	cmd := exec.Command(bin, run...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	return cmd.Run()
+}
