@@ -101,7 +101,7 @@ func profileMain(args []string) error {
 		title = "wrk -t2 -c%d, upstream and proxy, nothing pinned"
 	}
 	rep := fmt.Sprintf("## Where a request's CPU goes: "+title+"\n\n- machine: %s\n- repo at %s; %s; %s\n- reproduce: go run ./bench profile -seconds %d -conns %d -targets %s -pin %s\n\n",
-		*conns, machine(), gitRev(), version("nginx", "-v"), version(entry, "version"), *secs, *conns, *targets, *pin)
+		*conns, machine(), gitRev(), version(3, "nginx", "-v"), version(0, entry, "version"), *secs, *conns, *targets, *pin)
 	for _, t := range strings.Split(*targets, ",") {
 		r.logf("%s", t)
 		a, err := r.addrs(1)

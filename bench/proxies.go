@@ -1054,9 +1054,28 @@ func (p *proxies) title() string {
 }
 
 type meta struct {
-	Kind, Mode, Started, Machine, Pin, ClientCPUs, ServerCPUs, Git, Entry, Nginx, Haproxy, Wrk, H2load, OpenSSL, Go, Reproduce string
-	Rounds, Seconds, Slices, Conns, Workers                                                                                    int
-	TLS                                                                                                                        map[string]string
+	Kind       string            `json:"kind"`
+	Mode       string            `json:"mode"`
+	Started    string            `json:"started"`
+	Machine    string            `json:"machine"`
+	Pin        string            `json:"pin"`
+	ClientCPUs string            `json:"client_cpus"`
+	ServerCPUs string            `json:"server_cpus"`
+	Git        string            `json:"git"`
+	Entry      string            `json:"fenec_entry"`
+	Nginx      string            `json:"nginx"`
+	Haproxy    string            `json:"haproxy"`
+	Wrk        string            `json:"wrk"`
+	H2load     string            `json:"h2load"`
+	OpenSSL    string            `json:"openssl"`
+	Go         string            `json:"go"`
+	Reproduce  string            `json:"reproduce"`
+	Rounds     int               `json:"rounds"`
+	Seconds    int               `json:"seconds"`
+	Slices     int               `json:"latency_slices"`
+	Conns      int               `json:"conns"`
+	Workers    int               `json:"workers"`
+	TLS        map[string]string `json:"tls"`
 }
 
 func (p *proxies) meta() meta {
@@ -1076,12 +1095,12 @@ func (p *proxies) meta() meta {
 		}
 	}
 	m := meta{Kind: "meta", Mode: o.mode, Started: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Pin: o.pin,
-		ClientCPUs: p.clientCPUs, ServerCPUs: p.serverCPUs, Git: gitRev(), Go: version("go", "version"), Reproduce: repro,
+		ClientCPUs: p.clientCPUs, ServerCPUs: p.serverCPUs, Git: gitRev(), Go: version(3, "go", "version"), Reproduce: repro,
 		Rounds: o.rounds, Seconds: o.secs, Slices: o.slices, Conns: o.conns, Workers: o.workers, TLS: map[string]string{},
-		Entry: version(p.bin["fenec-entry"], "version"), Nginx: version("nginx", "-v"), Haproxy: version("haproxy", "-v"),
-		Wrk: version("wrk", "-v"), H2load: version("h2load", "--version"), OpenSSL: version("openssl", "version")}
+		Entry: version(0, p.bin["fenec-entry"], "version"), Nginx: version(3, "nginx", "-v"), Haproxy: "haproxy " + version(3, "haproxy", "-v"),
+		Wrk: version(2, "wrk", "-v"), H2load: version(2, "h2load", "--version"), OpenSSL: "OpenSSL " + version(2, "openssl", "version")}
 	if b := p.bin["fenec-entry-b"]; b != "" {
-		m.Entry += "; fenec-entry-b: " + version(b, "version")
+		m.Entry += "; fenec-entry-b: " + version(0, b, "version")
 	}
 	for _, t := range p.targets {
 		if t.tlsInfo != "" {

@@ -415,11 +415,14 @@ func (r *run) makeCert() (certFile, keyFile string, err error) {
 	return certFile, keyFile, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
 }
 
-// version is the first line of a tool's version output (-: none).
-func version(argv ...string) string {
+// version is the first line of a tool's version output, or with field > 0 that word of it
+// (-: none).
+func version(field int, argv ...string) string {
 	out, _ := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	if line == "" {
+	if f := strings.Fields(line); field > 0 && field <= len(f) {
+		return f[field-1]
+	} else if line == "" || field > 0 {
 		return "-"
 	}
 	return line

@@ -179,11 +179,11 @@ func (s *storm) main(entryBin, out string, fs *flag.FlagSet) error {
 		return err
 	}
 	defer s.raw.Close()
-	s.verEntry, s.verNginx = version(s.entry, "version"), version("nginx", "-v")
+	s.verEntry, s.verNginx = version(0, s.entry, "version"), version(3, "nginx", "-v")
 	repro := "go run ./bench storm"
 	fs.Visit(func(f *flag.Flag) { repro += " -" + f.Name + "=" + f.Value.String() })
 	json.NewEncoder(s.raw).Encode(map[string]any{"kind": "meta", "machine": machine(), "fenec_entry": s.verEntry, "nginx": s.verNginx,
-		"wrk": version("wrk", "-v"), "go": version("go", "version"), "rows": s.rows, "targets": s.names, "quick": s.quick,
+		"wrk": version(2, "wrk", "-v"), "go": version(3, "go", "version"), "rows": s.rows, "targets": s.names, "quick": s.quick,
 		"new_conns": s.newConns, "nofile": s.nofile, "hold": s.hold, "target_nofile": s.targetNofile, "sources": s.sources, "reproduce": repro})
 	t0 := time.Now()
 	if s.has(1) || s.has(2) || s.has(3) || s.has(4) {
