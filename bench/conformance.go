@@ -70,13 +70,7 @@ func conformanceMain(args []string) error {
 		switch t {
 		case "nginx": // its parsing settings as shipped; its workers drop root and must reach the temp dir
 			os.Chmod(r.tmp, 0o755)
-			n := nginx{dir: r.path("nginx"), servers: server(a[0], ""), up: upPort, workers: 1}
-			conf, err := n.write()
-			if err != nil {
-				return err
-			}
-			p, err = r.start("nginx", spec{}, "nginx", "-e", n.dir+"/error.log", "-p", n.dir, "-c", conf, "-g", "daemon off;")
-			if err != nil {
+			if p, err = r.startNginx("nginx", nginx{servers: server(a[0], ""), up: upPort, workers: 1}, spec{}); err != nil {
 				return err
 			}
 		case "haproxy":

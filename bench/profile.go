@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,13 +115,7 @@ func profileMain(args []string) error {
 			if *pin == "none" {
 				workers = numCPU()
 			}
-			n := nginx{dir: r.path("nginx"), servers: server(a[0], ""), up: upPort, workers: workers}
-			conf, err := n.write()
-			if err != nil {
-				return err
-			}
-			p, err = r.start("nginx", spec{cpus: srv}, "nginx", "-e", n.dir+"/error.log", "-p", n.dir, "-c", conf, "-g", "daemon off;")
-			if err != nil {
+			if p, err = r.startNginx("nginx", nginx{servers: server(a[0], ""), up: upPort, workers: workers}, spec{cpus: srv}); err != nil {
 				return err
 			}
 		case "fenec-entry":
@@ -186,32 +179,11 @@ func (r *run) upstream(cpus string) (*proc, int, error) {
 
 // served is the requests the upstream served (its /_bench/requests): what every window divides by.
 func served(upPort int) (int64, error) {
-	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", upPort), 5*time.Second)
+	_, _, b, err := get(fmt.Sprintf("http://127.0.0.1:%d/_bench/requests", upPort))
 	if err != nil {
 		return 0, err
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprint(c, "GET /_bench/requests HTTP/1.0\r\nHost: bench\r\n\r\n")
-	b := make([]byte, 512)
-	n, _ := readFull(c, b)
-	f := strings.Fields(string(b[:n]))
-	if len(f) == 0 {
-		return 0, errors.New("the upstream's count: no answer")
-	}
-	return strconv.ParseInt(f[len(f)-1], 10, 64)
-}
-
-func readFull(c net.Conn, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := c.Read(b[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
 
 // spanMain is perf's workload: the upstream's count as it starts and as it ends, S seconds

@@ -475,25 +475,6 @@ func (p *proxies) startTarget(t *target) error {
 	return nil
 }
 
-// startNginx writes n's configuration into the temp dir's name/ and starts it in the foreground.
-func (p *proxies) startNginx(name string, n nginx, s spec) (*proc, error) {
-	n.dir = p.path(name)
-	conf, err := n.write()
-	if err != nil {
-		return nil, err
-	}
-	pr, err := p.start(name, s, "nginx", "-e", n.dir+"/error.log", "-p", n.dir, "-c", conf, "-g", "daemon off;")
-	if err != nil {
-		return nil, err
-	}
-	m := regexp.MustCompile(`listen (\S+?)[ ;]`).FindStringSubmatch(n.servers)
-	scheme := "http://"
-	if strings.Contains(n.servers, " ssl") {
-		scheme = "https://"
-	}
-	return pr, waitOK(pr, scheme+m[1]+reqPath)
-}
-
 // startEntry starts fenec-entry (bin: fenec-entry or fenec-entry-b) as `fenec-entry serve`
 // with no flag about processes, in front of port up; TLS with the run's certificate.
 func (p *proxies) startEntry(name, bin string, up int, tls bool, extra ...string) (*proc, string, string, error) {

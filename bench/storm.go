@@ -3,12 +3,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -219,7 +221,7 @@ func (s *storm) up(t, kind string, nofile, workers int, daemon bool) (*tgt, erro
 	x := &tgt{name: fmt.Sprintf("%s-%d", t, s.nUp), kind: kind}
 	x.dir = s.path(x.name)
 	os.MkdirAll(x.dir, 0o755)
-	nofile, workers = cmpOr(nofile, s.targetNofile), cmpOr(workers, numCPU())
+	nofile, workers = cmp.Or(nofile, s.targetNofile), cmp.Or(workers, numCPU())
 	a, err := s.addrs(1)
 	if err != nil {
 		return nil, err
@@ -246,7 +248,7 @@ func (s *storm) up(t, kind string, nofile, workers int, daemon bool) (*tgt, erro
 			return nil, err
 		}
 		x.log = x.dir + "/error.log"
-		nginxBin, err := lookPath("nginx") // by its full path: nginx starts its new binary from argv[0] at an upgrade
+		nginxBin, err := exec.LookPath("nginx") // by its full path: nginx starts its new binary from argv[0] at an upgrade
 		if err != nil {
 			return nil, err
 		}
@@ -279,22 +281,6 @@ func (s *storm) up(t, kind string, nofile, workers int, daemon bool) (*tgt, erro
 		x.log = x.p.log
 	}
 	return x, waitOK(x.p, x.url)
-}
-
-func cmpOr(a, b int) int {
-	if a != 0 {
-		return a
-	}
-	return b
-}
-
-func lookPath(name string) (string, error) {
-	for _, d := range strings.Split(os.Getenv("PATH"), ":") {
-		if fi, err := os.Stat(d + "/" + name); err == nil && !fi.IsDir() {
-			return d + "/" + name, nil
-		}
-	}
-	return "", fmt.Errorf("%s is not installed", name)
 }
 
 // waitPidFile waits for a pid file to name a process other than not.
@@ -535,7 +521,10 @@ func (s *storm) rowNofile() error {
 		}
 		var hs []*holder
 		for j := range s.holders {
-			n := s.hold/s.holders + b2i(j < s.hold%s.holders)
+			n := s.hold / s.holders
+			if j < s.hold%s.holders {
+				n++
+			}
 			h, err := s.run.hold("", []string{s.connhold, "-addr", x.addr, "-path", reqPath, "-parallel", "256", "-timeout", "5s",
 				"-sources", strconv.Itoa(s.sources), "-max-failed", strconv.Itoa(s.hold)}, n)
 			if err != nil {
@@ -611,13 +600,6 @@ func (s *storm) rowNofile() error {
 		s.record(f)
 	}
 	return nil
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // loads runs the two loads of rows 6 and 7 on x (new connections and keep-alive, 16 clients

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -189,6 +190,25 @@ http {
 `, n.workers, n.main, n.dir, cmp.Or(n.conns, 4096), n.http, n.up, n.servers)
 	f := n.dir + "/nginx.conf"
 	return f, os.WriteFile(f, []byte(conf), 0o644)
+}
+
+// startNginx writes n's configuration into the temp dir's name/ and starts it in the foreground.
+func (r *run) startNginx(name string, n nginx, s spec) (*proc, error) {
+	n.dir = r.path(name)
+	conf, err := n.write()
+	if err != nil {
+		return nil, err
+	}
+	pr, err := r.start(name, s, "nginx", "-e", n.dir+"/error.log", "-p", n.dir, "-c", conf, "-g", "daemon off;")
+	if err != nil {
+		return nil, err
+	}
+	m := regexp.MustCompile(`listen (\S+?)[ ;]`).FindStringSubmatch(n.servers)
+	scheme := "http://"
+	if strings.Contains(n.servers, " ssl") {
+		scheme = "https://"
+	}
+	return pr, waitOK(pr, scheme+m[1]+reqPath)
 }
 
 // server is one server block listening on listen, with the proxying every nginx of the
