@@ -3,11 +3,15 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
+	"time"
+
+	"github.com/fenec/fenec-entry/bench/conformance"
 )
 
 // conformance: the door's HTTP/1.1 conformance and request-smuggling cases (bench/conformance)
@@ -22,7 +26,18 @@ func conformanceMain(args []string) error {
 	out := fs.String("out", "", "the per-case table (default bench/out/conformance-<UTC time>.md)")
 	basePort := fs.Int("base-port", 19400, "first port tried for the listeners")
 	keep := fs.Bool("keep", false, "keep the temp dir (configs, logs)")
+	list := fs.Bool("list", false, "print the cases (those of -cases) and exit")
 	fs.Parse(args)
+	cs := conformance.Filter(conformance.Cases(), *cases)
+	if *list || len(cs) == 0 {
+		for _, c := range cs {
+			fmt.Printf("%-32s %-14s %-20s %s\n", c.ID, c.Category, c.Expect, c.What)
+		}
+		if len(cs) == 0 {
+			return fmt.Errorf("no case matches %q", *cases)
+		}
+		return nil
+	}
 	tools := map[string]string{}
 	for _, t := range strings.Split(*targets, ",") {
 		switch t {
@@ -43,24 +58,18 @@ func conformanceMain(args []string) error {
 		return err
 	}
 	defer r.close()
-	bin, err := r.build("conformance", "./bench/conformance", false)
-	if err != nil {
-		return err
-	}
 	up, err := r.addrs(1)
 	if err != nil {
 		return err
 	}
 	var upPort int
 	fmt.Sscanf(up[0], "127.0.0.1:%d", &upPort)
-	u, err := r.start("upstream", spec{}, bin, "upstream", "-listen", up[0])
+	u, err := conformance.StartUpstream(up[0])
 	if err != nil {
 		return err
 	}
-	if err := waitOK(u, "http://"+up[0]+"/t/acme/conf/ready"); err != nil {
-		return err
-	}
-	run := []string{"run", "-upstream", up[0]}
+	defer u.Close()
+	var ts []conformance.Target
 	for _, t := range strings.Split(*targets, ",") {
 		a, err := r.addrs(1)
 		if err != nil {
@@ -99,20 +108,30 @@ func conformanceMain(args []string) error {
 		if err := waitOK(p, "http://"+a[0]+"/t/acme/conf/ready"); err != nil {
 			return err
 		}
-		run = append(run, "-target", t+"="+a[0])
+		ts = append(ts, conformance.Target{Name: t, Addr: a[0]})
 	}
 	if *out, err = r.outFile(*out, ".md"); err != nil {
 		return err
 	}
-	run = append(run, "-out", *out)
-	if *cases != "" {
-		run = append(run, "-cases", *cases)
+	ctx, cancel := context.WithTimeout(r.ctx, 150*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	outs, err := conformance.Run(ctx, ts, cs, conformance.RunOptions{Parallel: 8, Timeout: 3 * time.Second, Settle: 700 * time.Millisecond,
+		Records: func(context.Context) ([]conformance.Record, error) { return u.Records(), nil }})
+	if err != nil {
+		return err
 	}
+	names := strings.Split(*targets, ",")
+	fmt.Printf("## HTTP/1.1 conformance: %s\n\n%s\n%d cases × %d targets in %.1f s\nper-case table: %s\n",
+		*targets, conformance.Summary(outs, names), len(cs), len(ts), time.Since(t0).Seconds(), *out)
 	if *jsonOut != "" {
-		run = append(run, "-json", *jsonOut)
+		b, err := json.MarshalIndent(outs, "", " ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			return err
+		}
 	}
-	fmt.Printf("## HTTP/1.1 conformance: %s\n\n", *targets)
-	cmd := exec.Command(bin, run...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	return cmd.Run()
+	return os.WriteFile(*out, []byte(conformance.PerCase(outs, names)), 0o644)
 }

@@ -1,4 +1,4 @@
-package main
+package conformance
 
 import (
 	"bufio"
@@ -304,27 +304,6 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if pc := PerCase(outs, []string{"pipe"}); !strings.Contains(pc, "| v-get | must-accept |") {
 		t.Errorf("per-case table:\n%s", pc)
-	}
-}
-
-func TestHttpRecords(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	u, err := StartUpstream("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer u.Close()
-	r := Send(ctx, u.Addr(), []byte(PathsFor("d.v").Expand("GET {P} HTTP/1.1\r\nHost: localhost\r\n\r\n")), nil, false, false, 1, 3*time.Second)
-	if len(r.Statuses) != 1 || r.Statuses[0] != 200 {
-		t.Fatalf("direct GET: %+v", r)
-	}
-	recs, err := httpRecords(u.Addr())(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != 1 || recs[0].Keys[0] != "d.v" || recs[0].State != "complete" {
-		t.Fatalf("records: %+v", recs)
 	}
 }
 
