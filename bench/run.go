@@ -275,6 +275,7 @@ func stopAll(r *run, ps ...*proc) {
 				syscall.Kill(c, syscall.SIGKILL)
 			}
 			syscall.Kill(p.pid, syscall.SIGKILL)
+			p.gone(2 * time.Second) // so that what stopAll returns from is gone
 		}
 	}
 }
