@@ -49,18 +49,18 @@ bench:
 
 # fenec-entry against direct, nginx and haproxy (installs them; see bench/README.md).
 bench-proxies:
-	bash bench/proxies.sh
+	$(GO) run ./bench proxies $(BENCH_FLAGS)
 
 # fenec-entry against nginx over every protocol a client speaks, and memory (bench/README.md).
 bench-protocols:
-	bash bench/proxies.sh --mode protocols
+	$(GO) run ./bench proxies -mode protocols $(BENCH_FLAGS)
 
 # fenec-entry and nginx in a storm: every request answered or LOST, by kind, in seven rows
 # (new connections, keep-alive, pipelining, slow clients, the open-file limit, SIGTERM and an
-# upgrade in place under load); about 12 minutes (bench/README.md, "Storm"). STORM_FLAGS=--quick
+# upgrade in place under load); about 12 minutes (bench/README.md, "Storm"). STORM_FLAGS=-quick
 # for a 2-minute smoke run.
 bench-storm:
-	bash bench/storm.sh $(STORM_FLAGS)
+	$(GO) run ./bench storm $(STORM_FLAGS)
 
 vet:
 	$(GO) vet ./...

@@ -1,49 +1,23 @@
-// Package bench holds the tests of the bench scripts' own arithmetic (the scripts run
-// outside `make test`: they need wrk, nginx and haproxy, and minutes of a quiet machine).
-package bench
+//go:build linux
+
+package main
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
-// histPct runs proxies.sh's hist_pct on the HIST lines given (each wrk run prints one: every
-// latency value with its count) and returns what it prints.
-func histPct(t *testing.T, lines []string) string {
-	t.Helper()
-	script, err := os.ReadFile("proxies.sh")
-	if err != nil {
-		t.Fatal(err)
+// merged is percentiles of HIST lines (each wrk run prints one: every latency with its count).
+func merged(lines []string) string {
+	h := map[int]int64{}
+	for _, l := range lines {
+		addHist(h, strings.TrimPrefix(l, "HIST "))
 	}
-	src := string(script)
-	start := strings.Index(src, "\nhist_pct() {\n")
-	if start < 0 {
-		t.Fatal("proxies.sh defines no hist_pct")
-	}
-	end := strings.Index(src[start:], "\n}\n")
-	if end < 0 {
-		t.Fatal("proxies.sh: hist_pct has no end")
-	}
-	fn := src[start+1 : start+end+3]
-	file := filepath.Join(t.TempDir(), "hist")
-	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", "-c", fn+"\nhist_pct \"$1\"", "bash", file).CombinedOutput()
-	if err != nil {
-		t.Fatalf("hist_pct: %v: %s", err, out)
-	}
-	return strings.TrimSpace(string(out))
+	p50, p99 := percentiles(h)
+	return fmt.Sprintf("%d %d", p50, p99)
 }
 
 // wrkPct is wrk's percentile of sorted latencies: the value at rank int(p*n+1), counted from 1.
@@ -52,9 +26,9 @@ func wrkPct(sorted []int, p float64) int {
 	return sorted[min(r, len(sorted))-1]
 }
 
-// The slices of a latency run are merged as one run: hist_pct's p50 and p99 of several HIST
-// lines are wrk's percentiles of all their latencies together.
-func TestHistPctMergesSlices(t *testing.T) {
+// The slices of a latency run are merged as one run: the p50 and p99 of several HIST lines
+// are wrk's percentiles of all their latencies together.
+func TestPercentilesMergeSlices(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for trial := range 20 {
 		var all []int
@@ -77,13 +51,13 @@ func TestHistPctMergesSlices(t *testing.T) {
 		}
 		slices.Sort(all)
 		want := fmt.Sprintf("%d %d", wrkPct(all, 0.50), wrkPct(all, 0.99))
-		if got := histPct(t, lines); got != want {
-			t.Fatalf("trial %d (%d latencies in %d slices): hist_pct = %q, want %q", trial, len(all), len(lines), got, want)
+		if got := merged(lines); got != want {
+			t.Fatalf("trial %d (%d latencies in %d slices): %q, want %q", trial, len(all), len(lines), got, want)
 		}
 	}
 }
 
-func TestHistPctSmall(t *testing.T) {
+func TestPercentilesSmall(t *testing.T) {
 	for _, tc := range []struct {
 		lines []string
 		want  string
@@ -94,115 +68,92 @@ func TestHistPctSmall(t *testing.T) {
 		{[]string{"HIST 100:50", "HIST 300:50"}, "300 300"},
 		{[]string{"HIST 100:60", "HIST 300:40"}, "100 300"},
 	} {
-		if got := histPct(t, tc.lines); got != tc.want {
-			t.Errorf("hist_pct %q = %q, want %q", tc.lines, got, tc.want)
+		if got := merged(tc.lines); got != tc.want {
+			t.Errorf("%q = %q, want %q", tc.lines, got, tc.want)
 		}
 	}
 }
 
-// scriptFunc returns the text of the bash function NAME in proxies.sh.
-func scriptFunc(t *testing.T, name string) string {
-	t.Helper()
-	return scriptSpan(t, name+"() {\n", "\n}\n")
+func TestParseWrk(t *testing.T) {
+	w, err := parseWrk("Running 1s test\nBENCH p50_us=120 p99_us=900 rps=1234.5 requests=1234 socket_errors=2 non_2xx=1\nHIST 120:3 900:1\n")
+	if err != nil || w.f["rps"] != 1234.5 || w.n("requests") != 1234 || w.n("socket_errors") != 2 || w.hist[120] != 3 || w.hist[900] != 1 {
+		t.Fatalf("parseWrk = %+v, %v", w, err)
+	}
+	if _, err := parseWrk("unable to connect\n"); err == nil {
+		t.Fatal("no BENCH line: want an error")
+	}
 }
 
-// scriptVar returns the assignment of the single-quoted variable NAME in proxies.sh.
-func scriptVar(t *testing.T, name string) string {
-	t.Helper()
-	return scriptSpan(t, name+"='", "\n'\n")
-}
-
-// scriptSpan returns the text of proxies.sh from a line that starts with start to the first
-// end after it, end included.
-func scriptSpan(t *testing.T, start, end string) string {
-	t.Helper()
-	script, err := os.ReadFile("proxies.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := string(script)
-	i := strings.Index(src, "\n"+start)
-	if i < 0 {
-		t.Fatalf("proxies.sh has no line starting %q", start)
-	}
-	j := strings.Index(src[i+1:], end)
-	if j < 0 {
-		t.Fatalf("proxies.sh: %q has no end", start)
-	}
-	return src[i+1 : i+1+j+len(end)]
-}
-
-// protoTable runs proxies.sh's proto_table (the table of --mode protocols) on the rows given:
-// the protocol rows, the conns mode's rows and the broken checks, each a TSV file's lines.
-func protoTable(t *testing.T, targets string, prows, rows, broken []string) map[string][]string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, lines := range map[string][]string{"protorows.tsv": prows, "rows.tsv": rows, "broken.tsv": broken} {
-		text := strings.Join(lines, "\n")
-		if text != "" {
-			text += "\n"
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := `TMP=$1 PROWS=$1/protorows.tsv ROWS=$1/rows.tsv RESUMES=30 CONNS=32 H2_CLIENTS=8 H2_STREAMS=16
-IDLE_CONNS=10000 STREAMS=2000
-IFS=, read -r -a TARGETS <<<"$2"
-SCENARIOS=(idle streams)
+// h2load's summary: failures, errors and timeouts are in "failed", and 3xx count as errors too.
+func TestParseH2load(t *testing.T) {
+	out := `finished in 2.00s, 9514.50 req/s, 1.2MB/s
+requests: 19029 total, 19045 started, 19029 done, 19020 succeeded, 9 failed, 9 errored, 0 timeout
+status codes: 19018 2xx, 2 3xx, 9 4xx, 0 5xx
+Application protocol: h2c
 `
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", "-c", env+scriptVar(t, "AWK_STATS")+scriptFunc(t, "proto_table")+"\nproto_table",
-		"bash", dir, targets).CombinedOutput()
-	if err != nil {
-		t.Fatalf("proto_table: %v: %s", err, out)
+	perS, ok, bad, proto, err := parseH2load(out)
+	if err != nil || perS != 9514.5 || ok != 19020 || bad != 11 || proto != "h2c" {
+		t.Fatalf("parseH2load = %v %d %d %q %v", perS, ok, bad, proto, err)
 	}
-	// Each row by its measurement's label: its cells after the label.
-	table := map[string][]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		cells := strings.Split(strings.Trim(line, "|"), "|")
-		for i := range cells {
-			cells[i] = strings.TrimSpace(cells[i])
-		}
-		table[cells[0]] = cells[1:]
+	if _, _, _, _, err := parseH2load("connect failed\n"); err == nil {
+		t.Fatal("no summary: want an error")
 	}
-	return table
+	if n, b := parseSTime("1431 connections in 2 real seconds, 238 bytes read per connection\n"); n != 1431 || b != 238 {
+		t.Fatalf("parseSTime = %d, %d", n, b)
+	}
 }
 
-// The table of --mode protocols: a row per measurement, each filled; ratios paired per round;
-// a protocol whose check failed says BROKEN, a measurement with no row says MISSING, and
-// errors in a run are shown beside its figure.
-func TestProtoTable(t *testing.T) {
-	var prows []string
-	row := func(r int, target, metric, value, cpu string, errs int) {
-		steal := "0"
-		if cpu == "-" {
-			steal = "-"
+// cells is the first table's rows by their label, each its cells after the label.
+func cells(table string) map[string][]string {
+	out := map[string][]string{}
+	for _, line := range strings.Split(table, "\n") {
+		if !strings.HasPrefix(line, "|") {
+			if len(out) > 0 {
+				break
+			}
+			continue
 		}
-		prows = append(prows, fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%d\t%s\t0\t-", r, target, metric, value, cpu, errs, steal))
+		c := strings.Split(strings.Trim(line, "|"), "|")
+		for i := range c {
+			c[i] = strings.TrimSpace(c[i])
+		}
+		out[c[0]] = c[1:]
 	}
-	nginxRPS, entryRPS, entryCPU := []string{"100", "200", "300"}, []string{"90", "220", "240"}, []string{"12", "11", "15"}
+	return out
+}
+
+// The table of -mode protocols: a row per measurement, each filled; ratios paired per round;
+// a protocol whose check failed says BROKEN, a measurement with no result says MISSING, and
+// errors in a run are shown beside its figure.
+func TestProtocolsReport(t *testing.T) {
+	var rs []result
+	add := func(r int, target, m string, v float64, cpu float64, errs int64) {
+		x := result{Round: r, Target: target, Measurement: m, PerS: v, Errors: errs, Resumed: int(v), KBPerConn: v}
+		if cpu >= 0 {
+			x.CPUus = &cpuSplit{Target: cpu}
+		}
+		rs = append(rs, x)
+	}
+	nginxRPS, entryRPS, entryCPU := []float64{100, 200, 300}, []float64{90, 220, 240}, []float64{12, 11, 15}
 	for r := 1; r <= 3; r++ {
-		row(r, "nginx", "plain_rps", nginxRPS[r-1], "10", 0)
-		row(r, "fenec-entry", "plain_rps", entryRPS[r-1], entryCPU[r-1], 0)
-		row(r, "nginx", "https_rps", "100", "20", 0)
-		errs := 0
+		add(r, "nginx", "plain", nginxRPS[r-1], 10, 0)
+		add(r, "fenec-entry", "plain", entryRPS[r-1], entryCPU[r-1], 0)
+		add(r, "nginx", "https", 100, 20, 0)
+		errs := int64(0)
 		if r == 2 {
 			errs = 5
 		}
-		row(r, "fenec-entry", "https_rps", "50", "40", errs)
-		row(r, "nginx", "resumed", "30", "-", 0)
-		row(r, "fenec-entry", "resumed", []string{"29", "30", "30"}[r-1], "-", 0)
-		row(r, "fenec-entry", "handshakes", "400", "900", 0) // nginx's left out: MISSING
-		row(r, "nginx", "h2_rps", "1000", "50", 0)
+		add(r, "fenec-entry", "https", 50, 40, errs)
+		add(r, "nginx", "resumption", 30, -1, 0)
+		add(r, "fenec-entry", "resumption", []float64{29, 30, 30}[r-1], -1, 0)
+		add(r, "fenec-entry", "handshakes", 400, 900, 0) // nginx's left out: MISSING
+		add(r, "nginx", "h2", 1000, 50, 0)
 	}
-	rows := []string{ // round scenario target conns before after KB/conn goroutines/conn closed open-ms
-		"1\tidle\tnginx\t10000\t7000\t11000\t0.400\t-\t0\t900",
-		"1\tidle\tfenec-entry\t10000\t20000\t26500\t0.650\t0.000\t0\t800",
-	}
-	broken := []string{"fenec-entry\th2_rps\th2: curl --http2: no answer"}
-	table := protoTable(t, "nginx,fenec-entry", prows, rows, broken)
+	add(1, "nginx", "idle", 0.4, -1, 0)
+	add(1, "fenec-entry", "idle", 0.65, -1, 0)
+	broken := map[[2]string]string{{"fenec-entry", "h2"}: "h2: curl --http2: no answer"}
+	o := proxiesOpts{rows: strings.Join(allRows, ","), conns: 32, h2Clients: 8, h2Streams: 16, resumes: 30, idleConns: 10000, streams: 2000}
+	table := cells(protocolsReport(rs, []string{"nginx", "fenec-entry"}, o, broken))
 	// Columns: better, nginx, its CPU, fenec-entry, its CPU, ratio, CPU ratio.
 	for label, want := range map[string][]string{
 		"plain HTTP/1.1 requests/s, c=32":                {"higher", "200 (100-300)", "10.0", "220 (90-240)", "12.0 (11.0-15.0)", "0.90 (0.80-1.10)", "1.20 (1.10-1.50)"},
@@ -220,5 +171,37 @@ func TestProtoTable(t *testing.T) {
 	}
 	if n := len(table); n != 2+12 { // header, separator, twelve measurements
 		t.Errorf("the table has %d lines, want 14: %q", n, table)
+	}
+}
+
+// The requests report pairs each round's target with the same round's direct and nginx, and
+// says whether fenec-entry met the floor.
+func TestRequestsReport(t *testing.T) {
+	var rs []result
+	for r, f := range []float64{1, 1.2, 0.8} {
+		for _, x := range []struct {
+			t        string
+			p50, rps float64
+			cpu      float64
+		}{{"direct", 50, 40000, 0}, {"nginx", 150, 20000, 1.2}, {"fenec-entry", 155, 19000, 1.25}} {
+			rs = append(rs, result{Round: r + 1, Target: x.t, Measurement: "plain_latency", P50: int(x.p50 * f), P99: int(4 * x.p50 * f)},
+				result{Round: r + 1, Target: x.t, Measurement: "plain", PerS: x.rps * f, CPUvsUp: x.cpu, CPUus: &cpuSplit{Client: 10, Upstream: 10, Target: 10 * x.cpu}})
+		}
+	}
+	rep, ok := requestsReport(rs, []string{"direct", "nginx", "fenec-entry"}, true, 32)
+	c := cells(rep)
+	if want := []string{"155 (124-186)", "620 (496-744)", "105 (84-126)", "19000 (15200-22800)", "1.05", "0.95"}; !slices.Equal(c["fenec-entry"], want) {
+		t.Errorf("fenec-entry's row %q, want %q", c["fenec-entry"], want)
+	}
+	if !strings.Contains(rep, "| fenec-entry | 1.25 | 0.98 |") { // (1 + 1.2) / (1 + 1.25)
+		t.Errorf("want fenec-entry's CPU against the upstream's and its requests/s at equal host speed in:\n%s", rep)
+	}
+	if !ok || !strings.Contains(rep, "floor: fenec-entry added p50 1.050x nginx (want <= 1.1): ok; requests/s 0.950x nginx (want >= 0.9): ok") {
+		t.Errorf("floor: ok %v in:\n%s", ok, rep)
+	}
+	rs[len(rs)-1].PerS = 1000 // round 3's entry: the median ratio falls below the floor
+	rs[len(rs)-7].PerS = 1000
+	if _, ok := requestsReport(rs, []string{"direct", "nginx", "fenec-entry"}, true, 32); ok {
+		t.Error("the floor missed in two rounds of three: want ok false")
 	}
 }

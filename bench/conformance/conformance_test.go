@@ -1,4 +1,4 @@
-package main
+package conformance
 
 import (
 	"bufio"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -306,23 +307,19 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-func TestHttpRecords(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	u, err := StartUpstream("127.0.0.1:0")
+// A line of cases.txt: quoted fields with spaces and escapes, repeated bodies, flags, and the
+// repeats expanded innermost first; a field it does not know is an error.
+func TestParseCase(t *testing.T) {
+	c, err := parseCase(`x-1 misc refuse-or-normalize what="two words" raw="GET {P}\x00 {R:2:a{R:3:b}}" body="" body="{F:2}" half nobody close watch=X_A ref="RFC 1"`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer u.Close()
-	r := Send(ctx, u.Addr(), []byte(PathsFor("d.v").Expand(get(""))), nil, false, false, 1, 3*time.Second)
-	if len(r.Statuses) != 1 || r.Statuses[0] != 200 {
-		t.Fatalf("direct GET: %+v", r)
+	want := &Case{ID: "x-1", Category: "misc", Expect: RefuseOrNormalize, What: "two words", Raw: "GET {P}\x00 abbbabbb",
+		Bodies: []string{"", "X-F0: v0\r\nX-F1: v1\r\n"}, Requests: 2, HalfClose: true, NoBody: true, MustClose: true, Watch: "X_A", Ref: "RFC 1"}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("parseCase:\n got %+v\nwant %+v", c, want)
 	}
-	recs, err := httpRecords(u.Addr())(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != 1 || recs[0].Keys[0] != "d.v" || recs[0].State != "complete" {
-		t.Fatalf("records: %+v", recs)
+	if _, err := parseCase(`x-2 misc info what="a" colour="red"`); err == nil {
+		t.Error("an unknown field: want an error")
 	}
 }

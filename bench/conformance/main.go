@@ -1,94 +1,28 @@
-// Command conformance is an HTTP/1.1 conformance and request-smuggling run for reverse
-// proxies (bench/conformance.sh runs it on fenec-entry, nginx and haproxy).
-//
-//	conformance upstream -listen 127.0.0.1:P
-//	    the recording upstream: a raw TCP server with a strict HTTP/1.1 framing parser that
-//	    records every request it sees (GET /__conformance/records answers them as JSON)
-//	conformance run -upstream 127.0.0.1:P -target nginx=127.0.0.1:N ... [-cases RE]
-//	    sends every case to every target, fetches what the upstream saw, scores, and prints
-//	    a markdown summary; -out FILE gets the per-case table, -json FILE everything
-//	conformance list [-cases RE]
-//	    the cases
+// Package conformance is an HTTP/1.1 conformance and request-smuggling run for reverse
+// proxies (go run ./bench conformance runs it on fenec-entry, nginx and haproxy): the cases
+// (cases.txt), the recording upstream, a raw TCP server with a strict HTTP/1.1 framing parser
+// that records every request it sees (upstream.go), the client that sends a case's bytes
+// (client.go), the scoring (score.go), and Run, which sends every case to every target and
+// scores them with what the upstream saw, and its reports (Summary, PerCase).
 //
 // Every case is a few raw bytes sent on a fresh connection. Its requests carry the path
 // /t/acme/conf/<target>.<case> and any request hidden in a body the path
 // /t/acme/smuggled/<target>.<case>, so that what the upstream saw is attributed to one case
 // on one target, and a smuggled request is recognised.
-package main
+package conformance
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
-	"os/signal"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
-func main() {
-	if len(os.Args) < 2 {
-		usage()
-	}
-	var err error
-	switch os.Args[1] {
-	case "upstream":
-		err = upstreamMain(os.Args[2:])
-	case "run":
-		err = runMain(os.Args[2:])
-	case "list":
-		err = listMain(os.Args[2:])
-	default:
-		usage()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "conformance:", err)
-		os.Exit(1)
-	}
-}
-
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: conformance upstream|run|list [flags] (see -h of each)")
-	os.Exit(2)
-}
-
-func upstreamMain(args []string) error {
-	fs := flag.NewFlagSet("upstream", flag.ExitOnError)
-	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
-	fs.Parse(args)
-	u, err := StartUpstream(*listen)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(os.Stderr, "conformance upstream on", u.Addr())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	<-ctx.Done()
-	return u.Close()
-}
-
 // Target is a proxy under test.
 type Target struct{ Name, Addr string }
-
-type targetList []Target
-
-func (t *targetList) String() string { return fmt.Sprint(*t) }
-func (t *targetList) Set(s string) error {
-	name, addr, ok := strings.Cut(s, "=")
-	if !ok || name == "" || addr == "" || !regexp.MustCompile(`^[a-z0-9-]+$`).MatchString(name) {
-		return errors.New("want name=host:port, the name of [a-z0-9-]")
-	}
-	*t = append(*t, Target{name, addr})
-	return nil
-}
 
 // Filter keeps the cases whose id matches pattern (a regexp, or a substring when it is not one).
 func Filter(cs []*Case, pattern string) []*Case {
@@ -103,16 +37,6 @@ func Filter(cs []*Case, pattern string) []*Case {
 		}
 	}
 	return out
-}
-
-func listMain(args []string) error {
-	fs := flag.NewFlagSet("list", flag.ExitOnError)
-	filter := fs.String("cases", "", "only the cases whose id matches (regexp or substring)")
-	fs.Parse(args)
-	for _, c := range Filter(Cases(), *filter) {
-		fmt.Printf("%-32s %-14s %-20s %s\n", c.ID, c.Category, c.Expect, c.What)
-	}
-	return nil
 }
 
 // Outcome is one case on every target.
@@ -208,79 +132,6 @@ func slices0(rs ...[]Record) []Record {
 		out = append(out, r...)
 	}
 	return out
-}
-
-// httpRecords reads the records of the upstream at addr.
-func httpRecords(addr string) func(ctx context.Context) ([]Record, error) {
-	return func(ctx context.Context) ([]Record, error) {
-		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+ctlPrefix+"records", nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return nil, err
-		}
-		var recs []Record
-		return recs, json.Unmarshal(b, &recs)
-	}
-}
-
-func runMain(args []string) error {
-	fs := flag.NewFlagSet("run", flag.ExitOnError)
-	var targets targetList
-	fs.Var(&targets, "target", "a target, name=host:port (repeat)")
-	upstream := fs.String("upstream", "", "the recording upstream's host:port (conformance upstream)")
-	filter := fs.String("cases", "", "only the cases whose id matches (regexp or substring)")
-	parallel := fs.Int("parallel", 8, "cases in flight at once")
-	timeout := fs.Duration("timeout", 3*time.Second, "per case: no answer and no close by then is a hang")
-	outFile := fs.String("out", "", "write the per-case table (markdown) here")
-	jsonFile := fs.String("json", "", "write every outcome (JSON) here")
-	fs.Parse(args)
-	if len(targets) == 0 || *upstream == "" {
-		return errors.New("run: need -upstream and at least one -target")
-	}
-	cases := Filter(Cases(), *filter)
-	if len(cases) == 0 {
-		return fmt.Errorf("no case matches %q", *filter)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 150*time.Second)
-	defer cancel()
-	start := time.Now()
-	outs, err := Run(ctx, targets, cases, RunOptions{Parallel: *parallel, Timeout: *timeout, Settle: 700 * time.Millisecond, Records: httpRecords(*upstream)})
-	if err != nil {
-		return err
-	}
-	names := make([]string, len(targets))
-	for i, t := range targets {
-		names[i] = t.Name
-	}
-	fmt.Print(Summary(outs, names))
-	fmt.Printf("\n%d cases × %d targets in %.1f s\n", len(cases), len(targets), time.Since(start).Seconds())
-	if *outFile != "" {
-		if err := os.WriteFile(*outFile, []byte(PerCase(outs, names)), 0o644); err != nil {
-			return err
-		}
-		fmt.Println("per-case table:", *outFile)
-	}
-	if *jsonFile != "" {
-		b, err := json.MarshalIndent(outs, "", " ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*jsonFile, b, 0o644); err != nil {
-			return err
-		}
-		fmt.Println("json:", *jsonFile)
-	}
-	return nil
 }
 
 // Summary is the markdown table by category and the total score line.

@@ -1,11 +1,10 @@
-package main
+package conformance
 
 import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,7 +46,6 @@ const upstreamAnswer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nFenec-Shard: 1\r
 const (
 	maxHead      = 4 << 20
 	maxChunkLine = 1 << 20
-	ctlPrefix    = "/__conformance/"
 )
 
 // keyRE finds case keys in request targets and raw bytes.
@@ -83,13 +81,6 @@ func (u *Upstream) Records() []Record {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]Record(nil), u.recs...)
-}
-
-// Reset forgets the records.
-func (u *Upstream) Reset() {
-	u.mu.Lock()
-	u.recs = nil
-	u.mu.Unlock()
 }
 
 // Close stops the listener and every connection and waits for their goroutines.
@@ -166,10 +157,6 @@ func (u *Upstream) serve(c net.Conn, id int) {
 			u.add(rec)
 			return
 		}
-		if strings.HasPrefix(req.Target, ctlPrefix) {
-			u.control(c, req.Target)
-			continue
-		}
 		rec.State = "complete"
 		u.add(rec)
 		ans := upstreamAnswer
@@ -180,20 +167,6 @@ func (u *Upstream) serve(c net.Conn, id int) {
 			return
 		}
 	}
-}
-
-func (u *Upstream) control(c net.Conn, target string) {
-	var body []byte
-	switch strings.TrimPrefix(target, ctlPrefix) {
-	case "records":
-		body, _ = json.Marshal(u.Records())
-	case "reset":
-		u.Reset()
-		body = []byte("{}")
-	default:
-		body = []byte(`{"error":"unknown"}`)
-	}
-	fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 }
 
 // allKeys is every case key in raw bytes, and "smuggled" when one of them is a smuggled path.

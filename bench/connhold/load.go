@@ -1,7 +1,7 @@
 package main
 
 // The load mode (-load): clients that make requests without end and account for every one,
-// for bench/storm.sh. A request is counted once its first byte is written (or, over TLS,
+// for the storm bench (go run ./bench storm). A request is counted once its first byte is written (or, over TLS,
 // once the handshake of its new connection has begun), and then ends in exactly one way:
 // answered (a whole answer read, by status), or LOST (by kind: the connection ended or was
 // reset before the whole answer, the write failed, or no answer within -timeout). A dial

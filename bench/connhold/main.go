@@ -1,8 +1,8 @@
 // Command connhold opens many HTTP/1.1 connections to a proxy, makes one request on each,
-// and holds them all open: the load of the cost-per-connection mode of bench/proxies.sh
-// (--mode conns), which reads the proxy's memory before and while they are held, and of the
-// open-file limit row of bench/storm.sh. With -load it is instead a load of clients that
-// account for every request they make (bench/storm.sh; load.go and below).
+// and holds them all open: the load of the memory rows of the proxies bench
+// (go run ./bench proxies), which reads the proxy's memory before and while they are held, and of the
+// open-file limit row of the storm bench. With -load it is instead a load of clients that
+// account for every request they make (the storm bench; load.go and below).
 //
 //	connhold -addr 127.0.0.1:18001 -n 10000                      # idle keep-alive connections
 //	connhold -addr 127.0.0.1:18001 -n 2000 -stream -path /t/acme/events   # open event streams

@@ -1,4 +1,4 @@
-// Command upstream plays a Fenec router for the proxy benchmark (bench/proxies.sh):
+// Command upstream plays a Fenec router for the proxy benchmark (go run ./bench proxies):
 // the baseline "direct" target and the one backend behind every proxy.
 //
 // Every request is answered 200 with a fixed body, Fenec-Shard: 1, and Fenec-Home: eu

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestRequestsCounted pins what bench/profile.sh divides by: /_bench/requests answers the
+// TestRequestsCounted pins what the profile bench (go run ./bench profile) divides by: /_bench/requests answers the
 // requests served before it, itself and earlier count queries excluded.
 func TestRequestsCounted(t *testing.T) {
 	h := newHandler(8)

@@ -1,42 +1,17 @@
-// Command memory measures the resident memory of the entry holding a million homes, as its
-// default runs on an N-CPU host (GOMAXPROCS N) against one process on one CPU (GOMAXPROCS 1).
-//
-//  1. a state file of -homes homes is written (package state) into a temp state dir;
-//  2. for each value n of -procs, fenec-entry serve starts on loopback, alone (no gossip key),
-//     with GOMAXPROCS=n in its environment and no layout flag, restored from a copy of that dir
-//     (--state-dir); once /readyz answers 200 and /status.json shows it holding the homes, and
-//     -settle seconds later, the resident memory (VmRSS and RssAnon, /proc/PID/status) of the
-//     process and of each of its children is read; then the entry is stopped (SIGTERM, SIGKILL
-//     after 15 s).
-//
-// An older build given with -bin may start worker processes by default (one per P); those are
-// its children and are counted with it, and /status.json then shows each worker's homes, which
-// are waited for too.
-//
-// It prints a markdown table and one JSON line on stdout; progress goes to stderr.
-//
-//	go build -o /tmp/fe-mem ./cmd/fenec-entry
-//	go run ./bench/memory -bin /tmp/fe-mem                  # GOMAXPROCS 1 and 8
-//	go run ./bench/memory -bin /tmp/fe-mem -procs 1,2,8
+//go:build linux
+
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -44,6 +19,52 @@ import (
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/state"
 )
+
+// memory: the resident memory of the entry holding a million homes, as its default runs on an
+// N-CPU host (GOMAXPROCS N) against one process on one CPU (GOMAXPROCS 1). A state file of
+// -homes homes is written (package state); for each value n of -procs, fenec-entry serve starts
+// alone with GOMAXPROCS=n and no layout flag, restored from a copy of it (--state-dir); once
+// /readyz answers 200 and /status.json shows it holding the homes, and -settle seconds later,
+// VmRSS and RssAnon of the process and of each of its children (an older build's workers, which
+// /status.json lists and which are waited for too) are read; then the entry is stopped.
+
+func memoryMain(args []string) error {
+	fs := flag.NewFlagSet("memory", flag.ExitOnError)
+	bin := fs.String("bin", "", "the fenec-entry binary (go build -o BIN ./cmd/fenec-entry); required")
+	n := fs.Int("homes", 1_000_000, "homes in the state file the entry restores")
+	procsFlag := fs.String("procs", "1,8", "values of GOMAXPROCS to start the entry with, comma-separated")
+	settle := fs.Float64("settle", 5, "seconds to wait, once the entry holds the homes, before reading the memory")
+	keep := fs.Bool("keep", false, "keep the temp dirs (state file, each run's state dir and log)")
+	jsonOnly := fs.Bool("json", false, "print only the JSON line, not the markdown table")
+	fs.Parse(args)
+	procs, err := parseProcs(*procsFlag)
+	switch {
+	case *bin == "":
+		return errors.New("-bin: required (go build -o BIN ./cmd/fenec-entry)")
+	case err != nil:
+		return fmt.Errorf("-procs: %w", err)
+	case *n <= 0:
+		return errors.New("-homes: must be positive")
+	}
+	abs, err := filepath.Abs(*bin)
+	if err != nil {
+		return err
+	}
+	rep, err := memoryRun(abs, *n, procs, time.Duration(*settle*float64(time.Second)), *keep)
+	if err != nil {
+		return err
+	}
+	if !*jsonOnly {
+		fmt.Println(markdown(rep))
+	}
+	json.NewEncoder(os.Stdout).Encode(rep)
+	for _, r := range rep.Runs {
+		if r.Error != "" || !r.Complete {
+			return fmt.Errorf("GOMAXPROCS=%d: not measured", r.Procs)
+		}
+	}
+	return nil
+}
 
 // regions are the state file's homes' regions; the entry is given a router for each, or it
 // would skip their homes at the restore (unknown region). No router needs to answer.
@@ -54,11 +75,9 @@ const (
 	mib      = 1 << 20
 )
 
-// The bounds of a run (variables: the test shortens them).
-var (
-	holdTimeout = 120 * time.Second // start to /readyz and the homes held
-	stopGrace   = 15 * time.Second  // SIGTERM to SIGKILL
-)
+// holdTimeout bounds a run from start to /readyz and the homes held (a variable: the test
+// shortens it).
+var holdTimeout = 120 * time.Second
 
 // procMem is one process's resident memory.
 type procMem struct {
@@ -96,51 +115,6 @@ type report struct {
 	Runs          []procsResult `json:"runs"`
 }
 
-func main() {
-	bin := flag.String("bin", "", "the fenec-entry binary (go build -o BIN ./cmd/fenec-entry); required")
-	n := flag.Int("homes", 1_000_000, "homes in the state file the entry restores")
-	procsFlag := flag.String("procs", "1,8", "values of GOMAXPROCS to start the entry with, comma-separated")
-	settle := flag.Float64("settle", 5, "seconds to wait, once the entry holds the homes, before reading the memory")
-	keep := flag.Bool("keep", false, "keep the temp dirs (state file, each run's state dir and log)")
-	jsonOnly := flag.Bool("json", false, "print only the JSON line, not the markdown table")
-	flag.Parse()
-	if *bin == "" {
-		fail("-bin: required (go build -o BIN ./cmd/fenec-entry)")
-	}
-	procs, err := parseProcs(*procsFlag)
-	if err != nil {
-		fail("-procs: " + err.Error())
-	}
-	if *n <= 0 {
-		fail("-homes: must be positive")
-	}
-	abs, err := filepath.Abs(*bin)
-	if err != nil {
-		fail(err.Error())
-	}
-	rep, err := run(abs, *n, procs, time.Duration(*settle*float64(time.Second)), *keep)
-	if err != nil {
-		fail(err.Error())
-	}
-	if !*jsonOnly {
-		fmt.Print(markdown(rep))
-		fmt.Println()
-	}
-	json.NewEncoder(os.Stdout).Encode(rep)
-	for _, r := range rep.Runs {
-		if r.Error != "" || !r.Complete {
-			os.Exit(1)
-		}
-	}
-}
-
-func fail(msg string) {
-	fmt.Fprintln(os.Stderr, "memory: "+msg)
-	os.Exit(1)
-}
-
-func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "memory: "+format+"\n", args...) }
-
 // maxProcs bounds -procs: far more Ps than any host here has CPUs, and what Go allows.
 const maxProcs = 1024
 
@@ -167,17 +141,14 @@ func parseProcs(s string) ([]int, error) {
 	return out, nil
 }
 
-func run(bin string, n int, procs []int, settle time.Duration, keep bool) (report, error) {
+func memoryRun(bin string, n int, procs []int, settle time.Duration, keep bool) (report, error) {
 	rep := report{Homes: n, SettleSeconds: settle.Seconds()}
 	dir, err := os.MkdirTemp("", "fenec-mem-")
 	if err != nil {
 		return rep, err
 	}
-	if keep {
-		logf("temp dir %s kept", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	r := &run{name: "memory", tmp: dir, keep: keep, port: 19600}
+	defer r.close()
 	src := filepath.Join(dir, "state")
 	if err := os.Mkdir(src, 0o700); err != nil {
 		return rep, err
@@ -190,14 +161,14 @@ func run(bin string, n int, procs []int, settle time.Duration, keep bool) (repor
 	if fi, err := os.Stat(filepath.Join(src, state.HomesFile)); err == nil {
 		rep.StateBytes = fi.Size()
 	}
-	logf("state of %d homes written in %.1fs (%.1f MiB)", n, rep.StateWriteSec, float64(rep.StateBytes)/mib)
+	r.logf("state of %d homes written in %.1fs (%.1f MiB)", n, rep.StateWriteSec, float64(rep.StateBytes)/mib)
 
 	for _, p := range procs {
 		sd := filepath.Join(dir, fmt.Sprintf("procs-%d", p))
-		res, err := measure(bin, n, p, src, sd, settle)
+		res, err := r.measureMem(bin, n, p, src, sd, settle)
 		if err != nil {
 			res.Error = err.Error()
-			logf("GOMAXPROCS=%d: %v", p, err)
+			r.logf("GOMAXPROCS=%d: %v", p, err)
 		}
 		rep.Runs = append(rep.Runs, res)
 	}
@@ -243,52 +214,47 @@ func copyDir(src, dst string) error {
 }
 
 func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+	data, err := os.ReadFile(src)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return os.WriteFile(dst, data, 0o600)
 }
 
 // measure starts the entry with GOMAXPROCS=procs, restored from a copy of src in sd, and reads
 // the memory of its process and of its children once it holds the n homes.
-func measure(bin string, n, procs int, src, sd string, settle time.Duration) (procsResult, error) {
+func (r *run) measureMem(bin string, n, procs int, src, sd string, settle time.Duration) (procsResult, error) {
 	res := procsResult{Procs: procs}
 	if err := copyDir(src, sd); err != nil {
 		return res, err
 	}
-	var routers []string
-	for _, r := range regions {
-		routers = append(routers, r+"=http://"+freeAddr()) // nothing listens: no request is sent
-	}
-	admin := freeAddr()
-	args := []string{"serve", "--homes", strconv.Itoa(n),
-		"--routers", strings.Join(routers, ";"), "--node", nodeName, "--pop", "mem",
-		"--listen", freeAddr(), "--admin-listen", admin,
-		"--gossip-bind", freeAddr(), "--rpc-addr", freeAddr(),
-		"--state-dir", sd, "--drain", "1s", "--log-level", "info"}
-	logf("GOMAXPROCS=%d: starting %s %s", procs, bin, strings.Join(args, " "))
-	start := time.Now()
-	p, err := startEntry(bin, filepath.Join(sd, "entry.log"), []string{"GOMAXPROCS=" + strconv.Itoa(procs)}, args...)
+	a, err := r.addrs(7)
 	if err != nil {
 		return res, err
 	}
-	defer p.stop()
+	var routers []string
+	for i, reg := range regions {
+		routers = append(routers, reg+"=http://"+a[i]) // nothing listens: no request is sent
+	}
+	admin := a[2]
+	args := []string{bin, "serve", "--homes", strconv.Itoa(n),
+		"--routers", strings.Join(routers, ";"), "--node", nodeName, "--pop", "mem",
+		"--listen", a[3], "--admin-listen", admin, "--gossip-bind", a[4], "--rpc-addr", a[5],
+		"--state-dir", sd, "--drain", "1s", "--log-level", "info"}
+	r.logf("GOMAXPROCS=%d: starting %s", procs, strings.Join(args, " "))
+	start := time.Now()
+	// A pprof build listens on 127.0.0.1:6060 unless told: it is given a port of its own.
+	p, err := r.start(fmt.Sprintf("entry-%d", procs), spec{env: []string{"GOMAXPROCS=" + strconv.Itoa(procs), "FENEC_ENTRY_PPROF_ADDR=" + a[6]}}, args...)
+	if err != nil {
+		return res, err
+	}
+	defer r.stop(p)
 
 	deadline := start.Add(holdTimeout)
-	if err := waitUntil(deadline, func() bool { return p.exited() || ready(admin) }); err != nil || p.exited() {
-		return res, fmt.Errorf("/readyz not 200 within %v (exited: %v); log: %s", holdTimeout, p.exited(), p.tail())
+	if err := waitUntil(deadline, func() bool { return !p.alive() || ready(admin) }); err != nil || !p.alive() {
+		return res, fmt.Errorf("/readyz not 200 within %v (exited: %v); log: %s", holdTimeout, !p.alive(), p.tail())
 	}
-	logf("GOMAXPROCS=%d: ready after %.1fs", procs, time.Since(start).Seconds())
+	r.logf("GOMAXPROCS=%d: ready after %.1fs", procs, time.Since(start).Seconds())
 	var st entryStatus
 	held := func() bool {
 		var err error
@@ -297,15 +263,15 @@ func measure(bin string, n, procs int, src, sd string, settle time.Duration) (pr
 		}
 		return st.holds(n)
 	}
-	if err := waitUntil(deadline, func() bool { return p.exited() || held() }); err == nil && !p.exited() {
+	if err := waitUntil(deadline, func() bool { return !p.alive() || held() }); err == nil && p.alive() {
 		res.Complete = true
 		res.HoldSeconds = time.Since(start).Seconds()
-		logf("GOMAXPROCS=%d: holds %d homes after %.1fs", procs, n, res.HoldSeconds)
+		r.logf("GOMAXPROCS=%d: holds %d homes after %.1fs", procs, n, res.HoldSeconds)
 	} else {
-		if p.exited() {
+		if !p.alive() {
 			return res, fmt.Errorf("the entry exited; log: %s", p.tail())
 		}
-		logf("GOMAXPROCS=%d: the homes not all held within %v: %v; measured anyway", procs, holdTimeout, st.held())
+		r.logf("GOMAXPROCS=%d: the homes not all held within %v: %v; measured anyway", procs, holdTimeout, st.held())
 	}
 	time.Sleep(settle)
 	if st2, err := statusOf(admin); err == nil {
@@ -322,31 +288,29 @@ func measure(bin string, n, procs int, src, sd string, settle time.Duration) (pr
 		}
 	}
 
-	pid := p.cmd.Process.Pid
-	kids, err := childrenOf("/proc", pid)
-	if err != nil {
-		return res, err
-	}
+	pid := p.pid
+	kids := children(pid)
 	if want := st.workerPIDs(); !sameSet(kids, want) {
-		logf("GOMAXPROCS=%d: the entry's children %v are not the workers /status.json shows %v", procs, kids, want)
+		r.logf("GOMAXPROCS=%d: the entry's children %v are not the workers /status.json shows %v", procs, kids, want)
 	}
 	for i, pid := range append([]int{pid}, kids...) {
-		rss, anon, err := readMem(pid)
+		rss, err := statusKB(pid, "VmRSS")
 		if err != nil {
 			return res, err
 		}
+		anon, _ := statusKB(pid, "RssAnon") // absent before Linux 4.5
 		role := "entry"
 		if i > 0 {
 			role = "child"
 		}
-		res.Mem = append(res.Mem, procMem{PID: pid, Role: role, RSSBytes: rss, AnonBytes: anon})
+		res.Mem = append(res.Mem, procMem{PID: pid, Role: role, RSSBytes: rss * 1024, AnonBytes: anon * 1024})
 	}
-	if p.exited() { // the pid read may be another process's by now
+	if !p.alive() { // the pid read may be another process's by now
 		return res, fmt.Errorf("the entry exited while measured; log: %s", p.tail())
 	}
 	res.Processes = len(res.Mem)
 	res.TotalMiB, res.TotalAnonMiB = totals(res.Mem)
-	logf("GOMAXPROCS=%d: %d process(es), %.1f MiB resident in all", procs, res.Processes, res.TotalMiB)
+	r.logf("GOMAXPROCS=%d: %d process(es), %.1f MiB resident in all", procs, res.Processes, res.TotalMiB)
 	return res, nil
 }
 
@@ -402,43 +366,30 @@ func (s entryStatus) workerPIDs() []int {
 	return out
 }
 
-var client = &http.Client{Timeout: 10 * time.Second}
-
 func ready(admin string) bool {
-	resp, err := client.Get("http://" + admin + "/readyz")
-	if err != nil {
-		return false
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	code, _, _, err := get("http://" + admin + "/readyz")
+	return err == nil && code == 200
 }
 
 func statusOf(admin string) (entryStatus, error) {
 	var st entryStatus
-	resp, err := client.Get("http://" + admin + "/status.json")
+	code, _, b, err := get("http://" + admin + "/status.json")
+	if err == nil && code != 200 {
+		err = fmt.Errorf("/status.json: %d", code)
+	}
 	if err != nil {
 		return st, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("/status.json: %s", resp.Status)
-	}
-	return st, json.NewDecoder(resp.Body).Decode(&st)
+	return st, json.Unmarshal(b, &st)
 }
 
 // procsOf reads fenec_entry_procs, the Ps the entry runs on, from its /metrics; ok is false
 // when the build exports no such metric.
 func procsOf(admin string) (procs int, ok bool, err error) {
-	resp, err := client.Get("http://" + admin + "/metrics")
-	if err != nil {
-		return 0, false, err
+	code, _, b, err := get("http://" + admin + "/metrics")
+	if err == nil && code != 200 {
+		err = fmt.Errorf("/metrics: %d", code)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, false, fmt.Errorf("/metrics: %s", resp.Status)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return 0, false, err
 	}
@@ -472,170 +423,6 @@ func waitUntil(deadline time.Time, ok func() bool) error {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-}
-
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fail(err.Error())
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// entry is a started fenec-entry; its stderr goes to a log file and its last lines are kept.
-type entry struct {
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan struct{} // closed once the process was waited for
-
-	mu    sync.Mutex
-	lines []string // the last lines of stderr
-}
-
-// startEntry starts bin with args, its environment PATH, env and a pprof address of its own.
-func startEntry(bin, logPath string, env []string, args ...string) (*entry, error) {
-	lf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	p := &entry{cmd: exec.Command(bin, args...), log: lf, done: make(chan struct{})}
-	// A pprof build listens on 127.0.0.1:6060 unless told: give it a port of its own.
-	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "FENEC_ENTRY_PPROF_ADDR=" + freeAddr()}, env...)
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		lf.Close()
-		return nil, err
-	}
-	if err := p.cmd.Start(); err != nil {
-		lf.Close()
-		return nil, err
-	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(lf, line)
-			p.mu.Lock()
-			p.lines = append(p.lines, line)
-			if len(p.lines) > 40 {
-				p.lines = p.lines[len(p.lines)-20:]
-			}
-			p.mu.Unlock()
-		}
-		io.Copy(io.Discard, stderr)
-		p.cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *entry) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *entry) tail() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.lines, "\n")
-}
-
-// stop sends SIGTERM (the drain) and SIGKILL if the entry still runs stopGrace later. An older
-// build's workers die with it (the kernel kills a worker whose master dies).
-func (p *entry) stop() {
-	defer p.log.Close()
-	if p.exited() {
-		return
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(stopGrace):
-		logf("pid %d still running %v after SIGTERM: SIGKILL", p.cmd.Process.Pid, stopGrace)
-		p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-// readMem reads VmRSS and RssAnon of /proc/PID/status.
-func readMem(pid int) (rss, anon int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	if rss, err = statusField(string(b), "VmRSS"); err != nil {
-		return 0, 0, fmt.Errorf("pid %d: %w", pid, err)
-	}
-	anon, _ = statusField(string(b), "RssAnon") // absent before Linux 4.5
-	return rss, anon, nil
-}
-
-// statusField is a "Name:   1234 kB" field of /proc/PID/status, in bytes.
-func statusField(status, name string) (int64, error) {
-	for line := range strings.SplitSeq(status, "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || k != name {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("%s: %q is not a size in kB", name, strings.TrimSpace(v))
-		}
-		kb, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil || kb < 0 {
-			return 0, fmt.Errorf("%s: %q is not a size in kB", name, strings.TrimSpace(v))
-		}
-		return kb * 1024, nil
-	}
-	return 0, fmt.Errorf("no %s field", name)
-}
-
-// statPPID is the parent's pid in a /proc/PID/stat line: "pid (comm) state ppid ...". The
-// command name may hold spaces and parentheses, so the fields are counted from its last ')'.
-func statPPID(stat string) (int, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, errors.New("stat: no command name")
-	}
-	f := strings.Fields(stat[i+1:])
-	if len(f) < 2 {
-		return 0, errors.New("stat: no parent pid")
-	}
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		return 0, fmt.Errorf("stat: parent pid %q: %v", f[1], err)
-	}
-	return ppid, nil
-}
-
-// childrenOf lists the processes under procRoot whose parent is pid, in pid order.
-func childrenOf(procRoot string, pid int) ([]int, error) {
-	ents, err := os.ReadDir(procRoot)
-	if err != nil {
-		return nil, err
-	}
-	var out []int
-	for _, e := range ents {
-		c, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "stat"))
-		if err != nil {
-			continue // it exited meanwhile
-		}
-		if ppid, err := statPPID(string(b)); err == nil && ppid == pid {
-			out = append(out, c)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
 }
 
 func totals(ps []procMem) (rssMiB, anonMiB float64) {

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -99,10 +101,7 @@ func TestChildrenOf(t *testing.T) {
 			}
 		}
 	}
-	got, err := childrenOf(root, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := childrenOf(root, 100)
 	if want := []int{101, 102, 103}; !slices.Equal(got, want) {
 		t.Errorf("childrenOf(100) = %v; want %v", got, want)
 	}
@@ -379,19 +378,16 @@ func fakeBin(t *testing.T, mode string) string {
 // shortBounds makes measure's waits short for a test, and bounds the test by them.
 func shortBounds(t *testing.T, hold time.Duration) {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("reads /proc")
-	}
-	oldHold, oldGrace := holdTimeout, stopGrace
-	holdTimeout, stopGrace = hold, 5*time.Second
-	t.Cleanup(func() { holdTimeout, stopGrace = oldHold, oldGrace })
+	oldHold := holdTimeout
+	holdTimeout = hold
+	t.Cleanup(func() { holdTimeout = oldHold })
 }
 
 // measure counts the process and its children, each with the memory it touched, and the
 // ratio is to the GOMAXPROCS 1 run.
 func TestMeasureCountsChildren(t *testing.T) {
 	shortBounds(t, 20*time.Second)
-	rep, err := run(fakeBin(t, "ok"), 100, []int{3, 1}, 200*time.Millisecond, false)
+	rep, err := memoryRun(fakeBin(t, "ok"), 100, []int{3, 1}, 200*time.Millisecond, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,14 +440,14 @@ func TestMeasureCountsChildren(t *testing.T) {
 // workers never hold the homes is measured but not complete.
 func TestMeasureRefuses(t *testing.T) {
 	shortBounds(t, 3*time.Second)
-	rep, err := run(fakeBin(t, "wrongprocs"), 10, []int{1}, 0, false)
+	rep, err := memoryRun(fakeBin(t, "wrongprocs"), 10, []int{1}, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := rep.Runs[0]; !strings.Contains(r.Error, "runs on 2 Ps") || rep.BaseProcs != -1 {
 		t.Errorf("wrong Ps: error %q, base %d", r.Error, rep.BaseProcs)
 	}
-	rep, err = run(fakeBin(t, "short"), 10, []int{2}, 0, false)
+	rep, err = memoryRun(fakeBin(t, "short"), 10, []int{2}, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +474,7 @@ func TestMeasureEntry(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	const homes = 3000
-	rep, err := run(bin, homes, []int{1, 2}, 300*time.Millisecond, false)
+	rep, err := memoryRun(bin, homes, []int{1, 2}, 300*time.Millisecond, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,1131 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// proxies: fenec-entry beside nginx (and haproxy and the upstream alone), all proxying one
+// request to the same bench/upstream, in interleaved rounds: latency at one connection,
+// requests/s at 32, and in -mode protocols every protocol a client speaks and the memory of
+// held connections. bench/README.md says what each row measures.
+
+type proxiesOpts struct {
+	mode, pin, targets, rows, entryBin, abBin, out         string
+	rounds, secs, slices, warmup, conns, workers, idleWait int
+	idleConns, streams, settle, h2Clients, h2Streams       int
+	resumes, basePort                                      int
+	check, keep                                            bool
+}
+
+// The measurements of -rows, in the order a round makes them.
+var allRows = []string{"plain", "https", "h2", "h2c", "handshakes", "resumption", "idle", "streams"}
+
+const (
+	idleMax      = 15 // % of a CPU other processes may use before a run counts as disturbed
+	stealMax     = 10 // % steal above which a run is named in a warning
+	holdParallel = 64 // connections connhold opens at once; also the memory rows' warm-up
+)
+
+type proxies struct {
+	*run
+	o                      proxiesOpts
+	clientCPUs, serverCPUs string
+	nClient                int // CPUs given to the clients alone (0: unpinned)
+	entryEnv               []string
+	rows                   []string
+	targets                []*target
+	up, standin            *proc
+	upPort, standinPort    int
+	bin                    map[string]string
+	cert, key              string
+	nofile, needFDs        int
+	sources                int
+	raw                    *os.File
+	results                []result
+}
+
+// target is one target and its processes: the plain one (HTTP/1.1; h2c on the same port for
+// the entry, on a second for nginx) and the TLS one.
+type target struct {
+	name                     string
+	plain, tls               *proc
+	plainURL, h2cURL, tlsURL string
+	tlsAddr, tlsInfo         string
+	tlsBytes, kids           int
+	broken                   map[string]string // protocol: why its check failed
+}
+
+// result is one measurement of one target in one round: a line of the raw file.
+type result struct {
+	Kind        string    `json:"kind"`
+	Round       int       `json:"round"`
+	Position    int       `json:"position"`
+	Target      string    `json:"target"`
+	Measurement string    `json:"measurement"`
+	Tool        string    `json:"tool,omitempty"`
+	P50         int       `json:"p50_us,omitempty"`
+	P99         int       `json:"p99_us,omitempty"`
+	PerS        float64   `json:"per_s,omitempty"`
+	Requests    int64     `json:"requests"`
+	Errors      int64     `json:"errors"`
+	CPUus       *cpuSplit `json:"cpu_us_per_request,omitempty"`
+	CPUvsUp     float64   `json:"cpu_vs_upstream,omitempty"`
+	Busy        []int     `json:"cpu_busy_pct,omitempty"`
+	Other       int       `json:"other_load_pct"`
+	Steal       int       `json:"steal_pct"`
+	Resumed     int       `json:"resumed,omitempty"`
+	Conns       int       `json:"conns,omitempty"`
+	OpenMs      int64     `json:"open_ms,omitempty"`
+	RSSBefore   int64     `json:"rss_before_kb,omitempty"`
+	RSSAfter    int64     `json:"rss_after_kb,omitempty"`
+	KBPerConn   float64   `json:"kb_per_conn,omitempty"`
+	GorPerConn  *float64  `json:"goroutines_per_conn,omitempty"`
+	Closed      int       `json:"closed_during_hold,omitempty"`
+	srvBusy     int
+	cliBusy     int
+}
+
+// cpuSplit is each process's CPU µs a request: the client's (wrk, h2load, openssl), the
+// upstream's, the target's.
+type cpuSplit struct {
+	Client   float64 `json:"client"`
+	Upstream float64 `json:"upstream"`
+	Target   float64 `json:"target"`
+}
+
+func proxiesMain(args []string) error {
+	var o proxiesOpts
+	fs := flag.NewFlagSet("proxies", flag.ExitOnError)
+	fs.StringVar(&o.mode, "mode", "requests", "requests: latency at one connection and requests/s of plain HTTP/1.1 (the floor); protocols: every -rows measurement, one table of ratios")
+	fs.StringVar(&o.rows, "rows", strings.Join(allRows, ","), "-mode protocols: the measurements, a comma list from "+strings.Join(allRows, ","))
+	fs.StringVar(&o.targets, "targets", "", "comma list from direct,nginx,haproxy,fenec-entry (default: all; -mode protocols: nginx,fenec-entry)")
+	fs.IntVar(&o.rounds, "rounds", 5, "interleaved rounds")
+	fs.IntVar(&o.secs, "seconds", 5, "seconds of each measurement")
+	fs.IntVar(&o.slices, "latency-slices", 0, "the latency run of each round in N slices, the targets taking turns (default: -seconds, one-second slices)")
+	fs.IntVar(&o.warmup, "warmup", 3, "seconds of warm-up load per target before the rounds (0: none)")
+	fs.IntVar(&o.conns, "conns", 32, "connections of the throughput run")
+	fs.StringVar(&o.pin, "pin", "split", "split: the clients on the first half of the CPUs, upstream and targets on the other; none: nothing pinned")
+	fs.IntVar(&o.workers, "workers", 0, "nginx workers and haproxy threads, and fenec-entry's GOMAXPROCS (default: the servers' CPUs; the entry's Ps its own)")
+	fs.IntVar(&o.idleWait, "idle-wait", 30, "before each round, wait up to S seconds for other processes to use less than 15% of a CPU")
+	fs.StringVar(&o.entryBin, "entry-bin", "", "a fenec-entry binary to measure instead of building ./cmd/fenec-entry")
+	fs.StringVar(&o.abBin, "ab-bin", "", "a second fenec-entry binary, target fenec-entry-b, in the same rounds")
+	fs.StringVar(&o.out, "out", "", "the raw file, JSON lines (default bench/out/proxies-<UTC time>.jsonl); the report goes beside it as .md")
+	fs.BoolVar(&o.check, "check", false, "-mode requests: exit 1 when fenec-entry misses the floor")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (configs, logs)")
+	fs.IntVar(&o.idleConns, "idle-conns", 10000, "idle keep-alive connections held (row idle)")
+	fs.IntVar(&o.streams, "streams", 2000, "event streams held (row streams)")
+	fs.IntVar(&o.settle, "settle", 5, "seconds from the last connection open to the second memory reading (at most 60)")
+	fs.IntVar(&o.h2Clients, "h2-clients", 8, "h2load's connections (-c)")
+	fs.IntVar(&o.h2Streams, "h2-streams", 16, "h2load's streams at once on each (-m)")
+	fs.IntVar(&o.resumes, "resumes", 30, "reconnects offering the last session saved")
+	fs.IntVar(&o.basePort, "base-port", 18000, "first port tried for the listeners")
+	fs.Parse(args)
+	p, err := newProxies(o)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	return p.main()
+}
+
+func newProxies(o proxiesOpts) (*proxies, error) {
+	if o.slices == 0 {
+		o.slices = o.secs
+	}
+	switch {
+	case o.mode != "requests" && o.mode != "protocols":
+		return nil, fmt.Errorf("-mode: want requests or protocols, got %q", o.mode)
+	case o.rounds < 1 || o.secs < 1 || o.warmup < 0 || o.conns < 2 || o.idleWait < 0:
+		return nil, errors.New("-rounds, -seconds: want 1 or more; -warmup, -idle-wait 0 or more; -conns 2 or more")
+	case o.slices < 1 || o.secs%o.slices != 0:
+		return nil, fmt.Errorf("-latency-slices: want a divisor of -seconds (%d), got %d", o.secs, o.slices)
+	case o.pin != "split" && o.pin != "none":
+		return nil, fmt.Errorf("-pin: want split or none, got %q", o.pin)
+	case o.settle < 0 || o.settle > 60: // the entry closes a client connection idle for 120 s
+		return nil, fmt.Errorf("-settle: want 0..60, got %d", o.settle)
+	case o.check && o.mode != "requests":
+		return nil, errors.New("-check: the floor is -mode requests'")
+	}
+	p := &proxies{o: o, bin: map[string]string{}}
+	p.rows = []string{"plain"}
+	if o.targets == "" {
+		o.targets = "direct,nginx,haproxy,fenec-entry"
+	}
+	if o.mode == "protocols" {
+		if p.o.targets == "" {
+			o.targets = "nginx,fenec-entry"
+		}
+		p.rows = nil
+		for _, r := range strings.Split(o.rows, ",") {
+			if !slices.Contains(allRows, r) {
+				return nil, fmt.Errorf("-rows: want a comma list from %s, got %q", strings.Join(allRows, ","), r)
+			}
+			p.rows = append(p.rows, r)
+		}
+	}
+	p.o.targets = o.targets
+	for _, name := range strings.Split(o.targets, ",") {
+		ok := slices.Contains([]string{"direct", "nginx", "haproxy", "fenec-entry"}, name)
+		if !ok || o.mode == "protocols" && (name == "direct" || name == "haproxy") {
+			return nil, fmt.Errorf("-targets: want a comma list from direct,nginx,haproxy,fenec-entry (-mode protocols: nginx,fenec-entry), got %q", name)
+		}
+		p.targets = append(p.targets, &target{name: name, broken: map[string]string{}})
+	}
+	if o.abBin != "" {
+		if p.find("fenec-entry") == nil {
+			return nil, errors.New("-ab-bin: needs fenec-entry among -targets")
+		}
+		p.targets = append(p.targets, &target{name: "fenec-entry-b", broken: map[string]string{}})
+	}
+	n := numCPU()
+	server := n
+	if o.pin == "split" {
+		if n < 2 {
+			return nil, errors.New("-pin split needs 2 CPUs or more; use -pin none")
+		}
+		half := n / 2
+		p.nClient, server = half, n-half
+		p.clientCPUs, p.serverCPUs = cpuRange(0, half), cpuRange(half, n)
+	}
+	if o.workers > 0 {
+		p.entryEnv = []string{"GOMAXPROCS=" + strconv.Itoa(o.workers)}
+	} else {
+		p.o.workers = server
+	}
+	r, err := newRun("proxies", o.keep, o.basePort)
+	p.run = r
+	return p, err
+}
+
+func cpuRange(from, to int) string {
+	if to-from == 1 {
+		return strconv.Itoa(from)
+	}
+	return fmt.Sprintf("%d-%d", from, to-1)
+}
+
+func (p *proxies) find(name string) *target {
+	for _, t := range p.targets {
+		if t.name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+func (p *proxies) has(row string) bool { return slices.Contains(p.rows, row) }
+
+func (p *proxies) memRows() []string {
+	var out []string
+	for _, r := range []string{"idle", "streams"} {
+		if p.has(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (p *proxies) main() error {
+	tools := map[string]string{"wrk": "wrk", "curl": "curl", "taskset": "util-linux", "prlimit": "util-linux"}
+	if p.o.mode == "protocols" {
+		tools["h2load"], tools["openssl"] = "nghttp2-client", "openssl"
+	}
+	if p.find("nginx") != nil {
+		tools["nginx"] = "nginx-light"
+	}
+	if p.find("haproxy") != nil {
+		tools["haproxy"] = "haproxy"
+	}
+	if err := need(tools); err != nil {
+		return err
+	}
+	var err error
+	p.logf("building bench/upstream, bench/connhold, cmd/fenec-standin and the entry")
+	for name, pkg := range map[string]string{"upstream": "./bench/upstream", "connhold": "./bench/connhold", "fenec-standin": "./cmd/fenec-standin"} {
+		if p.bin[name], err = p.build(name, pkg, false); err != nil {
+			return err
+		}
+	}
+	if p.bin["fenec-entry"], err = p.entryBin("fenec-entry", p.o.entryBin); err != nil {
+		return err
+	}
+	if p.o.abBin != "" {
+		if p.bin["fenec-entry-b"], err = p.copyBin("fenec-entry-b", p.o.abBin); err != nil {
+			return err
+		}
+	}
+	if err := p.limits(); err != nil {
+		return err
+	}
+	if p.cert, p.key, err = p.makeCert(); err != nil {
+		return err
+	}
+	if err := p.startBackends(); err != nil {
+		return err
+	}
+	for _, t := range p.targets {
+		if err := p.startTarget(t); err != nil {
+			return err
+		}
+		p.checkTarget(t)
+	}
+	out, err := p.outFile(p.o.out, ".jsonl")
+	if err != nil {
+		return err
+	}
+	if p.raw, err = os.Create(out); err != nil {
+		return err
+	}
+	defer p.raw.Close()
+	meta := p.meta()
+	json.NewEncoder(p.raw).Encode(meta)
+	p.warm()
+	for r := 1; r <= p.o.rounds; r++ {
+		order := rotate(p.targets, r-1)
+		p.waitIdle(r)
+		p.logf("round %d/%d: %s", r, p.o.rounds, names(order))
+		if err := p.round(r, order); err != nil {
+			return err
+		}
+	}
+	var rep string
+	floorOK := true
+	if p.o.mode == "requests" {
+		rep, floorOK = requestsReport(p.results, names(p.targets), p.o.pin == "split", p.o.conns)
+	} else {
+		rep = protocolsReport(p.results, names(p.targets), p.o, p.broken())
+	}
+	rep = "## " + p.title() + "\n\n" + rep + "\n" + p.notes(meta, out)
+	md := strings.TrimSuffix(out, ".jsonl") + ".md"
+	fmt.Print("\n" + rep)
+	fmt.Printf("(this report: %s)\n", md)
+	if err := os.WriteFile(md, []byte(rep), 0o644); err != nil {
+		return err
+	}
+	if p.o.check && !floorOK {
+		return errors.New("fenec-entry missed the floor")
+	}
+	return nil
+}
+
+func rotate[T any](s []T, k int) []T {
+	k %= len(s)
+	return append(slices.Clone(s[k:]), s[:k]...)
+}
+
+func names(ts []*target) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.name
+	}
+	return out
+}
+
+// limits raises the open-file limit for the held connections of the memory rows (inherited by
+// the processes started here), and chooses connhold's source addresses: every client
+// connection is a source port of 127.0.0.1 towards one port, and a quarter of the ephemeral
+// range is left to everything else.
+func (p *proxies) limits() error {
+	held := 0
+	if p.has("idle") {
+		held = p.o.idleConns
+	}
+	streams := 0
+	if p.has("streams") {
+		streams = p.o.streams
+	}
+	p.needFDs = max(held, 2*streams) + 1024 // a stream holds two sockets in the proxy
+	var lim syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	want := uint64(max(2*p.needFDs, 65536))
+	if lim.Cur < want {
+		l := syscall.Rlimit{Cur: want, Max: max(lim.Max, want)}
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l) != nil {
+			if lim.Max < uint64(p.needFDs) {
+				return fmt.Errorf("-idle-conns %d and -streams %d need an open-file limit of %d, and the hard limit is %d", p.o.idleConns, p.o.streams, p.needFDs, lim.Max)
+			}
+			l = syscall.Rlimit{Cur: lim.Max, Max: lim.Max}
+			syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+		}
+	}
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	p.nofile = int(min(lim.Cur, 1<<20))
+	lo, hi := portRange()
+	perSource := (hi - lo + 1) * 3 / 4
+	p.sources = (max(held, streams) + perSource - 1) / perSource
+	if streams > perSource {
+		return fmt.Errorf("-streams %d: the proxy opens one connection to the stand-in per stream, and ip_local_port_range leaves about %d", streams, perSource)
+	}
+	return nil
+}
+
+func portRange() (lo, hi int) {
+	b, _ := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	fmt.Sscan(string(b), &lo, &hi)
+	if hi <= lo {
+		return 32768, 60999
+	}
+	return lo, hi
+}
+
+// startBackends starts the upstream and, for the streams row, the stand-in router whose
+// event streams are held.
+func (p *proxies) startBackends() error {
+	var err error
+	if p.upPort, err = p.freePort(); err != nil {
+		return err
+	}
+	if p.up, err = p.start("upstream", spec{cpus: p.serverCPUs}, p.bin["upstream"], "-listen", fmt.Sprintf("127.0.0.1:%d", p.upPort)); err != nil {
+		return err
+	}
+	if err := waitOK(p.up, fmt.Sprintf("http://127.0.0.1:%d%s", p.upPort, reqPath)); err != nil {
+		return err
+	}
+	if !p.has("streams") {
+		return nil
+	}
+	if p.standinPort, err = p.freePort(); err != nil {
+		return err
+	}
+	if p.standin, err = p.start("standin", spec{cpus: p.serverCPUs}, p.bin["fenec-standin"], "--region", fmt.Sprintf("eu=127.0.0.1:%d", p.standinPort),
+		"--tenants", "acme=eu", "--http-keepalive", "20s", "--log-level", "warn"); err != nil {
+		return err
+	}
+	return waitOK(p.standin, fmt.Sprintf("http://127.0.0.1:%d/t/acme/echo", p.standinPort))
+}
+
+// startTarget starts a target's processes for the rounds: plain, and TLS in -mode protocols.
+func (p *proxies) startTarget(t *target) error {
+	tlsToo := p.o.mode == "protocols" && slices.ContainsFunc(p.rows, func(r string) bool { return r != "plain" && r != "h2c" && r != "idle" && r != "streams" })
+	plainToo := p.o.mode == "requests" || p.has("plain") || p.has("h2c")
+	var err error
+	switch t.name {
+	case "direct":
+		t.plainURL = fmt.Sprintf("http://127.0.0.1:%d%s", p.upPort, reqPath)
+		return nil
+	case "nginx":
+		if plainToo {
+			a, err := p.addrs(2)
+			if err != nil {
+				return err
+			}
+			t.plainURL, t.h2cURL = "http://"+a[0]+reqPath, "http://"+a[1]+reqPath
+			servers := server(a[0], "")
+			if p.o.mode == "protocols" {
+				servers += server(a[1]+" http2", "") // nginx 1.22 speaks h2c with prior knowledge only on a port of its own
+			}
+			if t.plain, err = p.startNginx("nginx-plain", nginx{servers: servers, up: p.upPort, workers: p.o.workers, conns: 4096}, spec{cpus: p.serverCPUs}); err != nil {
+				return err
+			}
+		}
+		if tlsToo {
+			a, err := p.addrs(1)
+			if err != nil {
+				return err
+			}
+			t.tlsAddr, t.tlsURL = a[0], "https://"+a[0]+reqPath
+			t.tls, err = p.startNginx("nginx-tls", nginx{servers: server(a[0]+" ssl http2", ""), http: nginxTLS(p.cert, p.key),
+				up: p.upPort, workers: p.o.workers, conns: 4096}, spec{cpus: p.serverCPUs})
+			return err
+		}
+		return nil
+	case "haproxy":
+		a, err := p.addrs(1)
+		if err != nil {
+			return err
+		}
+		f := p.path("haproxy.cfg")
+		os.WriteFile(f, []byte(haproxyConf(a[0], p.upPort, p.o.workers, 4096, "60s")), 0o644)
+		t.plainURL = "http://" + a[0] + reqPath
+		if t.plain, err = p.start("haproxy", spec{cpus: p.serverCPUs}, "haproxy", "-db", "-f", f); err != nil {
+			return err
+		}
+		return waitOK(t.plain, t.plainURL)
+	}
+	if plainToo {
+		if t.plain, t.plainURL, _, err = p.startEntry(t.name+"-plain", t.name, p.upPort, false); err != nil {
+			return err
+		}
+		t.h2cURL = t.plainURL
+	}
+	if tlsToo {
+		var admin string
+		if t.tls, t.tlsURL, admin, err = p.startEntry(t.name+"-tls", t.name, p.upPort, true); err != nil {
+			return err
+		}
+		_ = admin
+		t.tlsAddr = strings.TrimSuffix(strings.TrimPrefix(t.tlsURL, "https://"), reqPath)
+	}
+	p.countKids(t)
+	return nil
+}
+
+// startEntry starts fenec-entry (bin: fenec-entry or fenec-entry-b) as `fenec-entry serve`
+// with no flag about processes, in front of port up; TLS with the run's certificate.
+func (p *proxies) startEntry(name, bin string, up int, tls bool, extra ...string) (*proc, string, string, error) {
+	if tls {
+		extra = append(extra, "--tls-cert", p.cert, "--tls-key", p.key)
+	}
+	args, listen, admin, err := p.entryArgs(p.bin[bin], up, extra...)
+	if err != nil {
+		return nil, "", "", err
+	}
+	pr, err := p.start(name, spec{cpus: p.serverCPUs, env: p.entryEnv}, args...)
+	if err != nil {
+		return nil, "", "", err
+	}
+	url := "http://" + listen + reqPath
+	if tls {
+		url = "https://" + listen + reqPath
+	}
+	return pr, url, admin, waitOK(pr, url)
+}
+
+// countKids notes the most child processes a fenec-entry target was seen with: this build runs
+// one process; an older one may run a master and workers, measured together.
+func (p *proxies) countKids(t *target) {
+	if !strings.HasPrefix(t.name, "fenec-entry") {
+		return
+	}
+	for _, pr := range []*proc{t.plain, t.tls} {
+		if pr != nil {
+			t.kids = max(t.kids, len(children(pr.pid)))
+		}
+	}
+}
+
+// pids of a target's process for a measurement (none for direct).
+func pids(pr *proc) []int {
+	if pr == nil {
+		return nil
+	}
+	return []int{pr.pid}
+}
+
+// ours is the CPU ticks of everything this run runs: its processes, their children, and this
+// process with its reaped children (the clients).
+func (p *proxies) ours() int64 {
+	p.mu.Lock()
+	var ps []int
+	for _, pr := range p.procs {
+		ps = append(ps, pr.pid)
+	}
+	p.mu.Unlock()
+	return cpuOf(true, ps...) + selfTicks()
+}
+
+// waitIdle waits (up to -idle-wait s) until other processes use less than idleMax% of a CPU.
+func (p *proxies) waitIdle(round int) {
+	for waited := 0; ; waited++ {
+		w := openWindow(p.ours)
+		time.Sleep(time.Second)
+		w.close()
+		if w.Other <= idleMax {
+			return
+		}
+		if waited >= p.o.idleWait {
+			p.logf("warning: round %d starts with other processes at %d%% of a CPU: its numbers will be noisy", round, w.Other)
+			return
+		}
+		if waited == 0 {
+			p.logf("round %d: other processes use %d%% of a CPU; waiting up to %ds for quiet", round, w.Other, p.o.idleWait)
+		}
+	}
+}
+
+// wrk runs wrk on the client CPUs against url within a window.
+func (p *proxies) wrk(url string, threads, conns, secs int) (wrkOut, client, *window, error) {
+	lua := p.path("report.lua")
+	if _, err := os.Stat(lua); err != nil {
+		os.WriteFile(lua, []byte(wrkLua), 0o644)
+	}
+	w := openWindow(p.ours)
+	c, err := runClient(p.clientCPUs, "", time.Duration(secs+30)*time.Second, "wrk", fmt.Sprintf("-t%d", threads), fmt.Sprintf("-c%d", conns),
+		fmt.Sprintf("-d%ds", secs), "--timeout", "2s", "--latency", "-s", lua, url)
+	w.close()
+	if err != nil {
+		return wrkOut{}, c, w, err
+	}
+	out, err := parseWrk(c.out)
+	return out, c, w, err
+}
+
+func (p *proxies) warm() {
+	if p.o.warmup == 0 {
+		return
+	}
+	for _, t := range p.targets {
+		for _, m := range []string{"plain", "https", "h2", "h2c"} {
+			if (m == "plain" || p.has(m)) && t.broken[m] == "" && p.urlOf(t, m) != "" {
+				p.load(0, 0, t, m, p.o.warmup)
+			}
+		}
+	}
+}
+
+func (p *proxies) urlOf(t *target, m string) string {
+	switch m {
+	case "plain":
+		return t.plainURL
+	case "h2c":
+		return t.h2cURL
+	}
+	return t.tlsURL
+}
+
+func (p *proxies) procOf(t *target, m string) *proc {
+	if m == "plain" || m == "h2c" {
+		return t.plain
+	}
+	return t.tls
+}
+
+// round is one round: the latency runs, sliced; then each load measurement of every target in
+// turn; then resumption; then the memory rows. Each measurement visits every target before the
+// next starts, so that what drifts within a round hits both sides of a ratio alike.
+func (p *proxies) round(r int, order []*target) error {
+	for _, m := range []string{"plain", "https"} {
+		if p.has(m) {
+			if err := p.latency(r, m, order); err != nil {
+				return err
+			}
+		}
+	}
+	for _, m := range []string{"plain", "https", "h2", "h2c", "handshakes", "resumption"} {
+		if !p.has(m) {
+			continue
+		}
+		for i, t := range order {
+			proto := m
+			if m == "handshakes" || m == "resumption" {
+				proto = "tls10"
+			}
+			if t.broken[proto] != "" || t.broken[m] != "" {
+				continue
+			}
+			var err error
+			if m == "resumption" {
+				err = p.resume(r, i+1, t)
+			} else {
+				err = p.load(r, i+1, t, m, p.o.secs)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	for _, scen := range p.memRows() {
+		for i, t := range order {
+			if err := p.memory(r, i+1, scen, t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (p *proxies) add(res result) {
+	res.Kind = "measurement"
+	json.NewEncoder(p.raw).Encode(res)
+	p.results = append(p.results, res)
+	if res.Other > idleMax {
+		p.logf("warning: round %d, %s, %s: other processes took %d%% of a CPU", res.Round, res.Target, res.Measurement, res.Other)
+	}
+	if res.Steal > stealMax {
+		p.logf("warning: round %d, %s, %s: the hypervisor took %d%% of the CPU time (steal): other guests on this host", res.Round, res.Target, res.Measurement, res.Steal)
+	}
+	if res.Errors > 0 {
+		p.logf("warning: round %d, %s, %s: %d failed or non-2xx requests", res.Round, res.Target, res.Measurement, res.Errors)
+	}
+}
+
+// latency is the c=1 latency runs over m (plain or https) of every target: -latency-slices
+// slices each, the targets taking turns (their order rotated each slice too), each target's
+// latencies merged over its slices before the percentiles are taken.
+func (p *proxies) latency(r int, m string, order []*target) error {
+	var live []*target
+	for _, t := range order {
+		if t.broken[m] == "" && p.urlOf(t, m) != "" {
+			live = append(live, t)
+		}
+	}
+	res := map[string]*result{}
+	hist := map[string]map[int]int64{}
+	for _, t := range live {
+		res[t.name] = &result{Round: r, Target: t.name, Measurement: m + "_latency", Tool: "wrk -t1 -c1"}
+		hist[t.name] = map[int]int64{}
+	}
+	for k := 0; k < p.o.slices; k++ {
+		for _, t := range rotate(live, k) {
+			w, _, win, err := p.wrk(p.urlOf(t, m), 1, 1, p.o.secs/p.o.slices)
+			if err != nil {
+				return err
+			}
+			x := res[t.name]
+			for v, c := range w.hist {
+				hist[t.name][v] += c
+			}
+			x.Requests += w.n("requests")
+			x.Errors += w.n("socket_errors") + w.n("non_2xx")
+			x.Other, x.Steal = max(x.Other, win.Other), max(x.Steal, win.Steal)
+		}
+	}
+	for i, t := range live {
+		x := res[t.name]
+		x.Position = i + 1
+		x.P50, x.P99 = percentiles(hist[t.name])
+		if x.Requests == 0 {
+			x.Errors++ // no answer at all is an error too
+		}
+		p.add(*x)
+	}
+	return nil
+}
+
+// load is one load run of m: plain or https (wrk -t2 -c-conns), h2 or h2c (h2load) or
+// handshakes (openssl s_time -new, one connection at a time, each a full handshake and a GET),
+// with the CPU of the target's processes, the upstream's and the client's over it.
+func (p *proxies) load(r, pos int, t *target, m string, secs int) error {
+	pr := p.procOf(t, m)
+	url := p.urlOf(t, m)
+	t0, u0 := cpuOf(true, pids(pr)...), cpuOf(false, p.up.pid)
+	res := result{Round: r, Position: pos, Target: t.name, Measurement: m}
+	var c client
+	var win *window
+	var err error
+	switch m {
+	case "plain", "https":
+		var w wrkOut
+		res.Tool = fmt.Sprintf("wrk -t2 -c%d", p.o.conns)
+		if w, c, win, err = p.wrk(url, 2, p.o.conns, secs); err != nil {
+			return err
+		}
+		res.PerS, res.Requests, res.Errors = w.f["rps"], w.n("requests"), w.n("socket_errors")+w.n("non_2xx")
+	case "h2", "h2c":
+		res.Tool = fmt.Sprintf("h2load -t2 -c%d -m%d", p.o.h2Clients, p.o.h2Streams)
+		win = openWindow(p.ours)
+		c, err = runClient(p.clientCPUs, "", time.Duration(secs+30)*time.Second, "h2load", "-t2", fmt.Sprintf("-c%d", p.o.h2Clients),
+			fmt.Sprintf("-m%d", p.o.h2Streams), "-D", strconv.Itoa(secs), url)
+		win.close()
+		if err != nil {
+			return err
+		}
+		var proto string
+		if res.PerS, res.Requests, res.Errors, proto, err = parseH2load(c.out); err != nil {
+			return err
+		}
+		if proto != m {
+			p.logf("warning: round %d, %s, %s: h2load spoke %s: every request counted as an error", r, t.name, m, proto)
+			res.Errors += res.Requests + 1
+		}
+	case "handshakes":
+		res.Tool = "openssl s_time -new"
+		win = openWindow(p.ours)
+		c, err = runClient(p.clientCPUs, "", time.Duration(secs+30)*time.Second, "openssl", "s_time", "-new", "-connect", t.tlsAddr,
+			"-www", reqPath, "-time", strconv.Itoa(secs))
+		win.close()
+		if err != nil {
+			return err
+		}
+		n, bytes := parseSTime(c.out)
+		// s_time counts whole seconds: the rate is the connections over the run's wall time.
+		res.Requests, res.PerS = n, float64(n)/c.wall.Seconds()
+		if n == 0 {
+			res.Errors = 1
+		} else if bytes != t.tlsBytes { // every connection read an answer of another size than the checked 200
+			res.Errors = n
+		}
+	}
+	if r == 0 { // a warm-up
+		return nil
+	}
+	tt, tu := cpuOf(true, pids(pr)...)-t0, cpuOf(false, p.up.pid)-u0
+	if res.Requests > 0 {
+		k := 1e6 / clkTck / float64(res.Requests)
+		res.CPUus = &cpuSplit{Client: float64(c.cpu) * k, Upstream: float64(tu) * k, Target: float64(tt) * k}
+	}
+	if tu > 0 && pr != nil {
+		res.CPUvsUp = float64(tt) / float64(tu)
+	}
+	res.Busy, res.Other, res.Steal = win.Busy, win.Other, win.Steal
+	if p.nClient > 0 {
+		res.srvBusy, res.cliBusy = meanBusy(win.Busy, p.nClient, len(win.Busy)), meanBusy(win.Busy, 0, p.nClient)
+	} else {
+		res.srvBusy = meanBusy(win.Busy, 0, len(win.Busy))
+	}
+	p.countKids(t)
+	p.add(res)
+	return nil
+}
+
+var (
+	h2Finished = regexp.MustCompile(`(?m)^finished in \S+, ([\d.]+) req/s`)
+	h2Requests = regexp.MustCompile(`(?m)^requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed`)
+	h2Status   = regexp.MustCompile(`(?m)^status codes: \d+ 2xx, (\d+) 3xx`)
+	h2Proto    = regexp.MustCompile(`(?m)^Application protocol: (\S+)`)
+	sTime      = regexp.MustCompile(`(\d+) connections in [\d.]+ real seconds, (\d+) bytes read per connection`)
+)
+
+// parseH2load reads h2load's summary: the rate, the requests that succeeded, the failed ones
+// (every failure, errors, timeouts and 4xx/5xx alike) with the 3xx, and the protocol spoken.
+func parseH2load(out string) (perS float64, ok, bad int64, proto string, err error) {
+	m := h2Finished.FindStringSubmatch(out)
+	q := h2Requests.FindStringSubmatch(out)
+	if m == nil || q == nil {
+		return 0, 0, 0, "", fmt.Errorf("h2load printed no result:\n%s", lastLines(out, 20))
+	}
+	perS, _ = strconv.ParseFloat(m[1], 64)
+	ok, _ = strconv.ParseInt(q[1], 10, 64)
+	bad, _ = strconv.ParseInt(q[2], 10, 64)
+	if s := h2Status.FindStringSubmatch(out); s != nil {
+		n, _ := strconv.ParseInt(s[1], 10, 64)
+		bad += n // h2load counts a 3xx as succeeded
+	}
+	proto = "-"
+	if a := h2Proto.FindStringSubmatch(out); a != nil {
+		proto = a[1]
+	}
+	return perS, ok, bad, proto, nil
+}
+
+func parseSTime(out string) (conns int64, bytes int) {
+	if m := sTime.FindStringSubmatch(out); m != nil {
+		conns, _ = strconv.ParseInt(m[1], 10, 64)
+		bytes, _ = strconv.Atoi(m[2])
+	}
+	return conns, bytes
+}
+
+// resume: a full handshake whose session is saved, then -resumes reconnects, each offering the
+// last session saved (as a client keeps its newest ticket) and saving the one it gets; counts
+// those the server resumed (openssl s_client's "Reused"), each answered 200.
+func (p *proxies) resume(r, pos int, t *target) error {
+	dir := p.path("resume." + t.name)
+	os.RemoveAll(dir)
+	os.MkdirAll(dir, 0o755)
+	sess := func(i int) string { return filepath.Join(dir, strconv.Itoa(i)+".pem") }
+	req := "GET " + reqPath + " HTTP/1.0\r\n\r\n"
+	c, _ := runClient(p.clientCPUs, req, 10*time.Second, "openssl", "s_client", "-connect", t.tlsAddr, "-sess_out", sess(0), "-ign_eof")
+	if _, err := os.Stat(sess(0)); err != nil {
+		return fmt.Errorf("%s: openssl s_client saved no session: %s", t.name, lastLines(c.out, 1))
+	}
+	res := result{Round: r, Position: pos, Target: t.name, Measurement: "resumption", Tool: "openssl s_client -sess_in -sess_out"}
+	answered := regexp.MustCompile(`(?m)^HTTP/1\.[01] 200`)
+	for i := 1; i <= p.o.resumes; i++ {
+		c, _ := runClient(p.clientCPUs, req, 10*time.Second, "openssl", "s_client", "-connect", t.tlsAddr, "-sess_in", sess(i-1), "-sess_out", sess(i), "-ign_eof")
+		res.Requests++
+		if _, err := os.Stat(sess(i)); err != nil || !answered.MatchString(c.out) {
+			res.Errors++
+			if b, err := os.ReadFile(sess(i - 1)); err == nil {
+				os.WriteFile(sess(i), b, 0o600)
+			}
+		} else if strings.Contains(c.out, "\nReused, ") {
+			res.Resumed++
+		}
+	}
+	p.add(res)
+	return nil
+}
+
+// checkTarget checks every protocol of t by hand before the rounds: status 200 (and HTTP/2
+// where asked), Fenec-Shard: 1 and the 64-byte body. A protocol that fails is named in a
+// warning and its rows say BROKEN; the target is measured on the others.
+func (p *proxies) checkTarget(t *target) {
+	checks := []struct{ proto, want, url string }{{"plain", "HTTP/1.1 200", t.plainURL}}
+	if p.o.mode == "protocols" {
+		checks = append(checks, struct{ proto, want, url string }{"h2c", "HTTP/2 200", t.h2cURL},
+			struct{ proto, want, url string }{"https", "HTTP/1.1 200", t.tlsURL}, struct{ proto, want, url string }{"h2", "HTTP/2 200", t.tlsURL})
+	}
+	flags := map[string][]string{"plain": {"--http1.1"}, "h2c": {"--http2-prior-knowledge"}, "https": {"-k", "--http1.1"}, "h2": {"-k", "--http2"}}
+	for _, c := range checks {
+		if c.url == "" {
+			continue
+		}
+		args := append([]string{"-sS", "-D", "-", "-o", "/dev/null", "-w", "SIZE %{size_download}\n", "--max-time", "2"}, flags[c.proto]...)
+		out, err := exec.Command("curl", append(args, c.url)...).CombinedOutput()
+		why := ""
+		switch s := string(out); {
+		case err != nil:
+			why = fmt.Sprintf("curl %s: %v: %s", strings.Join(flags[c.proto], " "), err, lastLines(s, 1))
+		case !strings.HasPrefix(s, c.want):
+			why = fmt.Sprintf("curl %s: want %s, got %q", strings.Join(flags[c.proto], " "), c.want, lastLines(strings.SplitN(s, "\n", 2)[0], 1))
+		case !regexp.MustCompile(`(?mi)^fenec-shard: 1`).MatchString(s):
+			why = "the answer lacks Fenec-Shard: 1 (not from the upstream?)"
+		case !strings.Contains(s, "SIZE 64\n"):
+			why = "want the upstream's 64-byte body"
+		case regexp.MustCompile(`(?mi)^fenec-home:`).MatchString(s):
+			p.logf("warning: %s passed Fenec-Home on to the client", t.name)
+		}
+		if why != "" {
+			p.logf("warning: %s fails the %s check, its %s rows are left out: %s", t.name, c.proto, c.proto, why)
+			t.broken[c.proto] = why
+		}
+	}
+	if t.tlsAddr != "" {
+		if why := p.checkTLS10(t); why != "" {
+			p.logf("warning: %s fails the tls10 check, its handshakes and resumption rows are left out: %s", t.name, why)
+			t.broken["tls10"] = why
+		}
+	}
+}
+
+// checkTLS10 checks the request openssl s_time and the resumption send (GET, HTTP/1.0, no Host)
+// and notes the answer's bytes (s_time's must match) and what the handshake settled on.
+func (p *proxies) checkTLS10(t *target) string {
+	c, _ := runClient("", "GET "+reqPath+" HTTP/1.0\r\n\r\n", 5*time.Second, "openssl", "s_client", "-connect", t.tlsAddr, "-quiet")
+	out := c.out[strings.Index(c.out, "HTTP/"):]
+	if i := strings.Index(c.out, "HTTP/"); i < 0 || !regexp.MustCompile(`^HTTP/1\.[01] 200`).MatchString(out) {
+		return "openssl s_client, GET HTTP/1.0: want 200, got: " + lastLines(c.out, 1)
+	}
+	_, body, _ := strings.Cut(out, "\r\n\r\n")
+	if len(body) != 64 || !regexp.MustCompile(`(?mi)^fenec-shard: 1`).MatchString(out) {
+		return fmt.Sprintf("openssl s_client, GET HTTP/1.0: want Fenec-Shard: 1 and the 64-byte body, got %d bytes", len(body))
+	}
+	t.tlsBytes = len(out)
+	c, _ = runClient("", "", 5*time.Second, "openssl", "s_client", "-connect", t.tlsAddr, "-alpn", "h2,http/1.1")
+	field := func(re string) string {
+		if m := regexp.MustCompile(re).FindStringSubmatch(c.out); m != nil {
+			return m[1]
+		}
+		return "none"
+	}
+	t.tlsInfo = fmt.Sprintf("%s %s, key exchange %s, %s signature, ALPN %s", field(`(?m)^(?:New|Reused), (\S+?),`),
+		field(`(?m)^(?:New|Reused), .* Cipher is (\S+)`), field(`(?m)^Server Temp Key: ([^,\n]+)`),
+		field(`(?m)^Peer signature type: (\S+)`), field(`(?m)^ALPN protocol: (\S+)`))
+	return ""
+}
+
+func (p *proxies) broken() map[[2]string]string {
+	out := map[[2]string]string{}
+	rows := map[string][]string{"plain": {"plain", "plain_latency"}, "https": {"https", "https_latency"}, "h2": {"h2"}, "h2c": {"h2c"}, "tls10": {"handshakes", "resumption"}}
+	for _, t := range p.targets {
+		for proto, why := range t.broken {
+			for _, m := range rows[proto] {
+				out[[2]string{t.name, m}] = proto + ": " + why
+			}
+		}
+	}
+	return out
+}
+
+// memory is one memory measurement (idle or streams): the target started afresh (nginx with
+// one worker, whose RSS is the reading), a warm-up of holdParallel connections of the kind, its
+// RSS (the entry's: its process and any children; and its goroutines), connhold opening and
+// holding the connections, the same again -settle seconds after READY.
+func (p *proxies) memory(r, pos int, scen string, t *target) error {
+	n, up, ready, path := p.o.idleConns, p.upPort, reqPath, reqPath
+	if scen == "streams" {
+		n, up, ready, path = p.o.streams, p.standinPort, "/t/acme/echo", "/t/acme/events"
+	}
+	a, err := p.addrs(1)
+	if err != nil {
+		return err
+	}
+	var pr *proc
+	admin := ""
+	switch t.name {
+	case "nginx":
+		// No timeout a held connection could reach: keepalive_timeout (75 s by default) would
+		// close an idle one, proxy_read_timeout (60 s) a stream quieter than that.
+		pr, err = p.startNginx("nginx-mem", nginx{servers: server(a[0], "            proxy_read_timeout 1h;\n            proxy_send_timeout 1h;\n"),
+			up: up, workers: 1, conns: p.needFDs, main: fmt.Sprintf("worker_rlimit_nofile %d;\n", p.nofile), http: "    keepalive_timeout 1h;\n"},
+			spec{cpus: p.serverCPUs})
+	default:
+		// A stream is a request in flight: --max-inflight is raised only past its default.
+		var extra []string
+		if p.o.streams+holdParallel > 10000 {
+			extra = []string{"--max-inflight", strconv.Itoa(p.o.streams + holdParallel)}
+		}
+		args, listen, ad, err2 := p.entryArgs(p.bin[t.name], up, extra...)
+		if err2 != nil {
+			return err2
+		}
+		a[0], admin = listen, ad
+		if pr, err = p.start(t.name+"-mem", spec{cpus: p.serverCPUs, env: p.entryEnv}, args...); err == nil {
+			err = waitOK(pr, "http://"+listen+ready)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer p.stop(pr)
+	hold := []string{p.bin["connhold"], "-addr", a[0], "-parallel", strconv.Itoa(holdParallel), "-timeout", "10s",
+		"-sources", strconv.Itoa(p.sources), "-path", path}
+	if scen == "streams" {
+		hold = append(hold, "-stream")
+	}
+	if c, err := runClient(p.clientCPUs, "", 60*time.Second, append(hold, "-n", strconv.Itoa(holdParallel))...); err != nil {
+		return fmt.Errorf("warm-up through %s (%s): %w", t.name, scen, err)
+	} else if !strings.Contains(c.out, "DONE") {
+		return fmt.Errorf("warm-up through %s (%s): %s", t.name, scen, lastLines(c.out, 2))
+	}
+	time.Sleep(time.Second)
+	memPids := func() []int {
+		if t.name == "nginx" {
+			return children(pr.pid) // its worker: the master only starts and watches it
+		}
+		t.kids = max(t.kids, len(children(pr.pid)))
+		return append([]int{pr.pid}, children(pr.pid)...)
+	}
+	before, err := rssKB(memPids()...)
+	if err != nil {
+		return err
+	}
+	g0 := goroutines(admin)
+	h, err := p.hold(p.clientCPUs, append(hold, "-max-failed", strconv.Itoa(n/500)), n)
+	if err != nil {
+		return fmt.Errorf("connhold through %s (%s): %w", t.name, scen, err)
+	}
+	time.Sleep(time.Duration(p.o.settle) * time.Second)
+	after, err := rssKB(memPids()...)
+	g1 := goroutines(admin)
+	closed, err2 := h.release()
+	if err = errors.Join(err, err2); err != nil {
+		return err
+	}
+	res := result{Round: r, Position: pos, Target: t.name, Measurement: scen, Conns: h.conns, Errors: int64(h.failed), OpenMs: h.openMs,
+		RSSBefore: before, RSSAfter: after, KBPerConn: float64(after-before) / float64(h.conns), Closed: closed}
+	if admin != "" {
+		g := (g1 - g0) / float64(h.conns)
+		res.GorPerConn = &g
+	}
+	if closed > 0 {
+		p.logf("warning: %s (%s): %d of %d held connections were closed by the proxy before they were let go", t.name, scen, closed, h.conns)
+	}
+	p.logf("round %d, %s, %s: %d conns in %d ms, RSS %d -> %d KiB: %.3f KB/conn", r, scen, t.name, h.conns, h.openMs, before, after, res.KBPerConn)
+	p.add(res)
+	return nil
+}
+
+// goroutines is go_goroutines of the entry's /metrics at admin (NaN without one).
+func goroutines(admin string) float64 {
+	if admin == "" {
+		return math.NaN()
+	}
+	_, _, b, _ := get("http://" + admin + "/metrics")
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "go_goroutines" {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			return v
+		}
+	}
+	return math.NaN()
+}
+
+func (p *proxies) title() string {
+	if p.o.mode == "requests" {
+		return "fenec-entry vs nginx vs haproxy: GET " + reqPath + " on loopback"
+	}
+	return "fenec-entry vs nginx over every protocol a client speaks: GET " + reqPath + " on loopback"
+}
+
+type meta struct {
+	Kind       string            `json:"kind"`
+	Mode       string            `json:"mode"`
+	Started    string            `json:"started"`
+	Machine    string            `json:"machine"`
+	Pin        string            `json:"pin"`
+	ClientCPUs string            `json:"client_cpus"`
+	ServerCPUs string            `json:"server_cpus"`
+	Git        string            `json:"git"`
+	Entry      string            `json:"fenec_entry"`
+	Nginx      string            `json:"nginx"`
+	Haproxy    string            `json:"haproxy"`
+	Wrk        string            `json:"wrk"`
+	H2load     string            `json:"h2load"`
+	OpenSSL    string            `json:"openssl"`
+	Go         string            `json:"go"`
+	Reproduce  string            `json:"reproduce"`
+	Rounds     int               `json:"rounds"`
+	Seconds    int               `json:"seconds"`
+	Slices     int               `json:"latency_slices"`
+	Conns      int               `json:"conns"`
+	Workers    int               `json:"workers"`
+	TLS        map[string]string `json:"tls"`
+}
+
+func (p *proxies) meta() meta {
+	o := p.o
+	repro := fmt.Sprintf("go run ./bench proxies -mode %s -rounds %d -seconds %d -latency-slices %d -warmup %d -idle-wait %d -conns %d -pin %s -targets %s",
+		o.mode, o.rounds, o.secs, o.slices, o.warmup, o.idleWait, o.conns, o.pin, o.targets)
+	if o.mode == "protocols" {
+		repro += fmt.Sprintf(" -rows %s -h2-clients %d -h2-streams %d -resumes %d -idle-conns %d -streams %d -settle %d",
+			strings.Join(p.rows, ","), o.h2Clients, o.h2Streams, o.resumes, o.idleConns, o.streams, o.settle)
+	}
+	if len(p.entryEnv) > 0 {
+		repro += fmt.Sprintf(" -workers %d", o.workers)
+	}
+	for flag, v := range map[string]string{"-entry-bin": o.entryBin, "-ab-bin": o.abBin} {
+		if v != "" {
+			repro += " " + flag + " " + v
+		}
+	}
+	m := meta{Kind: "meta", Mode: o.mode, Started: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Pin: o.pin,
+		ClientCPUs: p.clientCPUs, ServerCPUs: p.serverCPUs, Git: gitRev(), Go: version(3, "go", "version"), Reproduce: repro,
+		Rounds: o.rounds, Seconds: o.secs, Slices: o.slices, Conns: o.conns, Workers: o.workers, TLS: map[string]string{},
+		Entry: version(0, p.bin["fenec-entry"], "version"), Nginx: version(3, "nginx", "-v"), Haproxy: "haproxy " + version(3, "haproxy", "-v"),
+		Wrk: version(2, "wrk", "-v"), H2load: version(2, "h2load", "--version"), OpenSSL: "OpenSSL " + version(2, "openssl", "version")}
+	if b := p.bin["fenec-entry-b"]; b != "" {
+		m.Entry += "; fenec-entry-b: " + version(0, b, "version")
+	}
+	for _, t := range p.targets {
+		if t.tlsInfo != "" {
+			m.TLS[t.name] = t.tlsInfo
+		}
+	}
+	return m
+}
+
+// notes is the report's lines under its tables: the machine, versions, layout, the command.
+func (p *proxies) notes(m meta, out string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "- machine: %s\n- versions: %s, %s, wrk %s", m.Machine, m.Nginx, m.Haproxy, m.Wrk)
+	if p.o.mode == "protocols" {
+		fmt.Fprintf(&b, ", h2load %s, %s", m.H2load, m.OpenSSL)
+	}
+	fmt.Fprintf(&b, ", %s; fenec-entry: %s; repo at %s\n", m.Go, m.Entry, m.Git)
+	for _, t := range p.targets {
+		if t.tlsInfo != "" {
+			fmt.Fprintf(&b, "- TLS, %s: %s; one self-signed ECDSA P-256 certificate for every target\n", t.name, t.tlsInfo)
+		}
+	}
+	layout := "nothing pinned"
+	if p.o.pin == "split" {
+		layout = fmt.Sprintf("the clients (wrk, h2load, openssl, connhold) on CPU %s; upstream, stand-in and targets on CPU %s", p.clientCPUs, p.serverCPUs)
+	}
+	fmt.Fprintf(&b, "- layout: %s; %d nginx worker(s), haproxy thread(s) (memory rows: nginx 1 worker)", layout, p.o.workers)
+	for _, t := range p.targets {
+		if !strings.HasPrefix(t.name, "fenec-entry") {
+			continue
+		}
+		procs := "GOMAXPROCS unset (its Ps follow the load, up to the CPUs it may use)"
+		if len(p.entryEnv) > 0 {
+			procs = p.entryEnv[0]
+		}
+		if t.kids == 0 {
+			fmt.Fprintf(&b, "; %s one process, %s", t.name, procs)
+		} else {
+			fmt.Fprintf(&b, "; %s %d processes (a process and the %d it started, its build's own default layout, measured together), %s", t.name, t.kids+1, t.kids, procs)
+		}
+	}
+	if len(p.memRows()) > 0 {
+		fmt.Fprintf(&b, "\n- limits: open files %d; nginx worker_connections %d; connhold from %d source address(es)", p.nofile, p.needFDs, p.sources)
+	}
+	fmt.Fprintf(&b, "\n- raw: %s\n- reproduce: cd %s && %s\n", out, p.root, m.Reproduce)
+	return b.String()
+}
