@@ -7,7 +7,7 @@ package main
 // 127.0.0.1:6060), and /debug/runtime-metrics: every scalar of runtime/metrics
 // as "name value" lines (goroutines created, heap allocations, GC cycles and CPU),
 // and each histogram's count of samples as "name:count value", which
-// bench/profile.sh reads before and after its load to count them per request.
+// `go run ./bench profile` reads before and after its load to count them per request.
 // Release builds carry no profiler.
 
 import (
