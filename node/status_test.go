@@ -109,7 +109,7 @@ func runChromium(t *testing.T, chromium string, args ...string) []byte {
 
 // TestStatusPageChromium renders /status of a real entry in headless Chromium: four entries
 // in one encrypted gossip cluster on loopback (one of them drained: left; one of another
-// version), regions eu (two routers up), us (one router down: failing) and ap (its only
+// version), regions eu (two routers up), us (one router resetting: failing) and ap (its only
 // router down: marked). It checks the DOM Chromium built and the screenshot it took.
 func TestStatusPageChromium(t *testing.T) {
 	chromium, err := exec.LookPath("chromium")
@@ -124,9 +124,18 @@ func TestStatusPageChromium(t *testing.T) {
 		s.Close()
 		return s.URL
 	}
+	// A router that takes a request and closes without an answer: its last outcome is the
+	// page's longest code, may_have_reached.
+	resets := func(region string) string {
+		return newRouter(t, region, func(w http.ResponseWriter, _ *http.Request) {
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close()
+			}
+		}).URL
+	}
 	regions := map[string][]string{
 		"eu": {newRouter(t, "eu", nil).URL, newRouter(t, "eu", nil).URL},
-		"us": {closed("us"), newRouter(t, "us", nil).URL},
+		"us": {resets("us"), newRouter(t, "us", nil).URL},
 		"ap": {closed("ap")},
 	}
 	var routers []string
@@ -201,7 +210,7 @@ func TestStatusPageChromium(t *testing.T) {
 	url := "http://" + fra.AdminAddr().String() + "/status"
 	dom := string(runChromium(t, chromium, "--dump-dom", url))
 	for _, want := range []string{"entry-fra", "entry-iad", "entry-sin", "entry-syd", `id="region-eu"`,
-		`id="region-us"`, `id="region-ap"`, ">left<", ">failing<", ">marked · unreachable from here<", "never_made", `id="latency"`, "td class=\"num mono best\"",
+		`id="region-us"`, `id="region-ap"`, ">left<", ">failing<", ">marked · unreachable from here<", "never_made", "may_have_reached", `id="latency"`, "td class=\"num mono best\"",
 		"homes travel: straight to every member"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the DOM Chromium built lacks %q", want)
@@ -273,6 +282,17 @@ func layoutAt(t *testing.T, chromium, url string, w, h int) string {
     if (r.width > 0 && (r.right > w + 1 || r.left < -1)) past.push(name(e) + " past the edge (" + Math.round(r.left) + "-" + Math.round(r.right) + ")");
     if ((e.tagName == "TH" || e.tagName == "TD") && e.scrollWidth > e.clientWidth + 1)
       past.push(name(e) + " overflows its cell");
+  }
+  // An outcome code (may_have_reached, never_made) is one word: never broken across lines.
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let t = walk.nextNode(); t; t = walk.nextNode()) {
+    for (const m of t.data.matchAll(/[a-z]+(?:_[a-z]+)+/g)) {
+      const range = document.createRange();
+      range.setStart(t, m.index);
+      range.setEnd(t, m.index + m[0].length);
+      const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+      if (lines.size > 1) past.push("'" + m[0] + "' broken across " + lines.size + " lines");
+    }
   }
   const overlap = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
   for (const tr of document.querySelectorAll("thead tr")) {
