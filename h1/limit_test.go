@@ -199,7 +199,7 @@ func TestAcceptOutOfDescriptorsShedsIdle(t *testing.T) {
 func BenchmarkLongestIdle(b *testing.B) {
 	s := &Server{conns: map[*conn]struct{}{}}
 	for i := range 20000 {
-		c := &conn{srv: s, slot: -1}
+		c := &conn{srv: s}
 		c.served.Store(true)
 		c.idleUntil.Store(int64(i * 7919 % 20000)) // parked in no particular order
 		s.conns[c] = struct{}{}

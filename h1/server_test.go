@@ -20,8 +20,6 @@ import (
 	"time"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
@@ -479,7 +477,7 @@ func TestSweepPeriod(t *testing.T) {
 // from its accept to its close (one epoll_ctl a request was 2% of the entry's CPU).
 func TestKeepAliveRequestsChangeNoRegistration(t *testing.T) {
 	sys := &countingEpoll{}
-	s := &Server{Handler: http.HandlerFunc(okHandler), epoll: sys}
+	s := &Server{Handler: http.HandlerFunc(okHandler), newPoll: withEpoll(sys)}
 	addr := startLean(t, s)
 	c, br := dial(t, addr)
 	for i := range 50 {
@@ -623,7 +621,7 @@ func serving(s *Server) bool {
 func TestPollerFailureEndsServe(t *testing.T) {
 	var logged atomic.Value
 	sys := &countingEpoll{}
-	s := &Server{Handler: http.HandlerFunc(okHandler), ErrorLog: func(msg string) { logged.Store(msg) }, epoll: sys}
+	s := &Server{Handler: http.HandlerFunc(okHandler), ErrorLog: func(msg string) { logged.Store(msg) }, newPoll: withEpoll(sys)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -673,7 +671,7 @@ func TestWakeWithNothingToReadParksAgain(t *testing.T) {
 		}
 		return false
 	})
-	if s.dispatch(parked, unix.EPOLLIN, false) {
+	if s.dispatch(parked, evIn, false) {
 		t.Fatal("dispatch asked its caller to serve a connection it was not told is the batch's last")
 	}
 	testutil.Eventually(t, 2*time.Second, "the woken connection parked again", func() bool {

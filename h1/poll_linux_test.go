@@ -40,15 +40,16 @@ func (c *countingEpoll) wait(epfd int, events []unix.EpollEvent) (int, error) {
 // runPoller runs a poller with one connection registered for a request (evRead), whose
 // events dispatch sends to got; client is the connection's other end, nc its server end; its
 // system calls are counted in sys.
-func runPoller(t *testing.T) (p *poller, sys *countingEpoll, client, nc net.Conn, got chan uint32) {
+func runPoller(t *testing.T) (p *epoll, sys *countingEpoll, client, nc net.Conn, got chan uint32) {
 	t.Helper()
 	sys = &countingEpoll{}
-	p, err := newPoller(sys)
+	p, err := newEpoll(sys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	client, nc = testutil.TCPPair(t)
-	c := &conn{slot: -1}
+	c := &conn{}
+	c.slot = -1
 	raw, _ := nc.(*net.TCPConn).SyscallConn()
 	raw.Control(func(fd uintptr) { c.fd = int(fd) })
 	got = make(chan uint32, 4)
@@ -142,7 +143,7 @@ func (s *scriptedEpoll) wait(_ int, events []unix.EpollEvent) (int, error) {
 // connections).
 func TestPollerDropsAnEventOfAClosedConnectionsSlot(t *testing.T) {
 	sys := &scriptedEpoll{added: map[int]unix.EpollEvent{}}
-	p, err := newPoller(sys)
+	p, err := newEpoll(sys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,13 +151,15 @@ func TestPollerDropsAnEventOfAClosedConnectionsSlot(t *testing.T) {
 	var got []*conn
 	p.dispatch = func(c *conn, _ uint32, _ bool) bool { got = append(got, c); return false }
 
-	closed := &conn{fd: 1001, slot: -1}
+	closed := &conn{}
+	closed.fd, closed.slot = 1001, -1
 	if err := p.add(closed, evRead); err != nil {
 		t.Fatal(err)
 	}
 	slot := closed.slot
 	p.release(closed) // its socket closed (conn.close)
-	next := &conn{fd: 1002, slot: -1}
+	next := &conn{}
+	next.fd, next.slot = 1002, -1
 	if err := p.add(next, evRead); err != nil {
 		t.Fatal(err)
 	}
