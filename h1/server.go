@@ -650,7 +650,8 @@ const (
 type conn struct {
 	srv    *Server
 	remote string
-	fdConn // its socket under epoll (sock_linux.go); closed only by c's owner, its goroutine if busy
+	fdConn          // its socket under epoll (sock_linux.go); closed only by c's owner, its goroutine if busy
+	ns     *netSock // its socket on the portable poller (poll_net.go); nil under epoll
 	state  atomic.Int32
 	// gone: the event that woke c said the client had closed its side too. Edge-triggered,
 	// no event will say it again, so c reads on to the end instead of parking.
