@@ -1,5 +1,3 @@
-//go:build linux
-
 package h1
 
 import (
@@ -15,11 +13,12 @@ import (
 
 // epoll is a poller (poller.go): one epoll instance that watches idle connections (and busy
 // ones for the client leaving, or for their goroutine waiting to read or write: sock_linux.go)
-// without a goroutine each. A connection's socket is in no other epoll instance (Go's netpoller does not know it).
-// Registrations are edge-triggered and stay: a connection is registered once, for a request
-// or the client leaving, and an event comes each time the client sends. A keep-alive request
-// costs no epoll_ctl; only a connection whose client sends while it is busy (a body, a
-// pipelined request) is switched to the client leaving only, and back when it parks.
+// without a goroutine each. A connection's socket is in no other epoll instance (Go's
+// netpoller does not know it). Registrations are edge-triggered and stay: a connection is
+// registered once, for a request or the client leaving, and an event comes each time the
+// client sends. A keep-alive request costs no epoll_ctl; only a connection whose client sends
+// while it is busy (a body, a pipelined request) is switched to the client leaving only, and
+// back when it parks.
 //
 // The epoll instance is itself watched by Go's netpoller (an epoll fd is readable while it has
 // events), so run parks like any socket read: no thread blocks in epoll_wait, and with one P

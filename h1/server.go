@@ -1,5 +1,3 @@
-//go:build linux
-
 package h1
 
 import (
@@ -22,8 +20,9 @@ import (
 )
 
 // Server serves HTTP/1.x on TCP connections, plain or (with TLSConfig) over TLS, with an
-// http.Handler. A connection waiting for its next request holds no goroutine and no buffer
-// of the server's: it is parked in an epoll instance and picked up when the client sends.
+// http.Handler. A connection waiting for its next request holds no buffer of the server's:
+// it is parked with the poller and picked up when the client sends (on Linux, in an epoll
+// instance, holding no goroutine either; elsewhere watched by one goroutine: poller.go).
 // Connections that are not HTTP/1.x (an HTTP/2 preface, or h2 negotiated over TLS) or not
 // TCP are handed to Fallback.
 //
@@ -446,7 +445,7 @@ func (s *Server) poll1() *conn {
 	c, err := s.poll.run()
 	if c == nil {
 		if err != nil {
-			// epoll_wait failed: no connection would be woken again. The server closes, and
+			// The poller failed (epoll_wait): no connection would be woken again. The server closes, and
 			// Serve returns the error (the node then stops: it must not stay "ready" with
 			// every connection hanging).
 			err = fmt.Errorf("h1: the poller failed: %w", err)
@@ -639,7 +638,7 @@ func (s *Server) forget(c *conn) {
 }
 
 const (
-	stateIdle       int32 = iota // parked in epoll, no goroutine
+	stateIdle       int32 = iota // parked with the poller, no goroutine serving it
 	stateBusy                    // a goroutine serves it
 	stateBusyEvent               // busy, and an event came (data or the client leaving)
 	stateBusyHangup              // busy, and data came twice: registered for the client leaving only
@@ -686,7 +685,7 @@ func (c *conn) cancelRequest() {
 	}
 }
 
-// close closes c's socket (its epoll registration goes with it) and forgets c; once.
+// close closes c's socket (its registration with the poller goes with it) and forgets c; once.
 func (c *conn) close() {
 	c.mu.Lock()
 	if c.fdClosed {
@@ -804,7 +803,7 @@ func putSession(ss *session) {
 // h2Preface is how an HTTP/2 connection with prior knowledge starts.
 const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-// park hands busy c to epoll (its registration armed) with its idle timer running for idle
+// park hands busy c to the poller (its registration armed) with its idle timer running for idle
 // (0: none); false: an event came while it was busy, and c stays busy. A kept-alive c parking
 // once Shutdown began is closed (closeIdle's snapshot may have missed it); any other stays
 // open, as closeIdle leaves it: a new one (a TLS connection parks after its handshake, its
@@ -833,7 +832,7 @@ func (c *conn) wantHangup() {
 	c.mu.Unlock()
 }
 
-// serve serves requests on c while they come without a pause, then parks c in epoll again.
+// serve serves requests on c while they come without a pause, then parks c again.
 func (c *conn) serve() {
 	handshakeBy := c.idleUntil.Load() // a new connection's: ReadHeaderTimeout after the accept
 	c.stopIdle()
