@@ -27,8 +27,9 @@ import (
 // lets one goroutine wait to read a connection): the reader moves the read deadline to the
 // past, which ends the watcher's wait (a kick), waits for it to step aside, reads, and lets it
 // watch again. A read that does not wait (ReadNow) and a peek (readable) are raw calls beside
-// it where the system has non-blocking sockets (net_unix.go); on Windows a read under a
-// deadline a millisecond away (net_windows.go).
+// it where the system has non-blocking sockets (net_unix.go). On Windows (net_windows.go) the
+// watcher waits with RawRead's zero-byte WSARecv and tells data from the end by FIONREAD, a
+// read that does not wait is one under a deadline a millisecond away, and no peek is made.
 type netPoll struct {
 	srv      *Server
 	dispatch func(c *conn, events uint32, last bool) (serve bool)
