@@ -1,5 +1,3 @@
-//go:build linux
-
 package h1
 
 import (
@@ -14,8 +12,13 @@ import (
 // BenchmarkRequest is one keep-alive request through h1 on loopback, to a handler that
 // answers "ok": the server's own cost per request (the client side reads raw bytes and
 // allocates nothing, so allocs/op are the server's). Each request parks the connection.
-func BenchmarkRequest(b *testing.B) {
-	roundTrip, done := keepAliveClient(b)
+func BenchmarkRequest(b *testing.B) { benchmarkRequest(b, nil) }
+
+// BenchmarkRequestPortable is BenchmarkRequest on the portable poller (the default off Linux).
+func BenchmarkRequestPortable(b *testing.B) { benchmarkRequest(b, newNetPoll) }
+
+func benchmarkRequest(b *testing.B, newPoll func(*Server) (poller, sockets, error)) {
+	roundTrip, done := keepAliveClient(b, newPoll)
 	defer done()
 	roundTrip() // the connection and the worker exist before the timing starts
 	b.ReportAllocs()
@@ -25,10 +28,12 @@ func BenchmarkRequest(b *testing.B) {
 	}
 }
 
-// keepAliveClient serves okHandler with h1 on loopback and returns a function making one
-// keep-alive request on one connection, reading raw bytes (it allocates nothing itself).
-func keepAliveClient(b testing.TB) (roundTrip, done func()) {
-	s := &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+// keepAliveClient serves okHandler with h1 on loopback, with the poller newPoll makes (nil:
+// the default), and returns a function making one keep-alive request on one connection,
+// reading raw bytes (it allocates nothing itself).
+func keepAliveClient(b testing.TB, newPoll func(*Server) (poller, sockets, error)) (roundTrip, done func()) {
+	s := &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+		newPoll: newPoll}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -1,5 +1,3 @@
-//go:build linux
-
 package h1
 
 import (
@@ -38,7 +36,7 @@ func echoHandler(w http.ResponseWriter, r *http.Request) {
 
 type servers struct{ std, lean string }
 
-func startBoth(t testing.TB, h http.Handler) servers {
+func startBoth(t testing.TB, h http.Handler, newPoll func(*Server) (poller, sockets, error)) servers {
 	t.Helper()
 	stdLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +51,7 @@ func startBoth(t testing.TB, h http.Handler) servers {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lean := &Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	lean := &Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, newPoll: newPoll}
 	go lean.Serve(leanLn)
 	t.Cleanup(func() { std.Close(); lean.Close() })
 	return servers{std: stdLn.Addr().String(), lean: leanLn.Addr().String()}
@@ -178,8 +176,10 @@ var diffCases = []struct{ name, raw string }{
 	{"NUL in the target", "GET /a\x00b HTTP/1.1\r\nHost: e\r\n\r\n"},
 }
 
-func TestDifferential(t *testing.T) {
-	srv := startBoth(t, http.HandlerFunc(echoHandler))
+func TestDifferential(t *testing.T) { eachPoller(t, testDifferential) }
+
+func testDifferential(t *testing.T, pk testPoller) {
+	srv := startBoth(t, http.HandlerFunc(echoHandler), pk.newPoll)
 	for _, tc := range diffCases {
 		t.Run(tc.name, func(t *testing.T) {
 			std, lean := send(t, srv.std, []byte(tc.raw)), send(t, srv.lean, []byte(tc.raw))
@@ -196,7 +196,7 @@ func FuzzDifferential(f *testing.F) {
 	for _, tc := range diffCases {
 		f.Add([]byte(tc.raw))
 	}
-	srv := startBoth(f, http.HandlerFunc(echoHandler))
+	srv := startBoth(f, http.HandlerFunc(echoHandler), nil)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		if bytes.HasPrefix(raw, []byte("PRI")) {
 			return // HTTP/2: handed to Fallback, not compared here
@@ -216,7 +216,7 @@ func TestHeaderValuesAsNetHTTP(t *testing.T) {
 		for i, v := range values {
 			w.Header().Set(fmt.Sprintf("X-V%d", i), v)
 		}
-	}))
+	}), nil)
 	lines := func(addr string) []string {
 		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 		if err != nil {
@@ -249,11 +249,13 @@ func TestHeaderValuesAsNetHTTP(t *testing.T) {
 }
 
 // The status line is written as net/http writes it, for codes with a text and without.
-func TestStatusLineAsNetHTTP(t *testing.T) {
+func TestStatusLineAsNetHTTP(t *testing.T) { eachPoller(t, testStatusLineAsNetHTTP) }
+
+func testStatusLineAsNetHTTP(t *testing.T, pk testPoller) {
 	srv := startBoth(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		code, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
 		w.WriteHeader(code)
-	}))
+	}), pk.newPoll)
 	statusLine := func(addr string, code int) string {
 		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 		if err != nil {

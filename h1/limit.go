@@ -1,5 +1,3 @@
-//go:build linux
-
 package h1
 
 import (
@@ -139,7 +137,7 @@ func (s *Server) roomMade() {
 // process's or the system's open-file limit, socket buffers, kernel memory.
 func outOfDescriptors(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
-		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) || outOfSockets(err)
 }
 
 // heldConn is a connection handed to Fallback: it counts as held until it is closed.

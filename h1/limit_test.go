@@ -1,5 +1,3 @@
-//go:build linux
-
 package h1
 
 import (
@@ -9,10 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,9 +44,11 @@ func wantOK(t *testing.T, resp *http.Response, what string) {
 
 // At MaxConns, a new connection is served: the kept-alive connection idle longest is closed
 // to make room (one at a time under a bound this small), and the others stay open.
-func TestMaxConnsShedsTheLongestIdle(t *testing.T) {
+func TestMaxConnsShedsTheLongestIdle(t *testing.T) { eachPoller(t, testMaxConnsShedsTheLongestIdle) }
+
+func testMaxConnsShedsTheLongestIdle(t *testing.T, pk testPoller) {
 	s := &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: time.Minute, MaxConns: 3}
-	addr := startLean(t, s)
+	addr := pk.start(t, s)
 	var kept []net.Conn
 	var brs []*bufio.Reader
 	for range 3 {
@@ -74,7 +71,9 @@ func TestMaxConnsShedsTheLongestIdle(t *testing.T) {
 
 // At MaxConns with no connection idle, a new connection waits (in the listen backlog) and is
 // served as soon as one of the busy ones closes; none is closed under a request.
-func TestMaxConnsWaitsWhileNoneIsIdle(t *testing.T) {
+func TestMaxConnsWaitsWhileNoneIsIdle(t *testing.T) { eachPoller(t, testMaxConnsWaitsWhileNoneIsIdle) }
+
+func testMaxConnsWaitsWhileNoneIsIdle(t *testing.T, pk testPoller) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	entered := 0
@@ -88,7 +87,7 @@ func TestMaxConnsWaitsWhileNoneIsIdle(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	}), IdleTimeout: time.Minute, MaxConns: 2}
-	addr := startLean(t, s)
+	addr := pk.start(t, s)
 	var busy []*bufio.Reader
 	for range 2 {
 		c, br := dial(t, addr)
@@ -122,84 +121,11 @@ func TestMaxConnsWaitsWhileNoneIsIdle(t *testing.T) {
 	}
 }
 
-// Out of descriptors (the process's open-file limit), accept sheds a kept-alive idle
-// connection and takes the new one at once, saying so once in the log; and says when it
-// accepts again.
-func TestAcceptOutOfDescriptorsShedsIdle(t *testing.T) {
-	var mu sync.Mutex
-	var logged []string
-	s := &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: time.Minute,
-		AcceptLog: func(msg string, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				msg += ": " + err.Error()
-			}
-			logged = append(logged, msg)
-		}}
-	addr := startLean(t, s)
-	keptAlive(t, addr)
-	keptAlive(t, addr)
-	testutil.Eventually(t, 2*time.Second, "two held", func() bool { return s.Held() == 2 })
-
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	// Room for the client's socket only (the descriptor below the limit that the test's own
-	// open frees): the server's accept meets EMFILE.
-	f, err := os.Open(os.DevNull)
-	if err != nil {
-		t.Fatal(err)
-	}
-	low := lim
-	low.Cur = uint64(f.Fd()) + 1
-	f.Close()
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
-		t.Skip("cannot lower the open-file limit:", err)
-	}
-	restored := false
-	restore := func() {
-		if !restored {
-			restored = true
-			syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
-		}
-	}
-	t.Cleanup(restore)
-	c, br := dial(t, addr)
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: e\r\n\r\n")
-	resp, err := http.ReadResponse(br, nil)
-	restore()
-	if err != nil {
-		t.Fatalf("the new connection out of descriptors: %v", err)
-	}
-	wantOK(t, resp, "the new connection out of descriptors")
-	if s.Shed() < 1 {
-		t.Errorf("Shed() = %d, want the idle connections closed for room", s.Shed())
-	}
-	keptAlive(t, addr) // an accept that succeeds says so
-	mu.Lock()
-	defer mu.Unlock()
-	// Once a shortage, until an accept works again: the lines alternate, starting with the
-	// shortage and ending with the recovery. (Under the race detector a run has seen two
-	// shortages, each said once: the process's descriptors are not all the test's.)
-	if len(logged) == 0 || len(logged)%2 != 0 {
-		t.Fatalf("logged %q; want each shortage said once, then accepting again", logged)
-	}
-	for i, l := range logged {
-		short := strings.Contains(l, "out of file descriptors") && strings.Contains(l, "too many open files")
-		if i%2 == 0 && !short || i%2 == 1 && l != "accepting connections again" {
-			t.Errorf("logged %q; want each shortage said once, then accepting again", logged)
-			break
-		}
-	}
-}
-
 // What a shed costs at a bound of 20,000 idle connections: one scan for the 32 idle longest.
 func BenchmarkLongestIdle(b *testing.B) {
 	s := &Server{conns: map[*conn]struct{}{}}
 	for i := range 20000 {
-		c := &conn{srv: s, slot: -1}
+		c := &conn{srv: s}
 		c.served.Store(true)
 		c.idleUntil.Store(int64(i * 7919 % 20000)) // parked in no particular order
 		s.conns[c] = struct{}{}
@@ -216,7 +142,9 @@ func BenchmarkLongestIdle(b *testing.B) {
 // which would reset them with their requests written (a SIGTERM drain under a storm of new
 // connections lost a few so). Here the accept loop is held at MaxConns by a busy connection,
 // so that a connection waits in the backlog when Shutdown comes.
-func TestShutdownServesTheBacklog(t *testing.T) {
+func TestShutdownServesTheBacklog(t *testing.T) { eachPoller(t, testShutdownServesTheBacklog) }
+
+func testShutdownServesTheBacklog(t *testing.T, pk testPoller) {
 	release := make(chan struct{})
 	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
@@ -224,7 +152,7 @@ func TestShutdownServesTheBacklog(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	}), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute, MaxConns: 1}
-	addr := startLean(t, s)
+	addr := pk.start(t, s)
 	busy, busyBr := dial(t, addr)
 	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: e\r\n\r\n")
 	testutil.Eventually(t, 2*time.Second, "the busy connection held", func() bool { return s.Held() == 1 })

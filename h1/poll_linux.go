@@ -1,9 +1,6 @@
-//go:build linux
-
 package h1
 
 import (
-	"errors"
 	"os"
 	"runtime"
 	"sync"
@@ -14,18 +11,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// poller is one epoll instance that watches idle connections (and busy ones for the client
-// leaving, or for their goroutine waiting to read or write: sock.go) without a goroutine
-// each. A connection's socket is in no other epoll instance (Go's netpoller does not know it).
-// Registrations are edge-triggered and stay: a connection is registered once, for a request
-// or the client leaving, and an event comes each time the client sends. A keep-alive request
-// costs no epoll_ctl; only a connection whose client sends while it is busy (a body, a
-// pipelined request) is switched to the client leaving only, and back when it parks.
+// epoll is a poller (poller.go): one epoll instance that watches idle connections (and busy
+// ones for the client leaving, or for their goroutine waiting to read or write: sock_linux.go)
+// without a goroutine each. A connection's socket is in no other epoll instance (Go's
+// netpoller does not know it). Registrations are edge-triggered and stay: a connection is
+// registered once, for a request or the client leaving, and an event comes each time the
+// client sends. A keep-alive request costs no epoll_ctl; only a connection whose client sends
+// while it is busy (a body, a pipelined request) is switched to the client leaving only, and
+// back when it parks.
 //
 // The epoll instance is itself watched by Go's netpoller (an epoll fd is readable while it has
 // events), so run parks like any socket read: no thread blocks in epoll_wait, and with one P
 // the poller never holds it in a syscall.
-type poller struct {
+type epoll struct {
 	epfd int
 	file *os.File // epfd, registered with Go's netpoller
 	raw  syscall.RawConn
@@ -73,8 +71,8 @@ func (rawEpoll) wait(epfd int, events []unix.EpollEvent) (int, error) {
 	return epollWait(epfd, events)
 }
 
-// newPoller makes a poller whose system calls are sys's (nil: rawEpoll).
-func newPoller(sys epollSys) (*poller, error) {
+// newEpoll makes a poller whose system calls are sys's (nil: rawEpoll).
+func newEpoll(sys epollSys) (*epoll, error) {
 	if sys == nil {
 		sys = rawEpoll{}
 	}
@@ -92,13 +90,11 @@ func newPoller(sys epollSys) (*poller, error) {
 		f.Close()
 		return nil, err
 	}
-	p := &poller{epfd: fd, file: f, raw: raw, sys: sys, events: make([]unix.EpollEvent, 256)}
+	p := &epoll{epfd: fd, file: f, raw: raw, sys: sys, events: make([]unix.EpollEvent, 256)}
 	p.waitFn = p.wait
 	p.checkProcs()
 	return p, nil
 }
-
-var errClosed = errors.New("h1: connection closed")
 
 // epollCtl and epollWait are unix.EpollCtl and unix.EpollWait (timeout 0) by raw system
 // calls: neither can block, and a syscall.Syscall would wake sysmon after every idle moment
@@ -120,17 +116,13 @@ func epollWait(epfd int, events []unix.EpollEvent) (int, error) {
 	return int(n), nil
 }
 
-// Both registrations also wait for room to write (EPOLLOUT), for a goroutine whose write met a
-// full socket: edge-triggered, that event comes only after such a write (the kernel signals
-// room only to a socket that ran out of it), and rides along with the others.
-const (
-	evRead    = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET // a request, or the client leaving
-	evHangup  = unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET                // busy, data came: only the client leaving
-	evGoneSet = unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR
-)
+// The event bits dispatch reads (poller.go) are epoll's: the array's length is 0 only while
+// each one is.
+var _ [0]struct{} = [(evIn ^ unix.EPOLLIN) | (evOut ^ unix.EPOLLOUT) | (evErr ^ unix.EPOLLERR) |
+	(evHup ^ unix.EPOLLHUP) | (evRDHup ^ unix.EPOLLRDHUP) | (evET ^ unix.EPOLLET)]struct{}{}
 
 // add registers c (armed with events) and gives it a slot.
-func (p *poller) add(c *conn, events uint32) error {
+func (p *epoll) add(c *conn, events uint32) error {
 	p.mu.Lock()
 	var slot int32
 	if n := len(p.free); n > 0 {
@@ -155,7 +147,7 @@ func (p *poller) add(c *conn, events uint32) error {
 
 // arm changes what c's registration waits for. Edge-triggered, a change to what is true
 // already (data waiting, the client gone) is reported at once.
-func (p *poller) arm(c *conn, events uint32) error {
+func (p *epoll) arm(c *conn, events uint32) error {
 	p.mu.Lock()
 	ev := unix.EpollEvent{Events: events, Fd: c.slot, Pad: c.gen}
 	p.mu.Unlock()
@@ -167,12 +159,12 @@ func (p *poller) arm(c *conn, events uint32) error {
 
 // remove takes c out of epoll and frees its slot; before c's socket is handed on (closing it
 // takes it out of epoll: release is enough then).
-func (p *poller) remove(c *conn) {
+func (p *epoll) remove(c *conn) {
 	p.sys.ctl(p.epfd, unix.EPOLL_CTL_DEL, c.fd, unix.EpollEvent{})
 	p.release(c)
 }
 
-func (p *poller) release(c *conn) {
+func (p *epoll) release(c *conn) {
 	p.mu.Lock()
 	if c.slot >= 0 && int(c.slot) < len(p.slots) && p.slots[c.slot] == c {
 		p.slots[c.slot] = nil
@@ -192,7 +184,7 @@ func (p *poller) release(c *conn) {
 // one raw.Read, a readiness that comes after the batch's epoll_wait is kept for its wait.
 // A batch that fills events may have left others behind, which no new readiness announces
 // (epfd's registration is edge-triggered): wait takes the next batch at once.
-func (p *poller) wait(fd uintptr) bool {
+func (p *epoll) wait(fd uintptr) bool {
 	events := p.events
 	for {
 		n, err := p.sys.wait(int(fd), events)
@@ -234,7 +226,7 @@ func (p *poller) wait(fd uintptr) bool {
 // than one P: with one, nothing runs beside it, and the role's hand-off only put the new
 // poller first in line, to wake for nothing (docs/BENCHMARKS.md).
 // nil: closed, or epoll_wait failed (err: why; the poller is dead then).
-func (p *poller) run() (*conn, error) {
+func (p *epoll) run() (*conn, error) {
 	p.lead, p.werr = nil, nil
 	if err := p.raw.Read(p.waitFn); err != nil {
 		return nil, nil // closed
@@ -249,8 +241,27 @@ func (p *poller) run() (*conn, error) {
 	return c, nil
 }
 
+func (p *epoll) leaderServed() int64 { return p.leads.Load() }
+
 // checkProcs notes whether GOMAXPROCS is 1.
-func (p *poller) checkProcs() { p.oneP.Store(runtime.GOMAXPROCS(0) == 1) }
+func (p *epoll) checkProcs() { p.oneP.Store(runtime.GOMAXPROCS(0) == 1) }
 
 // close ends run and closes the epoll instance.
-func (p *poller) close() error { return p.file.Close() }
+func (p *epoll) close() error { return p.file.Close() }
+
+// defaultPoll is the poller a Server uses unless a test gives it another (Server.newPoll):
+// epoll, its system calls the kernel's.
+func defaultPoll(s *Server) (poller, sockets, error) { return withEpoll(nil)(s) }
+
+// withEpoll makes a Server's poller epoll with system calls sys (nil: rawEpoll's).
+func withEpoll(sys epollSys) func(*Server) (poller, sockets, error) {
+	return func(s *Server) (poller, sockets, error) {
+		p, err := newEpoll(sys)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.dispatch = s.dispatch
+		p.handOn = func() { s.work.serve(pollRole) }
+		return p, fdSockets{s}, nil
+	}
+}

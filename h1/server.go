@@ -1,5 +1,3 @@
-//go:build linux
-
 package h1
 
 import (
@@ -11,24 +9,20 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/fenec/fenec-entry/door"
 	"github.com/fenec/fenec-entry/internal/httpsyntax"
 )
 
 // Server serves HTTP/1.x on TCP connections, plain or (with TLSConfig) over TLS, with an
-// http.Handler. A connection waiting for its next request holds no goroutine and no buffer
-// of the server's: it is parked in an epoll instance and picked up when the client sends.
+// http.Handler. A connection waiting for its next request holds no buffer of the server's:
+// it is parked with the poller and picked up when the client sends (on Linux, in an epoll
+// instance, holding no goroutine either; elsewhere watched by one goroutine: poller.go).
 // Connections that are not HTTP/1.x (an HTTP/2 preface, or h2 negotiated over TLS) or not
 // TCP are handed to Fallback.
 //
@@ -64,14 +58,15 @@ type Server struct {
 	// off up to 100 ms while none can be shed), and once when an accept succeeds again.
 	AcceptLog func(msg string, err error)
 
-	// epoll is the poller's system calls; nil: the system's (a test gives one that counts
-	// or fails them).
-	epoll epollSys
+	// newPoll makes the poller and its sockets (poller.go); nil: the system's (defaultPoll). A
+	// test chooses: the portable poller on Linux, or epoll with system calls that count or fail.
+	newPoll func(*Server) (poller, sockets, error)
 
 	mu       sync.Mutex // guards the following fields
-	poll     *poller
+	poll     poller     // set once, by the first Serve: read without mu by connections
+	sock     sockets    // the same
 	ln       net.Listener
-	lnFile   *os.File // ln's socket, duplicated, if ln is a net.TCPListener: h1 accepts from it
+	lis      listener // what the accept loop takes ln's connections from (sockets.listen)
 	conns    map[*conn]struct{}
 	shutdown bool
 	closed   bool          // Close was called: nothing more is served
@@ -106,7 +101,7 @@ func (s *Server) LeaderServed() int64 {
 	if p == nil {
 		return 0
 	}
-	return p.leads.Load()
+	return p.leaderServed()
 }
 
 // ProcsChanged tells the server GOMAXPROCS changed (package procs), so that the poller's
@@ -134,14 +129,16 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	if s.poll == nil {
-		p, err := newPoller(s.epoll)
+		newPoll := s.newPoll
+		if newPoll == nil {
+			newPoll = defaultPoll
+		}
+		p, sock, err := newPoll(s)
 		if err != nil {
 			s.mu.Unlock()
 			return err
 		}
-		p.dispatch = s.dispatch
-		p.handOn = func() { s.work.serve(pollRole) }
-		s.poll = p
+		s.poll, s.sock = p, sock
 		s.conns = map[*conn]struct{}{}
 		s.room = make(chan struct{}, 1)
 		s.stopSweep = make(chan struct{})
@@ -157,52 +154,25 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 
-	// A net.TCPListener's connections are accepted by raw accept4 on a duplicate of its
-	// socket (a listener's RawConn cannot wait to read): a connection is then a file
-	// descriptor, never a net.TCPConn (sock.go).
-	var raw syscall.RawConn
-	if tl, ok := ln.(*net.TCPListener); ok {
-		lf, err := listenFile(tl)
-		if err == nil {
-			if raw, err = lf.SyscallConn(); err != nil {
-				lf.Close()
-			}
-		}
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		s.mu.Lock()
-		s.lnFile = lf
-		closed := s.shutdown
-		s.mu.Unlock()
-		defer lf.Close()
-		if closed { // Shutdown or Close came meanwhile, and closed ln but not lf
-			return ErrServerClosed
-		}
+	// The poller's sockets say how connections are taken from ln (epoll's: from a
+	// net.TCPListener by raw accept4 on a duplicate of its socket, sock_linux.go).
+	l, err := s.sock.listen(ln)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	s.mu.Lock()
+	s.lis = l
+	closed := s.shutdown
+	s.mu.Unlock()
+	defer l.close()
+	if closed { // Shutdown or Close came meanwhile, and closed ln but not what l holds
+		return ErrServerClosed
 	}
 	var delay time.Duration
 	starving := false // accept failed for want of descriptors, and said so (AcceptLog)
 	for {
-		var err error
-		if raw != nil {
-			var fd int
-			var sa unix.Sockaddr
-			if fd, sa, err = acceptRaw(raw); err == nil {
-				if setAcceptedOptions(fd) != nil { // the client reset it already
-					unix.Close(fd)
-					continue
-				}
-				s.waitRoom()
-				s.accept(fd, remoteString(sa))
-			}
-		} else {
-			var nc net.Conn
-			if nc, err = ln.Accept(); err == nil {
-				s.waitRoom()
-				s.acceptConn(nc)
-			}
-		}
+		err := l.accept()
 		if err == nil {
 			delay = 0
 			if starving {
@@ -263,47 +233,126 @@ func (s *Server) closedErr() error {
 	return ErrServerClosed
 }
 
-// closeListener closes ln and h1's duplicate of its socket; with s.mu held.
+// closeListener closes ln and what the accept loop holds of it (epoll's: a duplicate of its
+// socket); with s.mu held.
 func (s *Server) closeListener() {
 	if s.ln != nil {
 		s.ln.Close()
 	}
-	if s.lnFile != nil {
-		s.lnFile.Close()
+	if s.lis != nil {
+		s.lis.close()
 	}
 }
 
 // closing: the answer being written is its connection's last (shutdown, or no keep-alives).
 func (s *Server) closing() bool { return s.down.Load() || s.noKeep.Load() }
 
-// acceptConn takes a connection from a listener that is not a net.TCPListener: a TCP one's
-// socket is taken as a file descriptor, any other goes to Fallback.
+// connListener is a listener (poller.go) that takes connections by ln's Accept: the portable
+// poller's, and epoll's from a listener that is not a net.TCPListener (one that wraps it).
+type connListener struct {
+	s  *Server
+	ln net.Listener
+	tl *net.TCPListener // ln, if it is one: a deadline lets its Accept take the backlog
+	// drain: Shutdown takes the backlog (takeQueued); taken counts the connections accepted
+	// since (the accept loop's).
+	drain   atomic.Bool
+	taken   int
+	stopped chan struct{} // closed by close, when the accept loop ends
+	once    sync.Once
+}
+
+func newConnListener(s *Server, ln net.Listener) *connListener {
+	tl, _ := ln.(*net.TCPListener)
+	return &connListener{s: s, ln: ln, tl: tl, stopped: make(chan struct{})}
+}
+
+// maxQueued bounds what takeQueued takes: a listen backlog's worth (net.core.somaxconn's
+// default), so that a storm cannot hold Shutdown there.
+const maxQueued = 4096
+
+// queueDrain is how long an Accept waits for the next connection once Shutdown takes the
+// backlog: the backlog's connections are there at once, and new ones are not waited for.
+const queueDrain = 5 * time.Millisecond
+
+// maxQueueWait bounds how long takeQueued waits for the accept loop to end.
+const maxQueueWait = time.Second
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+func (l *connListener) accept() error {
+	fresh := false // this Accept's deadline is drain's own
+	for {
+		if l.tl != nil && l.drain.Load() {
+			d := time.Now().Add(queueDrain)
+			if l.taken >= maxQueued {
+				d = aLongTimeAgo
+			}
+			l.tl.SetDeadline(d)
+			fresh = true
+		}
+		nc, err := l.ln.Accept()
+		if err != nil {
+			if !fresh && l.tl != nil && l.drain.Load() {
+				continue // takeQueued's deadline ended a wait begun before: look once more
+			}
+			return err
+		}
+		if fresh {
+			l.taken++
+		}
+		l.s.waitRoom()
+		l.s.acceptConn(nc)
+		return nil
+	}
+}
+
+// takeQueued has the accept loop take what waits in a net.TCPListener's backlog (the loop
+// holds the listener, and Accept takes a connection only there): once drain is set, each
+// Accept waits queueDrain at most, so the loop takes the backlog, at most maxQueued, and
+// ends (Shutdown has begun); the deadline set here ends a wait begun before. From another
+// listener nothing can be taken without waiting, and nothing is.
+func (l *connListener) takeQueued() {
+	if l.tl == nil {
+		return
+	}
+	l.drain.Store(true)
+	l.tl.SetDeadline(time.Now().Add(queueDrain))
+	t := time.NewTimer(maxQueueWait)
+	defer t.Stop()
+	select {
+	case <-l.stopped:
+	case <-t.C:
+	}
+}
+
+func (l *connListener) close() { l.once.Do(func() { close(l.stopped) }) }
+
+// acceptConn takes a connection from a listener whose connections are net.Conns: a TCP one is
+// made the server's (sockets.fromConn), any other goes to Fallback.
 func (s *Server) acceptConn(nc net.Conn) {
 	tc, ok := nc.(*net.TCPConn)
 	if !ok {
 		s.fallback(s.holdHanded(nc))
 		return
 	}
-	remote := tc.RemoteAddr().String()
-	fd, err := takeFD(tc)
+	c, err := s.sock.fromConn(tc)
 	if err != nil {
 		return
 	}
-	s.accept(fd, remote)
+	s.accept(c)
 }
 
-// accept serves the connection on socket fd (non-blocking), from remote.
+// accept serves c, a connection just taken from a listener.
 //
 // A connection accepted while Shutdown closes the listener is served all the same (its answer
 // carries Connection: close): its client has no answer to retry on, and in an upgrade in place
 // the listening socket lives on in the new process, so the connection was not refused. Once
 // Close was called, or Shutdown found no connection left, it is closed.
-func (s *Server) accept(fd int, remote string) {
-	c := &conn{srv: s, fd: fd, slot: -1, remote: remote}
+func (s *Server) accept(c *conn) {
 	s.mu.Lock()
 	if s.closed || s.shutdown && s.done != nil && isClosed(s.done) {
 		s.mu.Unlock()
-		unix.Close(fd)
+		s.sock.closeSocket(c)
 		return
 	}
 	s.conns[c] = struct{}{}
@@ -338,10 +387,10 @@ func (s *Server) fallback(nc net.Conn) {
 // the others are given to workers here).
 func (s *Server) dispatch(c *conn, events uint32, last bool) (serve bool) {
 	gone := events&evGoneSet != 0
-	data := gone || events&unix.EPOLLIN != 0
+	data := gone || events&evIn != 0
 	woke := false
 	if st := c.state.Load(); st != stateIdle && st != stateClosed {
-		if gone || events&unix.EPOLLOUT != 0 {
+		if gone || events&evOut != 0 {
 			c.wr.notify()
 		}
 		if data {
@@ -396,7 +445,7 @@ func (s *Server) poll1() *conn {
 	c, err := s.poll.run()
 	if c == nil {
 		if err != nil {
-			// epoll_wait failed: no connection would be woken again. The server closes, and
+			// The poller failed (epoll_wait): no connection would be woken again. The server closes, and
 			// Serve returns the error (the node then stops: it must not stay "ready" with
 			// every connection hanging).
 			err = fmt.Errorf("h1: the poller failed: %w", err)
@@ -422,12 +471,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.shutdown = true
 	s.down.Store(true)
-	lf := s.lnFile
+	l := s.lis
 	s.mu.Unlock()
 	// Closing a listening socket resets the connections in its backlog, handshaken and maybe
 	// with their request written: those are taken and served first (in an upgrade the socket
 	// lives on in the new process, which would have taken them; they are served here instead).
-	s.takeQueued(lf)
+	if l != nil {
+		l.takeQueued()
+	}
 	s.mu.Lock()
 	s.closeListener()
 	if s.done == nil {
@@ -587,7 +638,7 @@ func (s *Server) forget(c *conn) {
 }
 
 const (
-	stateIdle       int32 = iota // parked in epoll, no goroutine
+	stateIdle       int32 = iota // parked with the poller, no goroutine serving it
 	stateBusy                    // a goroutine serves it
 	stateBusyEvent               // busy, and an event came (data or the client leaving)
 	stateBusyHangup              // busy, and data came twice: registered for the client leaving only
@@ -598,10 +649,12 @@ const (
 type conn struct {
 	srv    *Server
 	remote string
-	fd     int   // the socket (sock.go); closed only by whoever owns c: its goroutine if busy
-	slot   int32 // the poller's; -1: not registered
-	gen    int32 // the poller's registration generation
+	fdConn          // its socket under epoll (sock_linux.go); closed only by c's owner, its goroutine if busy
+	ns     *netSock // its socket on the portable poller (poll_net.go); nil under epoll
 	state  atomic.Int32
+	// gone: the event that woke c said the client had closed its side too. Edge-triggered,
+	// no event will say it again, so c reads on to the end instead of parking.
+	gone atomic.Bool
 	// idleUntil is when c, idle, is closed (Unix ns; 0: never, or busy). One sweeper
 	// closes the connections past it, where a timer each would cost a runtime timer per
 	// connection and two timer changes per request.
@@ -611,10 +664,7 @@ type conn struct {
 	mu        sync.Mutex             // serialises re-arming between the poller and the serving goroutine, and guards fdClosed
 	fdClosed  bool
 	served    atomic.Bool // a request was read: the next is not the first, and idle c is a kept-alive one
-	// gone: the event that woke c said the client had closed its side too. Edge-triggered,
-	// no event will say it again, so c reads on to the end instead of parking.
-	gone atomic.Bool
-	tls  *tlsState // a TLS connection's, made at its first wake (Server.TLSConfig); nil: plain
+	tls       *tlsState   // a TLS connection's, made at its first wake (Server.TLSConfig); nil: plain
 }
 
 // idleFor closes c if it stays idle for d (0: never): the sweeper closes it.
@@ -635,7 +685,7 @@ func (c *conn) cancelRequest() {
 	}
 }
 
-// close closes c's socket (its epoll registration goes with it) and forgets c; once.
+// close closes c's socket (its registration with the poller goes with it) and forgets c; once.
 func (c *conn) close() {
 	c.mu.Lock()
 	if c.fdClosed {
@@ -648,7 +698,7 @@ func (c *conn) close() {
 	if c.tls != nil && c.tls.sock.nc == nil {
 		c.tls.tc.Close() // its close_notify, written if the socket has room; not the socket
 	}
-	unix.Close(c.fd)
+	c.srv.sock.closeSocket(c)
 	c.mu.Unlock()
 	c.srv.forget(c)
 }
@@ -658,42 +708,30 @@ func (c *conn) close() {
 func (c *conn) kill() {
 	c.mu.Lock()
 	if !c.fdClosed {
-		unix.Shutdown(c.fd, unix.SHUT_RDWR)
+		c.srv.sock.kill(c)
 	}
 	c.mu.Unlock()
 	c.rd.notify()
 	c.wr.notify()
 }
 
-// wantData makes sure a busy c's registration wakes it for data, before its goroutine waits
-// to read: one switched to the client leaving only (a body's second event) is switched back.
-func (c *conn) wantData() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.fdClosed {
-		return net.ErrClosed
-	}
-	if c.state.CompareAndSwap(stateBusyHangup, stateBusyEvent) {
-		return c.srv.poll.arm(c, evRead)
-	}
-	return nil
-}
-
 // session is what a connection holds while it is served, kept in a pool between wakes: an
 // idle connection holds none of it.
 type session struct {
-	br    *bufio.Reader
-	bw    *bufio.Writer
-	door  door.Reader // between br and lr: br sees only what the door lets in
-	lr    limitReader
-	io    sockIO
-	tio   tlsIO      // a TLS connection's tls.Conn over io
-	tr    transport  // what br (through the door) reads and bw writes: &io, or &tio
-	plain plainStore // readPlainInto's
+	c         *conn
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	door      door.Reader // between br and lr: br sees only what the door lets in
+	lr        limitReader
+	fdSession            // the socket's reader and writer under epoll (sock_linux.go)
+	sock      transport  // c's socket (sockets.transport): &io under epoll
+	tio       tlsIO      // a TLS connection's tls.Conn over sock
+	tr        transport  // what br (through the door) reads and bw writes: sock, or &tio
+	plain     plainStore // readPlainInto's
 }
 
 // transport is a connection's byte stream as its session reads and writes it: the socket
-// (sockIO), or TLS over it (tlsIO).
+// (sockets.transport), or TLS over it (tlsIO).
 type transport interface {
 	Read(p []byte) (int, error)
 	ReadNow(p []byte) (int, error) // errWouldBlock: nothing to read yet
@@ -703,7 +741,7 @@ type transport interface {
 }
 
 var sessionPool = sync.Pool{New: func() any {
-	return &session{br: bufio.NewReaderSize(nil, 4096), bw: writerPool.Get().(*bufio.Writer), io: newSockIO()}
+	return &session{br: bufio.NewReaderSize(nil, 4096), bw: writerPool.Get().(*bufio.Writer), fdSession: newFDSession()}
 }}
 
 // writerPool holds the writers sessions gave back while their answer waited (releaseWriter),
@@ -731,11 +769,12 @@ func (ss *session) acquireWriter() *bufio.Writer {
 // requests, with nothing read and not yet served (serve).
 func getSession(c *conn) *session {
 	ss := sessionPool.Get().(*session)
-	ss.io.reset(c)
-	ss.tr = &ss.io
+	ss.c = c
+	ss.sock = c.srv.sock.transport(c, ss)
+	ss.tr = ss.sock
 	if c.tls != nil {
-		c.tls.sock.io = &ss.io
-		ss.tio = tlsIO{t: c.tls, io: &ss.io}
+		c.tls.sock.io = ss.sock
+		ss.tio = tlsIO{t: c.tls, io: ss.sock}
 		ss.tr = &ss.tio
 	}
 	ss.lr.r = ss.tr
@@ -755,8 +794,8 @@ func putSession(ss *session) {
 		ss.tio.t.sock.io = nil
 		ss.tio = tlsIO{}
 	}
-	ss.tr = nil
-	ss.io.reset(nil)
+	ss.tr, ss.sock, ss.c = nil, nil, nil
+	ss.releaseFD()
 	ss.plain.release()
 	sessionPool.Put(ss)
 }
@@ -764,7 +803,7 @@ func putSession(ss *session) {
 // h2Preface is how an HTTP/2 connection with prior knowledge starts.
 const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-// park hands busy c to epoll (its registration armed) with its idle timer running for idle
+// park hands busy c to the poller (its registration armed) with its idle timer running for idle
 // (0: none); false: an event came while it was busy, and c stays busy. A kept-alive c parking
 // once Shutdown began is closed (closeIdle's snapshot may have missed it); any other stays
 // open, as closeIdle leaves it: a new one (a TLS connection parks after its handshake, its
@@ -793,7 +832,7 @@ func (c *conn) wantHangup() {
 	c.mu.Unlock()
 }
 
-// serve serves requests on c while they come without a pause, then parks c in epoll again.
+// serve serves requests on c while they come without a pause, then parks c again.
 func (c *conn) serve() {
 	handshakeBy := c.idleUntil.Load() // a new connection's: ReadHeaderTimeout after the accept
 	c.stopIdle()
@@ -883,19 +922,10 @@ func (c *conn) parkOrWake(idle time.Duration) bool {
 				return false
 			}
 		}
-		if c.readable() {
+		if c.srv.sock.readable(c) {
 			return true
 		}
 	}
-}
-
-// readable reports whether a read of c would not wait: data, the end, or an error (which the
-// read then meets). One peek, no wait.
-func (c *conn) readable() bool {
-	var b [1]byte
-	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(c.fd), uintptr(unsafe.Pointer(&b[0])), 1,
-		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	return e != syscall.EAGAIN
 }
 
 func (c *conn) shut() {
@@ -1111,7 +1141,7 @@ func writeRaw(ss *session, status, msg string) {
 	}
 	ss.tr.SetWriteDeadline(time.Now().Add(time.Second))
 	io.WriteString(ss.tr, "HTTP/1.1 "+status+"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+body)
-	ss.io.c.closeWriteAndWait()
+	ss.c.closeWriteAndWait()
 }
 
 // rstAvoidanceDelay is net/http's: after an answer that closes a connection the client may
@@ -1123,7 +1153,7 @@ func (c *conn) closeWriteAndWait() {
 	if c.tls != nil {
 		c.tls.tc.CloseWrite() // close_notify first (written at once, or with what is left)
 	}
-	unix.Shutdown(c.fd, unix.SHUT_WR) // c's goroutine owns it: not closed meanwhile
+	c.srv.sock.shutWrite(c)
 	time.Sleep(rstAvoidanceDelay)
 }
 
@@ -1135,14 +1165,8 @@ func (c *conn) handOff() *net.TCPConn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.fdClosed = true
-	f := os.NewFile(uintptr(c.fd), "")
-	nc, err := net.FileConn(f) // a duplicate of the socket, in Go's netpoller
-	f.Close()
-	tc, ok := nc.(*net.TCPConn)
-	if err != nil || !ok {
-		if nc != nil {
-			nc.Close()
-		}
+	tc, err := c.srv.sock.netConn(c)
+	if err != nil {
 		return nil
 	}
 	return tc

@@ -1,13 +1,9 @@
-//go:build linux
-
 package h1
 
 import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,15 +11,50 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
+
+// testPoller is a poller (poller.go) the behaviour tests run under, each in a subtest of its
+// name (eachPoller): those built here are testPollers (pollers_linux_test.go, and
+// pollers_other_test.go).
+type testPoller struct {
+	name    string
+	newPoll func(*Server) (poller, sockets, error) // Server.newPoll
+	// idleGoroutines is what an idle connection holds: none under epoll, its watcher on the
+	// portable poller; idleHeap and idleStack bound the bytes it holds
+	// (TestIdleConnectionMemory).
+	idleGoroutines      int
+	idleHeap, idleStack float64
+}
+
+// eachPoller runs test under each poller built here.
+func eachPoller(t *testing.T, test func(*testing.T, testPoller)) {
+	for _, pk := range testPollers {
+		t.Run(pk.name, func(t *testing.T) { test(t, pk) })
+	}
+}
+
+// start serves s with the poller on loopback (startLean).
+func (pk testPoller) start(t *testing.T, s *Server) string {
+	t.Helper()
+	s.newPoll = pk.newPoll
+	return startLean(t, s)
+}
+
+// portable is the portable poller as tests run it; byDeadline, as on Windows, its reads and
+// writes "now" made under a deadline a moment away (net_windows.go).
+var portable = testPoller{name: "portable", newPoll: newNetPoll, idleGoroutines: 1, idleHeap: 2048, idleStack: 4096}
+
+var portableByDeadline = testPoller{name: "portable-by-deadline", idleGoroutines: 1, idleHeap: 2048, idleStack: 4096,
+	newPoll: func(s *Server) (poller, sockets, error) {
+		p, sk, err := newNetPoll(s)
+		p.(*netPoll).byDeadline = true
+		return p, sk, err
+	}}
 
 func startLean(t *testing.T, s *Server) string {
 	t.Helper()
@@ -82,9 +113,13 @@ func closedSoon(t *testing.T, br *bufio.Reader, what string) {
 	}
 }
 
-// An idle keep-alive connection holds no goroutine: 200 connections, each answered once and
-// left open, add (almost) none.
+// An idle keep-alive connection holds no goroutine under epoll, and one (its watcher) on the
+// portable poller: 100 connections, each answered once and left open, add (almost) no more.
 func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
+	eachPoller(t, testIdleConnectionsHoldNoGoroutine)
+}
+
+func testIdleConnectionsHoldNoGoroutine(t *testing.T, pk testPoller) {
 	srvCfg, cliCfg := testTLS(t)
 	for _, tc := range []struct {
 		name string
@@ -95,7 +130,7 @@ func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 		{"tls", srvCfg, func(t *testing.T, addr string) (net.Conn, *bufio.Reader) { return dialTLS(t, addr, cliCfg) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), TLSConfig: tc.tls})
+			addr := pk.start(t, &Server{Handler: http.HandlerFunc(okHandler), TLSConfig: tc.tls})
 			before := runtime.NumGoroutine()
 			const n = 100
 			for range n {
@@ -108,16 +143,18 @@ func TestIdleConnectionsHoldNoGoroutine(t *testing.T) {
 			}
 			// Each serving goroutine ends once it parked its connection.
 			testutil.Eventually(t, 5*time.Second, "the serving goroutines to end", func() bool {
-				return runtime.NumGoroutine()-before < 10
+				return runtime.NumGoroutine()-before < 10+pk.idleGoroutines*n
 			})
 		})
 	}
 }
 
 // A keep-alive connection carries request after request, parked between them.
-func TestKeepAliveAfterParking(t *testing.T) {
+func TestKeepAliveAfterParking(t *testing.T) { eachPoller(t, testKeepAliveAfterParking) }
+
+func testKeepAliveAfterParking(t *testing.T, pk testPoller) {
 	var served atomic.Int32
-	addr := startLean(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := pk.start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)
 		io.WriteString(w, r.URL.Path)
 	})})
@@ -140,8 +177,12 @@ func TestKeepAliveAfterParking(t *testing.T) {
 // The client leaving cancels its request's context while the handler runs (as net/http's
 // background read does), within a second.
 func TestClientLeavingCancelsTheRequest(t *testing.T) {
+	eachPoller(t, testClientLeavingCancelsTheRequest)
+}
+
+func testClientLeavingCancelsTheRequest(t *testing.T, pk testPoller) {
 	started, canceled := make(chan struct{}), make(chan time.Time, 1)
-	addr := startLean(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := pk.start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(started)
 		select {
 		case <-r.Context().Done():
@@ -171,8 +212,12 @@ func TestClientLeavingCancelsTheRequest(t *testing.T) {
 // A POST body arriving while the handler runs (an event while busy) does not end the watch
 // for the client leaving.
 func TestClientLeavingAfterABodyCancels(t *testing.T) {
+	eachPoller(t, testClientLeavingAfterABodyCancels)
+}
+
+func testClientLeavingAfterABodyCancels(t *testing.T, pk testPoller) {
 	canceled := make(chan struct{})
-	addr := startLean(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := pk.start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The rest of the body waits in the socket until the poller has seen it (an event
 		// while busy), and only then is read.
 		time.Sleep(200 * time.Millisecond)
@@ -198,9 +243,11 @@ func TestClientLeavingAfterABodyCancels(t *testing.T) {
 
 // Flush sends what was written at once: a stream's first event reaches the client while the
 // handler still runs.
-func TestFlushStreams(t *testing.T) {
+func TestFlushStreams(t *testing.T) { eachPoller(t, testFlushStreams) }
+
+func testFlushStreams(t *testing.T, pk testPoller) {
 	release := make(chan struct{})
-	addr := startLean(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := pk.start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, "event: one\n\n")
 		w.(http.Flusher).Flush()
@@ -222,9 +269,11 @@ func TestFlushStreams(t *testing.T) {
 // A stream that gives its write buffer back while it waits (ReleaseWriteBuffer, as the proxy
 // does when a stream pauses) holds none, writes on with one taken again, ends its chunked
 // body, and the connection carries the next request. A writer still holding bytes is kept.
-func TestReleaseWriteBuffer(t *testing.T) {
+func TestReleaseWriteBuffer(t *testing.T) { eachPoller(t, testReleaseWriteBuffer) }
+
+func testReleaseWriteBuffer(t *testing.T, pk testPoller) {
 	released := make(chan bool, 2)
-	addr := startLean(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := pk.start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/stream" {
 			io.WriteString(w, "ok")
 			return
@@ -254,8 +303,10 @@ func TestReleaseWriteBuffer(t *testing.T) {
 }
 
 // The idle timeout closes a parked connection; the header timeout one that sends half a head.
-func TestTimeouts(t *testing.T) {
-	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: 200 * time.Millisecond,
+func TestTimeouts(t *testing.T) { eachPoller(t, testTimeouts) }
+
+func testTimeouts(t *testing.T, pk testPoller) {
+	addr := pk.start(t, &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: 200 * time.Millisecond,
 		ReadHeaderTimeout: 200 * time.Millisecond})
 	t.Run("idle", func(t *testing.T) {
 		c, br := dial(t, addr)
@@ -316,7 +367,9 @@ func TestTimeouts(t *testing.T) {
 
 // Shutdown closes idle connections at once, lets a busy one finish with Connection: close,
 // and returns when it is gone.
-func TestShutdown(t *testing.T) {
+func TestShutdown(t *testing.T) { eachPoller(t, testShutdown) }
+
+func testShutdown(t *testing.T, pk testPoller) {
 	inHandler, release := make(chan struct{}), make(chan struct{})
 	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
@@ -325,7 +378,7 @@ func TestShutdown(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})}
-	addr := startLean(t, s)
+	addr := pk.start(t, s)
 	idle, idleBr := dial(t, addr)
 	resp := get(t, idle, idleBr, "/")
 	io.Copy(io.Discard, resp.Body)
@@ -366,9 +419,11 @@ func TestShutdown(t *testing.T) {
 }
 
 // A connection that starts with the HTTP/2 preface goes to Fallback, its bytes intact.
-func TestH2PrefaceGoesToFallback(t *testing.T) {
+func TestH2PrefaceGoesToFallback(t *testing.T) { eachPoller(t, testH2PrefaceGoesToFallback) }
+
+func testH2PrefaceGoesToFallback(t *testing.T, pk testPoller) {
 	got := make(chan string, 1)
-	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), Fallback: func(c net.Conn) {
+	addr := pk.start(t, &Server{Handler: http.HandlerFunc(okHandler), Fallback: func(c net.Conn) {
 		defer c.Close()
 		b := make([]byte, len(h2Preface)+5)
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -393,8 +448,10 @@ func TestH2PrefaceGoesToFallback(t *testing.T) {
 
 // A handler that panics with http.ErrAbortHandler cuts the answer: the connection closes
 // without the last chunk, so the client cannot take it for whole.
-func TestAbortCutsTheAnswer(t *testing.T) {
-	addr := startLean(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func TestAbortCutsTheAnswer(t *testing.T) { eachPoller(t, testAbortCutsTheAnswer) }
+
+func testAbortCutsTheAnswer(t *testing.T, pk testPoller) {
+	addr := pk.start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, strings.Repeat("x", 4000))
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler)
@@ -407,8 +464,10 @@ func TestAbortCutsTheAnswer(t *testing.T) {
 }
 
 // A second request arriving before the first is answered (pipelining) is answered after it.
-func TestPipelined(t *testing.T) {
-	addr := startLean(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func TestPipelined(t *testing.T) { eachPoller(t, testPipelined) }
+
+func testPipelined(t *testing.T, pk testPoller) {
+	addr := pk.start(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, r.URL.Path)
 	})})
 	c, br := dial(t, addr)
@@ -428,7 +487,11 @@ func TestPipelined(t *testing.T) {
 // A connection that never sends a request is closed after the header timeout, as net/http
 // does, not kept for the idle timeout.
 func TestSilentConnectionClosedAfterHeaderTimeout(t *testing.T) {
-	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: time.Hour,
+	eachPoller(t, testSilentConnectionClosedAfterHeaderTimeout)
+}
+
+func testSilentConnectionClosedAfterHeaderTimeout(t *testing.T, pk testPoller) {
+	addr := pk.start(t, &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: time.Hour,
 		ReadHeaderTimeout: 200 * time.Millisecond})
 	_, br := dial(t, addr)
 	closedSoon(t, br, "read a byte from a silent connection")
@@ -437,8 +500,10 @@ func TestSilentConnectionClosedAfterHeaderTimeout(t *testing.T) {
 // net/http's tolerance of a CRLF an old client sends after a POST body holds when the next
 // request comes after the connection parked, not only when it is pipelined: "first request"
 // is the connection's, not the wake's.
-func TestCRLFAfterPostAcrossPark(t *testing.T) {
-	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 2 * time.Second})
+func TestCRLFAfterPostAcrossPark(t *testing.T) { eachPoller(t, testCRLFAfterPostAcrossPark) }
+
+func testCRLFAfterPostAcrossPark(t *testing.T, pk testPoller) {
+	addr := pk.start(t, &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 2 * time.Second})
 	c, br := dial(t, addr)
 	io.WriteString(c, "POST / HTTP/1.1\r\nHost: e\r\nContent-Length: 0\r\n\r\n")
 	resp, err := http.ReadResponse(br, nil)
@@ -475,30 +540,15 @@ func TestSweepPeriod(t *testing.T) {
 	}
 }
 
-// A keep-alive GET changes no registration: a connection stays registered, edge-triggered,
-// from its accept to its close (one epoll_ctl a request was 2% of the entry's CPU).
-func TestKeepAliveRequestsChangeNoRegistration(t *testing.T) {
-	sys := &countingEpoll{}
-	s := &Server{Handler: http.HandlerFunc(okHandler), epoll: sys}
-	addr := startLean(t, s)
-	c, br := dial(t, addr)
-	for i := range 50 {
-		if i%10 == 0 {
-			time.Sleep(10 * time.Millisecond) // parked meanwhile, and woken again
-		}
-		resp := get(t, c, br, "/")
-		io.Copy(io.Discard, resp.Body)
-	}
-	if n := sys.mods.Load(); n != 0 {
-		t.Errorf("50 keep-alive requests changed the registration %d times, want 0", n)
-	}
-}
-
 // A client that sends its request and closes its side in one go gets the answer and the
 // connection's end at once (net/http reads on to the end too). Edge-triggered, the event
 // that carried the request was the only one to say the client had finished.
 func TestRequestWithHalfCloseEndsAtOnce(t *testing.T) {
-	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: time.Minute})
+	eachPoller(t, testRequestWithHalfCloseEndsAtOnce)
+}
+
+func testRequestWithHalfCloseEndsAtOnce(t *testing.T, pk testPoller) {
+	addr := pk.start(t, &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: time.Minute})
 	for _, raw := range []string{
 		"GET / HTTP/1.1\r\nHost: e\r\n\r\n",
 		"GET /a HTTP/1.1\r\nHost: e\r\n\r\nGET /b HTTP/1.1\r\nHost: e\r\n\r\n",
@@ -566,7 +616,11 @@ func httptestRequest() *http.Request {
 // set) and whose rest was plain: the deadline is lifted with the head read, and the
 // connection carries a next request long after it would have passed.
 func TestHeaderDeadlineLiftedAfterAPlainHead(t *testing.T) {
-	addr := startLean(t, &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 200 * time.Millisecond})
+	eachPoller(t, testHeaderDeadlineLiftedAfterAPlainHead)
+}
+
+func testHeaderDeadlineLiftedAfterAPlainHead(t *testing.T, pk testPoller) {
+	addr := pk.start(t, &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 200 * time.Millisecond})
 	c, br := dial(t, addr)
 	resp := get(t, c, br, "/") // the first request: served, the connection parked
 	io.Copy(io.Discard, resp.Body)
@@ -587,9 +641,11 @@ func TestHeaderDeadlineLiftedAfterAPlainHead(t *testing.T) {
 
 // Close right after Serve started returns: the sweeper, not yet running when Close came, is
 // stopped all the same (it read its stop channel late, found it gone, and waited forever).
-func TestCloseRightAfterServe(t *testing.T) {
+func TestCloseRightAfterServe(t *testing.T) { eachPoller(t, testCloseRightAfterServe) }
+
+func testCloseRightAfterServe(t *testing.T, pk testPoller) {
 	for range 200 {
-		s := &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: time.Minute}
+		s := &Server{Handler: http.HandlerFunc(okHandler), IdleTimeout: time.Minute, newPoll: pk.newPoll}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -617,49 +673,17 @@ func serving(s *Server) bool {
 	return s.poll != nil
 }
 
-// A poller that fails (epoll_wait's error) would leave every connection unwoken: the server
-// closes instead, its connections with it, and Serve returns the error, so that the node stops
-// rather than stay ready in front of hanging connections.
-func TestPollerFailureEndsServe(t *testing.T) {
-	var logged atomic.Value
-	sys := &countingEpoll{}
-	s := &Server{Handler: http.HandlerFunc(okHandler), ErrorLog: func(msg string) { logged.Store(msg) }, epoll: sys}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	t.Cleanup(func() { s.Close() })
-	c, br := dial(t, ln.Addr().String())
-	resp := get(t, c, br, "/")
-	io.Copy(io.Discard, resp.Body)
-	time.Sleep(10 * time.Millisecond) // parked
-
-	failure := error(syscall.EBADF)
-	sys.failNext.Store(&failure)
-	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: e\r\n\r\n") // an event: the poller waits again, and fails
-	select {
-	case err := <-served:
-		if err == nil || errors.Is(err, ErrServerClosed) || !errors.Is(err, syscall.EBADF) {
-			t.Errorf("Serve returned %v, want the poller's failure", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return within 5 s of the poller's failure")
-	}
-	closedSoon(t, br, "the parked connection was not closed with the server")
-	if msg, _ := logged.Load().(string); !strings.Contains(msg, "poller failed") {
-		t.Errorf("ErrorLog was told %q, want the poller's failure", msg)
-	}
-}
-
 // A parked connection woken with nothing to read (the poller can deliver an event whose data
 // the serving goroutine read already) parks again: its next request, long after the header
 // timeout, is answered. It was closed instead: the wake read under the header deadline, which
 // started before the request did, and a goroutine waited for it meanwhile.
 func TestWakeWithNothingToReadParksAgain(t *testing.T) {
+	eachPoller(t, testWakeWithNothingToReadParksAgain)
+}
+
+func testWakeWithNothingToReadParksAgain(t *testing.T, pk testPoller) {
 	s := &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 100 * time.Millisecond}
-	addr := startLean(t, s)
+	addr := pk.start(t, s)
 	c, br := dial(t, addr)
 	resp := get(t, c, br, "/")
 	io.Copy(io.Discard, resp.Body)
@@ -673,7 +697,7 @@ func TestWakeWithNothingToReadParksAgain(t *testing.T) {
 		}
 		return false
 	})
-	if s.dispatch(parked, unix.EPOLLIN, false) {
+	if s.dispatch(parked, evIn, false) {
 		t.Fatal("dispatch asked its caller to serve a connection it was not told is the batch's last")
 	}
 	testutil.Eventually(t, 2*time.Second, "the woken connection parked again", func() bool {
@@ -692,9 +716,11 @@ func TestWakeWithNothingToReadParksAgain(t *testing.T) {
 // lost its client's next request at every upgrade (a keep-alive client at 20 requests a second
 // lost 1 GET in 400, 25-30 ms after the hand-over). Shutdown then closes the kept-alive ones
 // still idle.
-func TestDrainAnswersEveryConnection(t *testing.T) {
+func TestDrainAnswersEveryConnection(t *testing.T) { eachPoller(t, testDrainAnswersEveryConnection) }
+
+func testDrainAnswersEveryConnection(t *testing.T, pk testPoller) {
 	s := &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 5 * time.Second}
-	addr := startLean(t, s)
+	addr := pk.start(t, s)
 	kept, keptBr := dial(t, addr)
 	resp := get(t, kept, keptBr, "/")
 	io.Copy(io.Discard, resp.Body)
@@ -746,6 +772,10 @@ func TestDrainAnswersEveryConnection(t *testing.T) {
 // the new process, so its client saw no refusal and has no answer to retry on. Closing it
 // failed 1 request of 57,488 in TestUpgradeInPlace.
 func TestConnectionAcceptedDuringShutdownIsServed(t *testing.T) {
+	eachPoller(t, testConnectionAcceptedDuringShutdownIsServed)
+}
+
+func testConnectionAcceptedDuringShutdownIsServed(t *testing.T, pk testPoller) {
 	inHandler, release := make(chan struct{}), make(chan struct{})
 	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
@@ -754,7 +784,7 @@ func TestConnectionAcceptedDuringShutdownIsServed(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	}), ReadHeaderTimeout: 5 * time.Second}
-	addr := startLean(t, s)
+	addr := pk.start(t, s)
 	busy, busyBr := dial(t, addr)
 	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: e\r\n\r\n")
 	<-inHandler

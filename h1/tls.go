@@ -1,20 +1,16 @@
-//go:build linux
-
 package h1
 
 import (
 	"crypto/tls"
 	"net"
-	"os"
 	"time"
 
 	"github.com/fenec/fenec-entry/door"
-	"github.com/fenec/fenec-entry/sockio"
 )
 
 // HTTPS is served as plain HTTP/1.x is, by the same connection's serve and the same request
-// path: crypto/tls's Conn runs over the connection's raw socket (tlsSock), and a TLS
-// connection waiting for its next request is parked in epoll like any other. Two things make
+// path: crypto/tls's Conn runs over the connection's own socket (tlsSock), and a TLS
+// connection waiting for its next request is parked like any other. Two things make
 // that work with a tls.Conn, which is written for a blocking net.Conn:
 //
 //   - "Nothing to read yet" reaches it as a temporary net.Error (errWouldBlock), which
@@ -22,7 +18,7 @@ import (
 //     after): a read of the connection can then be tried without waiting (ReadNow), as the
 //     plain path's can.
 //   - crypto/tls reads ahead: one read of the socket may bring the next request's records
-//     too, and they wait in the tls.Conn where epoll cannot see them. So before a TLS
+//     too, and they wait in the tls.Conn where the poller cannot see them. So before a TLS
 //     connection parks, it is read once without waiting (tlsHolds): only when that finds
 //     nothing is everything the client sent still in the socket, and its next bytes wake it.
 //
@@ -44,13 +40,13 @@ func newTLSState(c *conn) *tlsState {
 }
 
 // tlsSock is the net.Conn under a connection's tls.Conn: its socket read and written through
-// the session's sockIO while the connection is served, and after a hand-off the net.Conn
+// the session's transport while the connection is served, and after a hand-off the net.Conn
 // Fallback serves.
 type tlsSock struct {
 	c   *conn
-	io  *sockIO  // the session's, while c is served; nil while it is parked
-	now bool     // a read returns errWouldBlock rather than wait (tlsIO.ReadNow)
-	nc  net.Conn // c's socket after the hand-off (handOff), once c is Fallback's
+	io  transport // the session's socket (session.sock), while c is served; nil while it is parked
+	now bool      // a read returns errWouldBlock rather than wait (tlsIO.ReadNow)
+	nc  net.Conn  // c's socket after the hand-off (handOff), once c is Fallback's
 }
 
 func (s *tlsSock) Read(p []byte) (int, error) {
@@ -75,11 +71,7 @@ func (s *tlsSock) Write(p []byte) (int, error) {
 	case s.io != nil:
 		return s.io.Write(p)
 	}
-	n, e := sockio.WriteFD(s.c.fd, p)
-	if e != 0 {
-		return max(n, 0), opError("write", os.NewSyscallError("write", e))
-	}
-	return n, nil
+	return s.c.srv.sock.writeNow(s.c, p)
 }
 
 // Close closes the hand-off's net.Conn; c's own socket is c's to close (conn.close).
@@ -139,10 +131,10 @@ func remoteAddr(s string) net.Addr {
 }
 
 // tlsIO is a TLS connection's transport for its session: the tls.Conn, whose socket is the
-// session's sockIO.
+// session's (session.sock).
 type tlsIO struct {
 	t  *tlsState
-	io *sockIO
+	io transport
 }
 
 func (t *tlsIO) Read(p []byte) (int, error) { return t.t.tc.Read(p) }
@@ -167,8 +159,8 @@ func (c *conn) handshake(ss *session, until int64) (ok, handedOff bool) {
 	s := c.srv
 	if until != 0 {
 		d := time.Unix(0, until)
-		ss.io.SetReadDeadline(d)
-		ss.io.SetWriteDeadline(d)
+		ss.sock.SetReadDeadline(d)
+		ss.sock.SetWriteDeadline(d)
 	}
 	t := c.tls
 	if err := t.tc.Handshake(); err != nil {
@@ -178,8 +170,8 @@ func (c *conn) handshake(ss *session, until int64) (ok, handedOff bool) {
 		}
 		return false, false
 	}
-	ss.io.SetReadDeadline(time.Time{})
-	ss.io.SetWriteDeadline(time.Time{})
+	ss.sock.SetReadDeadline(time.Time{})
+	ss.sock.SetWriteDeadline(time.Time{})
 	st := t.tc.ConnectionState()
 	t.state = &st
 	if st.NegotiatedProtocol != "h2" {

@@ -1,5 +1,3 @@
-//go:build linux
-
 package h1
 
 import (
@@ -52,9 +50,11 @@ func dialTLS(t *testing.T, addr string, cfg *tls.Config) (*tls.Conn, *bufio.Read
 
 // HTTPS/1.1 is served by h1: request after request on one connection, parked between them,
 // each handler given the connection's TLS state.
-func TestTLSKeepAliveAfterParking(t *testing.T) {
+func TestTLSKeepAliveAfterParking(t *testing.T) { eachPoller(t, testTLSKeepAliveAfterParking) }
+
+func testTLSKeepAliveAfterParking(t *testing.T, pk testPoller) {
 	srvCfg, cliCfg := testTLS(t)
-	addr := startLean(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := pk.start(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil || !r.TLS.HandshakeComplete || r.TLS.NegotiatedProtocol != "http/1.1" {
 			t.Errorf("Request.TLS = %+v", r.TLS)
 		}
@@ -101,9 +101,11 @@ func (b *batchConn) flush() error {
 // Two requests in two TLS records that arrive together: crypto/tls reads both records from
 // the socket at once and hands on the first, so the second waits in the tls.Conn where epoll
 // cannot see it. It is served all the same (tlsHolds), not left until the client gives up.
-func TestTLSRecordsReadAhead(t *testing.T) {
+func TestTLSRecordsReadAhead(t *testing.T) { eachPoller(t, testTLSRecordsReadAhead) }
+
+func testTLSRecordsReadAhead(t *testing.T, pk testPoller) {
 	srvCfg, cliCfg := testTLS(t)
-	addr := startLean(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := pk.start(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, r.URL.Path)
 	})})
 	raw, err := net.DialTimeout("tcp", addr, 2*time.Second)
@@ -138,9 +140,11 @@ func TestTLSRecordsReadAhead(t *testing.T) {
 
 // The first request sent in one segment with the client's Finished, which the handshake
 // reads together with it, is served too.
-func TestTLSRequestWithTheFinished(t *testing.T) {
+func TestTLSRequestWithTheFinished(t *testing.T) { eachPoller(t, testTLSRequestWithTheFinished) }
+
+func testTLSRequestWithTheFinished(t *testing.T, pk testPoller) {
 	srvCfg, cliCfg := testTLS(t)
-	addr := startLean(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(okHandler)})
+	addr := pk.start(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(okHandler)})
 	raw, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -173,10 +177,12 @@ func TestTLSRequestWithTheFinished(t *testing.T) {
 
 // A connection that negotiates h2 goes to Fallback as a *tls.Conn, its handshake done; what
 // Fallback writes on it reaches the client.
-func TestTLSH2GoesToFallback(t *testing.T) {
+func TestTLSH2GoesToFallback(t *testing.T) { eachPoller(t, testTLSH2GoesToFallback) }
+
+func testTLSH2GoesToFallback(t *testing.T, pk testPoller) {
 	srvCfg, cliCfg := testTLS(t)
 	got := make(chan net.Conn, 1)
-	addr := startLean(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(okHandler),
+	addr := pk.start(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(okHandler),
 		Fallback: func(c net.Conn) { got <- c }})
 	cliCfg.NextProtos = []string{"h2"}
 	c, br := dialTLS(t, addr, cliCfg)
@@ -211,10 +217,12 @@ func TestTLSH2GoesToFallback(t *testing.T) {
 
 // Plain HTTP sent to the TLS listener is answered 400 in the clear, as net/http does, and the
 // failed handshake is told to HandshakeLog.
-func TestTLSPlainHTTPAnswered400(t *testing.T) {
+func TestTLSPlainHTTPAnswered400(t *testing.T) { eachPoller(t, testTLSPlainHTTPAnswered400) }
+
+func testTLSPlainHTTPAnswered400(t *testing.T, pk testPoller) {
 	srvCfg, _ := testTLS(t)
 	logged := make(chan string, 1)
-	addr := startLean(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(okHandler),
+	addr := pk.start(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(okHandler),
 		HandshakeLog: func(format string, args ...any) {
 			select {
 			case logged <- format:
@@ -239,9 +247,11 @@ func TestTLSPlainHTTPAnswered400(t *testing.T) {
 
 // A handshake must end within ReadHeaderTimeout of the accept: a client that sends nothing, or
 // half a ClientHello, is closed then.
-func TestTLSHandshakeTimeout(t *testing.T) {
+func TestTLSHandshakeTimeout(t *testing.T) { eachPoller(t, testTLSHandshakeTimeout) }
+
+func testTLSHandshakeTimeout(t *testing.T, pk testPoller) {
 	srvCfg, _ := testTLS(t)
-	addr := startLean(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(okHandler),
+	addr := pk.start(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(okHandler),
 		ReadHeaderTimeout: 200 * time.Millisecond, IdleTimeout: time.Hour})
 	t.Run("silent", func(t *testing.T) {
 		_, br := dial(t, addr)
@@ -280,9 +290,11 @@ func (r *recordConn) Read(p []byte) (int, error) {
 
 // An idle TLS connection closed at the idle timeout gets a close_notify alert before the end
 // of the stream (seen in the clear with TLS 1.2: record type 21), as nginx sends one.
-func TestTLSIdleCloseSendsCloseNotify(t *testing.T) {
+func TestTLSIdleCloseSendsCloseNotify(t *testing.T) { eachPoller(t, testTLSIdleCloseSendsCloseNotify) }
+
+func testTLSIdleCloseSendsCloseNotify(t *testing.T, pk testPoller) {
 	srvCfg, cliCfg := testTLS(t)
-	addr := startLean(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(okHandler),
+	addr := pk.start(t, &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(okHandler),
 		IdleTimeout: 100 * time.Millisecond})
 	raw, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
@@ -311,9 +323,13 @@ func TestTLSIdleCloseSendsCloseNotify(t *testing.T) {
 // kept-alive one would be. Closing it left 70 of 85 HTTPS connections made in a SIGTERM drain
 // with an empty reply, and 22-25 of about 1,020 HTTPS requests failed in each upgrade.
 func TestTLSNewConnectionServedThroughTheDrain(t *testing.T) {
+	eachPoller(t, testTLSNewConnectionServedThroughTheDrain)
+}
+
+func testTLSNewConnectionServedThroughTheDrain(t *testing.T, pk testPoller) {
 	srvCfg, cliCfg := testTLS(t)
 	s := &Server{TLSConfig: srvCfg, Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 5 * time.Second}
-	addr := startLean(t, s)
+	addr := pk.start(t, s)
 	s.StopKeepAlives()
 	for i := range 3 {
 		c, br := dialTLS(t, addr, cliCfg)

@@ -1,12 +1,8 @@
-//go:build linux
-
 package h1
 
 import (
-	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"runtime/metrics"
 	"testing"
 	"time"
@@ -20,9 +16,11 @@ func goroutinesCreated() uint64 {
 
 // A connection woken for each of its requests is served by a kept goroutine, not a new one
 // each time (whose stack would grow again down the request path).
-func TestWokenConnectionsReuseWorkers(t *testing.T) {
+func TestWokenConnectionsReuseWorkers(t *testing.T) { eachPoller(t, testWokenConnectionsReuseWorkers) }
+
+func testWokenConnectionsReuseWorkers(t *testing.T, pk testPoller) {
 	s := &Server{Handler: http.HandlerFunc(okHandler)}
-	addr := startLean(t, s)
+	addr := pk.start(t, s)
 	c, br := dial(t, addr)
 	const requests = 50
 	before := goroutinesCreated()
@@ -91,71 +89,5 @@ func TestWorkersBoundAndAgeOut(t *testing.T) {
 	}
 	if p.park(&worker{ch: make(chan *conn, 1)}) {
 		t.Fatal("park after close = true, want the worker to exit")
-	}
-}
-
-// With more than one P, the goroutine that polled serves the connection its batch's last
-// event woke, having handed the poller's role on (leader/follower); with one, every woken
-// connection goes to a worker. Either way each request is answered.
-func TestPollerServesTheLastWokenConnection(t *testing.T) {
-	for _, procs := range []int{2, 1} {
-		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-			s := &Server{Handler: http.HandlerFunc(okHandler)}
-			addr := startLean(t, s)
-			c, br := dial(t, addr)
-			const requests = 20
-			for range requests {
-				resp := get(t, c, br, "/")
-				io.Copy(io.Discard, resp.Body)
-				time.Sleep(5 * time.Millisecond) // the connection parks between requests
-			}
-			leads := s.LeaderServed()
-			// Each request comes after its connection parked, alone in its batch; a slow
-			// machine may still be parking it when the next comes (served without a wake).
-			if procs > 1 && leads < requests/2 {
-				t.Errorf("the poller served %d of %d woken connections itself, want (nearly) all", leads, requests)
-			}
-			if procs == 1 && leads != 0 {
-				t.Errorf("the poller served %d connections itself under one P, want none", leads)
-			}
-		})
-	}
-}
-
-// ProcsChanged makes the poller follow GOMAXPROCS at once (package procs changes it at run
-// time), not at the sweeper's next period (a second here).
-func TestProcsChangedTakesEffectAtOnce(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	s := &Server{Handler: http.HandlerFunc(okHandler)}
-	addr := startLean(t, s)
-	c, br := dial(t, addr)
-	leads := s.LeaderServed
-	serve := func(n int) {
-		for range n {
-			resp := get(t, c, br, "/")
-			io.Copy(io.Discard, resp.Body)
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	// The poller is made (and reads GOMAXPROCS) when Serve starts: served from on 2 Ps first,
-	// so that the change to 1 below is one it must be told of.
-	serve(10)
-	if leads() == 0 {
-		t.Fatal("on 2 Ps the poller served no woken connection itself")
-	}
-	runtime.GOMAXPROCS(1)
-	s.ProcsChanged()
-	before := leads()
-	serve(10)
-	if got := leads() - before; got != 0 {
-		t.Errorf("after GOMAXPROCS 1 and ProcsChanged, the poller served %d connections itself, want none", got)
-	}
-	runtime.GOMAXPROCS(2)
-	s.ProcsChanged()
-	before = leads()
-	serve(20)
-	if got := leads() - before; got < 10 {
-		t.Errorf("after GOMAXPROCS 2 and ProcsChanged, the poller served %d of 20 woken connections itself, want (nearly) all", got)
 	}
 }

@@ -34,10 +34,10 @@ type Config struct {
 	// the limit leaves is refused at start.
 	MaxConns      int
 	HeaderTimeout time.Duration // --header-timeout: how long a request head may take to arrive
-	// HTTP1Server (--http1-server) serves HTTP/1.x, plain and over TLS: "lean" (package h1:
-	// an idle connection is parked in epoll, no goroutine and no buffer; Linux only, and the
-	// default there) or "std" (Go's net/http server; the default elsewhere:
-	// DefaultHTTP1Server). h2, h2c and PROXY-protocol connections are net/http's either way.
+	// HTTP1Server (--http1-server) serves HTTP/1.x, plain and over TLS: "lean" (package h1,
+	// the default, DefaultHTTP1Server: an idle connection holds no buffer, and on Linux,
+	// parked in epoll, no goroutine either) or "std" (Go's net/http server). h2, h2c and
+	// PROXY-protocol connections are net/http's either way.
 	HTTP1Server string
 
 	// Routers.

@@ -20,6 +20,7 @@ import (
 	"github.com/fenec/fenec-entry/discover"
 	"github.com/fenec/fenec-entry/door"
 	"github.com/fenec/fenec-entry/gossip"
+	"github.com/fenec/fenec-entry/h1"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/internal/clock"
 	"github.com/fenec/fenec-entry/procs"
@@ -68,7 +69,7 @@ type Node struct {
 	pp     *clientinfo.ProxyProtocol // nil unless --client-ip proxy-protocol
 	geoip  *clientinfo.GeoIP         // nil without --geoip
 	client *http.Server
-	lean   leanServer // HTTP/1.x (plain and TLS) under --http1-server lean; nil otherwise
+	lean   *h1.Server // HTTP/1.x (plain and TLS) under --http1-server lean; nil otherwise
 	// maxConns is the bound on client connections in effect (--max-conns, or the open-file
 	// limit less the reserve: conns.go).
 	maxConns int
@@ -347,7 +348,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 // HTTP/1.x, over TLS with --tls-cert, and by net/http what h1 hands it (h2 negotiated over
 // TLS, h2c, PROXY-protocol connections); or everything by net/http (std).
 func (n *Node) serveClient(cl net.Listener) {
-	lean := n.cfg.HTTP1Server == "lean" && leanBuilt // Validate refuses lean where it is not built
+	lean := n.cfg.HTTP1Server == "lean"
 	if !lean {
 		cl = n.limitStd(cl) // h1 bounds its own (every connection it takes, PROXY ones included)
 	}

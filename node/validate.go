@@ -62,11 +62,7 @@ func (c Config) validateListen() error {
 		return cfgErr("max-conns", "%d is out of range (want 1 to %d, or 0 for the open-file limit less the reserve)", c.MaxConns, MaxMaxConns)
 	}
 	switch c.HTTP1Server {
-	case "std":
-	case "lean":
-		if !leanBuilt {
-			return cfgErr("http1-server", "lean needs Linux's epoll; on this system the server is std")
-		}
+	case "std", "lean":
 	default:
 		return cfgErr("http1-server", "%q is not a server (want lean or std)", c.HTTP1Server)
 	}

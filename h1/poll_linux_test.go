@@ -1,10 +1,15 @@
-//go:build linux
-
 package h1
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"runtime"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,15 +45,16 @@ func (c *countingEpoll) wait(epfd int, events []unix.EpollEvent) (int, error) {
 // runPoller runs a poller with one connection registered for a request (evRead), whose
 // events dispatch sends to got; client is the connection's other end, nc its server end; its
 // system calls are counted in sys.
-func runPoller(t *testing.T) (p *poller, sys *countingEpoll, client, nc net.Conn, got chan uint32) {
+func runPoller(t *testing.T) (p *epoll, sys *countingEpoll, client, nc net.Conn, got chan uint32) {
 	t.Helper()
 	sys = &countingEpoll{}
-	p, err := newPoller(sys)
+	p, err := newEpoll(sys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	client, nc = testutil.TCPPair(t)
-	c := &conn{slot: -1}
+	c := &conn{}
+	c.slot = -1
 	raw, _ := nc.(*net.TCPConn).SyscallConn()
 	raw.Control(func(fd uintptr) { c.fd = int(fd) })
 	got = make(chan uint32, 4)
@@ -142,7 +148,7 @@ func (s *scriptedEpoll) wait(_ int, events []unix.EpollEvent) (int, error) {
 // connections).
 func TestPollerDropsAnEventOfAClosedConnectionsSlot(t *testing.T) {
 	sys := &scriptedEpoll{added: map[int]unix.EpollEvent{}}
-	p, err := newPoller(sys)
+	p, err := newEpoll(sys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,13 +156,15 @@ func TestPollerDropsAnEventOfAClosedConnectionsSlot(t *testing.T) {
 	var got []*conn
 	p.dispatch = func(c *conn, _ uint32, _ bool) bool { got = append(got, c); return false }
 
-	closed := &conn{fd: 1001, slot: -1}
+	closed := &conn{}
+	closed.fd, closed.slot = 1001, -1
 	if err := p.add(closed, evRead); err != nil {
 		t.Fatal(err)
 	}
 	slot := closed.slot
 	p.release(closed) // its socket closed (conn.close)
-	next := &conn{fd: 1002, slot: -1}
+	next := &conn{}
+	next.fd, next.slot = 1002, -1
 	if err := p.add(next, evRead); err != nil {
 		t.Fatal(err)
 	}
@@ -172,5 +180,126 @@ func TestPollerDropsAnEventOfAClosedConnectionsSlot(t *testing.T) {
 	p.wait(uintptr(p.epfd))
 	if len(got) != 1 || got[0] != next {
 		t.Fatalf("dispatched %d events (%v), want the next connection's own only", len(got), got)
+	}
+}
+
+// A keep-alive GET changes no registration: a connection stays registered, edge-triggered,
+// from its accept to its close (one epoll_ctl a request was 2% of the entry's CPU).
+func TestKeepAliveRequestsChangeNoRegistration(t *testing.T) {
+	sys := &countingEpoll{}
+	s := &Server{Handler: http.HandlerFunc(okHandler), newPoll: withEpoll(sys)}
+	addr := startLean(t, s)
+	c, br := dial(t, addr)
+	for i := range 50 {
+		if i%10 == 0 {
+			time.Sleep(10 * time.Millisecond) // parked meanwhile, and woken again
+		}
+		resp := get(t, c, br, "/")
+		io.Copy(io.Discard, resp.Body)
+	}
+	if n := sys.mods.Load(); n != 0 {
+		t.Errorf("50 keep-alive requests changed the registration %d times, want 0", n)
+	}
+}
+
+// A poller that fails (epoll_wait's error) would leave every connection unwoken: the server
+// closes instead, its connections with it, and Serve returns the error, so that the node stops
+// rather than stay ready in front of hanging connections.
+func TestPollerFailureEndsServe(t *testing.T) {
+	var logged atomic.Value
+	sys := &countingEpoll{}
+	s := &Server{Handler: http.HandlerFunc(okHandler), ErrorLog: func(msg string) { logged.Store(msg) }, newPoll: withEpoll(sys)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	t.Cleanup(func() { s.Close() })
+	c, br := dial(t, ln.Addr().String())
+	resp := get(t, c, br, "/")
+	io.Copy(io.Discard, resp.Body)
+	time.Sleep(10 * time.Millisecond) // parked
+
+	failure := error(syscall.EBADF)
+	sys.failNext.Store(&failure)
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: e\r\n\r\n") // an event: the poller waits again, and fails
+	select {
+	case err := <-served:
+		if err == nil || errors.Is(err, ErrServerClosed) || !errors.Is(err, syscall.EBADF) {
+			t.Errorf("Serve returned %v, want the poller's failure", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return within 5 s of the poller's failure")
+	}
+	closedSoon(t, br, "the parked connection was not closed with the server")
+	if msg, _ := logged.Load().(string); !strings.Contains(msg, "poller failed") {
+		t.Errorf("ErrorLog was told %q, want the poller's failure", msg)
+	}
+}
+
+// With more than one P, the goroutine that polled serves the connection its batch's last
+// event woke, having handed the poller's role on (leader/follower); with one, every woken
+// connection goes to a worker. Either way each request is answered.
+func TestPollerServesTheLastWokenConnection(t *testing.T) {
+	for _, procs := range []int{2, 1} {
+		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			s := &Server{Handler: http.HandlerFunc(okHandler)}
+			addr := startLean(t, s)
+			c, br := dial(t, addr)
+			const requests = 20
+			for range requests {
+				resp := get(t, c, br, "/")
+				io.Copy(io.Discard, resp.Body)
+				time.Sleep(5 * time.Millisecond) // the connection parks between requests
+			}
+			leads := s.LeaderServed()
+			// Each request comes after its connection parked, alone in its batch; a slow
+			// machine may still be parking it when the next comes (served without a wake).
+			if procs > 1 && leads < requests/2 {
+				t.Errorf("the poller served %d of %d woken connections itself, want (nearly) all", leads, requests)
+			}
+			if procs == 1 && leads != 0 {
+				t.Errorf("the poller served %d connections itself under one P, want none", leads)
+			}
+		})
+	}
+}
+
+// ProcsChanged makes the poller follow GOMAXPROCS at once (package procs changes it at run
+// time), not at the sweeper's next period (a second here).
+func TestProcsChangedTakesEffectAtOnce(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	s := &Server{Handler: http.HandlerFunc(okHandler)}
+	addr := startLean(t, s)
+	c, br := dial(t, addr)
+	leads := s.LeaderServed
+	serve := func(n int) {
+		for range n {
+			resp := get(t, c, br, "/")
+			io.Copy(io.Discard, resp.Body)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// The poller is made (and reads GOMAXPROCS) when Serve starts: served from on 2 Ps first,
+	// so that the change to 1 below is one it must be told of.
+	serve(10)
+	if leads() == 0 {
+		t.Fatal("on 2 Ps the poller served no woken connection itself")
+	}
+	runtime.GOMAXPROCS(1)
+	s.ProcsChanged()
+	before := leads()
+	serve(10)
+	if got := leads() - before; got != 0 {
+		t.Errorf("after GOMAXPROCS 1 and ProcsChanged, the poller served %d connections itself, want none", got)
+	}
+	runtime.GOMAXPROCS(2)
+	s.ProcsChanged()
+	before = leads()
+	serve(20)
+	if got := leads() - before; got < 10 {
+		t.Errorf("after GOMAXPROCS 2 and ProcsChanged, the poller served %d of 20 woken connections itself, want (nearly) all", got)
 	}
 }

@@ -1,15 +1,14 @@
-//go:build linux
-
 package h1
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/fenec/fenec-entry/sockio"
 	"golang.org/x/sys/unix"
@@ -22,70 +21,151 @@ import (
 // epoll instance (poller), where the connection is registered anyway: the poller's event
 // wakes the waiter, as Go's netpoller wakes a net.Conn's reader.
 
-// waiter is what the goroutine serving a connection blocks on while its socket is not ready,
-// kept in the session: an idle connection holds none.
-type waiter struct {
-	ch    chan struct{} // buffered: notify never blocks
-	timer *time.Timer   // for a deadline; made at first use
+// fdConn is what a connection of epoll's holds of its socket, in conn.
+type fdConn struct {
+	fd   int   // the socket; closed only by whoever owns c: its goroutine if busy
+	slot int32 // the poller's; -1: not registered
+	gen  int32 // the poller's registration generation
 }
 
-// readyMark, in a waitPoint: an event came while no one waited.
-var readyMark = &waiter{}
+// newFDConn is a connection of s on socket fd (non-blocking), from remote; not yet accepted.
+func newFDConn(s *Server, fd int, remote string) *conn {
+	c := &conn{srv: s, remote: remote}
+	c.fd, c.slot = fd, -1
+	return c
+}
 
-// waitPoint is one direction's readiness, between the poller and the goroutine serving the
-// connection (Go's pollDesc rg and wg): nil, readyMark, or the waiter blocked on it. Only
-// the notify that takes a waiter out sends it its wake, so a waiter gets one per wait.
-type waitPoint struct{ p atomic.Pointer[waiter] }
+// fdSession is what a session holds for epoll's connections: their socket's reader and
+// writer (sockIO), kept with the session between wakes.
+type fdSession struct{ io sockIO }
 
-// notify is the poller's, on an event (and kill's): it wakes the waiter, or leaves the mark
-// for the next wait. woke: a waiter was woken.
-func (w *waitPoint) notify() (woke bool) {
-	old := w.p.Swap(readyMark)
-	if old == nil || old == readyMark {
-		return false
+func newFDSession() fdSession { return fdSession{io: newSockIO()} }
+
+// releaseFD lets the session's sockIO forget its connection (putSession).
+func (f *fdSession) releaseFD() { f.io.reset(nil) }
+
+// fdSockets is epoll's sockets (poller.go): bare file descriptors, read and written by raw
+// system calls.
+type fdSockets struct{ s *Server }
+
+// listen accepts from a net.TCPListener by raw accept4 on a duplicate of its socket (a
+// listener's RawConn cannot wait to read otherwise): a connection is then a file descriptor,
+// never a net.TCPConn. From any other listener, its Accept (connListener).
+func (f fdSockets) listen(ln net.Listener) (listener, error) {
+	tl, ok := ln.(*net.TCPListener)
+	if !ok {
+		return newConnListener(f.s, ln), nil
 	}
-	old.ch <- struct{}{}
-	return true
+	lf, err := listenFile(tl)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := lf.SyscallConn()
+	if err != nil {
+		lf.Close()
+		return nil, err
+	}
+	return &fdListener{s: f.s, file: lf, raw: raw}, nil
 }
 
-var errTimeout = os.ErrDeadlineExceeded
+// fromConn takes tc's socket as a file descriptor of its own (takeFD), and closes tc.
+func (f fdSockets) fromConn(tc *net.TCPConn) (*conn, error) {
+	remote := tc.RemoteAddr().String()
+	fd, err := takeFD(tc)
+	if err != nil {
+		return nil, err
+	}
+	return newFDConn(f.s, fd, remote), nil
+}
 
-// wait blocks wt until notify or the deadline (Unix ns; 0: none): nil, the socket may be
-// ready (try again); errTimeout, the deadline passed first. An event that came since the
-// last wait returns at once.
-func (w *waitPoint) wait(wt *waiter, deadline int64) error {
-	var d time.Duration
-	if deadline != 0 {
-		if d = time.Until(time.Unix(0, deadline)); d <= 0 {
-			return errTimeout
+func (fdSockets) transport(c *conn, ss *session) transport {
+	ss.io.reset(c)
+	return &ss.io
+}
+
+// readable peeks once, without waiting.
+func (fdSockets) readable(c *conn) bool {
+	var b [1]byte
+	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(c.fd), uintptr(unsafe.Pointer(&b[0])), 1,
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	return e != syscall.EAGAIN
+}
+
+// writeNow writes once, as a socket with room takes it.
+func (fdSockets) writeNow(c *conn, p []byte) (int, error) {
+	n, e := sockio.WriteFD(c.fd, p)
+	if e != 0 {
+		return max(n, 0), opError("write", os.NewSyscallError("write", e))
+	}
+	return n, nil
+}
+
+func (fdSockets) shutWrite(c *conn) {
+	unix.Shutdown(c.fd, unix.SHUT_WR) // c's goroutine owns it: not closed meanwhile
+}
+
+func (fdSockets) kill(c *conn) { unix.Shutdown(c.fd, unix.SHUT_RDWR) }
+
+// closeSocket closes c's socket; its epoll registration goes with it.
+func (fdSockets) closeSocket(c *conn) { unix.Close(c.fd) }
+
+// netConn makes c's socket a net.TCPConn: a duplicate, in Go's netpoller; c's own is closed.
+func (fdSockets) netConn(c *conn) (*net.TCPConn, error) {
+	f := os.NewFile(uintptr(c.fd), "")
+	nc, err := net.FileConn(f) // a duplicate of the socket, in Go's netpoller
+	f.Close()
+	tc, ok := nc.(*net.TCPConn)
+	if err != nil || !ok {
+		if nc != nil {
+			nc.Close()
 		}
+		if err == nil {
+			err = errNotTCP
+		}
+		return nil, err
 	}
-	if !w.p.CompareAndSwap(nil, wt) { // the mark: an event came meanwhile
-		w.p.CompareAndSwap(readyMark, nil)
+	return tc, nil
+}
+
+var errNotTCP = errors.New("h1: the socket is not a TCP connection")
+
+// fdListener is epoll's listener from a net.TCPListener: a duplicate of its socket, which
+// Shutdown and Close close with the net.Listener (closing that alone does not stop it).
+type fdListener struct {
+	s    *Server
+	file *os.File // the duplicate, in Go's netpoller
+	raw  syscall.RawConn
+}
+
+func (l *fdListener) accept() error {
+	for {
+		fd, sa, err := acceptRaw(l.raw)
+		if err != nil {
+			return err
+		}
+		if setAcceptedOptions(fd) != nil { // the client reset it already
+			unix.Close(fd)
+			continue
+		}
+		l.s.waitRoom()
+		l.s.accept(newFDConn(l.s, fd, remoteString(sa)))
 		return nil
 	}
-	if deadline == 0 {
-		<-wt.ch
-		w.p.CompareAndSwap(readyMark, nil)
-		return nil
+}
+
+func (l *fdListener) close() { l.file.Close() }
+
+// wantData makes sure a busy c's registration wakes it for data, before its goroutine waits
+// to read: one switched to the client leaving only (a body's second event) is switched back.
+func (c *conn) wantData() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fdClosed {
+		return net.ErrClosed
 	}
-	if wt.timer == nil {
-		wt.timer = time.NewTimer(d)
-	} else {
-		wt.timer.Reset(d)
+	if c.state.CompareAndSwap(stateBusyHangup, stateBusyEvent) {
+		return c.srv.poll.arm(c, evRead)
 	}
-	select {
-	case <-wt.ch:
-		wt.timer.Stop()
-		w.p.CompareAndSwap(readyMark, nil)
-		return nil
-	case <-wt.timer.C:
-	}
-	if w.p.CompareAndSwap(wt, nil) {
-		return errTimeout
-	}
-	<-wt.ch // notify took wt out as the deadline passed: its wake is on the way
-	w.p.CompareAndSwap(readyMark, nil)
 	return nil
 }
 
@@ -104,16 +184,6 @@ func (s *sockIO) reset(c *conn) { s.c, s.rdl, s.wdl = c, 0, 0 }
 func newSockIO() sockIO {
 	return sockIO{rw: waiter{ch: make(chan struct{}, 1)}, ww: waiter{ch: make(chan struct{}, 1)}}
 }
-
-// errWouldBlock is ReadNow's when the socket has nothing to read yet: a temporary net.Error,
-// which crypto/tls gives back without keeping it (tls.go).
-var errWouldBlock error = wouldBlock{}
-
-type wouldBlock struct{}
-
-func (wouldBlock) Error() string   { return "h1: nothing to read yet" }
-func (wouldBlock) Timeout() bool   { return false }
-func (wouldBlock) Temporary() bool { return true }
 
 // Read reads into p as net.Conn's Read does: it waits for data, the end (io.EOF) or the read
 // deadline.
@@ -178,9 +248,6 @@ func unixNano(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// opError shapes err as net.Conn's errors are (isCommonNetReadError knows them).
-func opError(op string, err error) error { return &net.OpError{Op: op, Net: "tcp", Err: err} }
-
 // listenFile is tl's listening socket, duplicated (non-blocking, close-on-exec), as a file in
 // Go's netpoller, whose RawConn can wait for a connection to accept.
 func listenFile(tl *net.TCPListener) (*os.File, error) {
@@ -238,21 +305,11 @@ func acceptRaw(raw syscall.RawConn) (fd int, sa unix.Sockaddr, err error) {
 	return fd, sa, nil
 }
 
-// maxQueued bounds what takeQueued takes: a listen backlog's worth (net.core.somaxconn's
-// default), so that a storm cannot hold Shutdown there.
-const maxQueued = 4096
-
-// takeQueued accepts, without waiting, the connections waiting in lf's backlog (lf: h1's
-// duplicate of the listening socket; nil: none) and serves them, until none is left.
-func (s *Server) takeQueued(lf *os.File) {
-	if lf == nil {
-		return
-	}
-	raw, err := lf.SyscallConn()
-	if err != nil {
-		return
-	}
-	raw.Control(func(lfd uintptr) {
+// takeQueued accepts, without waiting, the connections waiting in the backlog of h1's
+// duplicate of the listening socket and serves them, until none is left.
+func (l *fdListener) takeQueued() {
+	s := l.s
+	l.raw.Control(func(lfd uintptr) {
 		for range maxQueued {
 			fd, sa, err := unix.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 			if err == unix.EINTR || err == unix.ECONNABORTED {
@@ -265,7 +322,7 @@ func (s *Server) takeQueued(lf *os.File) {
 				unix.Close(fd)
 				continue
 			}
-			s.accept(fd, remoteString(sa))
+			s.accept(newFDConn(s, fd, remoteString(sa)))
 		}
 	})
 }
