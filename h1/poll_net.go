@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // netPoll is the portable poller and its sockets (poller.go), built on every system: a
@@ -331,7 +333,7 @@ func (w *netSock) readByDeadline(p []byte) (int, error) {
 	w.mu.Lock()
 	w.reading = true
 	w.kickLocked()
-	w.fdRDL = time.Now().Add(nowWait)
+	w.fdRDL = clock.System.Now().Add(nowWait)
 	w.tc.SetReadDeadline(w.fdRDL)
 	w.mu.Unlock()
 	n, err := w.tc.Read(p)
@@ -344,7 +346,7 @@ func (w *netSock) readByDeadline(p []byte) (int, error) {
 
 // writeByDeadline is writeNow by a write under a deadline a moment away.
 func (w *netSock) writeByDeadline(p []byte) (int, error) {
-	w.fdWDL = time.Now().Add(nowWait)
+	w.fdWDL = clock.System.Now().Add(nowWait)
 	w.tc.SetWriteDeadline(w.fdWDL)
 	return w.tc.Write(p)
 }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
+	"github.com/fenec/fenec-entry/internal/clock"
 	"github.com/fenec/fenec-entry/internal/httpsyntax"
 )
 
@@ -298,7 +298,7 @@ func writeHeaderLines(bw *bufio.Writer, h http.Header) {
 
 // httpDate is the Date header's value, made at most once a second.
 func httpDate() string {
-	now := time.Now()
+	now := clock.System.Now()
 	sec := now.Unix()
 	if d := cachedDate.Load(); d != nil && d.sec == sec {
 		return d.text

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fenec/fenec-entry/door"
+	"github.com/fenec/fenec-entry/internal/clock"
 	"github.com/fenec/fenec-entry/internal/httpsyntax"
 )
 
@@ -283,7 +284,7 @@ func (l *connListener) accept() error {
 	fresh := false // this Accept's deadline is drain's own
 	for {
 		if l.tl != nil && l.drain.Load() {
-			d := time.Now().Add(queueDrain)
+			d := clock.System.Now().Add(queueDrain)
 			if l.taken >= maxQueued {
 				d = aLongTimeAgo
 			}
@@ -316,7 +317,7 @@ func (l *connListener) takeQueued() {
 		return
 	}
 	l.drain.Store(true)
-	l.tl.SetDeadline(time.Now().Add(queueDrain))
+	l.tl.SetDeadline(clock.System.Now().Add(queueDrain))
 	t := time.NewTimer(maxQueueWait)
 	defer t.Stop()
 	select {
@@ -673,7 +674,7 @@ func (c *conn) idleFor(d time.Duration) {
 		c.idleUntil.Store(0)
 		return
 	}
-	c.idleUntil.Store(time.Now().Add(d).UnixNano())
+	c.idleUntil.Store(clock.System.Now().Add(d).UnixNano())
 }
 
 // stopIdle stops the idle clock: c is busy.
@@ -964,7 +965,7 @@ func (l *limitReader) Read(p []byte) (int, error) {
 				return 0, errNothingYet
 			}
 			if l.headTimeout > 0 {
-				l.r.SetReadDeadline(time.Now().Add(l.headTimeout))
+				l.r.SetReadDeadline(clock.System.Now().Add(l.headTimeout))
 				l.armed = true
 			}
 			n, err = l.r.Read(p)
@@ -1139,7 +1140,7 @@ func writeRaw(ss *session, status, msg string) {
 	if strings.HasPrefix(status, "431") {
 		body = "431 Request Header Fields Too Large"
 	}
-	ss.tr.SetWriteDeadline(time.Now().Add(time.Second))
+	ss.tr.SetWriteDeadline(clock.System.Now().Add(time.Second))
 	io.WriteString(ss.tr, "HTTP/1.1 "+status+"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+body)
 	ss.c.closeWriteAndWait()
 }

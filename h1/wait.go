@@ -4,6 +4,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // A busy connection's goroutine that must wait for its socket (epoll's: sock_linux.go) waits on
@@ -45,7 +47,7 @@ var errTimeout = os.ErrDeadlineExceeded
 func (w *waitPoint) wait(wt *waiter, deadline int64) error {
 	var d time.Duration
 	if deadline != 0 {
-		if d = time.Until(time.Unix(0, deadline)); d <= 0 {
+		if d = time.Unix(0, deadline).Sub(clock.System.Now()); d <= 0 {
 			return errTimeout
 		}
 	}

@@ -3,6 +3,8 @@ package h1
 import (
 	"sync"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // MaxIdleWorkers bounds the goroutines kept waiting for a connection to serve. Past it, a
@@ -75,7 +77,7 @@ func (p *workers) park(w *worker) bool {
 	if p.closed || len(p.idle) >= MaxIdleWorkers {
 		return false
 	}
-	w.idleSince = time.Now()
+	w.idleSince = clock.System.Now()
 	p.idle = append(p.idle, w)
 	if p.cleaner == nil {
 		p.cleaner = time.AfterFunc(workerIdleTimeout, p.clean)
@@ -88,7 +90,7 @@ func (p *workers) clean() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cleaner = nil
-	cut := time.Now().Add(-workerIdleTimeout)
+	cut := clock.System.Now().Add(-workerIdleTimeout)
 	n := 0
 	for n < len(p.idle) && !p.idle[n].idleSince.After(cut) {
 		p.idle[n].ch <- nil
@@ -100,7 +102,7 @@ func (p *workers) clean() {
 		p.idle = p.idle[:rest]
 	}
 	if len(p.idle) > 0 && !p.closed {
-		p.cleaner = time.AfterFunc(time.Until(p.idle[0].idleSince.Add(workerIdleTimeout)), p.clean)
+		p.cleaner = time.AfterFunc(p.idle[0].idleSince.Add(workerIdleTimeout).Sub(clock.System.Now()), p.clean)
 	}
 }
 
