@@ -230,11 +230,6 @@ type Config struct {
 	// and the direct batches it sends.
 	MaxEventsPerFlush int
 
-	// SerfHomes sends homes as serf user events, as marks are, instead of straight to every
-	// member (package spread's direct.go). It costs a dozen event sends per home at every
-	// entry; kept to compare in benchmarks.
-	SerfHomes bool
-
 	// DirectCopies is how many times a direct batch is sent to each member
 	// (DefaultDirectCopies), DirectCopyInterval apart (DefaultDirectCopyInterval).
 	DirectCopies       int
@@ -281,11 +276,6 @@ type Config struct {
 	PushPullInterval time.Duration // DefaultPushPullInterval
 	TCPTimeout       time.Duration // DefaultTCPTimeout
 	UDPBufferSize    int           // DefaultUDPBufferSize
-
-	// DisableTCPPings turns off memberlist's TCP ping, tried alongside the indirect probes
-	// when a direct ack is late. Benchmarks only: in-process streams (memnet) are lossless,
-	// so with the fallback on a simulated cluster hardly ever suspects a live entry.
-	DisableTCPPings bool
 
 	// RepairInterval is the mean time between anti-entropy rounds with a random peer
 	// (DefaultRepairInterval); SyncTimeout bounds one table, digest or pull exchange

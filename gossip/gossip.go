@@ -151,7 +151,6 @@ func New(cfg Config) (*Gossip, error) {
 		Now:                cfg.Clock.Now,
 		Logger:             g.log,
 		Registerer:         cfg.Registerer,
-		SerfHomes:          cfg.SerfHomes,
 		FlushInterval:      cfg.FlushInterval,
 		MaxFlushInterval:   cfg.MaxFlushInterval,
 		EventSizeLimit:     cfg.EventSizeLimit,
@@ -266,7 +265,7 @@ func (g *Gossip) memberlistConfigLocked() (*memberlist.Config, error) {
 	mc.RetransmitMult = c.RetransmitMult
 	mc.ProbeInterval = c.ProbeInterval
 	mc.ProbeTimeout = c.ProbeTimeout
-	mc.SuspicionMult, mc.DisableTcpPings = c.SuspicionMult, c.DisableTCPPings
+	mc.SuspicionMult = c.SuspicionMult
 	mc.PushPullInterval = c.PushPullInterval
 	mc.TCPTimeout = c.TCPTimeout
 	mc.DeadNodeReclaimTime = DefaultDeadNodeReclaimTime

@@ -126,13 +126,7 @@ func (n *testNode) has(tenant, region string) bool {
 }
 
 func TestHomesTravel(t *testing.T) {
-	t.Run("direct", func(t *testing.T) { testHomesTravel(t, startCluster(t, 3)) })
-	t.Run("serf", func(t *testing.T) {
-		testHomesTravel(t, startCluster(t, 3, func(c *Config) { c.SerfHomes = true }))
-	})
-}
-
-func testHomesTravel(t *testing.T, nodes []*testNode) {
+	nodes := startCluster(t, 3)
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	start := time.Now()
 	a.table.LearnName("acme", "eu")
@@ -410,18 +404,11 @@ func TestInvalidEventsChangeNothing(t *testing.T) {
 	}
 }
 
-// TestManyLongNamesArrive: a burst of homes with long tenant names is split into events
-// within serf's limit (serf refuses larger ones: counted as dropped "send") and all arrive.
+// TestManyLongNamesArrive: a burst of homes with long tenant names is split into direct
+// batches within EventSizeLimit, each within a packet (a transport refuses a larger one:
+// counted as dropped "direct_write"), and all arrive.
 func TestManyLongNamesArrive(t *testing.T) {
-	t.Run("direct", func(t *testing.T) {
-		testManyLongNamesArrive(t, startCluster(t, 2))
-	})
-	t.Run("serf", func(t *testing.T) {
-		testManyLongNamesArrive(t, startCluster(t, 2, func(c *Config) { c.SerfHomes = true }))
-	})
-}
-
-func testManyLongNamesArrive(t *testing.T, nodes []*testNode) {
+	nodes := startCluster(t, 2)
 	a, b := nodes[0], nodes[1]
 	hs := gossiptest.Homes(300, 100, "a", 42)
 	for _, h := range hs {
@@ -433,11 +420,14 @@ func testManyLongNamesArrive(t *testing.T, nodes []*testNode) {
 			t.Fatalf("b lacks %s", h.Tenant)
 		}
 	}
-	if got := a.metric(t, "fenec_entry_gossip_events_dropped_total", "reason", "send"); got != 0 {
-		t.Fatalf("serf refused %v events", got)
+	for _, reason := range []string{"send", "direct_write"} {
+		if got := a.metric(t, "fenec_entry_gossip_events_dropped_total", "reason", reason); got != 0 {
+			t.Fatalf("%v batches dropped (%s)", got, reason)
+		}
 	}
-	t.Logf("300 homes with 100-byte names: %v serf events, %v direct batches",
-		a.metric(t, "fenec_entry_gossip_events_sent_total"), a.metric(t, "fenec_entry_gossip_direct_batches_sent_total"))
+	if got := a.metric(t, "fenec_entry_gossip_direct_batches_sent_total"); got < 2 {
+		t.Fatalf("300 homes with 100-byte names in %v direct batches: want them split", got)
+	}
 }
 
 func TestIPC(t *testing.T) {

@@ -46,7 +46,6 @@ type flags struct {
 	queueHigh   int
 	queueLow    int
 	retransmit  int
-	serfHomes   bool
 	copies      int
 	directLimit int
 	ackTimeout  time.Duration
@@ -55,7 +54,6 @@ type flags struct {
 	probeIntvl  time.Duration
 	probeTmo    time.Duration
 	suspMult    int
-	noTCPPings  bool
 	churn       int
 	churnOver   time.Duration
 	latTagEvery time.Duration
@@ -88,7 +86,6 @@ func main() {
 	flag.IntVar(&f.maxPerFlush, "max-events-per-flush", 0, "gossip MaxEventsPerFlush (0: default)")
 	flag.IntVar(&f.queueHigh, "queue-high", 0, "gossip QueueHigh (0: default)")
 	flag.IntVar(&f.queueLow, "queue-low", 0, "gossip QueueLow (0: default)")
-	flag.BoolVar(&f.serfHomes, "serf-homes", false, "gossip SerfHomes: homes as serf user events, not direct batches")
 	flag.IntVar(&f.copies, "direct-copies", 0, "gossip DirectCopies (0: default)")
 	flag.IntVar(&f.directLimit, "direct-limit", 0, "gossip DirectLimit: an origin's bytes a second of direct batches before its homes go through relays (0: default; -1: relays never; 1: always)")
 	flag.DurationVar(&f.ackTimeout, "relay-ack-timeout", 0, "gossip RelayAckTimeout (0: default)")
@@ -98,7 +95,6 @@ func main() {
 	flag.DurationVar(&f.probeIntvl, "probe-interval", 0, "gossip ProbeInterval (0: default)")
 	flag.DurationVar(&f.probeTmo, "probe-timeout", 0, "gossip ProbeTimeout (0: default)")
 	flag.IntVar(&f.suspMult, "suspicion-mult", 0, "gossip SuspicionMult (0: default)")
-	flag.BoolVar(&f.noTCPPings, "no-tcp-pings", false, "gossip DisableTCPPings: no TCP fallback when a direct ping goes unanswered")
 	flag.IntVar(&f.churn, "churn", 0, "restart this many distinct entries (not the first three) while homes are learned, repair running throughout; homes are then learned only at the others (0: no churn)")
 	flag.DurationVar(&f.churnOver, "churn-over", 60*time.Second, "with -churn: spread the restarts evenly over this much of the learning window")
 	flag.DurationVar(&f.latTagEvery, "lat-tag-every", 0, "each entry changes its latency tag (\"lat\", as node publishes its round trips to the regions) about this often, each change an alive broadcast the cluster retransmits; bench/fleet's tag_changes_per_entry_s is 1/this (0: the tag once at start, as an entry whose round trips stay put)")
@@ -185,7 +181,6 @@ type result struct {
 	IdleStreamES float64  `json:"idle_stream_bytes_per_entry_s"`
 	StreamES     float64  `json:"stream_bytes_per_entry_s"`
 	PacketsES    float64  `json:"packets_per_entry_s"`
-	SerfHomes    bool     `json:"serf_homes"`
 	EventsSent   float64  `json:"events_sent"`
 	DirBatches   float64  `json:"direct_batches"`
 	DirPackets   float64  `json:"direct_packets"`
@@ -250,12 +245,10 @@ func simOptions(f flags) simcluster.Options {
 			c.MaxEventsPerFlush = f.maxPerFlush
 			c.QueueHigh, c.QueueLow = f.queueHigh, f.queueLow
 			c.RetransmitMult = f.retransmit
-			c.SerfHomes = f.serfHomes
 			c.DirectCopies, c.DirectCopyInterval = f.copies, f.copyIntvl
 			c.DirectLimit, c.RelayAckTimeout = f.directLimit, f.ackTimeout
 			c.MaxFlushInterval = f.maxFlush
 			c.ProbeInterval, c.ProbeTimeout, c.SuspicionMult = f.probeIntvl, f.probeTmo, f.suspMult
-			c.DisableTCPPings = f.noTCPPings
 		},
 	}
 }
@@ -412,7 +405,7 @@ func run(f flags) (*result, error) {
 	res := &result{
 		Nodes: f.nodes, Rate: f.rate, DurationS: f.duration.Seconds(),
 		LatencyMS: [2]int{int(f.minLat / time.Millisecond), int(f.maxLat / time.Millisecond)},
-		Loss:      f.loss, Seed: f.seed, SerfHomes: f.serfHomes, RepairS: f.repair.Seconds(), Homes: total,
+		Loss:      f.loss, Seed: f.seed, RepairS: f.repair.Seconds(), Homes: total,
 		BytesPerES:   float64(st1.SentBytes-st0.SentBytes) / float64(len(es)) / wall.Seconds(),
 		IdleBytesES:  float64(idle1.SentBytes-idle0.SentBytes) / float64(len(es)) / f.idle.Seconds(),
 		IdleAfterS:   f.idleAfter.Seconds(),

@@ -4,19 +4,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/gossip/internal/gossiptest"
+	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
 )
 
-// testPublisher is a publisher driven by hand: no goroutine, no serf; sent collects payloads
-// and depth is serf's queue depth as the test sets it.
+// testPublisher is a publisher driven by hand: no goroutine, no serf, one peer and no send
+// budget; sent collects the payloads of the direct batches' first copies, events those of
+// the serf events, and depth is serf's queue depth as the test sets it.
 type testPublisher struct {
 	*publisher
-	sent  [][]byte
-	depth int
+	sent, events [][]byte
+	depth        int
 }
 
 func newTestPublisher(t *testing.T, mod func(*Config)) *testPublisher {
@@ -31,8 +34,19 @@ func newTestPublisher(t *testing.T, mod func(*Config)) *testPublisher {
 	}
 	m, _ := newMetrics(nil)
 	tp := &testPublisher{}
-	tp.publisher = newPublisher(cfg, func(p []byte) error { tp.sent = append(tp.sent, p); return nil },
+	tp.publisher = newPublisher(cfg, func(p []byte) error { tp.events = append(tp.events, p); return nil },
 		func() int { return tp.depth }, m, zerolog.Nop())
+	codec := wire.NewCodec(keysOf(clusterKey), "lbl")
+	peers := []memberlist.Address{{Addr: "10.0.0.2:7946", Name: "b"}}
+	tp.direct = &directSender{codec: codec, peers: func() []memberlist.Address { return peers }, copies: 1, m: m,
+		write: func(pkt []byte, _ memberlist.Address) error {
+			payload, err := codec.Open(pkt)
+			if err != nil {
+				t.Fatalf("a direct packet that does not open: %v", err)
+			}
+			tp.sent = append(tp.sent, payload)
+			return nil
+		}}
 	return tp
 }
 
@@ -48,7 +62,7 @@ func TestBackpressureWidensAndNarrows(t *testing.T) {
 	p.addHomes(gossiptest.Homes(3, 10, "a", 1))
 	p.tick(now)
 	if len(p.sent) != 1 || p.interval != DefaultFlushInterval {
-		t.Fatalf("healthy queue: %d events, interval %v", len(p.sent), p.interval)
+		t.Fatalf("healthy queue: %d batches, interval %v", len(p.sent), p.interval)
 	}
 	// serf's queue grows: each tick doubles the interval up to MaxFlushInterval, and the
 	// changes that keep coming wait, counted as deferred flushes.
@@ -74,7 +88,7 @@ func TestBackpressureWidensAndNarrows(t *testing.T) {
 	now = now.Add(DefaultMaxFlushInterval)
 	p.tick(now)
 	if len(p.sent) != sentHigh+1 || p.homes.n != 0 {
-		t.Fatalf("after the widened interval: %d new events, %d pending", len(p.sent)-sentHigh, p.homes.n)
+		t.Fatalf("after the widened interval: %d new batches, %d pending", len(p.sent)-sentHigh, p.homes.n)
 	}
 	// The queue drains: the interval narrows back step by step.
 	p.depth = 0
@@ -106,7 +120,7 @@ func TestFlushBoundedPerRound(t *testing.T) {
 	p.addHomes(gossiptest.Homes(400, 40, "a", 4))
 	p.flush(time.Now(), false)
 	if len(p.sent) != 2 || p.homes.n == 0 {
-		t.Fatalf("one flush sent %d events, left %d homes: want 2 events and a rest", len(p.sent), p.homes.n)
+		t.Fatalf("one flush sent %d batches, left %d homes: want 2 batches and a rest", len(p.sent), p.homes.n)
 	}
 }
 

@@ -30,10 +30,6 @@ type Config struct {
 	// Registerer gets the spreading metrics; nil: none are registered (they still count).
 	Registerer prometheus.Registerer
 
-	// SerfHomes sends homes as serf user events (Send), as marks are, instead of in direct
-	// packets: no relays and no acks then.
-	SerfHomes bool
-
 	FlushInterval, MaxFlushInterval time.Duration
 	EventSizeLimit                  int
 	MaxPending, MaxEventsPerFlush   int
@@ -76,9 +72,9 @@ type Spread struct {
 	recvq chan inbound
 	pub   *publisher
 	recv  *receiver
-	relay *relayer     // nil with SerfHomes
-	acks  *ackedSender // relay mode's sends (acked.go); nil with SerfHomes
-	acker *acker       // relay mode's acks of what this entry takes; nil with SerfHomes
+	relay *relayer
+	acks  *ackedSender // relay mode's sends (acked.go)
+	acker *acker       // relay mode's acks of what this entry takes
 }
 
 // New builds a Spread on cfg and registers its metrics. It starts nothing.
@@ -98,45 +94,38 @@ func New(cfg Config) (*Spread, error) {
 	s.pub = newPublisher(cfg, cfg.Send, cfg.Depth, m, cfg.Logger)
 	s.recv = &receiver{table: cfg.Table, v: cfg.Validator, dec: wire.NewDecoder(), m: m, log: cfg.Logger,
 		now: cfg.Now, rtt: cfg.RTT}
-	if !cfg.SerfHomes {
-		s.acks = newAckedSender(s.codec, cfg.Write, m, cfg.RelayAckTimeout)
-		s.acker = &acker{self: cfg.NodeName, in: make(chan ackReq, ackQueue), codec: s.codec,
-			addr: cfg.PeerAddr, write: cfg.Write, m: m}
-		s.pub.direct = &directSender{codec: s.codec, peers: cfg.Peers, copies: cfg.DirectCopies,
-			every: cfg.DirectCopyInterval, m: m, write: cfg.Write,
-			budget: newTokenBucket(float64(cfg.DirectBudget), time.Now()), plan: cfg.Plan,
-			acks: s.acks, self: cfg.NodeName}
-		s.pub.direct.rule.limit = float64(cfg.DirectLimit)
-		if cfg.DirectLimit >= 0 {
-			s.pub.direct.own = newOwnBudget(float64(cfg.DirectLimit), time.Now())
-		}
-		s.pub.direct.rule.homeBytes = float64(directHomeBytes * max(cfg.DirectCopies, 1))
-		s.recv.seen = &s.pub.direct.rule.seen
-		s.relay = &relayer{in: make(chan []byte, relayQueue), every: cfg.RelayFlush, plan: cfg.Plan, m: m,
-			dec: wire.NewDecoder(), enc: wire.NewEncoder(cfg.NodeName, cfg.EventSizeLimit, cfg.Now), acks: s.acks}
+	s.acks = newAckedSender(s.codec, cfg.Write, m, cfg.RelayAckTimeout)
+	s.acker = &acker{self: cfg.NodeName, in: make(chan ackReq, ackQueue), codec: s.codec,
+		addr: cfg.PeerAddr, write: cfg.Write, m: m}
+	s.pub.direct = &directSender{codec: s.codec, peers: cfg.Peers, copies: cfg.DirectCopies,
+		every: cfg.DirectCopyInterval, m: m, write: cfg.Write,
+		budget: newTokenBucket(float64(cfg.DirectBudget), time.Now()), plan: cfg.Plan,
+		acks: s.acks, self: cfg.NodeName}
+	s.pub.direct.rule.limit = float64(cfg.DirectLimit)
+	if cfg.DirectLimit >= 0 {
+		s.pub.direct.own = newOwnBudget(float64(cfg.DirectLimit), time.Now())
 	}
+	s.pub.direct.rule.homeBytes = float64(directHomeBytes * max(cfg.DirectCopies, 1))
+	s.recv.seen = &s.pub.direct.rule.seen
+	s.relay = &relayer{in: make(chan []byte, relayQueue), every: cfg.RelayFlush, plan: cfg.Plan, m: m,
+		dec: wire.NewDecoder(), enc: wire.NewEncoder(cfg.NodeName, cfg.EventSizeLimit, cfg.Now), acks: s.acks}
 	return s, nil
 }
 
 // Relaying reports whether this entry's homes go through relays now (relayRule), and what
 // sending them straight to every member costs, in bytes a second, by the rule's estimate.
 func (s *Spread) Relaying() (on bool, directBytes float64) {
-	if s.pub.direct == nil {
-		return false, 0
-	}
 	return s.pub.direct.rule.state()
 }
 
-// Run publishes and applies until ctx ends: the publisher, the receiver and, with direct
-// homes, the relay, the acked sender's resends and the acker. It returns once they all have.
+// Run publishes and applies until ctx ends: the publisher, the receiver, the relay, the
+// acked sender's resends and the acker. It returns once they all have.
 // What is pending then is left to repair.
 func (s *Spread) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	if s.relay != nil {
-		wg.Go(func() { s.relay.run(ctx) })
-		wg.Go(func() { s.acks.run(ctx) })
-		wg.Go(func() { s.acker.run(ctx) })
-	}
+	wg.Go(func() { s.relay.run(ctx) })
+	wg.Go(func() { s.acks.run(ctx) })
+	wg.Go(func() { s.acker.run(ctx) })
 	wg.Go(func() { s.recv.run(ctx, s.recvq) })
 	s.pub.run(ctx)
 	wg.Wait()
@@ -192,7 +181,7 @@ func (s *Spread) HandlePacket(pkt []byte) {
 	switch kind {
 	case wire.KindAck:
 		from, ns, ok := wire.DecodeAck(payload)
-		if !ok || s.acks == nil {
+		if !ok {
 			s.m.directReceived.WithLabelValues("invalid").Inc()
 			return
 		}
@@ -204,11 +193,10 @@ func (s *Spread) HandlePacket(pkt []byte) {
 		// lost); one this entry could not queue is not, so that it comes again.
 		res := s.acceptDirect(payload)
 		if res == accepted || res == duplicate {
-			if sender, _ := wire.Sender(payload); s.acker != nil {
-				s.acker.queue(sender, wire.NonceOf(pkt))
-			}
+			sender, _ := wire.Sender(payload)
+			s.acker.queue(sender, wire.NonceOf(pkt))
 		}
-		if res == accepted && kind == wire.KindRelay && s.relay != nil {
+		if res == accepted && kind == wire.KindRelay {
 			// This entry is a relay for the batch's shard: pass it on to its group.
 			s.relay.forward(payload)
 		}
