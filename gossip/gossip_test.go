@@ -34,25 +34,16 @@ func fastConfig(t *testing.T, name string, table *homes.Table) Config {
 	if os.Getenv("GOSSIP_TEST_LOG") != "" {
 		log = zerolog.New(zerolog.NewConsoleWriter()).With().Str("node", name).Logger()
 	}
-	return Config{
-		NodeName:            name,
-		BindAddr:            "127.0.0.1:0",
-		Key:                 clusterKey,
-		Tags:                map[string]string{"pop": "pop-" + name, "continent": "EU", "version": "test"},
-		Table:               table,
-		Regions:             testRegions,
-		Logger:              log,
-		Registerer:          prometheus.NewRegistry(),
-		FlushInterval:       20 * time.Millisecond,
-		MaxFlushInterval:    200 * time.Millisecond,
-		JoinInterval:        200 * time.Millisecond,
-		GossipInterval:      50 * time.Millisecond,
-		ProbeInterval:       500 * time.Millisecond,
-		ProbeTimeout:        250 * time.Millisecond,
-		PushPullInterval:    5 * time.Second,
-		TCPTimeout:          2 * time.Second,
-		LeavePropagateDelay: 100 * time.Millisecond,
-	}
+	c := DefaultConfig()
+	c.NodeName, c.BindAddr, c.Key = name, "127.0.0.1:0", clusterKey
+	c.Tags = map[string]string{"pop": "pop-" + name, "continent": "EU", "version": "test"}
+	c.Table, c.Regions, c.Logger, c.Registerer = table, testRegions, log, prometheus.NewRegistry()
+	c.Spread.FlushInterval, c.Spread.MaxFlushInterval = 20*time.Millisecond, 200*time.Millisecond
+	c.JoinInterval = 200 * time.Millisecond
+	m := &c.Membership
+	m.GossipInterval, m.ProbeInterval, m.ProbeTimeout = 50*time.Millisecond, 500*time.Millisecond, 250*time.Millisecond
+	m.PushPullInterval, m.TCPTimeout, m.LeavePropagateDelay = 5*time.Second, 2*time.Second, 100*time.Millisecond
+	return c
 }
 
 func startNode(t *testing.T, name string, mod func(*Config)) *testNode {
@@ -241,13 +232,13 @@ func TestDirectRefusesStrangers(t *testing.T) {
 	nodes := startCluster(t, 2)
 	a, b := nodes[0], nodes[1]
 	ver := homes.Version{HLC: uint64(time.Now().UnixMilli()) << 16, Origin: "x"}
-	payload, err := wire.NewEncoder("x", DefaultEventSizeLimit, nil).Encode(nil,
+	payload, err := wire.NewEncoder("x", wire.DefaultEventSizeLimit, nil).Encode(nil,
 		[]homes.Home{{Tenant: "evil", Region: "ap", Version: ver}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stranger := wire.NewCodec(keysOf(strangerKey), DefaultLabel)
-	clear := wire.NewCodec(keysOf(nil), DefaultLabel)
+	stranger := wire.NewCodec(keysOf(strangerKey), DefaultConfig().Label)
+	clear := wire.NewCodec(keysOf(nil), DefaultConfig().Label)
 	wrongLabel := wire.NewCodec(keysOf(clusterKey), "another-cluster")
 	to := memberlist.Address{Addr: a.g.Addr(), Name: "a"}
 	write := func(c *wire.Codec, p []byte) {
@@ -269,7 +260,7 @@ func TestDirectRefusesStrangers(t *testing.T) {
 		t.Fatal("a applied a home from a stranger's direct packet")
 	}
 	// The same payload sealed with the cluster's key is applied, once for its 3 copies.
-	pkt, _ := wire.NewCodec(keysOf(clusterKey), DefaultLabel).Seal(payload) // as a's own
+	pkt, _ := wire.NewCodec(keysOf(clusterKey), DefaultConfig().Label).Seal(payload) // as a's own
 	for range 3 {
 		if err := b.g.writeDirect(pkt, to); err != nil {
 			t.Fatal(err)
@@ -323,7 +314,7 @@ func TestLeaveDuringJoinIsSeenLeft(t *testing.T) {
 	// a gossips and probes seldom: b learns a from the join's answer only (a's gossip, or its
 	// own alive message riding on a probe, would tell b too).
 	a := startNode(t, "a", func(c *Config) {
-		c.GossipInterval, c.ProbeInterval, c.ProbeTimeout = 3*time.Second, 3*time.Second, time.Second
+		c.Membership.GossipInterval, c.Membership.ProbeInterval, c.Membership.ProbeTimeout = 3*time.Second, 3*time.Second, time.Second
 	})
 	slow := delayedAnswers(t, a.g.Addr(), 700*time.Millisecond)
 	b := startNode(t, "b", func(c *Config) { c.Join = []string{slow} })
@@ -373,7 +364,7 @@ func TestInvalidEventsChangeNothing(t *testing.T) {
 	now := time.Now()
 	ver := homes.Version{HLC: uint64(now.UnixMilli()) << 16, Origin: "a"}
 	future := homes.Version{HLC: uint64(now.Add(time.Hour).UnixMilli()) << 16, Origin: "a"}
-	e := wire.NewEncoder("a", DefaultEventSizeLimit, nil)
+	e := wire.NewEncoder("a", wire.DefaultEventSizeLimit, nil)
 	bad, err := e.Encode(
 		[]homes.Mark{{Region: "mars", Observer: "a", At: now, Version: ver}},
 		[]homes.Home{
@@ -474,40 +465,6 @@ func TestIPC(t *testing.T) {
 		if row.ok && len(ms) != 2 {
 			t.Errorf("%s: members %v, want a and b alive", row.name, ms)
 		}
-	}
-}
-
-func TestConfigValidate(t *testing.T) {
-	table, _ := homes.New(homes.Config{Regions: testRegions, Origin: "a"})
-	good := Config{NodeName: "a", Key: clusterKey, Table: table, Regions: testRegions}
-	if err := good.Validate(); err != nil {
-		t.Fatalf("good config: %v", err)
-	}
-	for name, mod := range map[string]func(*Config){
-		"no node":       func(c *Config) { c.NodeName = "" },
-		"no key":        func(c *Config) { c.Key = nil },
-		"short key":     func(c *Config) { c.Key = c.Key[:10] },
-		"no table":      func(c *Config) { c.Table = nil },
-		"bad bind":      func(c *Config) { c.BindAddr = "nope" },
-		"bad join":      func(c *Config) { c.Join = []string{"host"} },
-		"bad advertise": func(c *Config) { c.AdvertiseAddr = "1.2.3.4" },
-		"huge events":   func(c *Config) { c.EventSizeLimit = 1400 },
-		"queue bounds":  func(c *Config) { c.QueueLow, c.QueueHigh = 10, 5 },
-		"negative":      func(c *Config) { c.FlushInterval = -1 },
-		"negative mult": func(c *Config) { c.SuspicionMult = -1 },
-		"neg. ack wait": func(c *Config) { c.RelayAckTimeout = -1 },
-		"neg. flush":    func(c *Config) { c.RelayFlush = -1 },
-	} {
-		c := good
-		mod(&c)
-		if err := c.Validate(); err == nil {
-			t.Errorf("%s: no error", name)
-		}
-	}
-	insecure := good
-	insecure.Key, insecure.Insecure = nil, true
-	if err := insecure.Validate(); err != nil {
-		t.Errorf("insecure: %v", err)
 	}
 }
 

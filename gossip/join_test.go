@@ -149,9 +149,9 @@ func TestJoinSettlesTheMemberList(t *testing.T) {
 	start := func(name string, join ...string) *testNode {
 		tr := network.NewTransport(name)
 		return startNode(t, name, func(c *Config) {
-			c.BindAddr, c.Transport, c.Join = "", tr, join
-			c.PushPullInterval = time.Hour // none in this test's time
-			c.JoinInterval = time.Hour     // one join, the first
+			c.BindAddr, c.Transport, c.Join = DefaultBindAddr, tr, join
+			c.Membership.PushPullInterval = time.Hour // none in this test's time
+			c.JoinInterval = time.Hour                // one join, the first
 		})
 	}
 	a := start("a")

@@ -23,37 +23,24 @@ import (
 )
 
 type flags struct {
-	nodes       int
-	origins     int
-	rate        float64
-	duration    time.Duration
-	minLat      time.Duration
-	maxLat      time.Duration
-	loss        float64
-	seed        int64
-	repair      time.Duration
-	drain       time.Duration
-	settle      time.Duration
-	idle        time.Duration
-	idleAfter   time.Duration
-	poll        time.Duration
-	failDetect  time.Duration
-	eventSize   int
-	gossipNodes int
-	gossipIntvl time.Duration
-	flushIntvl  time.Duration
-	maxPerFlush int
-	queueHigh   int
-	queueLow    int
-	retransmit  int
-	copies      int
-	directLimit int
-	ackTimeout  time.Duration
-	copyIntvl   time.Duration
-	maxFlush    time.Duration
-	probeIntvl  time.Duration
-	probeTmo    time.Duration
-	suspMult    int
+	nodes      int
+	origins    int
+	rate       float64
+	duration   time.Duration
+	minLat     time.Duration
+	maxLat     time.Duration
+	loss       float64
+	seed       int64
+	repair     time.Duration
+	drain      time.Duration
+	settle     time.Duration
+	idle       time.Duration
+	idleAfter  time.Duration
+	poll       time.Duration
+	failDetect time.Duration
+	// tune holds the tuning flags' gossip settings (Spread and Membership), from
+	// gossip.DefaultConfig.
+	tune        gossip.Config
 	churn       int
 	churnOver   time.Duration
 	latTagEvery time.Duration
@@ -78,23 +65,25 @@ func main() {
 	flag.DurationVar(&f.idleAfter, "idle-after", 0, "wait this long after forming before the idle window: the joins' broadcasts are still retransmitted for a while")
 	flag.DurationVar(&f.failDetect, "fail-detect", 30*time.Second, "after the run, kill one entry and wait up to this long until every other sees it failed (0: skip)")
 	flag.DurationVar(&f.poll, "poll", 5*time.Millisecond, "how often every table is checked for the homes it lacks")
-	// Tuning experiments; 0 keeps gossip's default.
-	flag.IntVar(&f.eventSize, "event-size", 0, "gossip EventSizeLimit (0: gossip.DefaultEventSizeLimit)")
-	flag.IntVar(&f.gossipNodes, "gossip-nodes", 0, "gossip GossipNodes (0: default)")
-	flag.DurationVar(&f.gossipIntvl, "gossip-interval", 0, "gossip GossipInterval (0: default)")
-	flag.DurationVar(&f.flushIntvl, "flush-interval", 0, "gossip FlushInterval (0: default)")
-	flag.IntVar(&f.maxPerFlush, "max-events-per-flush", 0, "gossip MaxEventsPerFlush (0: default)")
-	flag.IntVar(&f.queueHigh, "queue-high", 0, "gossip QueueHigh (0: default)")
-	flag.IntVar(&f.queueLow, "queue-low", 0, "gossip QueueLow (0: default)")
-	flag.IntVar(&f.copies, "direct-copies", 0, "gossip DirectCopies (0: default)")
-	flag.IntVar(&f.directLimit, "direct-limit", 0, "gossip DirectLimit: an origin's bytes a second of direct batches before its homes go through relays (0: default; -1: relays never; 1: always)")
-	flag.DurationVar(&f.ackTimeout, "relay-ack-timeout", 0, "gossip RelayAckTimeout (0: default)")
-	flag.DurationVar(&f.copyIntvl, "direct-copy-interval", 0, "gossip DirectCopyInterval (0: default)")
-	flag.IntVar(&f.retransmit, "retransmit-mult", 0, "gossip RetransmitMult (0: default)")
-	flag.DurationVar(&f.maxFlush, "max-flush-interval", 0, "gossip MaxFlushInterval (0: default)")
-	flag.DurationVar(&f.probeIntvl, "probe-interval", 0, "gossip ProbeInterval (0: default)")
-	flag.DurationVar(&f.probeTmo, "probe-timeout", 0, "gossip ProbeTimeout (0: default)")
-	flag.IntVar(&f.suspMult, "suspicion-mult", 0, "gossip SuspicionMult (0: default)")
+	// Tuning experiments: each flag's default is gossip's.
+	f.tune = gossip.DefaultConfig()
+	sp, mb := &f.tune.Spread, &f.tune.Membership
+	flag.IntVar(&sp.EventSizeLimit, "event-size", sp.EventSizeLimit, "gossip Spread.EventSizeLimit")
+	flag.DurationVar(&sp.FlushInterval, "flush-interval", sp.FlushInterval, "gossip Spread.FlushInterval")
+	flag.DurationVar(&sp.MaxFlushInterval, "max-flush-interval", sp.MaxFlushInterval, "gossip Spread.MaxFlushInterval")
+	flag.IntVar(&sp.MaxEventsPerFlush, "max-events-per-flush", sp.MaxEventsPerFlush, "gossip Spread.MaxEventsPerFlush")
+	flag.IntVar(&sp.QueueHigh, "queue-high", sp.QueueHigh, "gossip Spread.QueueHigh")
+	flag.IntVar(&sp.QueueLow, "queue-low", sp.QueueLow, "gossip Spread.QueueLow")
+	flag.IntVar(&sp.DirectCopies, "direct-copies", sp.DirectCopies, "gossip Spread.DirectCopies")
+	flag.DurationVar(&sp.DirectCopyInterval, "direct-copy-interval", sp.DirectCopyInterval, "gossip Spread.DirectCopyInterval")
+	flag.IntVar(&sp.DirectLimit, "direct-limit", sp.DirectLimit, "gossip Spread.DirectLimit: an origin's bytes a second of direct batches before its homes go through relays (-1: relays never; 1: always)")
+	flag.DurationVar(&sp.RelayAckTimeout, "relay-ack-timeout", sp.RelayAckTimeout, "gossip Spread.RelayAckTimeout")
+	flag.IntVar(&mb.GossipNodes, "gossip-nodes", mb.GossipNodes, "gossip Membership.GossipNodes")
+	flag.DurationVar(&mb.GossipInterval, "gossip-interval", mb.GossipInterval, "gossip Membership.GossipInterval")
+	flag.IntVar(&mb.RetransmitMult, "retransmit-mult", mb.RetransmitMult, "gossip Membership.RetransmitMult")
+	flag.DurationVar(&mb.ProbeInterval, "probe-interval", mb.ProbeInterval, "gossip Membership.ProbeInterval")
+	flag.DurationVar(&mb.ProbeTimeout, "probe-timeout", mb.ProbeTimeout, "gossip Membership.ProbeTimeout")
+	flag.IntVar(&mb.SuspicionMult, "suspicion-mult", mb.SuspicionMult, "gossip Membership.SuspicionMult")
 	flag.IntVar(&f.churn, "churn", 0, "restart this many distinct entries (not the first three) while homes are learned, repair running throughout; homes are then learned only at the others (0: no churn)")
 	flag.DurationVar(&f.churnOver, "churn-over", 60*time.Second, "with -churn: spread the restarts evenly over this much of the learning window")
 	flag.DurationVar(&f.latTagEvery, "lat-tag-every", 0, "each entry changes its latency tag (\"lat\", as node publishes its round trips to the regions) about this often, each change an alive broadcast the cluster retransmits; bench/fleet's tag_changes_per_entry_s is 1/this (0: the tag once at start, as an entry whose round trips stay put)")
@@ -231,25 +220,13 @@ type churnResult struct {
 	SlowestRestarted bool `json:"slowest_home_last_at_restarted"`
 }
 
-// simOptions is the cluster of f: memnet's latency and loss, gossip's defaults but for the
-// tuning flags that are set.
+// simOptions is the cluster of f: memnet's latency and loss, gossip's settings as the tuning
+// flags give them.
 func simOptions(f flags) simcluster.Options {
 	return simcluster.Options{
 		Nodes: f.nodes, Seed: f.seed, MinLatency: f.minLat, MaxLatency: f.maxLat, Loss: f.loss,
 		RepairInterval: f.repair, LatTagEvery: f.latTagEvery,
-		Gossip: func(_ int, c *gossip.Config) {
-			c.EventSizeLimit = f.eventSize
-			c.GossipNodes = f.gossipNodes
-			c.GossipInterval = f.gossipIntvl
-			c.FlushInterval = f.flushIntvl
-			c.MaxEventsPerFlush = f.maxPerFlush
-			c.QueueHigh, c.QueueLow = f.queueHigh, f.queueLow
-			c.RetransmitMult = f.retransmit
-			c.DirectCopies, c.DirectCopyInterval = f.copies, f.copyIntvl
-			c.DirectLimit, c.RelayAckTimeout = f.directLimit, f.ackTimeout
-			c.MaxFlushInterval = f.maxFlush
-			c.ProbeInterval, c.ProbeTimeout, c.SuspicionMult = f.probeIntvl, f.probeTmo, f.suspMult
-		},
+		Gossip: func(_ int, c *gossip.Config) { c.Spread, c.Membership = f.tune.Spread, f.tune.Membership },
 	}
 }
 
@@ -468,20 +445,10 @@ func run(f flags) (*result, error) {
 	return res, nil
 }
 
-// probeSettings are the failure detector's settings f runs with: its flags, or gossip's
-// defaults.
+// probeSettings are the failure detector's settings f runs with.
 func probeSettings(f flags) (intervalMS, timeoutMS float64, mult int) {
-	pi, pt, sm := f.probeIntvl, f.probeTmo, f.suspMult
-	if pi == 0 {
-		pi = gossip.DefaultProbeInterval
-	}
-	if pt == 0 {
-		pt = gossip.DefaultProbeTimeout
-	}
-	if sm == 0 {
-		sm = gossip.DefaultSuspicionMult
-	}
-	return float64(pi.Milliseconds()), float64(pt.Milliseconds()), sm
+	m := f.tune.Membership
+	return float64(m.ProbeInterval.Milliseconds()), float64(m.ProbeTimeout.Milliseconds()), m.SuspicionMult
 }
 
 func ratio(a, b int) float64 { return round(float64(a)/float64(b), 4) }

@@ -65,8 +65,8 @@ func TestSizesMatchRealCodecs(t *testing.T) {
 	c, err := simcluster.New(simcluster.Options{Nodes: 3, Fast: true, Gossip: func(i int, cfg *gossip.Config) {
 		recs[i] = &recorder{NodeAwareTransport: cfg.Transport}
 		cfg.Transport = recs[i]
-		cfg.FlushInterval = 400 * time.Millisecond // every k homes learned within one flush, even under -race
-		cfg.MaxFlushInterval = time.Second
+		cfg.Spread.FlushInterval = 400 * time.Millisecond // every k homes learned within one flush, even under -race
+		cfg.Spread.MaxFlushInterval = time.Second
 	}})
 	if err != nil {
 		t.Fatal(err)

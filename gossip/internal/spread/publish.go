@@ -56,7 +56,7 @@ func (q *fifo[T]) pop(k int) {
 // publisher turns the table's change feed into direct batches of homes and serf user events of
 // marks. One goroutine (run) owns all of its fields.
 type publisher struct {
-	cfg   Config
+	cfg   Setup
 	feed  <-chan homes.Change
 	send  func(payload []byte) error // serf.UserEvent(wire.EventName, payload, false)
 	depth func() int                 // serf's event queue depth; -1 if unknown
@@ -87,7 +87,7 @@ type publisher struct {
 	flushReq chan chan struct{}
 }
 
-func newPublisher(cfg Config, send func([]byte) error, depth func() int, m *metrics, log zerolog.Logger) *publisher {
+func newPublisher(cfg Setup, send func([]byte) error, depth func() int, m *metrics, log zerolog.Logger) *publisher {
 	return &publisher{
 		cfg:      cfg,
 		feed:     cfg.Table.Changes(),

@@ -22,13 +22,13 @@ type testPublisher struct {
 	depth        int
 }
 
-func newTestPublisher(t *testing.T, mod func(*Config)) *testPublisher {
+func newTestPublisher(t *testing.T, mod func(*Setup)) *testPublisher {
 	t.Helper()
 	table, err := homes.New(homes.Config{Regions: testRegions, Origin: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := testConfig(table)
+	cfg := testSetup(table)
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -61,21 +61,21 @@ func TestBackpressureWidensAndNarrows(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	p.addHomes(gossiptest.Homes(3, 10, "a", 1))
 	p.tick(now)
-	if len(p.sent) != 1 || p.interval != DefaultFlushInterval {
+	if len(p.sent) != 1 || p.interval != p.cfg.FlushInterval {
 		t.Fatalf("healthy queue: %d batches, interval %v", len(p.sent), p.interval)
 	}
 	// serf's queue grows: each tick doubles the interval up to MaxFlushInterval, and the
 	// changes that keep coming wait, counted as deferred flushes.
-	p.depth = DefaultQueueHigh + 10
+	p.depth = p.cfg.QueueHigh + 10
 	var intervals []time.Duration
 	for i := range 10 {
-		now = now.Add(DefaultFlushInterval)
+		now = now.Add(p.cfg.FlushInterval)
 		p.addHomes(gossiptest.Homes(1, 10, "a", uint64(10+i)))
 		p.tick(now)
 		intervals = append(intervals, p.interval)
 	}
-	if p.interval != DefaultMaxFlushInterval {
-		t.Fatalf("interval %v after a long high queue (steps %v), want %v", p.interval, intervals, DefaultMaxFlushInterval)
+	if p.interval != p.cfg.MaxFlushInterval {
+		t.Fatalf("interval %v after a long high queue (steps %v), want %v", p.interval, intervals, p.cfg.MaxFlushInterval)
 	}
 	if d := testutil.ToFloat64(p.m.flushesDeferred); d < 5 {
 		t.Fatalf("%v deferred flushes", d)
@@ -85,7 +85,7 @@ func TestBackpressureWidensAndNarrows(t *testing.T) {
 	}
 	sentHigh := len(p.sent)
 	// Once the interval has passed, one flush carries everything that waited.
-	now = now.Add(DefaultMaxFlushInterval)
+	now = now.Add(p.cfg.MaxFlushInterval)
 	p.tick(now)
 	if len(p.sent) != sentHigh+1 || p.homes.n != 0 {
 		t.Fatalf("after the widened interval: %d new batches, %d pending", len(p.sent)-sentHigh, p.homes.n)
@@ -93,16 +93,16 @@ func TestBackpressureWidensAndNarrows(t *testing.T) {
 	// The queue drains: the interval narrows back step by step.
 	p.depth = 0
 	for range 10 {
-		now = now.Add(DefaultFlushInterval)
+		now = now.Add(p.cfg.FlushInterval)
 		p.tick(now)
 	}
-	if p.interval != DefaultFlushInterval {
+	if p.interval != p.cfg.FlushInterval {
 		t.Fatalf("interval %v after the queue drained", p.interval)
 	}
 }
 
 func TestPendingBoundedDropsOldest(t *testing.T) {
-	p := newTestPublisher(t, func(c *Config) { c.MaxPending = 10 })
+	p := newTestPublisher(t, func(c *Setup) { c.MaxPending = 10 })
 	hs := gossiptest.Homes(25, 10, "a", 3)
 	p.addHomes(hs)
 	if got := testutil.ToFloat64(p.m.pendingDropped); got != 15 {
@@ -116,7 +116,7 @@ func TestPendingBoundedDropsOldest(t *testing.T) {
 }
 
 func TestFlushBoundedPerRound(t *testing.T) {
-	p := newTestPublisher(t, func(c *Config) { c.MaxEventsPerFlush = 2 })
+	p := newTestPublisher(t, func(c *Setup) { c.MaxEventsPerFlush = 2 })
 	p.addHomes(gossiptest.Homes(400, 40, "a", 4))
 	p.flush(time.Now(), false)
 	if len(p.sent) != 2 || p.homes.n == 0 {
@@ -130,11 +130,11 @@ func TestMemoryBoundedWhateverTheRate(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	for i := range 50 {
 		p.addHomes(gossiptest.Homes(1000, 16, "a", uint64(i)))
-		now = now.Add(DefaultFlushInterval)
+		now = now.Add(p.cfg.FlushInterval)
 		p.tick(now)
 	}
-	if p.homes.n > DefaultMaxPending || len(p.homes.buf) != DefaultMaxPending {
-		t.Fatalf("pending %d in a buffer of %d, bound %d", p.homes.n, len(p.homes.buf), DefaultMaxPending)
+	if p.homes.n > p.cfg.MaxPending || len(p.homes.buf) != p.cfg.MaxPending {
+		t.Fatalf("pending %d in a buffer of %d, bound %d", p.homes.n, len(p.homes.buf), p.cfg.MaxPending)
 	}
 	if testutil.ToFloat64(p.m.pendingDropped) == 0 {
 		t.Fatal("nothing counted as dropped")

@@ -16,30 +16,21 @@ import (
 	"github.com/fenec/fenec-entry/homes"
 )
 
-// Config is what a Spread is handed: gossip's settings for it, defaults already applied (the
-// Default constants here are gossip.Config's), and the membership and the transport it works
-// through, as functions gossip gives it. Every field is required but Registerer.
-type Config struct {
+// Setup is what New is handed: the settings (Config, gossip.Config's Spread as it is), this
+// entry's identity and table, and the membership and the transport it works through, as
+// functions gossip gives it. Every field is required but Registerer.
+type Setup struct {
+	Config
+
 	NodeName  string       // this entry's: the sender of its events and packets
 	Keys      keyring.Keys // direct packets are sealed with the primary key, opened under any
 	Label     string       // the cluster label, sealed into every direct packet
 	Table     *homes.Table // its change feed is published; what peers send is applied to it
 	Validator *validate.Validator
-	Now       func() time.Time // a batch's stamp, arrival times, the propagation histogram
+	Now       func() time.Time // every reading of the time: stamps, arrivals, budgets, what is due
 	Logger    zerolog.Logger
 	// Registerer gets the spreading metrics; nil: none are registered (they still count).
 	Registerer prometheus.Registerer
-
-	FlushInterval, MaxFlushInterval time.Duration
-	EventSizeLimit                  int
-	MaxPending, MaxEventsPerFlush   int
-	QueueHigh, QueueLow             int
-	RecvQueue                       int
-	DirectCopies                    int
-	DirectCopyInterval              time.Duration
-	DirectBudget                    int
-	DirectLimit                     int // relayRule: what the fleet's homes sent straight may cost an entry
-	RelayFlush, RelayAckTimeout     time.Duration
 
 	// The membership, as gossip sees it. Peers are the members a direct batch goes to, every
 	// member but this entry (nil while there are none to be had); the list is shared and never
@@ -64,7 +55,7 @@ type Config struct {
 // its context ends; HandlePacket and HandleEvent take what the transport and serf deliver,
 // from the first packet on, before Run too.
 type Spread struct {
-	cfg   Config
+	cfg   Setup
 	log   zerolog.Logger
 	m     *metrics
 	codec *wire.Codec
@@ -78,7 +69,10 @@ type Spread struct {
 }
 
 // New builds a Spread on cfg and registers its metrics. It starts nothing.
-func New(cfg Config) (*Spread, error) {
+func New(cfg Setup) (*Spread, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("spread: %w", err)
+	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
