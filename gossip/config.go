@@ -93,8 +93,12 @@ type Config struct {
 
 	// Clock is the time source of every reading that decides or measures something: a
 	// batch's stamp, arrival times and the propagation histogram, the validator's "too far
-	// ahead", nonce expiry. Nil: the system clock. Timers (flushes, copies, probes, backoffs)
-	// and socket deadlines run on real time. It should be the Table's clock.
+	// ahead", nonce expiry, and what is due when: flushes, direct copies and acked resends,
+	// the send budgets and the relay rule, the joiner's settle rounds, the repair round after
+	// a fetch, the member lists' age, the restart backoff's reset. Timers only wake the loops
+	// that then read the clock, so a test that moves it moves what is due. Socket deadlines,
+	// the waits between attempts, and the table streams' pacers (which time this process's
+	// own work) run on real time. Nil: the system clock. It should be the Table's clock.
 	Clock homes.Clock
 
 	// Registerer gets the gossip metrics; nil means none are registered (they still count).

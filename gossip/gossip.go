@@ -555,7 +555,7 @@ func (g *Gossip) supervise(ctx context.Context) {
 		g.mu.Lock()
 		inc := g.inc
 		g.mu.Unlock()
-		up := time.Now()
+		up := g.cfg.Clock.Now()
 		select {
 		case <-ctx.Done():
 			return
@@ -564,7 +564,7 @@ func (g *Gossip) supervise(ctx context.Context) {
 		if ctx.Err() != nil || g.leftOrClosed() {
 			return
 		}
-		if time.Since(up) > restartMax {
+		if g.cfg.Clock.Now().Sub(up) > restartMax {
 			backoff = restartMin // it ran a while: this is a new trouble
 		}
 		g.countMembers()

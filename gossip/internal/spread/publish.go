@@ -113,24 +113,24 @@ func (p *publisher) run(ctx context.Context) {
 	p.m.flushInterval.Set(p.interval.Seconds())
 	for {
 		if !armed && len(p.direct.queue) > 0 {
-			copyT.Reset(time.Until(p.direct.queue[0].due))
+			copyT.Reset(max(p.direct.queue[0].due.Sub(p.cfg.Now()), 0))
 			armed = true
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-copyT.C:
+		case <-copyT.C:
 			armed = false
-			p.direct.sendCopies(now)
+			p.direct.sendCopies(p.cfg.Now())
 		case c := <-p.feed:
 			p.add(c)
 			// A full event's worth: send it now rather than at the tick, unless
 			// backpressure has widened the interval.
 			if p.pendingBytes >= p.enc.Budget() && p.interval == p.cfg.FlushInterval {
-				p.flush(time.Now(), true)
+				p.flush(p.cfg.Now(), true)
 			}
-		case now := <-tick.C:
-			p.tick(now)
+		case <-tick.C:
+			p.tick(p.cfg.Now())
 		case done := <-p.flushReq:
 			for drained := false; !drained; {
 				select {
@@ -140,7 +140,7 @@ func (p *publisher) run(ctx context.Context) {
 					drained = true
 				}
 			}
-			p.flush(time.Now(), false)
+			p.flush(p.cfg.Now(), false)
 			close(done)
 		}
 	}
@@ -344,6 +344,7 @@ type directSender struct {
 	own  *tokenBucket // what this entry's homes sent straight may cost it (route); nil: no bound
 	acks *ackedSender
 	self string
+	now  func() time.Time // the clock of what is due, the budgets and the fallback's sends
 	// backlog: homes wait for the budget; their first copies come before the extra copies
 	// of batches already sent.
 	backlog bool
@@ -451,7 +452,7 @@ func (d *directSender) fallback(payload []byte, missing []memberlist.Address) {
 		return
 	}
 	for _, r := range missing {
-		if err := d.acks.send(time.Now(), wire.KindAcked, payload, plan.Rest(r.Name, d.self), nil); err == nil {
+		if err := d.acks.send(d.now(), wire.KindAcked, payload, plan.Rest(r.Name, d.self), nil); err == nil {
 			d.m.relayFallbacks.Inc()
 		}
 	}

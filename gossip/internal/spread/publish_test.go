@@ -1,7 +1,10 @@
 package spread
 
 import (
+	"context"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -9,8 +12,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/gossip/internal/gossiptest"
+	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
+	itest "github.com/fenec/fenec-entry/internal/testutil"
 )
 
 // testPublisher is a publisher driven by hand: no goroutine, no serf, one peer and no send
@@ -139,4 +144,54 @@ func TestMemoryBoundedWhateverTheRate(t *testing.T) {
 	if testutil.ToFloat64(p.m.pendingDropped) == 0 {
 		t.Fatal("nothing counted as dropped")
 	}
+}
+
+// The publisher's pacing is by the injected clock: a batch's extra copies are due
+// DirectCopyInterval after its first by that clock, so while it stands still none goes,
+// however long the timers run, and each step of the clock past the interval sends one.
+func TestCopiesAreDueByTheClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := itest.NewClock(time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC))
+		table, err := homes.New(homes.Config{Regions: testRegions, Origin: "a", Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers := []memberlist.Address{{Addr: "10.0.0.2:7946", Name: "b"}}
+		var mu sync.Mutex
+		packets := 0
+		cfg := testSetup(table)
+		cfg.Now, cfg.Keys, cfg.Validator = clock.Now, keysOf(clusterKey), validate.NewTable(table, clock.Now)
+		cfg.Peers = func() []memberlist.Address { return peers }
+		cfg.PeerAddr = func(string) (memberlist.Address, bool) { return peers[0], true }
+		cfg.Plan = func() *Plan { return nil }
+		cfg.RTT = func(string) (time.Duration, bool) { return 0, false }
+		cfg.Send = func([]byte) error { return nil }
+		cfg.Depth = func() int { return 0 }
+		cfg.Write = func([]byte, memberlist.Address) error { mu.Lock(); packets++; mu.Unlock(); return nil }
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { defer close(done); s.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		sent := func() int { synctest.Wait(); mu.Lock(); defer mu.Unlock(); return packets }
+
+		table.LearnName("acme", testRegions[0])
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * cfg.DirectCopyInterval)
+		if got := sent(); got != 1 {
+			t.Fatalf("%d packets while the clock stood still, want the first copy alone", got)
+		}
+		for want := 2; want <= cfg.DirectCopies; want++ {
+			clock.Advance(cfg.DirectCopyInterval)
+			time.Sleep(2 * cfg.DirectCopyInterval)
+			if got := sent(); got != want {
+				t.Fatalf("%d packets after the clock moved %d intervals, want %d", got, want-1, want)
+			}
+		}
+	})
 }

@@ -290,6 +290,7 @@ type relayer struct {
 	enc   *wire.Encoder
 	acks  *ackedSender
 	m     *metrics
+	now   func() time.Time
 }
 
 // forward queues payload for the group; never blocks.
@@ -331,8 +332,8 @@ func (r *relayer) run(ctx context.Context) {
 				}
 				held = append(held, w.Home(sender))
 			}
-		case now := <-timer.C:
-			held = r.flush(now, held)
+		case <-timer.C:
+			held = r.flush(r.now(), held)
 			timer.Reset(r.wait())
 		}
 	}

@@ -88,21 +88,22 @@ func New(cfg Setup) (*Spread, error) {
 	s.pub = newPublisher(cfg, cfg.Send, cfg.Depth, m, cfg.Logger)
 	s.recv = &receiver{table: cfg.Table, v: cfg.Validator, dec: wire.NewDecoder(), m: m, log: cfg.Logger,
 		now: cfg.Now, rtt: cfg.RTT}
-	s.acks = newAckedSender(s.codec, cfg.Write, m, cfg.RelayAckTimeout)
+	now := cfg.Now
+	s.acks = newAckedSender(s.codec, cfg.Write, m, cfg.RelayAckTimeout, now)
 	s.acker = &acker{self: cfg.NodeName, in: make(chan ackReq, ackQueue), codec: s.codec,
 		addr: cfg.PeerAddr, write: cfg.Write, m: m}
 	s.pub.direct = &directSender{codec: s.codec, peers: cfg.Peers, copies: cfg.DirectCopies,
 		every: cfg.DirectCopyInterval, m: m, write: cfg.Write,
-		budget: newTokenBucket(float64(cfg.DirectBudget), time.Now()), plan: cfg.Plan,
-		acks: s.acks, self: cfg.NodeName}
+		budget: newTokenBucket(float64(cfg.DirectBudget), now()), plan: cfg.Plan,
+		acks: s.acks, self: cfg.NodeName, now: now}
 	s.pub.direct.rule.limit = float64(cfg.DirectLimit)
 	if cfg.DirectLimit >= 0 {
-		s.pub.direct.own = newOwnBudget(float64(cfg.DirectLimit), time.Now())
+		s.pub.direct.own = newOwnBudget(float64(cfg.DirectLimit), now())
 	}
 	s.pub.direct.rule.homeBytes = float64(directHomeBytes * max(cfg.DirectCopies, 1))
 	s.recv.seen = &s.pub.direct.rule.seen
 	s.relay = &relayer{in: make(chan []byte, relayQueue), every: cfg.RelayFlush, plan: cfg.Plan, m: m,
-		dec: wire.NewDecoder(), enc: wire.NewEncoder(cfg.NodeName, cfg.EventSizeLimit, cfg.Now), acks: s.acks}
+		dec: wire.NewDecoder(), enc: wire.NewEncoder(cfg.NodeName, cfg.EventSizeLimit, cfg.Now), acks: s.acks, now: now}
 	return s, nil
 }
 

@@ -120,8 +120,8 @@ type Setup struct {
 	// and no proxy (peers are on the private network).
 	Client *http.Client
 
-	// Now is the clock: nonce expiry, the digest's settle, the pacing of streams; nil means
-	// time.Now.
+	// Now is the clock: nonce expiry, the digests' settle, a fetch's time; nil means
+	// time.Now. The streams' pacers time this process's own work on real time.
 	Now func() time.Time
 
 	Logger     zerolog.Logger
