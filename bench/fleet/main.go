@@ -600,25 +600,49 @@ func allAlive(es []*entry, n int) bool {
 	return missing.Load() == 0
 }
 
+// memberEvent is a member event an entry logged (gossip: member ...).
+type memberEvent struct {
+	Message, Event, Member string
+	Time                   time.Time
+}
+
+// memberEvents are the member events of others in one entry's log (self: its name).
+func memberEvents(log []byte, self string) []memberEvent {
+	var out []memberEvent
+	for _, line := range strings.Split(string(log), "\n") {
+		var ev memberEvent
+		if json.Unmarshal([]byte(line), &ev) == nil && strings.HasPrefix(ev.Message, "gossip: member ") && ev.Member != self {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// eventsOf is each entry's memberEvents.
+func eventsOf(es []*entry) ([][]memberEvent, error) {
+	out := make([][]memberEvent, len(es))
+	for i, e := range es {
+		b, err := os.ReadFile(e.log.Name())
+		if err != nil {
+			return nil, err
+		}
+		out[i] = memberEvents(b, e.name)
+	}
+	return out, nil
+}
+
 // formedAt is when the last entry came to list every other alive, from the member events
 // each logs (their own clocks, this machine's): what polling sees only a sweep late.
 func formedAt(es []*entry) (time.Time, error) {
+	evs, err := eventsOf(es)
+	if err != nil {
+		return time.Time{}, err
+	}
 	var last time.Time
-	for _, e := range es {
-		b, err := os.ReadFile(e.log.Name())
-		if err != nil {
-			return last, err
-		}
+	for i, e := range es {
 		alive := map[string]bool{}
 		var full time.Time
-		for _, line := range strings.Split(string(b), "\n") {
-			var ev struct {
-				Message, Event, Member string
-				Time                   time.Time
-			}
-			if json.Unmarshal([]byte(line), &ev) != nil || !strings.HasPrefix(ev.Message, "gossip: member ") || ev.Member == e.name {
-				continue
-			}
+		for _, ev := range evs[i] {
 			switch ev.Event {
 			case "member-join", "member-update":
 				alive[ev.Member] = true
@@ -644,36 +668,22 @@ func formedAt(es []*entry) (time.Time, error) {
 // the member updates its peers logged (serf's member-update: tags changed): each change is
 // logged once by every other entry.
 func tagChanges(es []*entry, from, to time.Time) (float64, error) {
-	var updates int
-	for _, e := range es {
-		b, err := os.ReadFile(e.log.Name())
-		if err != nil {
-			return 0, err
-		}
-		updates += countUpdates(b, e.name, from, to)
+	evs, err := eventsOf(es)
+	if err != nil || len(es) < 2 || !to.After(from) {
+		return 0, err
 	}
-	if len(es) < 2 || !to.After(from) {
-		return 0, nil
+	updates := 0
+	for _, e := range evs {
+		updates += countUpdates(e, from, to)
 	}
 	return round(float64(updates)/float64(len(es)-1)/float64(len(es))/to.Sub(from).Seconds(), 4), nil
 }
 
-// countUpdates is the member updates of others in one entry's log (self: its name) logged
-// in [from, to).
-func countUpdates(log []byte, self string, from, to time.Time) int {
+// countUpdates is the member updates among evs logged in [from, to).
+func countUpdates(evs []memberEvent, from, to time.Time) int {
 	n := 0
-	for _, line := range strings.Split(string(log), "\n") {
-		if !strings.Contains(line, `"member-update"`) {
-			continue
-		}
-		var ev struct {
-			Event, Member string
-			Time          time.Time
-		}
-		if json.Unmarshal([]byte(line), &ev) != nil || ev.Event != "member-update" || ev.Member == self {
-			continue
-		}
-		if !ev.Time.Before(from) && ev.Time.Before(to) {
+	for _, ev := range evs {
+		if ev.Event == "member-update" && !ev.Time.Before(from) && ev.Time.Before(to) {
 			n++
 		}
 	}

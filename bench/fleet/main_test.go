@@ -124,7 +124,7 @@ func TestCountUpdates(t *testing.T) {
 		`not json "member-update"`,
 	}, "\n")
 	from := time.Date(2026, 12, 7, 14, 0, 10, 0, time.UTC)
-	if got := countUpdates([]byte(log), "entry-000", from, from.Add(10*time.Second)); got != 2 {
+	if got := countUpdates(memberEvents([]byte(log), "entry-000"), from, from.Add(10*time.Second)); got != 2 {
 		t.Fatalf("countUpdates: %d, want 2 (entry-001 at 10 s and entry-002 at 15.5 s)", got)
 	}
 }
