@@ -170,7 +170,6 @@ type result struct {
 	IdleStreamES float64  `json:"idle_stream_bytes_per_entry_s"`
 	StreamES     float64  `json:"stream_bytes_per_entry_s"`
 	PacketsES    float64  `json:"packets_per_entry_s"`
-	EventsSent   float64  `json:"events_sent"`
 	DirBatches   float64  `json:"direct_batches"`
 	DirPackets   float64  `json:"direct_packets"`
 	Relayed      float64  `json:"relayed_batches"`
@@ -181,14 +180,9 @@ type result struct {
 	Fallbacks    float64  `json:"relay_fallbacks"`
 	BudgetDef    float64  `json:"budget_deferred_flushes"`
 	DirDup       float64  `json:"direct_duplicates"`
-	EventsRecv   float64  `json:"events_received"`
-	Delivery     float64  `json:"event_delivery"`
-	HomesPerEv   float64  `json:"homes_per_event"`
+	HomesPerB    float64  `json:"homes_per_batch"`
 	Dropped      float64  `json:"events_dropped"`
 	PendDropped  float64  `json:"pending_dropped"`
-	Deferred     float64  `json:"flushes_deferred"`
-	MaxQueue     float64  `json:"max_serf_queue"`
-	MaxFlushMS   float64  `json:"max_flush_interval_ms"`
 	NetDrops     uint64   `json:"packets_dropped_queue_full"`
 	Repaired     float64  `json:"homes_repaired"`
 	RepairRnds   float64  `json:"repair_rounds"`
@@ -306,8 +300,6 @@ func run(f flags) (*result, error) {
 	regions := simcluster.DefaultRegions
 	names := tenantNames(rng, total)
 	go tr.run()
-	sampler := newSampler(c.Entries)
-	go sampler.run()
 
 	// Homes are learned only at entries that never restart: a home learned at one that then
 	// restarts before sending it is lost with that process, which is no delay of gossip's.
@@ -376,7 +368,6 @@ func run(f flags) (*result, error) {
 	tr.waitAll(f.settle)
 	repairTook := time.Since(repairStart)
 	tr.stop()
-	sampler.stop()
 	finalPairs, finalComplete := tr.counts()
 
 	res := &result{
@@ -399,8 +390,6 @@ func run(f flags) (*result, error) {
 		PollMS:       f.poll.Seconds() * 1e3,
 		MaxScanMS:    round(tr.maxScan.Seconds()*1e3, 2),
 		FormedS:      round(formed.Seconds(), 2),
-		MaxQueue:     sampler.maxQueue,
-		MaxFlushMS:   sampler.maxFlush * 1e3,
 	}
 	res.BytesPerES, res.IdleBytesES, res.PacketsES = round(res.BytesPerES, 0), round(res.IdleBytesES, 0), round(res.PacketsES, 1)
 	res.P50MS, res.P99MS, res.MaxMS, res.PairP50MS, res.PairP99MS = tr.percentiles()
@@ -413,8 +402,6 @@ func run(f flags) (*result, error) {
 			SlowestRestarted: slices.Contains(churned, tr.slowest())}
 	}
 	for _, e := range incs {
-		res.EventsSent += e.Metric("fenec_entry_gossip_events_sent_total")
-		res.EventsRecv += e.Metric("fenec_entry_gossip_events_received_total")
 		res.DirBatches += e.Metric("fenec_entry_gossip_direct_batches_sent_total")
 		res.DirPackets += e.Metric("fenec_entry_gossip_direct_packets_sent_total")
 		res.Relayed += e.Metric("fenec_entry_gossip_relayed_batches_total")
@@ -428,19 +415,15 @@ func run(f flags) (*result, error) {
 		res.DirDup += e.Metric("fenec_entry_gossip_direct_packets_received_total", "result", "duplicate")
 		res.Dropped += e.Metric("fenec_entry_gossip_events_dropped_total")
 		res.PendDropped += e.Metric("fenec_entry_gossip_pending_dropped_total")
-		res.Deferred += e.Metric("fenec_entry_gossip_flushes_deferred_total")
 		res.Repaired += e.Metric("fenec_entry_sync_applied_total", "via", "repair", "type", "home")
 		res.RepairRnds += e.Metric("fenec_entry_repair_rounds_total")
-	}
-	if res.EventsSent > 0 {
-		res.Delivery = round(res.EventsRecv/(res.EventsSent*float64(len(es)-1)), 4)
 	}
 	res.ProbeMS, res.ProbeTmoMS, res.SuspMult = probeSettings(f)
 	if f.failDetect > 0 {
 		res.FailFirstS, res.FailAllS = failureDetection(c, f.failDetect)
 	}
-	if b := res.EventsSent + res.DirBatches; b > 0 {
-		res.HomesPerEv = round(float64(total)/b, 1)
+	if res.DirBatches > 0 {
+		res.HomesPerB = round(float64(total)/res.DirBatches, 1)
 	}
 	return res, nil
 }

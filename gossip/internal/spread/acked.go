@@ -12,7 +12,7 @@ import (
 
 // Acked sends, for relays (relay.go). Blind copies cost every receiver DirectCopies times
 // each batch, which direct homes can afford at a few dozen entries and relays cannot at a
-// thousand (bench/msgsim: 130 KB/s an entry at 500 homes a second). With relays on, a batch
+// thousand (500 homes a second x 89 B x 3 copies: 130 KB/s an entry). With relays on, a batch
 // is sent once to each of its receivers, and each receiver answers with an ack naming the
 // packet by its nonce (unique to the sealed packet, the same in every resend); the sender
 // sends it again, AckTimeout apart, to the receivers whose ack has not come, at most
