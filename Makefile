@@ -22,8 +22,6 @@ demo: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -pgo=off -count=1 -timeout 20m ./...
-	$(GO) vet -tags lab ./gossip/internal/mux ./bench/fleet
-	$(GO) test -tags lab -count=1 -timeout 2m ./gossip/internal/mux
 	bash deploy/check.sh
 
 # Short fuzzing runs of every fuzz target (seed corpora run in `make test`); FUZZTIME each.

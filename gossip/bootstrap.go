@@ -75,7 +75,7 @@ func (g *Gossip) RunRepair(ctx context.Context) {
 			}
 		}
 		if due, ok := plan.catchUpDue(); ok {
-			catchUp.Reset(time.Until(due))
+			catchUp.Reset(max(due.Sub(g.cfg.Clock.Now()), 0)) // the fetch's time is by the clock too
 		}
 		select {
 		case <-ctx.Done():

@@ -283,3 +283,34 @@ func TestTableFetchedFromTheBoundAddress(t *testing.T) {
 		t.Errorf("repair from 127.0.0.3: %v", err)
 	}
 }
+
+// The repair round after a table fetch is due RepairSettle after the fetch by the entry's own
+// clock, which also stamped the fetch: an entry whose clock is ten minutes ahead still runs
+// it about RepairSettle after fetching, not ten minutes later.
+func TestCatchUpRoundByTheEntrysClock(t *testing.T) {
+	a := startNode(t, "a", nil)
+	a.table.LearnName("acme", "eu")
+	b := startNode(t, "b", func(c *Config) { c.Join = []string{a.g.Addr()}; c.Clock = skewedClock(10 * time.Minute) })
+	testutil.Eventually(t, 5*time.Second, "b joined a", func() bool { return len(b.g.Peers()) == 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.g.RunRepair(ctx) }()
+	defer func() { cancel(); <-done }()
+	fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer fcancel()
+	if err := b.g.Bootstrap(fctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rounds := func() (n float64) { // every result: the round ran
+		for _, f := range b.families(t) {
+			if f.GetName() == "fenec_entry_repair_rounds_total" {
+				for _, m := range f.GetMetric() {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+		return n
+	}
+	settle := b.g.cfg.Sync.RepairSettle
+	testutil.Eventually(t, settle+5*time.Second, "a repair round after the fetch", func() bool { return rounds() >= 1 })
+}

@@ -13,7 +13,9 @@ import (
 // A host name in --gossip-bind is resolved, so memberlist binds that address only (given a
 // name, memberlist would bind every interface).
 func TestBindHostNameResolved(t *testing.T) {
-	g := &Gossip{cfg: Config{NodeName: "n", BindAddr: "localhost:0"}.withDefaults()}
+	c := DefaultConfig()
+	c.NodeName, c.BindAddr = "n", "localhost:0"
+	g := &Gossip{cfg: c}
 	mc, err := g.memberlistConfigLocked()
 	if err != nil {
 		t.Fatal(err)

@@ -5,10 +5,12 @@
 // and periodic anti-entropy repair as authenticated HTTP exchanges on memberlist's TCP port.
 // Everything sealed follows serf's keyring, so `serf keys` rotates it.
 //
-// This package is the face and the membership: one type, Gossip, with its Config, owns serf
-// (started again if it shuts itself down), the joiner, the tags, serf's member snapshot, the
-// bootstrap and the repair loop, and wires the parts below it. Each of them owns one thing, has
-// one face, and knows of serf's membership only what it is handed; none imports gossip:
+// This package is the face and the membership: one type, Gossip, with its Config (from
+// DefaultConfig, where every setting's default is; the parts' own settings are its Spread
+// and Sync, handed to them as they are), owns serf (started again if it shuts itself down),
+// the joiner, the tags, serf's member snapshot, the bootstrap and the repair loop, and wires
+// the parts below it. Each of them owns one thing, has one face, and knows of serf's
+// membership only what it is handed; none imports gossip:
 //
 //   - internal/spread publishes the table's change feed and applies what peers send: direct
 //     homes, relays and their acks, the send budget;

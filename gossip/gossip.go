@@ -117,7 +117,14 @@ func New(cfg Config) (*Gossip, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	if cfg.Clock == nil {
+		cfg.Clock = systemClock{}
+	}
+	if cfg.LookupIP == nil {
+		cfg.LookupIP = func(ctx context.Context, host string) ([]net.IP, error) {
+			return net.DefaultResolver.LookupIP(ctx, "ip", host)
+		}
+	}
 	cfg.Tags = maps.Clone(cfg.Tags)
 	if cfg.Tags == nil {
 		cfg.Tags = make(map[string]string)
@@ -142,37 +149,23 @@ func New(cfg Config) (*Gossip, error) {
 		return nil, err
 	}
 	// Before Start: the transport's goroutine hands it packets from the first one on.
-	g.spread, err = spread.New(spread.Config{
-		NodeName:           cfg.NodeName,
-		Keys:               keys,
-		Label:              cfg.Label,
-		Table:              cfg.Table,
-		Validator:          v,
-		Now:                cfg.Clock.Now,
-		Logger:             g.log,
-		Registerer:         cfg.Registerer,
-		SerfHomes:          cfg.SerfHomes,
-		FlushInterval:      cfg.FlushInterval,
-		MaxFlushInterval:   cfg.MaxFlushInterval,
-		EventSizeLimit:     cfg.EventSizeLimit,
-		MaxPending:         cfg.MaxPending,
-		MaxEventsPerFlush:  cfg.MaxEventsPerFlush,
-		QueueHigh:          cfg.QueueHigh,
-		QueueLow:           cfg.QueueLow,
-		RecvQueue:          cfg.RecvQueue,
-		DirectCopies:       cfg.DirectCopies,
-		DirectCopyInterval: cfg.DirectCopyInterval,
-		DirectBudget:       cfg.DirectBudget,
-		DirectLimit:        cfg.DirectLimit,
-		RelayFlush:         cfg.RelayFlush,
-		RelayAckTimeout:    cfg.RelayAckTimeout,
-		Peers:              g.directPeers,
-		PeerAddr:           g.peerAddr,
-		Plan:               g.relayPlan,
-		RTT:                g.rtt,
-		Send:               g.sendEvent,
-		Depth:              g.queueDepth,
-		Write:              g.writeDirect,
+	g.spread, err = spread.New(spread.Setup{
+		Config:     cfg.Spread,
+		NodeName:   cfg.NodeName,
+		Keys:       keys,
+		Label:      cfg.Label,
+		Table:      cfg.Table,
+		Validator:  v,
+		Now:        cfg.Clock.Now,
+		Logger:     g.log,
+		Registerer: cfg.Registerer,
+		Peers:      g.directPeers,
+		PeerAddr:   g.peerAddr,
+		Plan:       g.relayPlan,
+		RTT:        g.rtt,
+		Send:       g.sendEvent,
+		Depth:      g.queueDepth,
+		Write:      g.writeDirect,
 	})
 	if err != nil {
 		return nil, err
@@ -185,17 +178,15 @@ func New(cfg Config) (*Gossip, error) {
 		MaxIdleConnsPerHost:   2,
 		DisableCompression:    true, // a snapshot is a few MB on a private network
 	}}
-	g.sync, err = tablesync.NewSync(tablesync.SyncConfig{
+	g.sync, err = tablesync.NewSync(tablesync.Setup{
+		Config:     cfg.Sync,
 		Node:       cfg.NodeName,
 		Keys:       keys,
 		Table:      cfg.Table,
 		Validator:  v,
 		MemberAddr: g.MemberAddr,
 		Peers:      g.syncPeers,
-		Interval:   cfg.RepairInterval,
-		Timeout:    cfg.SyncTimeout,
 		Capacity:   cfg.Capacity,
-		MaxStreams: cfg.MaxStreams,
 		Client:     g.syncClient,
 		Now:        cfg.Clock.Now,
 		Logger:     cfg.Logger,
@@ -229,7 +220,7 @@ func resolveOne(host string) (string, error) {
 }
 
 // memberlistConfig starts from memberlist's WAN profile (entries are on several continents)
-// and tunes it; each value's reason is at its Default constant in config.go. Called with g.mu
+// and tunes it with Config.Membership, where each value's reason is. Called with g.mu
 // held.
 func (g *Gossip) memberlistConfigLocked() (*memberlist.Config, error) {
 	c := g.cfg
@@ -260,16 +251,12 @@ func (g *Gossip) memberlistConfigLocked() (*memberlist.Config, error) {
 		}
 		mc.AdvertiseAddr, mc.AdvertisePort = ip, aport
 	}
-	mc.UDPBufferSize = c.UDPBufferSize
-	mc.GossipInterval = c.GossipInterval
-	mc.GossipNodes = c.GossipNodes
-	mc.RetransmitMult = c.RetransmitMult
-	mc.ProbeInterval = c.ProbeInterval
-	mc.ProbeTimeout = c.ProbeTimeout
-	mc.SuspicionMult, mc.DisableTcpPings = c.SuspicionMult, c.DisableTCPPings
-	mc.PushPullInterval = c.PushPullInterval
-	mc.TCPTimeout = c.TCPTimeout
-	mc.DeadNodeReclaimTime = DefaultDeadNodeReclaimTime
+	m := c.Membership
+	mc.UDPBufferSize = m.UDPBufferSize
+	mc.GossipInterval, mc.GossipNodes, mc.RetransmitMult = m.GossipInterval, m.GossipNodes, m.RetransmitMult
+	mc.ProbeInterval, mc.ProbeTimeout, mc.SuspicionMult = m.ProbeInterval, m.ProbeTimeout, m.SuspicionMult
+	mc.PushPullInterval, mc.TCPTimeout = m.PushPullInterval, m.TCPTimeout
+	mc.DeadNodeReclaimTime = m.DeadNodeReclaimTime
 	// Our payloads are DEFLATEd already; memberlist's LZW of every packet would cost CPU for
 	// little (the agent sets this from its own config too).
 	mc.EnableCompression = false
@@ -405,15 +392,13 @@ func (g *Gossip) serfConfig(mc *memberlist.Config, snapshot string) *serf.Config
 	sc.NodeName = g.cfg.NodeName
 	sc.Tags = maps.Clone(g.cfg.Tags)
 	sc.MemberlistConfig = mc
-	sc.UserEventSizeLimit = g.cfg.EventSizeLimit
-	sc.MaxQueueDepth = g.cfg.MaxQueueDepth
+	sc.UserEventSizeLimit = g.cfg.Spread.EventSizeLimit
+	sc.MaxQueueDepth = g.cfg.Membership.MaxQueueDepth
 	// With a snapshot, a restart rejoins the members it knew, also after the drain's
 	// graceful leave; without, it rejoins through Join/JoinDNS only.
 	sc.SnapshotPath = snapshot
 	sc.RejoinAfterLeave = snapshot != ""
-	if g.cfg.LeavePropagateDelay > 0 {
-		sc.LeavePropagateDelay = g.cfg.LeavePropagateDelay
-	}
+	sc.LeavePropagateDelay = g.cfg.Membership.LeavePropagateDelay
 	// Member events are delivered as they happen: nothing here batches them.
 	sc.CoalescePeriod, sc.QuiescentPeriod = 0, 0
 	sc.UserCoalescePeriod, sc.UserQuiescentPeriod = 0, 0
@@ -570,7 +555,7 @@ func (g *Gossip) supervise(ctx context.Context) {
 		g.mu.Lock()
 		inc := g.inc
 		g.mu.Unlock()
-		up := time.Now()
+		up := g.cfg.Clock.Now()
 		select {
 		case <-ctx.Done():
 			return
@@ -579,7 +564,7 @@ func (g *Gossip) supervise(ctx context.Context) {
 		if ctx.Err() != nil || g.leftOrClosed() {
 			return
 		}
-		if time.Since(up) > restartMax {
+		if g.cfg.Clock.Now().Sub(up) > restartMax {
 			backoff = restartMin // it ran a while: this is a new trouble
 		}
 		g.countMembers()

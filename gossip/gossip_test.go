@@ -34,25 +34,16 @@ func fastConfig(t *testing.T, name string, table *homes.Table) Config {
 	if os.Getenv("GOSSIP_TEST_LOG") != "" {
 		log = zerolog.New(zerolog.NewConsoleWriter()).With().Str("node", name).Logger()
 	}
-	return Config{
-		NodeName:            name,
-		BindAddr:            "127.0.0.1:0",
-		Key:                 clusterKey,
-		Tags:                map[string]string{"pop": "pop-" + name, "continent": "EU", "version": "test"},
-		Table:               table,
-		Regions:             testRegions,
-		Logger:              log,
-		Registerer:          prometheus.NewRegistry(),
-		FlushInterval:       20 * time.Millisecond,
-		MaxFlushInterval:    200 * time.Millisecond,
-		JoinInterval:        200 * time.Millisecond,
-		GossipInterval:      50 * time.Millisecond,
-		ProbeInterval:       500 * time.Millisecond,
-		ProbeTimeout:        250 * time.Millisecond,
-		PushPullInterval:    5 * time.Second,
-		TCPTimeout:          2 * time.Second,
-		LeavePropagateDelay: 100 * time.Millisecond,
-	}
+	c := DefaultConfig()
+	c.NodeName, c.BindAddr, c.Key = name, "127.0.0.1:0", clusterKey
+	c.Tags = map[string]string{"pop": "pop-" + name, "continent": "EU", "version": "test"}
+	c.Table, c.Regions, c.Logger, c.Registerer = table, testRegions, log, prometheus.NewRegistry()
+	c.Spread.FlushInterval, c.Spread.MaxFlushInterval = 20*time.Millisecond, 200*time.Millisecond
+	c.JoinInterval = 200 * time.Millisecond
+	m := &c.Membership
+	m.GossipInterval, m.ProbeInterval, m.ProbeTimeout = 50*time.Millisecond, 500*time.Millisecond, 250*time.Millisecond
+	m.PushPullInterval, m.TCPTimeout, m.LeavePropagateDelay = 5*time.Second, 2*time.Second, 100*time.Millisecond
+	return c
 }
 
 func startNode(t *testing.T, name string, mod func(*Config)) *testNode {
@@ -126,13 +117,7 @@ func (n *testNode) has(tenant, region string) bool {
 }
 
 func TestHomesTravel(t *testing.T) {
-	t.Run("direct", func(t *testing.T) { testHomesTravel(t, startCluster(t, 3)) })
-	t.Run("serf", func(t *testing.T) {
-		testHomesTravel(t, startCluster(t, 3, func(c *Config) { c.SerfHomes = true }))
-	})
-}
-
-func testHomesTravel(t *testing.T, nodes []*testNode) {
+	nodes := startCluster(t, 3)
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	start := time.Now()
 	a.table.LearnName("acme", "eu")
@@ -247,13 +232,13 @@ func TestDirectRefusesStrangers(t *testing.T) {
 	nodes := startCluster(t, 2)
 	a, b := nodes[0], nodes[1]
 	ver := homes.Version{HLC: uint64(time.Now().UnixMilli()) << 16, Origin: "x"}
-	payload, err := wire.NewEncoder("x", DefaultEventSizeLimit, nil).Encode(nil,
+	payload, err := wire.NewEncoder("x", wire.DefaultEventSizeLimit, nil).Encode(nil,
 		[]homes.Home{{Tenant: "evil", Region: "ap", Version: ver}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stranger := wire.NewCodec(keysOf(strangerKey), DefaultLabel)
-	clear := wire.NewCodec(keysOf(nil), DefaultLabel)
+	stranger := wire.NewCodec(keysOf(strangerKey), DefaultConfig().Label)
+	clear := wire.NewCodec(keysOf(nil), DefaultConfig().Label)
 	wrongLabel := wire.NewCodec(keysOf(clusterKey), "another-cluster")
 	to := memberlist.Address{Addr: a.g.Addr(), Name: "a"}
 	write := func(c *wire.Codec, p []byte) {
@@ -275,7 +260,7 @@ func TestDirectRefusesStrangers(t *testing.T) {
 		t.Fatal("a applied a home from a stranger's direct packet")
 	}
 	// The same payload sealed with the cluster's key is applied, once for its 3 copies.
-	pkt, _ := wire.NewCodec(keysOf(clusterKey), DefaultLabel).Seal(payload) // as a's own
+	pkt, _ := wire.NewCodec(keysOf(clusterKey), DefaultConfig().Label).Seal(payload) // as a's own
 	for range 3 {
 		if err := b.g.writeDirect(pkt, to); err != nil {
 			t.Fatal(err)
@@ -329,7 +314,7 @@ func TestLeaveDuringJoinIsSeenLeft(t *testing.T) {
 	// a gossips and probes seldom: b learns a from the join's answer only (a's gossip, or its
 	// own alive message riding on a probe, would tell b too).
 	a := startNode(t, "a", func(c *Config) {
-		c.GossipInterval, c.ProbeInterval, c.ProbeTimeout = 3*time.Second, 3*time.Second, time.Second
+		c.Membership.GossipInterval, c.Membership.ProbeInterval, c.Membership.ProbeTimeout = 3*time.Second, 3*time.Second, time.Second
 	})
 	slow := delayedAnswers(t, a.g.Addr(), 700*time.Millisecond)
 	b := startNode(t, "b", func(c *Config) { c.Join = []string{slow} })
@@ -379,7 +364,7 @@ func TestInvalidEventsChangeNothing(t *testing.T) {
 	now := time.Now()
 	ver := homes.Version{HLC: uint64(now.UnixMilli()) << 16, Origin: "a"}
 	future := homes.Version{HLC: uint64(now.Add(time.Hour).UnixMilli()) << 16, Origin: "a"}
-	e := wire.NewEncoder("a", DefaultEventSizeLimit, nil)
+	e := wire.NewEncoder("a", wire.DefaultEventSizeLimit, nil)
 	bad, err := e.Encode(
 		[]homes.Mark{{Region: "mars", Observer: "a", At: now, Version: ver}},
 		[]homes.Home{
@@ -410,18 +395,11 @@ func TestInvalidEventsChangeNothing(t *testing.T) {
 	}
 }
 
-// TestManyLongNamesArrive: a burst of homes with long tenant names is split into events
-// within serf's limit (serf refuses larger ones: counted as dropped "send") and all arrive.
+// TestManyLongNamesArrive: a burst of homes with long tenant names is split into direct
+// batches within EventSizeLimit, each within a packet (a transport refuses a larger one:
+// counted as dropped "direct_write"), and all arrive.
 func TestManyLongNamesArrive(t *testing.T) {
-	t.Run("direct", func(t *testing.T) {
-		testManyLongNamesArrive(t, startCluster(t, 2))
-	})
-	t.Run("serf", func(t *testing.T) {
-		testManyLongNamesArrive(t, startCluster(t, 2, func(c *Config) { c.SerfHomes = true }))
-	})
-}
-
-func testManyLongNamesArrive(t *testing.T, nodes []*testNode) {
+	nodes := startCluster(t, 2)
 	a, b := nodes[0], nodes[1]
 	hs := gossiptest.Homes(300, 100, "a", 42)
 	for _, h := range hs {
@@ -433,11 +411,14 @@ func testManyLongNamesArrive(t *testing.T, nodes []*testNode) {
 			t.Fatalf("b lacks %s", h.Tenant)
 		}
 	}
-	if got := a.metric(t, "fenec_entry_gossip_events_dropped_total", "reason", "send"); got != 0 {
-		t.Fatalf("serf refused %v events", got)
+	for _, reason := range []string{"send", "direct_write"} {
+		if got := a.metric(t, "fenec_entry_gossip_events_dropped_total", "reason", reason); got != 0 {
+			t.Fatalf("%v batches dropped (%s)", got, reason)
+		}
 	}
-	t.Logf("300 homes with 100-byte names: %v serf events, %v direct batches",
-		a.metric(t, "fenec_entry_gossip_events_sent_total"), a.metric(t, "fenec_entry_gossip_direct_batches_sent_total"))
+	if got := a.metric(t, "fenec_entry_gossip_direct_batches_sent_total"); got < 2 {
+		t.Fatalf("300 homes with 100-byte names in %v direct batches: want them split", got)
+	}
 }
 
 func TestIPC(t *testing.T) {
@@ -484,40 +465,6 @@ func TestIPC(t *testing.T) {
 		if row.ok && len(ms) != 2 {
 			t.Errorf("%s: members %v, want a and b alive", row.name, ms)
 		}
-	}
-}
-
-func TestConfigValidate(t *testing.T) {
-	table, _ := homes.New(homes.Config{Regions: testRegions, Origin: "a"})
-	good := Config{NodeName: "a", Key: clusterKey, Table: table, Regions: testRegions}
-	if err := good.Validate(); err != nil {
-		t.Fatalf("good config: %v", err)
-	}
-	for name, mod := range map[string]func(*Config){
-		"no node":       func(c *Config) { c.NodeName = "" },
-		"no key":        func(c *Config) { c.Key = nil },
-		"short key":     func(c *Config) { c.Key = c.Key[:10] },
-		"no table":      func(c *Config) { c.Table = nil },
-		"bad bind":      func(c *Config) { c.BindAddr = "nope" },
-		"bad join":      func(c *Config) { c.Join = []string{"host"} },
-		"bad advertise": func(c *Config) { c.AdvertiseAddr = "1.2.3.4" },
-		"huge events":   func(c *Config) { c.EventSizeLimit = 1400 },
-		"queue bounds":  func(c *Config) { c.QueueLow, c.QueueHigh = 10, 5 },
-		"negative":      func(c *Config) { c.FlushInterval = -1 },
-		"negative mult": func(c *Config) { c.SuspicionMult = -1 },
-		"neg. ack wait": func(c *Config) { c.RelayAckTimeout = -1 },
-		"neg. flush":    func(c *Config) { c.RelayFlush = -1 },
-	} {
-		c := good
-		mod(&c)
-		if err := c.Validate(); err == nil {
-			t.Errorf("%s: no error", name)
-		}
-	}
-	insecure := good
-	insecure.Key, insecure.Insecure = nil, true
-	if err := insecure.Validate(); err != nil {
-		t.Errorf("insecure: %v", err)
 	}
 }
 

@@ -41,7 +41,7 @@ func (g *Gossip) joiner(ctx context.Context) {
 			t.Reset(g.cfg.JoinInterval)
 			continue
 		}
-		if st.due(s) {
+		if st.due(s, g.cfg.Clock.Now()) {
 			g.exchange(s)
 		}
 		targets, unresolved := g.joinTargets(ctx, s)
@@ -67,8 +67,9 @@ func (g *Gossip) joiner(ctx context.Context) {
 			g.log.Debug().Err(err).Strs("targets", targets).Int("joined", n).Msg("gossip: join attempt")
 			rep.joined(g, s, targets, n, err)
 		}
-		st.start(s, alivePeers(s, g.cfg.NodeName) > 0)
-		t.Reset(st.wait(s, g.cfg.JoinInterval))
+		now := g.cfg.Clock.Now()
+		st.start(s, alivePeers(s, g.cfg.NodeName) > 0, now)
+		t.Reset(st.wait(s, g.cfg.JoinInterval, now))
 	}
 }
 
@@ -88,26 +89,26 @@ type settling struct {
 	next int        // the next round
 }
 
-// start begins the schedule when s (a new incarnation) first has a peer.
-func (st *settling) start(s *serf.Serf, peered bool) {
+// start begins the schedule when s (a new incarnation) first has a peer, now.
+func (st *settling) start(s *serf.Serf, peered bool, now time.Time) {
 	if st.s != s && peered {
-		*st = settling{s: s, from: time.Now()}
+		*st = settling{s: s, from: now}
 	}
 }
 
 // due says whether s's next round is due now, and takes it.
-func (st *settling) due(s *serf.Serf) bool {
-	if st.s != s || st.next >= len(settleRounds) || time.Now().Before(st.from.Add(settleRounds[st.next])) {
+func (st *settling) due(s *serf.Serf, now time.Time) bool {
+	if st.s != s || st.next >= len(settleRounds) || now.Before(st.from.Add(settleRounds[st.next])) {
 		return false
 	}
 	st.next++
 	return true
 }
 
-// wait is how long the joiner sleeps: every (JoinInterval), or until the next round.
-func (st *settling) wait(s *serf.Serf, every time.Duration) time.Duration {
+// wait is how long the joiner sleeps from now: every (JoinInterval), or until the next round.
+func (st *settling) wait(s *serf.Serf, every time.Duration, now time.Time) time.Duration {
 	if st.s == s && st.next < len(settleRounds) {
-		return max(0, min(every, time.Until(st.from.Add(settleRounds[st.next]))))
+		return max(0, min(every, st.from.Add(settleRounds[st.next]).Sub(now)))
 	}
 	return every
 }

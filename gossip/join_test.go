@@ -149,9 +149,9 @@ func TestJoinSettlesTheMemberList(t *testing.T) {
 	start := func(name string, join ...string) *testNode {
 		tr := network.NewTransport(name)
 		return startNode(t, name, func(c *Config) {
-			c.BindAddr, c.Transport, c.Join = "", tr, join
-			c.PushPullInterval = time.Hour // none in this test's time
-			c.JoinInterval = time.Hour     // one join, the first
+			c.BindAddr, c.Transport, c.Join = DefaultBindAddr, tr, join
+			c.Membership.PushPullInterval = time.Hour // none in this test's time
+			c.JoinInterval = time.Hour                // one join, the first
 		})
 	}
 	a := start("a")
@@ -178,34 +178,35 @@ func TestJoinSettlesTheMemberList(t *testing.T) {
 // joiner sleeps until the next; a new incarnation starts again.
 func TestSettleSchedule(t *testing.T) {
 	s1, s2 := new(serf.Serf), new(serf.Serf)
+	t0 := time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
 	var st settling
-	st.start(s1, false)
-	if st.due(s1) || st.wait(s1, 5*time.Second) != 5*time.Second {
+	st.start(s1, false, t0)
+	if st.due(s1, t0) || st.wait(s1, 5*time.Second, t0) != 5*time.Second {
 		t.Fatal("a schedule before the first peer")
 	}
-	st.start(s1, true)
-	st.from = time.Now().Add(-1500 * time.Millisecond) // 1.5 s since the first peer
-	if !st.due(s1) || st.due(s1) {
+	st.start(s1, true, t0)
+	now := t0.Add(1500 * time.Millisecond) // 1.5 s since the first peer
+	if !st.due(s1, now) || st.due(s1, now) {
 		t.Fatal("the 1 s round: not due once")
 	}
-	if w := st.wait(s1, 5*time.Second); w < 400*time.Millisecond || w > 500*time.Millisecond {
+	if w := st.wait(s1, 5*time.Second, now); w != 500*time.Millisecond {
 		t.Errorf("wait %v, want the 0.5 s to the 2 s round", w)
 	}
-	st.start(s1, true) // the same incarnation: the schedule goes on
+	st.start(s1, true, now) // the same incarnation: the schedule goes on
 	if st.next != 1 {
 		t.Fatal("a second peer restarted the schedule")
 	}
-	st.from = time.Now().Add(-time.Minute)
+	now = t0.Add(time.Minute)
 	for range 3 {
-		if !st.due(s1) {
+		if !st.due(s1, now) {
 			t.Fatal("a round not due a minute on")
 		}
 	}
-	if st.due(s1) || st.wait(s1, 5*time.Second) != 5*time.Second {
+	if st.due(s1, now) || st.wait(s1, 5*time.Second, now) != 5*time.Second {
 		t.Fatal("more than four rounds")
 	}
-	st.start(s2, true)
-	if st.next != 0 || st.wait(s2, 5*time.Second) < 900*time.Millisecond {
+	st.start(s2, true, now)
+	if st.next != 0 || st.wait(s2, 5*time.Second, now) != time.Second {
 		t.Fatal("a new incarnation did not start again")
 	}
 }

@@ -47,7 +47,7 @@ func (g *Gossip) directPeers() []memberlist.Address {
 	if s == nil || s.State() != serf.SerfAlive {
 		return nil
 	}
-	if c := g.peers.Load(); c != nil && c.serf == s && !g.peersDirty.Load() && time.Since(c.at) < peersMaxAge {
+	if c := g.peers.Load(); c != nil && c.serf == s && !g.peersDirty.Load() && g.cfg.Clock.Now().Sub(c.at) < peersMaxAge {
 		return c.list
 	}
 	g.peersDirty.Store(false) // before reading: an event meanwhile makes the next call read again
@@ -65,7 +65,7 @@ func (g *Gossip) directPeers() []memberlist.Address {
 			by[m.Name] = a
 		}
 	}
-	g.peers.Store(&peerList{list: out, byName: by, serf: s, at: time.Now()})
+	g.peers.Store(&peerList{list: out, byName: by, serf: s, at: g.cfg.Clock.Now()})
 	return out
 }
 
@@ -96,7 +96,7 @@ func (g *Gossip) relayPlan() *spread.Plan {
 	if s == nil || s.State() != serf.SerfAlive {
 		return nil
 	}
-	if c := g.plan.Load(); c != nil && c.serf == s && !g.planDirty.Load() && time.Since(c.at) < peersMaxAge {
+	if c := g.plan.Load(); c != nil && c.serf == s && !g.planDirty.Load() && g.cfg.Clock.Now().Sub(c.at) < peersMaxAge {
 		return c.plan
 	}
 	g.planDirty.Store(false)
@@ -107,7 +107,7 @@ func (g *Gossip) relayPlan() *spread.Plan {
 		}
 	}
 	p := spread.NewPlan(g.cfg.NodeName, alive, g.keys.Secure())
-	g.plan.Store(&planEntry{plan: p, serf: s, at: time.Now()})
+	g.plan.Store(&planEntry{plan: p, serf: s, at: g.cfg.Clock.Now()})
 	return p
 }
 

@@ -20,7 +20,7 @@ import (
 // member.
 func TestHomesTravelThroughRelays(t *testing.T) {
 	const n = 10
-	nodes := startCluster(t, n, func(c *Config) { c.DirectLimit = 1; c.RelayFlush = 50 * time.Millisecond })
+	nodes := startCluster(t, n, func(c *Config) { c.Spread.DirectLimit = 1; c.Spread.RelayFlush = 50 * time.Millisecond })
 	origin := nodes[0]
 	testutil.Eventually(t, 5*time.Second, "relays on at the origin", func() bool { return origin.g.relayPlan() != nil })
 	for i := range 40 {
@@ -126,7 +126,7 @@ func startMemCluster(t *testing.T, n int, loss float64, mod func(*Config)) ([]*t
 		name := fmt.Sprintf("e%02d", i)
 		tr := network.NewTransport(name)
 		nodes = append(nodes, startNode(t, name, func(c *Config) {
-			c.BindAddr = ""
+			c.BindAddr = DefaultBindAddr
 			c.Transport = tr
 			if i > 0 {
 				a, _ := network.Addr(nodes[0].name)
@@ -148,9 +148,9 @@ func startMemCluster(t *testing.T, n int, loss float64, mod func(*Config)) ([]*t
 }
 
 func relayConfig(c *Config) {
-	c.DirectLimit = 1
-	c.RelayFlush = 50 * time.Millisecond
-	c.RelayAckTimeout = 100 * time.Millisecond
+	c.Spread.DirectLimit = 1
+	c.Spread.RelayFlush = 50 * time.Millisecond
+	c.Spread.RelayAckTimeout = 100 * time.Millisecond
 }
 
 // With 5 % of packets lost, homes learned all over a 16-entry cluster reach every entry
@@ -206,7 +206,7 @@ func TestDeadRelayFallsBackToItsGroup(t *testing.T) {
 		relayConfig(c)
 		// Slow enough failure detection that the relay is still a member when its
 		// origins give up on it (5 tries, 100 ms apart).
-		c.ProbeInterval, c.ProbeTimeout = 5*time.Second, 2*time.Second
+		c.Membership.ProbeInterval, c.Membership.ProbeTimeout = 5*time.Second, 2*time.Second
 	})
 	origin := nodes[0]
 	var plan *spread.Plan
@@ -255,7 +255,7 @@ func TestRelaysThroughAPartition(t *testing.T) {
 	const n, homesN = 16, 64
 	nodes, network := startMemCluster(t, n, 0.01, func(c *Config) {
 		relayConfig(c)
-		c.RepairInterval = time.Second
+		c.Sync.RepairInterval = time.Second
 	})
 	testutil.Eventually(t, 5*time.Second, "relays on everywhere", func() bool {
 		for _, nd := range nodes {

@@ -25,13 +25,6 @@ type (
 	RepairResult = tablesync.RepairResult
 )
 
-// Defaults of the table's exchanges (Config.RepairInterval, SyncTimeout, MaxStreams).
-const (
-	DefaultRepairInterval = tablesync.DefaultRepairInterval
-	DefaultSyncTimeout    = tablesync.DefaultSyncTimeout
-	DefaultMaxStreams     = tablesync.DefaultMaxStreams
-)
-
 // Errors of a table stream (Sync.Fetch, Sync.Repair). Applied records stay applied.
 var (
 	ErrTruncated = tablesync.ErrTruncated

@@ -21,13 +21,13 @@ func TestNewerWireVersionsCountedAndSkipped(t *testing.T) {
 	a, b := nodes[0], nodes[1]
 	ver := homes.Version{HLC: uint64(time.Now().UnixMilli()) << 16, Origin: "b"}
 	payload := func(tenant string) []byte {
-		p, err := wire.NewEncoder("b", DefaultEventSizeLimit, nil).Encode(nil, []homes.Home{{Tenant: tenant, Region: "ap", Version: ver}})
+		p, err := wire.NewEncoder("b", wire.DefaultEventSizeLimit, nil).Encode(nil, []homes.Home{{Tenant: tenant, Region: "ap", Version: ver}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	codec := wire.NewCodec(keysOf(clusterKey), DefaultLabel)
+	codec := wire.NewCodec(keysOf(clusterKey), DefaultConfig().Label)
 	to := memberlist.Address{Addr: a.g.Addr(), Name: "a"}
 
 	// A direct packet of the next kind after the last this build knows (KindAck).

@@ -37,8 +37,9 @@ func trafficRegistry() (*prometheus.Registry, trafficCountersForTest) {
 func TestTrafficCountersExist(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	table, _ := homes.New(homes.Config{Regions: []string{"eu"}, Origin: "n"})
-	if _, err := gossip.New(gossip.Config{NodeName: "n", Insecure: true, Table: table, Regions: []string{"eu"},
-		Registerer: reg}); err != nil {
+	gc := gossip.DefaultConfig()
+	gc.NodeName, gc.Insecure, gc.Table, gc.Regions, gc.Registerer = "n", true, table, []string{"eu"}, reg
+	if _, err := gossip.New(gc); err != nil {
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()

@@ -1,11 +1,15 @@
-// Command fleet runs a fleet of real fenec-entry processes on this machine's loopback and
-// measures their gossip, to hold bench/gossipsim (the same code in one process, on
-// gossip/memnet) to what processes do:
+// Command fleet runs a fleet of real fenec-entry processes on this machine, each in a site of
+// the lab's WAN (lab/wan: a network namespace with one address; every packet between two
+// sites waits the pair's one-way delay and is lost at the pair's loss), and measures their
+// gossip, to hold bench/gossipsim (the same code in one process, on gossip/memnet) to what
+// processes do:
 //
-//  1. stand-in routers for three regions (package standin, in this process);
-//  2. -entries processes, each on a loopback address of its own (127.0.X.Y, the default
-//     ports), GOMAXPROCS=1, every one joined to the first three and all started within about
-//     a second: the time until every entry lists every other alive is the cold start;
+//  1. stand-in routers for three regions (one fenec-standin) in a site of their own, linked
+//     to every entry without delay or loss (learning is not measured);
+//  2. -entries processes, one a site, GOMAXPROCS=1, every one joined to the first three and
+//     all started within about a second: the time until every entry lists every other alive
+//     is the cold start. Between two entries the delay is drawn once a pair, uniformly from
+//     -latency (gossipsim draws it a packet), and -loss is lost each way;
 //  3. the gossip bytes an idle entry sends, from its own fenec_entry_gossip_bytes_total, and
 //     how often an entry changed its serf tags meanwhile (node's latency tag "lat", by the
 //     member updates its peers log): each change is an alive broadcast every member
@@ -17,26 +21,26 @@
 //     bytes an entry sent and received meanwhile, and its tag changes;
 //  5. one entry SIGSTOPped: the time until every other lists it failed.
 //
-// The entries are a lab build (go build -tags lab, made here unless -bin is given): their
-// gossip packets wait a one-way latency drawn from -latency and are lost at -loss, as memnet
-// does to gossipsim's, so the two compare at the same settings. It prints one JSON line on
-// stdout; progress goes to stderr.
+// Requests and scrapes are made inside each entry's own site, on its loopback: no
+// measurement crosses the WAN but the fleet's gossip. Needs root and Linux (lab/README.md).
+// It prints one JSON line on stdout; progress goes to stderr.
 //
-//	go run ./bench/fleet -entries 100 -rate 50 -duration 20s
-//	go run ./bench/gossipsim -nodes 100 -rate 50 -duration 20s        # the same, simulated
+//	go run ./bench/fleet -entries 100 -rate 10 -duration 30s
+//	go run ./bench/gossipsim -nodes 100 -rate 10 -duration 30s        # the same, simulated
 package main
 
 import (
 	"context"
-	"debug/buildinfo"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,7 +55,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/fenec/fenec-entry/bench/internal/promhist"
-	"github.com/fenec/fenec-entry/standin"
+	"github.com/fenec/fenec-entry/lab/wan"
 )
 
 type flags struct {
@@ -98,18 +102,20 @@ type result struct {
 	StreamMean  float64 `json:"stream_sent_bytes_per_entry_s"`
 	IdleCPU     float64 `json:"idle_cpu_cores"`          // the entries' CPU time a second, all together, idle
 	LearnCPU    float64 `json:"learn_cpu_cores"`         // the same while learning: near the host's cores, they wait for CPU
+	WANCPU      float64 `json:"wan_cpu_cores"`           // this process (the emulator and the clients) while learning
+	WANDropped  uint64  `json:"wan_dropped"`             // packets the emulator dropped for a full queue or a failed write: 0, or it did not hold
 	FailDetectS float64 `json:"fail_detect_s,omitempty"` // SIGSTOP to every other entry listing it failed
 }
 
 func main() {
 	var f flags
-	flag.StringVar(&f.bin, "bin", "", "a lab build of fenec-entry (go build -tags lab); empty: built here")
-	flag.IntVar(&f.entries, "entries", 100, "entries, one process each")
+	flag.StringVar(&f.bin, "bin", "", "a directory holding fenec-entry and fenec-standin; empty: built here")
+	flag.IntVar(&f.entries, "entries", 100, "entries, one process and one site each")
 	flag.Float64Var(&f.rate, "rate", 50, "new homes a second, fleet-wide, each learned at a random entry")
 	flag.DurationVar(&f.duration, "duration", 20*time.Second, "how long homes are learned")
-	flag.StringVar(&f.latency, "latency", "10ms,150ms", "one-way latency of a gossip packet, min,max (uniform; memnet's and gossipsim's default); empty: none")
-	flag.Float64Var(&f.loss, "loss", 0.01, "gossip packet loss (gossipsim's default)")
-	flag.Uint64Var(&f.seed, "seed", 1, "seed of the learning entries")
+	flag.StringVar(&f.latency, "latency", "10ms,150ms", "one-way latency between two entries, min,max (uniform, drawn once a pair; gossipsim's default)")
+	flag.Float64Var(&f.loss, "loss", 0.01, "packet loss between two entries, each way (gossipsim's default)")
+	flag.Uint64Var(&f.seed, "seed", 1, "seed of the pairs' latencies and losses and of the learning entries")
 	flag.DurationVar(&f.settle, "settle", 10*time.Second, "after learning, how long gossip may take before the histograms are read")
 	flag.DurationVar(&f.idleAfter, "idle-after", 30*time.Second, "after forming, wait this long before the idle window (the joins' broadcasts die down)")
 	flag.DurationVar(&f.idle, "idle", 20*time.Second, "idle window: membership traffic alone (0: skip)")
@@ -133,10 +139,13 @@ func main() {
 	}
 }
 
+// maxEntries is what the WAN's addresses and names hold, less the routers' site.
+const maxEntries = 249
+
 func check(f flags) error {
 	switch {
-	case f.entries < 2 || f.entries > 250*250:
-		return fmt.Errorf("-entries %d: want 2 to %d", f.entries, 250*250)
+	case f.entries < 2 || f.entries > maxEntries:
+		return fmt.Errorf("-entries %d: want 2 to %d", f.entries, maxEntries)
 	case f.rate <= 0:
 		return fmt.Errorf("-rate %v: want more than 0", f.rate)
 	case f.duration <= 0:
@@ -148,32 +157,74 @@ func check(f flags) error {
 	case f.maxRequests < 1:
 		return fmt.Errorf("-max-requests %d: want at least 1", f.maxRequests)
 	}
-	if f.latency != "" {
-		lo, hi, ok := strings.Cut(f.latency, ",")
-		a, err1 := time.ParseDuration(lo)
-		b, err2 := time.ParseDuration(hi)
-		if !ok || err1 != nil || err2 != nil || a < 0 || b < a {
-			return fmt.Errorf("-latency %q: want min,max durations, 0 <= min <= max", f.latency)
-		}
+	if _, _, err := latencies(f.latency); err != nil {
+		return err
 	}
 	return nil
 }
 
-func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "fleet: "+format+"\n", args...) }
-
-// entry is one fenec-entry process.
-type entry struct {
-	name, ip string
-	cmd      *exec.Cmd
-	log      *os.File
+// latencies parses -latency.
+func latencies(s string) (lo, hi time.Duration, err error) {
+	a, b, ok := strings.Cut(s, ",")
+	lo, err1 := time.ParseDuration(a)
+	hi, err2 := time.ParseDuration(b)
+	if !ok || err1 != nil || err2 != nil || lo < 0 || hi < lo {
+		return 0, 0, fmt.Errorf("-latency %q: want min,max durations, 0 <= min <= max", s)
+	}
+	return lo, hi, nil
 }
 
-func (e *entry) admin() string  { return e.ip + ":9091" }
-func (e *entry) client() string { return e.ip + ":8080" }
-func (e *entry) gossip() string { return e.ip + ":7946" }
+func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "fleet: "+format+"\n", args...) }
 
-// ipOf is entry i's loopback address: 127.0.1.1, 127.0.1.2, ... 127.0.1.250, 127.0.2.1, ...
-func ipOf(i int) string { return fmt.Sprintf("127.0.%d.%d", 1+i/250, 1+i%250) }
+// routerSite is the stand-in routers' site; the entries' are named by entryName.
+const routerSite = "rt"
+
+func entryName(i int) string { return fmt.Sprintf("e%03d", i) }
+
+// links is the WAN of f: routers to entries at no cost; between two entries a delay drawn
+// once for the pair (the same both ways) and f.loss each way.
+func links(f flags) func(from, to string) wan.Link {
+	lo, hi, _ := latencies(f.latency)
+	return func(from, to string) wan.Link {
+		if from == routerSite || to == routerSite {
+			return wan.Link{}
+		}
+		h := fnv.New64a()
+		h.Write([]byte(min(from, to) + "-" + max(from, to)))
+		rng := rand.New(rand.NewPCG(f.seed, h.Sum64()))
+		return wan.Link{Delay: lo + time.Duration(rng.Int64N(int64(hi-lo)+1)), Loss: f.loss}
+	}
+}
+
+// entry is one fenec-entry process in its site.
+type entry struct {
+	name string
+	addr string // its site's address: gossip's
+	cmd  *exec.Cmd
+	log  *os.File
+	http *http.Client // makes its connections inside the entry's site
+}
+
+// Inside an entry's site, on its loopback: the client listener and the admin listener.
+const (
+	clientAddr = "127.0.0.1:8080"
+	adminAddr  = "127.0.0.1:9091"
+)
+
+func (e *entry) gossip() string { return e.addr + ":7946" }
+
+// siteClient is an HTTP client whose connections are made inside site.
+func siteClient(emu *wan.Emulator, site string) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		Proxy: nil, MaxIdleConnsPerHost: 4, IdleConnTimeout: 10 * time.Second,
+		DialContext: func(ctx context.Context, network, addr string) (c net.Conn, err error) {
+			err = emu.Do(site, func() error {
+				c, err = (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		}}}
+}
 
 func run(f flags) (*result, error) {
 	res := &result{Entries: f.entries, Rate: f.rate, DurationS: f.duration.Seconds(), Latency: f.latency, Loss: f.loss}
@@ -188,10 +239,25 @@ func run(f flags) (*result, error) {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	bin, err := binary(f.bin, dir)
+	bin, err := binaries(f.bin, dir)
 	if err != nil {
 		return nil, err
 	}
+	if stale, _ := wan.RemoveStale(); len(stale) > 0 {
+		logf("removed %d namespaces of runs that are gone", len(stale))
+	}
+	sites := []string{routerSite}
+	for i := range f.entries {
+		sites = append(sites, entryName(i))
+	}
+	t := time.Now()
+	// A pair carries a few packets a second; 64 in flight is ample and keeps ~10,000 lines small.
+	emu, err := wan.Start(context.Background(), wan.Config{Sites: sites, Link: links(f), Seed: f.seed, QueueLen: 64})
+	if err != nil {
+		return nil, err
+	}
+	defer emu.Close()
+	logf("%d sites up in %.1fs", len(sites), time.Since(t).Seconds())
 
 	homes := int(math.Ceil(f.rate * f.duration.Seconds()))
 	res.Homes = homes
@@ -200,28 +266,27 @@ func run(f flags) (*result, error) {
 	for k := range homes {
 		tenants[tenantName(k)] = regions[k%len(regions)]
 	}
-	var srs []standin.Region
-	for _, r := range regions {
-		srs = append(srs, standin.Region{Name: r, Addrs: []string{"127.0.0.1:0"}})
+	rt, err := startRouters(emu, bin, dir, regions, tenants)
+	if rt != nil {
+		defer func() { rt.Process.Kill(); rt.Wait() }()
 	}
-	sc, err := standin.Start(standin.Config{Regions: srs, Tenants: tenants, Items: 1})
 	if err != nil {
 		return nil, err
 	}
-	defer sc.Close()
 	var spec []string
-	for _, r := range regions {
-		spec = append(spec, r+"="+sc.URLs(r)[0])
+	for i, r := range regions {
+		spec = append(spec, fmt.Sprintf("%s=http://%s:%d", r, emu.Addr(routerSite), routerPort+i))
 	}
 
 	// 2. Every process, then the cold start.
 	key := base64.StdEncoding.EncodeToString([]byte("fleet-gossip-key-0123456789abcde"))
 	es := make([]*entry, f.entries)
 	for i := range es {
-		es[i] = &entry{name: fmt.Sprintf("entry-%03d", i), ip: ipOf(i)}
+		name := entryName(i)
+		es[i] = &entry{name: name, addr: emu.Addr(name).String(), http: siteClient(emu, name)}
 	}
-	join := []string{es[0].gossip()}
-	for _, e := range es[1:min(3, len(es))] {
+	var join []string
+	for _, e := range es[:min(3, len(es))] {
 		join = append(join, e.gossip())
 	}
 	defer stopAll(es)
@@ -229,7 +294,9 @@ func run(f flags) (*result, error) {
 	var wg sync.WaitGroup
 	errs := make([]error, len(es))
 	for i, e := range es { // at once: one by one, 100 processes took 2 s to start
-		wg.Go(func() { errs[i] = e.start(bin, dir, f, strings.Join(spec, ";"), strings.Join(join, ","), key, i) })
+		wg.Go(func() {
+			errs[i] = e.start(emu, filepath.Join(bin, "fenec-entry"), dir, f, strings.Join(spec, ";"), strings.Join(join, ","), key, i)
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -289,13 +356,14 @@ func run(f flags) (*result, error) {
 		return res, err
 	}
 	logf("learning %d homes over %v at %.0f/s", homes, f.duration, f.rate)
-	t0, c0 := time.Now(), cpuOf(es)
+	t0, c0, w0 := time.Now(), cpuOf(es), cpuOfPID(os.Getpid())
 	learned, failed := learn(es, homes, f)
 	window := time.Since(t0)
 	if res.LearnTags, err = tagChanges(es, t0, t0.Add(window)); err != nil {
 		return res, err
 	}
 	res.LearnCPU = round((cpuOf(es)-c0)/window.Seconds(), 2)
+	res.WANCPU = round((cpuOfPID(os.Getpid())-w0)/window.Seconds(), 2)
 	b1, err := bytesOf(es)
 	if err != nil {
 		return res, err
@@ -316,8 +384,11 @@ func run(f flags) (*result, error) {
 	res.PairsShare = round(float64(res.Pairs)/float64(learned*(len(es)-1)), 4)
 	res.PairP50ms = round(1000*pairs.Quantile(0.50), 1)
 	res.PairP99ms = round(1000*pairs.Quantile(0.99), 1)
-	logf("the entries used %.2f CPUs idle, %.2f while learning; %.4f tag changes a second an entry while learning",
-		res.IdleCPU, res.LearnCPU, res.LearnTags)
+	for _, p := range emu.Stats().Pairs {
+		res.WANDropped += p.Overflow + p.Failed
+	}
+	logf("the entries used %.2f CPUs idle, %.2f while learning (this process %.2f); %.4f tag changes a second an entry while learning",
+		res.IdleCPU, res.LearnCPU, res.WANCPU, res.LearnTags)
 	logf("%d homes learned (%d requests failed); pairs by gossip %.2f%%, p50 %.0f ms, p99 %.0f ms; %.0f B/s an entry sent (most %.0f, %s)",
 		learned, failed, 100*res.PairsShare, res.PairP50ms, res.PairP99ms, res.PacketMean, res.PacketMax, res.Busiest)
 
@@ -339,43 +410,80 @@ func run(f flags) (*result, error) {
 	return res, nil
 }
 
-// binary is bin, or a lab build of ./cmd/fenec-entry made in dir; either way a lab build.
-func binary(bin, dir string) (string, error) {
-	if bin == "" {
-		bin = filepath.Join(dir, "fenec-entry")
-		logf("building %s (go build -tags lab)", bin)
-		out, err := exec.Command("go", "build", "-tags", "lab", "-o", bin, "github.com/fenec/fenec-entry/cmd/fenec-entry").CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("go build: %v\n%s", err, out)
-		}
+// binaries is bin, or dir with fenec-entry and fenec-standin built into it.
+func binaries(bin, dir string) (string, error) {
+	if bin != "" {
+		return bin, nil
 	}
-	bi, err := buildinfo.ReadFile(bin)
+	logf("building fenec-entry and fenec-standin in %s", dir)
+	out, err := exec.Command("go", "build", "-o", dir, "github.com/fenec/fenec-entry/cmd/fenec-entry",
+		"github.com/fenec/fenec-entry/cmd/fenec-standin").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("-bin %s: %w", bin, err)
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	for _, s := range bi.Settings {
-		if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), "lab") {
-			return bin, nil
-		}
-	}
-	return "", fmt.Errorf("-bin %s: not a lab build (go build -tags lab): its gossip would not take -latency and -loss", bin)
+	return dir, nil
 }
 
-func (e *entry) start(bin, dir string, f flags, routers, join, key string, i int) error {
+// routerPort is the first region's router port in the routers' site; the others follow.
+const routerPort = 7101
+
+// startRouters runs one fenec-standin with a router for each region in the routers' site
+// (their relays to each other stay in the site), and waits until they answer. The caller
+// stops the process it returns.
+func startRouters(emu *wan.Emulator, bin, dir string, regions []string, tenants map[string]string) (*exec.Cmd, error) {
+	var dirLines []string
+	for t, r := range tenants {
+		dirLines = append(dirLines, t+"="+r)
+	}
+	file := filepath.Join(dir, "tenants")
+	if err := os.WriteFile(file, []byte(strings.Join(dirLines, "\n")+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	args := []string{"--tenants", "@" + file, "--items", "1", "--log-level", "warn"}
+	for i, r := range regions {
+		args = append(args, "--region", fmt.Sprintf("%s=%s:%d", r, emu.Addr(routerSite), routerPort+i))
+	}
+	log, err := os.Create(filepath.Join(dir, "standin.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := emu.Command(context.Background(), routerSite, filepath.Join(bin, "fenec-standin"), args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, err
+	}
+	c := siteClient(emu, routerSite)
+	return cmd, waitFor(10*time.Second, func() bool {
+		for i := range regions {
+			resp, err := c.Get(fmt.Sprintf("http://%s:%d/_standin/health", emu.Addr(routerSite), routerPort+i))
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// start runs the entry in its site (ip netns exec execs it: the process's PID is the entry's).
+func (e *entry) start(emu *wan.Emulator, bin, dir string, f flags, routers, join, key string, i int) error {
 	log, err := os.Create(filepath.Join(dir, e.name+".log"))
 	if err != nil {
 		return err
 	}
 	e.log = log
 	args := []string{"serve", "--node", e.name, "--pop", fmt.Sprintf("p%03d", i), "--routers", routers,
-		"--listen", e.client(), "--admin-listen", e.admin(), "--gossip-bind", e.gossip(), "--rpc-addr", e.ip + ":7373",
+		"--listen", clientAddr, "--admin-listen", adminAddr, "--gossip-bind", e.gossip(), "--rpc-addr", "127.0.0.1:7373",
 		"--gossip-key", key, "--log-level", "info"} // info: each member event, for formedAt
 	if i > 0 {
 		args = append(args, "--join", join)
 	}
-	e.cmd = exec.Command(bin, args...)
-	e.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), fmt.Sprintf("GOMAXPROCS=%d", f.gomaxprocs),
-		"FENEC_LAB_LATENCY=" + f.latency, fmt.Sprintf("FENEC_LAB_LOSS=%g", f.loss)}
+	e.cmd = emu.Command(context.Background(), e.name, bin, args...)
+	e.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), fmt.Sprintf("GOMAXPROCS=%d", f.gomaxprocs)}
 	e.cmd.Stdout, e.cmd.Stderr = log, log
 	return e.cmd.Start()
 }
@@ -400,9 +508,6 @@ func stopAll(es []*entry) {
 // gossips. It returns the requests a router answered and those that failed.
 func learn(es []*entry, homes int, f flags) (learned, failed int) {
 	rng := rand.New(rand.NewPCG(f.seed, 0x666c656574))
-	tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 10 * time.Second}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	var ok, bad atomic.Int64
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, f.maxRequests)
@@ -413,7 +518,7 @@ func learn(es []*entry, homes int, f flags) (learned, failed int) {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			resp, err := c.Get("http://" + e.client() + "/t/" + tenantName(k) + "/items/1")
+			resp, err := e.http.Get("http://" + clientAddr + "/t/" + tenantName(k) + "/items/1")
 			if err != nil {
 				bad.Add(1)
 				return
@@ -433,11 +538,9 @@ func learn(es []*entry, homes int, f flags) (learned, failed int) {
 
 func tenantName(k int) string { return fmt.Sprintf("fleet-%06d", k) }
 
-var httpc = &http.Client{Timeout: 5 * time.Second}
-
 // scrape reads an entry's /metrics.
 func scrape(e *entry) ([]*dto.MetricFamily, error) {
-	resp, err := httpc.Get("http://" + e.admin() + "/metrics")
+	resp, err := e.http.Get("http://" + adminAddr + "/metrics")
 	if err != nil {
 		return nil, err
 	}
@@ -497,25 +600,49 @@ func allAlive(es []*entry, n int) bool {
 	return missing.Load() == 0
 }
 
+// memberEvent is a member event an entry logged (gossip: member ...).
+type memberEvent struct {
+	Message, Event, Member string
+	Time                   time.Time
+}
+
+// memberEvents are the member events of others in one entry's log (self: its name).
+func memberEvents(log []byte, self string) []memberEvent {
+	var out []memberEvent
+	for _, line := range strings.Split(string(log), "\n") {
+		var ev memberEvent
+		if json.Unmarshal([]byte(line), &ev) == nil && strings.HasPrefix(ev.Message, "gossip: member ") && ev.Member != self {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// eventsOf is each entry's memberEvents.
+func eventsOf(es []*entry) ([][]memberEvent, error) {
+	out := make([][]memberEvent, len(es))
+	for i, e := range es {
+		b, err := os.ReadFile(e.log.Name())
+		if err != nil {
+			return nil, err
+		}
+		out[i] = memberEvents(b, e.name)
+	}
+	return out, nil
+}
+
 // formedAt is when the last entry came to list every other alive, from the member events
 // each logs (their own clocks, this machine's): what polling sees only a sweep late.
 func formedAt(es []*entry) (time.Time, error) {
+	evs, err := eventsOf(es)
+	if err != nil {
+		return time.Time{}, err
+	}
 	var last time.Time
-	for _, e := range es {
-		b, err := os.ReadFile(e.log.Name())
-		if err != nil {
-			return last, err
-		}
+	for i, e := range es {
 		alive := map[string]bool{}
 		var full time.Time
-		for _, line := range strings.Split(string(b), "\n") {
-			var ev struct {
-				Message, Event, Member string
-				Time                   time.Time
-			}
-			if json.Unmarshal([]byte(line), &ev) != nil || !strings.HasPrefix(ev.Message, "gossip: member ") || ev.Member == e.name {
-				continue
-			}
+		for _, ev := range evs[i] {
 			switch ev.Event {
 			case "member-join", "member-update":
 				alive[ev.Member] = true
@@ -541,36 +668,22 @@ func formedAt(es []*entry) (time.Time, error) {
 // the member updates its peers logged (serf's member-update: tags changed): each change is
 // logged once by every other entry.
 func tagChanges(es []*entry, from, to time.Time) (float64, error) {
-	var updates int
-	for _, e := range es {
-		b, err := os.ReadFile(e.log.Name())
-		if err != nil {
-			return 0, err
-		}
-		updates += countUpdates(b, e.name, from, to)
+	evs, err := eventsOf(es)
+	if err != nil || len(es) < 2 || !to.After(from) {
+		return 0, err
 	}
-	if len(es) < 2 || !to.After(from) {
-		return 0, nil
+	updates := 0
+	for _, e := range evs {
+		updates += countUpdates(e, from, to)
 	}
 	return round(float64(updates)/float64(len(es)-1)/float64(len(es))/to.Sub(from).Seconds(), 4), nil
 }
 
-// countUpdates is the member updates of others in one entry's log (self: its name) logged
-// in [from, to).
-func countUpdates(log []byte, self string, from, to time.Time) int {
+// countUpdates is the member updates among evs logged in [from, to).
+func countUpdates(evs []memberEvent, from, to time.Time) int {
 	n := 0
-	for _, line := range strings.Split(string(log), "\n") {
-		if !strings.Contains(line, `"member-update"`) {
-			continue
-		}
-		var ev struct {
-			Event, Member string
-			Time          time.Time
-		}
-		if json.Unmarshal([]byte(line), &ev) != nil || ev.Event != "member-update" || ev.Member == self {
-			continue
-		}
-		if !ev.Time.Before(from) && ev.Time.Before(to) {
+	for _, ev := range evs {
+		if ev.Event == "member-update" && !ev.Time.Before(from) && ev.Time.Before(to) {
 			n++
 		}
 	}
@@ -694,23 +807,28 @@ func round(x float64, digits int) float64 {
 	return math.Round(x*p) / p
 }
 
-// cpuOf is the CPU seconds the entries' processes have used (Linux's /proc; 0 elsewhere).
+// cpuOf is the CPU seconds the entries' processes have used.
 func cpuOf(es []*entry) float64 {
-	var ticks float64
+	var sum float64
 	for _, e := range es {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", e.cmd.Process.Pid))
-		if err != nil {
-			continue
-		}
-		// After the command's name, in parentheses: state is field 3, utime and stime 14 and 15.
-		i := strings.LastIndexByte(string(b), ')')
-		fs := strings.Fields(string(b[i+1:]))
-		if len(fs) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseFloat(fs[11], 64)
-		st, _ := strconv.ParseFloat(fs[12], 64)
-		ticks += u + st
+		sum += cpuOfPID(e.cmd.Process.Pid)
 	}
-	return ticks / 100 // USER_HZ, 100 on every Linux this runs on
+	return sum
+}
+
+// cpuOfPID is the CPU seconds process pid has used (Linux's /proc; 0 if unreadable).
+func cpuOfPID(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// After the command's name, in parentheses: state is field 3, utime and stime 14 and 15.
+	i := strings.LastIndexByte(string(b), ')')
+	fs := strings.Fields(string(b[i+1:]))
+	if len(fs) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(fs[11], 64)
+	st, _ := strconv.ParseFloat(fs[12], 64)
+	return (u + st) / 100 // USER_HZ, 100 on every Linux this runs on
 }

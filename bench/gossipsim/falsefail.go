@@ -30,7 +30,6 @@ type falseResult struct {
 	ProbeMS    float64 `json:"probe_interval_ms"`
 	ProbeTmoMS float64 `json:"probe_timeout_ms"`
 	SuspMult   int     `json:"suspicion_mult"`
-	NoTCPPings bool    `json:"no_tcp_pings"`
 
 	ProbesEst    int      `json:"probes_est"`        // nodes x duration / ProbeInterval
 	UDPTimeouts  int      `json:"udp_ping_timeouts"` // direct ping unanswered within ProbeTimeout
@@ -118,7 +117,7 @@ func runFalseFailure(f flags) (*falseResult, error) {
 	res := &falseResult{
 		Mode: "false-failure", Nodes: f.nodes, DurationS: f.falseFailure.Seconds(),
 		LatencyMS: [2]int{int(f.minLat / time.Millisecond), int(f.maxLat / time.Millisecond)},
-		Loss:      f.loss, Seed: f.seed, Rate: f.rate, NoTCPPings: f.noTCPPings,
+		Loss:      f.loss, Seed: f.seed, Rate: f.rate,
 	}
 	ml := &memberLog{res: res, failed: make(map[string]bool)}
 	opts := simOptions(f)
@@ -133,7 +132,7 @@ func runFalseFailure(f flags) (*falseResult, error) {
 	// Count from here: what happened while the cluster formed is not a false failure.
 	ml.mu.Lock()
 	*res = falseResult{Mode: res.Mode, Nodes: res.Nodes, DurationS: res.DurationS, LatencyMS: res.LatencyMS,
-		Loss: res.Loss, Seed: res.Seed, Rate: res.Rate, NoTCPPings: res.NoTCPPings}
+		Loss: res.Loss, Seed: res.Seed, Rate: res.Rate}
 	ml.notable, ml.failed = nil, make(map[string]bool)
 	ml.start = time.Now()
 	ml.mu.Unlock()

@@ -23,39 +23,24 @@ import (
 )
 
 type flags struct {
-	nodes       int
-	origins     int
-	rate        float64
-	duration    time.Duration
-	minLat      time.Duration
-	maxLat      time.Duration
-	loss        float64
-	seed        int64
-	repair      time.Duration
-	drain       time.Duration
-	settle      time.Duration
-	idle        time.Duration
-	idleAfter   time.Duration
-	poll        time.Duration
-	failDetect  time.Duration
-	eventSize   int
-	gossipNodes int
-	gossipIntvl time.Duration
-	flushIntvl  time.Duration
-	maxPerFlush int
-	queueHigh   int
-	queueLow    int
-	retransmit  int
-	serfHomes   bool
-	copies      int
-	directLimit int
-	ackTimeout  time.Duration
-	copyIntvl   time.Duration
-	maxFlush    time.Duration
-	probeIntvl  time.Duration
-	probeTmo    time.Duration
-	suspMult    int
-	noTCPPings  bool
+	nodes      int
+	origins    int
+	rate       float64
+	duration   time.Duration
+	minLat     time.Duration
+	maxLat     time.Duration
+	loss       float64
+	seed       int64
+	repair     time.Duration
+	drain      time.Duration
+	settle     time.Duration
+	idle       time.Duration
+	idleAfter  time.Duration
+	poll       time.Duration
+	failDetect time.Duration
+	// tune holds the tuning flags' gossip settings (Spread and Membership), from
+	// gossip.DefaultConfig.
+	tune        gossip.Config
 	churn       int
 	churnOver   time.Duration
 	latTagEvery time.Duration
@@ -80,25 +65,25 @@ func main() {
 	flag.DurationVar(&f.idleAfter, "idle-after", 0, "wait this long after forming before the idle window: the joins' broadcasts are still retransmitted for a while")
 	flag.DurationVar(&f.failDetect, "fail-detect", 30*time.Second, "after the run, kill one entry and wait up to this long until every other sees it failed (0: skip)")
 	flag.DurationVar(&f.poll, "poll", 5*time.Millisecond, "how often every table is checked for the homes it lacks")
-	// Tuning experiments; 0 keeps gossip's default.
-	flag.IntVar(&f.eventSize, "event-size", 0, "gossip EventSizeLimit (0: gossip.DefaultEventSizeLimit)")
-	flag.IntVar(&f.gossipNodes, "gossip-nodes", 0, "gossip GossipNodes (0: default)")
-	flag.DurationVar(&f.gossipIntvl, "gossip-interval", 0, "gossip GossipInterval (0: default)")
-	flag.DurationVar(&f.flushIntvl, "flush-interval", 0, "gossip FlushInterval (0: default)")
-	flag.IntVar(&f.maxPerFlush, "max-events-per-flush", 0, "gossip MaxEventsPerFlush (0: default)")
-	flag.IntVar(&f.queueHigh, "queue-high", 0, "gossip QueueHigh (0: default)")
-	flag.IntVar(&f.queueLow, "queue-low", 0, "gossip QueueLow (0: default)")
-	flag.BoolVar(&f.serfHomes, "serf-homes", false, "gossip SerfHomes: homes as serf user events, not direct batches")
-	flag.IntVar(&f.copies, "direct-copies", 0, "gossip DirectCopies (0: default)")
-	flag.IntVar(&f.directLimit, "direct-limit", 0, "gossip DirectLimit: an origin's bytes a second of direct batches before its homes go through relays (0: default; -1: relays never; 1: always)")
-	flag.DurationVar(&f.ackTimeout, "relay-ack-timeout", 0, "gossip RelayAckTimeout (0: default)")
-	flag.DurationVar(&f.copyIntvl, "direct-copy-interval", 0, "gossip DirectCopyInterval (0: default)")
-	flag.IntVar(&f.retransmit, "retransmit-mult", 0, "gossip RetransmitMult (0: default)")
-	flag.DurationVar(&f.maxFlush, "max-flush-interval", 0, "gossip MaxFlushInterval (0: default)")
-	flag.DurationVar(&f.probeIntvl, "probe-interval", 0, "gossip ProbeInterval (0: default)")
-	flag.DurationVar(&f.probeTmo, "probe-timeout", 0, "gossip ProbeTimeout (0: default)")
-	flag.IntVar(&f.suspMult, "suspicion-mult", 0, "gossip SuspicionMult (0: default)")
-	flag.BoolVar(&f.noTCPPings, "no-tcp-pings", false, "gossip DisableTCPPings: no TCP fallback when a direct ping goes unanswered")
+	// Tuning experiments: each flag's default is gossip's.
+	f.tune = gossip.DefaultConfig()
+	sp, mb := &f.tune.Spread, &f.tune.Membership
+	flag.IntVar(&sp.EventSizeLimit, "event-size", sp.EventSizeLimit, "gossip Spread.EventSizeLimit")
+	flag.DurationVar(&sp.FlushInterval, "flush-interval", sp.FlushInterval, "gossip Spread.FlushInterval")
+	flag.DurationVar(&sp.MaxFlushInterval, "max-flush-interval", sp.MaxFlushInterval, "gossip Spread.MaxFlushInterval")
+	flag.IntVar(&sp.MaxEventsPerFlush, "max-events-per-flush", sp.MaxEventsPerFlush, "gossip Spread.MaxEventsPerFlush")
+	flag.IntVar(&sp.QueueHigh, "queue-high", sp.QueueHigh, "gossip Spread.QueueHigh")
+	flag.IntVar(&sp.QueueLow, "queue-low", sp.QueueLow, "gossip Spread.QueueLow")
+	flag.IntVar(&sp.DirectCopies, "direct-copies", sp.DirectCopies, "gossip Spread.DirectCopies")
+	flag.DurationVar(&sp.DirectCopyInterval, "direct-copy-interval", sp.DirectCopyInterval, "gossip Spread.DirectCopyInterval")
+	flag.IntVar(&sp.DirectLimit, "direct-limit", sp.DirectLimit, "gossip Spread.DirectLimit: an origin's bytes a second of direct batches before its homes go through relays (-1: relays never; 1: always)")
+	flag.DurationVar(&sp.RelayAckTimeout, "relay-ack-timeout", sp.RelayAckTimeout, "gossip Spread.RelayAckTimeout")
+	flag.IntVar(&mb.GossipNodes, "gossip-nodes", mb.GossipNodes, "gossip Membership.GossipNodes")
+	flag.DurationVar(&mb.GossipInterval, "gossip-interval", mb.GossipInterval, "gossip Membership.GossipInterval")
+	flag.IntVar(&mb.RetransmitMult, "retransmit-mult", mb.RetransmitMult, "gossip Membership.RetransmitMult")
+	flag.DurationVar(&mb.ProbeInterval, "probe-interval", mb.ProbeInterval, "gossip Membership.ProbeInterval")
+	flag.DurationVar(&mb.ProbeTimeout, "probe-timeout", mb.ProbeTimeout, "gossip Membership.ProbeTimeout")
+	flag.IntVar(&mb.SuspicionMult, "suspicion-mult", mb.SuspicionMult, "gossip Membership.SuspicionMult")
 	flag.IntVar(&f.churn, "churn", 0, "restart this many distinct entries (not the first three) while homes are learned, repair running throughout; homes are then learned only at the others (0: no churn)")
 	flag.DurationVar(&f.churnOver, "churn-over", 60*time.Second, "with -churn: spread the restarts evenly over this much of the learning window")
 	flag.DurationVar(&f.latTagEvery, "lat-tag-every", 0, "each entry changes its latency tag (\"lat\", as node publishes its round trips to the regions) about this often, each change an alive broadcast the cluster retransmits; bench/fleet's tag_changes_per_entry_s is 1/this (0: the tag once at start, as an entry whose round trips stay put)")
@@ -185,8 +170,6 @@ type result struct {
 	IdleStreamES float64  `json:"idle_stream_bytes_per_entry_s"`
 	StreamES     float64  `json:"stream_bytes_per_entry_s"`
 	PacketsES    float64  `json:"packets_per_entry_s"`
-	SerfHomes    bool     `json:"serf_homes"`
-	EventsSent   float64  `json:"events_sent"`
 	DirBatches   float64  `json:"direct_batches"`
 	DirPackets   float64  `json:"direct_packets"`
 	Relayed      float64  `json:"relayed_batches"`
@@ -197,14 +180,9 @@ type result struct {
 	Fallbacks    float64  `json:"relay_fallbacks"`
 	BudgetDef    float64  `json:"budget_deferred_flushes"`
 	DirDup       float64  `json:"direct_duplicates"`
-	EventsRecv   float64  `json:"events_received"`
-	Delivery     float64  `json:"event_delivery"`
-	HomesPerEv   float64  `json:"homes_per_event"`
+	HomesPerB    float64  `json:"homes_per_batch"`
 	Dropped      float64  `json:"events_dropped"`
 	PendDropped  float64  `json:"pending_dropped"`
-	Deferred     float64  `json:"flushes_deferred"`
-	MaxQueue     float64  `json:"max_serf_queue"`
-	MaxFlushMS   float64  `json:"max_flush_interval_ms"`
 	NetDrops     uint64   `json:"packets_dropped_queue_full"`
 	Repaired     float64  `json:"homes_repaired"`
 	RepairRnds   float64  `json:"repair_rounds"`
@@ -236,27 +214,13 @@ type churnResult struct {
 	SlowestRestarted bool `json:"slowest_home_last_at_restarted"`
 }
 
-// simOptions is the cluster of f: memnet's latency and loss, gossip's defaults but for the
-// tuning flags that are set.
+// simOptions is the cluster of f: memnet's latency and loss, gossip's settings as the tuning
+// flags give them.
 func simOptions(f flags) simcluster.Options {
 	return simcluster.Options{
 		Nodes: f.nodes, Seed: f.seed, MinLatency: f.minLat, MaxLatency: f.maxLat, Loss: f.loss,
 		RepairInterval: f.repair, LatTagEvery: f.latTagEvery,
-		Gossip: func(_ int, c *gossip.Config) {
-			c.EventSizeLimit = f.eventSize
-			c.GossipNodes = f.gossipNodes
-			c.GossipInterval = f.gossipIntvl
-			c.FlushInterval = f.flushIntvl
-			c.MaxEventsPerFlush = f.maxPerFlush
-			c.QueueHigh, c.QueueLow = f.queueHigh, f.queueLow
-			c.RetransmitMult = f.retransmit
-			c.SerfHomes = f.serfHomes
-			c.DirectCopies, c.DirectCopyInterval = f.copies, f.copyIntvl
-			c.DirectLimit, c.RelayAckTimeout = f.directLimit, f.ackTimeout
-			c.MaxFlushInterval = f.maxFlush
-			c.ProbeInterval, c.ProbeTimeout, c.SuspicionMult = f.probeIntvl, f.probeTmo, f.suspMult
-			c.DisableTCPPings = f.noTCPPings
-		},
+		Gossip: func(_ int, c *gossip.Config) { c.Spread, c.Membership = f.tune.Spread, f.tune.Membership },
 	}
 }
 
@@ -336,8 +300,6 @@ func run(f flags) (*result, error) {
 	regions := simcluster.DefaultRegions
 	names := tenantNames(rng, total)
 	go tr.run()
-	sampler := newSampler(c.Entries)
-	go sampler.run()
 
 	// Homes are learned only at entries that never restart: a home learned at one that then
 	// restarts before sending it is lost with that process, which is no delay of gossip's.
@@ -406,13 +368,12 @@ func run(f flags) (*result, error) {
 	tr.waitAll(f.settle)
 	repairTook := time.Since(repairStart)
 	tr.stop()
-	sampler.stop()
 	finalPairs, finalComplete := tr.counts()
 
 	res := &result{
 		Nodes: f.nodes, Rate: f.rate, DurationS: f.duration.Seconds(),
 		LatencyMS: [2]int{int(f.minLat / time.Millisecond), int(f.maxLat / time.Millisecond)},
-		Loss:      f.loss, Seed: f.seed, SerfHomes: f.serfHomes, RepairS: f.repair.Seconds(), Homes: total,
+		Loss:      f.loss, Seed: f.seed, RepairS: f.repair.Seconds(), Homes: total,
 		BytesPerES:   float64(st1.SentBytes-st0.SentBytes) / float64(len(es)) / wall.Seconds(),
 		IdleBytesES:  float64(idle1.SentBytes-idle0.SentBytes) / float64(len(es)) / f.idle.Seconds(),
 		IdleAfterS:   f.idleAfter.Seconds(),
@@ -429,8 +390,6 @@ func run(f flags) (*result, error) {
 		PollMS:       f.poll.Seconds() * 1e3,
 		MaxScanMS:    round(tr.maxScan.Seconds()*1e3, 2),
 		FormedS:      round(formed.Seconds(), 2),
-		MaxQueue:     sampler.maxQueue,
-		MaxFlushMS:   sampler.maxFlush * 1e3,
 	}
 	res.BytesPerES, res.IdleBytesES, res.PacketsES = round(res.BytesPerES, 0), round(res.IdleBytesES, 0), round(res.PacketsES, 1)
 	res.P50MS, res.P99MS, res.MaxMS, res.PairP50MS, res.PairP99MS = tr.percentiles()
@@ -443,8 +402,6 @@ func run(f flags) (*result, error) {
 			SlowestRestarted: slices.Contains(churned, tr.slowest())}
 	}
 	for _, e := range incs {
-		res.EventsSent += e.Metric("fenec_entry_gossip_events_sent_total")
-		res.EventsRecv += e.Metric("fenec_entry_gossip_events_received_total")
 		res.DirBatches += e.Metric("fenec_entry_gossip_direct_batches_sent_total")
 		res.DirPackets += e.Metric("fenec_entry_gossip_direct_packets_sent_total")
 		res.Relayed += e.Metric("fenec_entry_gossip_relayed_batches_total")
@@ -458,37 +415,23 @@ func run(f flags) (*result, error) {
 		res.DirDup += e.Metric("fenec_entry_gossip_direct_packets_received_total", "result", "duplicate")
 		res.Dropped += e.Metric("fenec_entry_gossip_events_dropped_total")
 		res.PendDropped += e.Metric("fenec_entry_gossip_pending_dropped_total")
-		res.Deferred += e.Metric("fenec_entry_gossip_flushes_deferred_total")
 		res.Repaired += e.Metric("fenec_entry_sync_applied_total", "via", "repair", "type", "home")
 		res.RepairRnds += e.Metric("fenec_entry_repair_rounds_total")
-	}
-	if res.EventsSent > 0 {
-		res.Delivery = round(res.EventsRecv/(res.EventsSent*float64(len(es)-1)), 4)
 	}
 	res.ProbeMS, res.ProbeTmoMS, res.SuspMult = probeSettings(f)
 	if f.failDetect > 0 {
 		res.FailFirstS, res.FailAllS = failureDetection(c, f.failDetect)
 	}
-	if b := res.EventsSent + res.DirBatches; b > 0 {
-		res.HomesPerEv = round(float64(total)/b, 1)
+	if res.DirBatches > 0 {
+		res.HomesPerB = round(float64(total)/res.DirBatches, 1)
 	}
 	return res, nil
 }
 
-// probeSettings are the failure detector's settings f runs with: its flags, or gossip's
-// defaults.
+// probeSettings are the failure detector's settings f runs with.
 func probeSettings(f flags) (intervalMS, timeoutMS float64, mult int) {
-	pi, pt, sm := f.probeIntvl, f.probeTmo, f.suspMult
-	if pi == 0 {
-		pi = gossip.DefaultProbeInterval
-	}
-	if pt == 0 {
-		pt = gossip.DefaultProbeTimeout
-	}
-	if sm == 0 {
-		sm = gossip.DefaultSuspicionMult
-	}
-	return float64(pi.Milliseconds()), float64(pt.Milliseconds()), sm
+	m := f.tune.Membership
+	return float64(m.ProbeInterval.Milliseconds()), float64(m.ProbeTimeout.Milliseconds()), m.SuspicionMult
 }
 
 func ratio(a, b int) float64 { return round(float64(a)/float64(b), 4) }

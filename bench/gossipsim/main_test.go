@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenec/fenec-entry/gossip"
 	"github.com/fenec/fenec-entry/gossip/simcluster"
 )
 
@@ -16,14 +17,14 @@ func small() flags {
 	return flags{nodes: 12, rate: 40, duration: 2 * time.Second, minLat: time.Millisecond,
 		maxLat: 20 * time.Millisecond, loss: 0.02, seed: 1, repair: 2 * time.Second,
 		drain: 3 * time.Second, settle: 15 * time.Second, idle: 200 * time.Millisecond,
-		poll: 5 * time.Millisecond}
+		poll: 5 * time.Millisecond, tune: gossip.DefaultConfig()}
 }
 
 // The relay path at a small size (make test): relays at any cost (DirectLimit 1) carry every home to
 // every entry by gossip alone, acked.
 func TestRelaysAtASmallSize(t *testing.T) {
 	f := small()
-	f.directLimit = 1
+	f.tune.Spread.DirectLimit = 1
 	res, err := run(f)
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ type Options struct {
 	Fast bool
 
 	// Repair starts every entry's repair loop (Sync.Run) at start; otherwise StartRepair
-	// does, later. RepairInterval is Sync's Interval; 0 means gossip.DefaultRepairInterval.
+	// does, later. RepairInterval is gossip's Sync.RepairInterval; 0 keeps its default.
 	Repair         bool
 	RepairInterval time.Duration
 
@@ -68,15 +68,16 @@ type Options struct {
 // enough that a cluster forms and a home travels in well under a second, slow enough that
 // probes are not missed.
 func FastTiming(c *gossip.Config) {
-	c.FlushInterval = 20 * time.Millisecond
-	c.MaxFlushInterval = 200 * time.Millisecond
+	c.Spread.FlushInterval = 20 * time.Millisecond
+	c.Spread.MaxFlushInterval = 200 * time.Millisecond
 	c.JoinInterval = 200 * time.Millisecond
-	c.GossipInterval = 50 * time.Millisecond
-	c.ProbeInterval = 500 * time.Millisecond
-	c.ProbeTimeout = 250 * time.Millisecond
-	c.PushPullInterval = 5 * time.Second
-	c.TCPTimeout = 2 * time.Second
-	c.LeavePropagateDelay = 100 * time.Millisecond
+	m := &c.Membership
+	m.GossipInterval = 50 * time.Millisecond
+	m.ProbeInterval = 500 * time.Millisecond
+	m.ProbeTimeout = 250 * time.Millisecond
+	m.PushPullInterval = 5 * time.Second
+	m.TCPTimeout = 2 * time.Second
+	m.LeavePropagateDelay = 100 * time.Millisecond
 }
 
 // Cluster is N entries on one memnet Network. Make one with New. Its methods are safe for

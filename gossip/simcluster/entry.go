@@ -48,17 +48,12 @@ func (c *Cluster) start(i int, name string, tr *memnet.Transport, mod func(*goss
 	}
 	log := c.log.With().Str("node", name).Logger()
 	reg := prometheus.NewRegistry()
-	cfg := gossip.Config{
-		NodeName:       name,
-		Join:           join,
-		Key:            c.opts.Key,
-		Tags:           map[string]string{"pop": name, "continent": "EU", "version": "sim"},
-		Table:          table,
-		Regions:        c.opts.Regions,
-		Logger:         log,
-		Registerer:     reg,
-		Transport:      tr,
-		RepairInterval: c.opts.RepairInterval,
+	cfg := gossip.DefaultConfig()
+	cfg.NodeName, cfg.Join, cfg.Key = name, join, c.opts.Key
+	cfg.Tags = map[string]string{"pop": name, "continent": "EU", "version": "sim"}
+	cfg.Table, cfg.Regions, cfg.Logger, cfg.Registerer, cfg.Transport = table, c.opts.Regions, log, reg, tr
+	if c.opts.RepairInterval > 0 {
+		cfg.Sync.RepairInterval = c.opts.RepairInterval
 	}
 	if c.opts.Fast {
 		FastTiming(&cfg)

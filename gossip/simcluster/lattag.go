@@ -27,10 +27,14 @@ func latTag(regions []string, base []int, f float64) string {
 
 // runLatTag publishes e's "lat" tag once, as node's first latency round does right after
 // gossip starts, then, with every > 0, a changed one about every that often (the first at a
-// random phase, so that entries do not change together): what a real entry gossips each time
-// its routers' round trips move by at least 10 % and 1 ms (node/latency.go, at most every
-// 30 s). Each change is a memberlist alive broadcast that every member retransmits; the
-// values alternate between two sets 20 % apart. It returns when ctx ends.
+// random phase, so that entries do not change together). A real entry (node/latency.go)
+// looks at its round trips every probe round and gossips the tag again only when a region
+// appeared or went, or one moved by at least 25 % and 5 ms, and then at most every
+// max(30 s, N / 0.2 s) in a fleet of N members; here the rate alone is modelled: every is
+// the interval between changes that the fleet's own count gives (bench/fleet's
+// learn_tag_changes_per_entry_s is 1/every), and each change is published whatever its size.
+// Each is a memberlist alive broadcast that every member retransmits; the values alternate
+// between two sets 20 % apart. It returns when ctx ends.
 func (e *Entry) runLatTag(ctx context.Context, regions []string, seed int64, i int, every time.Duration) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6c6174<<16|uint64(i)))
 	base := make([]int, len(regions))

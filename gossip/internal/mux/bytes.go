@@ -19,18 +19,17 @@ type Bytes struct {
 // WriteTo counts a packet memberlist sends and sends it.
 func (t *Transport) WriteTo(b []byte, addr string) (time.Time, error) {
 	t.bytes.PacketSent.Add(uint64(len(b)))
-	return sendPacket(b, func(b []byte) (time.Time, error) { return t.NodeAwareTransport.WriteTo(b, addr) })
+	return t.NodeAwareTransport.WriteTo(b, addr)
 }
 
 // WriteToAddress counts a packet memberlist (or the direct path) sends and sends it.
 func (t *Transport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
 	t.bytes.PacketSent.Add(uint64(len(b)))
-	return sendPacket(b, func(b []byte) (time.Time, error) { return t.NodeAwareTransport.WriteToAddress(b, a) })
+	return t.NodeAwareTransport.WriteToAddress(b, a)
 }
 
 // DialTimeout opens a stream whose bytes are counted.
 func (t *Transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
-	dialWait()
 	c, err := t.NodeAwareTransport.DialTimeout(addr, timeout)
 	if err != nil {
 		return nil, err
@@ -40,7 +39,6 @@ func (t *Transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, e
 
 // DialAddressTimeout opens a stream whose bytes are counted.
 func (t *Transport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
-	dialWait()
 	c, err := t.NodeAwareTransport.DialAddressTimeout(a, timeout)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -42,7 +43,7 @@ func newTestAcked(t *testing.T, timeout time.Duration) (*ackedSender, *link, *me
 		t.Fatal(err)
 	}
 	w := &link{sent: map[string]int{}}
-	s := newAckedSender(wire.NewCodec(keysOf(clusterKey), "lbl"), w.write, m, timeout)
+	s := newAckedSender(wire.NewCodec(keysOf(clusterKey), "lbl"), w.write, m, timeout, time.Now)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); s.run(ctx) }()
@@ -155,4 +156,38 @@ func TestAckedSenderIsBounded(t *testing.T) {
 	if got := promtest.ToFloat64(m.ackedPending); got != maxAckedPending {
 		t.Errorf("pending gauge %v, want %d", got, maxAckedPending)
 	}
+}
+
+// What is due is by the injected clock, not the timer's: while the clock stands still no
+// packet is sent again however long the timer runs, and once the clock passes the timeout the
+// unacked receiver gets it again.
+func TestAckedSenderResendsByItsClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := newMetrics(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock := testutil.NewClock(time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC))
+		w := &link{sent: map[string]int{}}
+		const timeout = 400 * time.Millisecond
+		s := newAckedSender(wire.NewCodec(keysOf(clusterKey), "lbl"), w.write, m, timeout, clock.Now)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { defer close(done); s.run(ctx) }()
+		defer func() { cancel(); <-done }()
+		if err := s.send(clock.Now(), wire.KindAcked, []byte("\x01\x01apayload"), addrs("b"), nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * timeout) // the timer's time: the clock stands still
+		synctest.Wait()
+		if got := w.count("b"); got != 1 {
+			t.Fatalf("b got %d sends while the clock stood still, want 1", got)
+		}
+		clock.Advance(timeout)
+		time.Sleep(timeout)
+		synctest.Wait()
+		if got := w.count("b"); got != 2 {
+			t.Fatalf("b got %d sends once the clock passed the timeout, want 2", got)
+		}
+	})
 }

@@ -6,7 +6,7 @@
 // Spread is its one face: New and Run, and HandlePacket and HandleEvent for what the transport
 // and serf deliver.
 //
-// It knows nothing of serf's membership beyond the member list it is handed (Config.Peers and
+// It knows nothing of serf's membership beyond the member list it is handed (Setup.Peers and
 // PeerAddr, and the relay Plan gossip makes of the alive members with NewPlan), and nothing of
 // serf or the transport beyond the functions that hand serf an event and write a packet
 // (Send, Depth, Write): it imports neither serf nor the packages beside it that sort the

@@ -6,7 +6,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fenec/fenec-entry/gossip/internal/gossiptest"
-	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
 )
 
@@ -18,16 +17,8 @@ var clusterKey = gossiptest.ClusterKey
 // keysOf is Keys holding k alone (nil: insecure).
 var keysOf = gossiptest.Keys
 
-// testConfig is the Config of entry "a" on table, in clear, with every setting at its
-// default (as gossip.Config's defaults hand them): no membership, nothing sent.
-func testConfig(table *homes.Table) Config {
-	return Config{
-		NodeName: "a", Table: table, Now: time.Now, Logger: zerolog.Nop(),
-		FlushInterval: DefaultFlushInterval, MaxFlushInterval: DefaultMaxFlushInterval,
-		EventSizeLimit: wire.DefaultEventSizeLimit, MaxPending: DefaultMaxPending,
-		MaxEventsPerFlush: DefaultMaxEventsPerFlush, QueueHigh: DefaultQueueHigh, QueueLow: DefaultQueueLow,
-		RecvQueue: DefaultRecvQueue, DirectCopies: DefaultDirectCopies,
-		DirectCopyInterval: DefaultDirectCopyInterval, DirectBudget: DefaultDirectBudget,
-		RelayFlush: DefaultRelayFlush, RelayAckTimeout: DefaultRelayAckTimeout,
-	}
+// testSetup is the Setup of entry "a" on table, in clear, with every setting at its default
+// (DefaultConfig): no membership, nothing sent.
+func testSetup(table *homes.Table) Setup {
+	return Setup{Config: DefaultConfig(), NodeName: "a", Table: table, Now: time.Now, Logger: zerolog.Nop()}
 }

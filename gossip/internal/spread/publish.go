@@ -54,10 +54,9 @@ func (q *fifo[T]) pop(k int) {
 }
 
 // publisher turns the table's change feed into direct batches of homes and serf user events of
-// marks (or of both, with SerfHomes). One goroutine (run) owns
-// all of its fields.
+// marks. One goroutine (run) owns all of its fields.
 type publisher struct {
-	cfg   Config
+	cfg   Setup
 	feed  <-chan homes.Change
 	send  func(payload []byte) error // serf.UserEvent(wire.EventName, payload, false)
 	depth func() int                 // serf's event queue depth; -1 if unknown
@@ -79,8 +78,8 @@ type publisher struct {
 	scratchK []uint64             // sendToRelays': the homes' tenant hashes
 	scratchR map[int][]homes.Home // sendToRelays': a group's homes by relay
 
-	// direct, if set, sends homes straight to every member (direct.go); marks still go
-	// through send. nil: homes go through send too, as serf user events.
+	// direct sends homes straight to every member, or through relays (direct.go); marks go
+	// through send.
 	direct *directSender
 
 	// flushReq lets tests flush now: the publisher drains the feed, flushes everything it
@@ -88,7 +87,7 @@ type publisher struct {
 	flushReq chan chan struct{}
 }
 
-func newPublisher(cfg Config, send func([]byte) error, depth func() int, m *metrics, log zerolog.Logger) *publisher {
+func newPublisher(cfg Setup, send func([]byte) error, depth func() int, m *metrics, log zerolog.Logger) *publisher {
 	return &publisher{
 		cfg:      cfg,
 		feed:     cfg.Table.Changes(),
@@ -113,25 +112,25 @@ func (p *publisher) run(ctx context.Context) {
 	armed := false // copyT runs
 	p.m.flushInterval.Set(p.interval.Seconds())
 	for {
-		if !armed && p.direct != nil && len(p.direct.queue) > 0 {
-			copyT.Reset(time.Until(p.direct.queue[0].due))
+		if !armed && len(p.direct.queue) > 0 {
+			copyT.Reset(max(p.direct.queue[0].due.Sub(p.cfg.Now()), 0))
 			armed = true
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-copyT.C:
+		case <-copyT.C:
 			armed = false
-			p.direct.sendCopies(now)
+			p.direct.sendCopies(p.cfg.Now())
 		case c := <-p.feed:
 			p.add(c)
 			// A full event's worth: send it now rather than at the tick, unless
 			// backpressure has widened the interval.
 			if p.pendingBytes >= p.enc.Budget() && p.interval == p.cfg.FlushInterval {
-				p.flush(time.Now(), true)
+				p.flush(p.cfg.Now(), true)
 			}
-		case now := <-tick.C:
-			p.tick(now)
+		case <-tick.C:
+			p.tick(p.cfg.Now())
 		case done := <-p.flushReq:
 			for drained := false; !drained; {
 				select {
@@ -141,7 +140,7 @@ func (p *publisher) run(ctx context.Context) {
 					drained = true
 				}
 			}
-			p.flush(time.Now(), false)
+			p.flush(p.cfg.Now(), false)
 			close(done)
 		}
 	}
@@ -153,9 +152,7 @@ const itemOverhead = 20
 func (p *publisher) add(c homes.Change) {
 	switch c.Kind {
 	case homes.ChangeHome:
-		if p.direct != nil {
-			p.direct.rule.seen.Add(1)
-		}
+		p.direct.rule.seen.Add(1)
 		if p.homes.push(c.Home) {
 			p.m.pendingDropped.Inc()
 		} else {
@@ -202,9 +199,6 @@ func (p *publisher) tick(now time.Time) {
 
 // observeRule brings the relay rule up to now, and its gauges.
 func (p *publisher) observeRule(now time.Time) {
-	if p.direct == nil {
-		return
-	}
 	p.direct.rule.observe(now)
 	on, est := p.direct.rule.state()
 	v := 0.0
@@ -215,39 +209,33 @@ func (p *publisher) observeRule(now time.Time) {
 	p.m.directEstimate.Set(est)
 }
 
-// flush sends up to MaxEventsPerFlush events of pending marks, then homes; with fullOnly,
-// only events that are full. With direct, homes go in direct batches (up to
-// MaxEventsPerFlush of them) and marks in serf events.
+// flush sends up to MaxEventsPerFlush serf events of pending marks and up to
+// MaxEventsPerFlush direct batches of pending homes, as many as the send budget holds; with
+// fullOnly, only events and batches that are full.
 func (p *publisher) flush(now time.Time, fullOnly bool) {
 	p.scratchM = p.marks.appendTo(p.scratchM[:0])
 	p.scratchH = p.homes.appendTo(p.scratchH[:0])
 	var events, direct []wire.Event
 	var nm, nh int
 	limited := false // the budget held batches back
-	if p.direct == nil {
-		events, nm, nh = p.split(p.scratchM, p.scratchH, fullOnly, p.cfg.MaxEventsPerFlush)
-	} else {
-		events, nm, _ = p.split(p.scratchM, nil, fullOnly, p.cfg.MaxEventsPerFlush)
-		// As many batches as the send budget holds (each at most a UDP packet): the homes
-		// beyond wait in the queue, where the oldest go past MaxPending.
-		n := p.cfg.MaxEventsPerFlush
-		if b := p.direct.budget; b != nil && len(p.scratchH) > 0 {
-			if a := b.affordable(now, p.cfg.EventSizeLimit+wire.Overhead); a < n {
-				n, limited = a, true
-				p.m.budgetDeferred.Inc()
-			}
+	events, nm, _ = p.split(p.scratchM, nil, fullOnly, p.cfg.MaxEventsPerFlush)
+	// As many batches as the send budget holds (each at most a UDP packet): the homes
+	// beyond wait in the queue, where the oldest go past MaxPending.
+	n := p.cfg.MaxEventsPerFlush
+	if b := p.direct.budget; b != nil && len(p.scratchH) > 0 {
+		if a := b.affordable(now, p.cfg.EventSizeLimit+wire.Overhead); a < n {
+			n, limited = a, true
+			p.m.budgetDeferred.Inc()
 		}
-		if n > 0 {
-			direct, _, nh = p.split(nil, p.scratchH, fullOnly, n)
-		}
+	}
+	if n > 0 {
+		direct, _, nh = p.split(nil, p.scratchH, fullOnly, n)
 	}
 	p.marks.pop(nm)
 	p.homes.pop(nh)
 	p.recount()
-	if p.direct != nil {
-		// Homes the budget held back: the extra copies wait until they have gone.
-		p.direct.backlog = limited && p.homes.n > 0
-	}
+	// Homes the budget held back: the extra copies wait until they have gone.
+	p.direct.backlog = limited && p.homes.n > 0
 	if len(events)+len(direct) > 0 {
 		p.lastFlush = now
 	}
@@ -356,6 +344,7 @@ type directSender struct {
 	own  *tokenBucket // what this entry's homes sent straight may cost it (route); nil: no bound
 	acks *ackedSender
 	self string
+	now  func() time.Time // the clock of what is due, the budgets and the fallback's sends
 	// backlog: homes wait for the budget; their first copies come before the extra copies
 	// of batches already sent.
 	backlog bool
@@ -463,7 +452,7 @@ func (d *directSender) fallback(payload []byte, missing []memberlist.Address) {
 		return
 	}
 	for _, r := range missing {
-		if err := d.acks.send(time.Now(), wire.KindAcked, payload, plan.Rest(r.Name, d.self), nil); err == nil {
+		if err := d.acks.send(d.now(), wire.KindAcked, payload, plan.Rest(r.Name, d.self), nil); err == nil {
 			d.m.relayFallbacks.Inc()
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/fenec/fenec-entry/homes"
 )
 
-// Relays, for large fleets (bench/msgsim modelled them first). Direct homes cost the origin
+// Relays, for large fleets. Direct homes cost the origin
 // N-1 packets a batch, and a member receives a batch of one home (89 B, three times) from every
 // origin that learns little: at 1,000 entries and 500 homes a second about 130 KB/s each, and
 // 30,000 packets a second from an origin at 5,000 entries. While the fleet's new homes, sent
@@ -129,14 +129,14 @@ const relayQueue = 4096
 // seconds, and at most once every RelayFlush (relayFlushEvery). A relay packet costs its receiver
 // about 100 bytes besides its homes (the seal, the sender, the ack it sends back), so this keeps
 // that part near 4 KB/s whatever the group's size: in groups of 5 and 16 (100 and 1,000
-// entries) a relay flushes every RelayFlush (500 ms), in groups of 35 (5,000) every 880 ms
-// (bench/msgsim: docs/BENCHMARKS.md, "Gossip at every size").
+// entries) a relay flushes every RelayFlush (500 ms), in groups of 35 (5,000) every 880 ms.
 const relayPacketRate = 40
 
 // relayGroups is how many groups n members form: 2 sqrt(n), so that groups of sqrt(n)/2 keep
 // what a member receives from its group's relays small (relayPacketRate) at a relay flush
-// short enough for p99 (bench/msgsim at 1,000 entries and 500 homes a second: p99 1.52 s with
-// 64 groups, 1.75 s with 32), for an origin's 2.5 sqrt(n) packets a home instead of 2 sqrt(n).
+// short enough for p99 (docs/DECISIONS.md, "Relay groups": at 1,000 entries and 500 homes a
+// second, p99 1.52 s with 64 groups, 1.75 s with 32, on a protocol model), for an origin's
+// 2.5 sqrt(n) packets a home instead of 2 sqrt(n).
 func relayGroups(n int) int {
 	return int(math.Ceil(2 * math.Sqrt(float64(n))))
 }
@@ -290,6 +290,7 @@ type relayer struct {
 	enc   *wire.Encoder
 	acks  *ackedSender
 	m     *metrics
+	now   func() time.Time
 }
 
 // forward queues payload for the group; never blocks.
@@ -331,8 +332,8 @@ func (r *relayer) run(ctx context.Context) {
 				}
 				held = append(held, w.Home(sender))
 			}
-		case now := <-timer.C:
-			held = r.flush(now, held)
+		case <-timer.C:
+			held = r.flush(r.now(), held)
 			timer.Reset(r.wait())
 		}
 	}

@@ -16,34 +16,21 @@ import (
 	"github.com/fenec/fenec-entry/homes"
 )
 
-// Config is what a Spread is handed: gossip's settings for it, defaults already applied (the
-// Default constants here are gossip.Config's), and the membership and the transport it works
-// through, as functions gossip gives it. Every field is required but Registerer.
-type Config struct {
+// Setup is what New is handed: the settings (Config, gossip.Config's Spread as it is), this
+// entry's identity and table, and the membership and the transport it works through, as
+// functions gossip gives it. Every field is required but Registerer.
+type Setup struct {
+	Config
+
 	NodeName  string       // this entry's: the sender of its events and packets
 	Keys      keyring.Keys // direct packets are sealed with the primary key, opened under any
 	Label     string       // the cluster label, sealed into every direct packet
 	Table     *homes.Table // its change feed is published; what peers send is applied to it
 	Validator *validate.Validator
-	Now       func() time.Time // a batch's stamp, arrival times, the propagation histogram
+	Now       func() time.Time // every reading of the time: stamps, arrivals, budgets, what is due
 	Logger    zerolog.Logger
 	// Registerer gets the spreading metrics; nil: none are registered (they still count).
 	Registerer prometheus.Registerer
-
-	// SerfHomes sends homes as serf user events (Send), as marks are, instead of in direct
-	// packets: no relays and no acks then.
-	SerfHomes bool
-
-	FlushInterval, MaxFlushInterval time.Duration
-	EventSizeLimit                  int
-	MaxPending, MaxEventsPerFlush   int
-	QueueHigh, QueueLow             int
-	RecvQueue                       int
-	DirectCopies                    int
-	DirectCopyInterval              time.Duration
-	DirectBudget                    int
-	DirectLimit                     int // relayRule: what the fleet's homes sent straight may cost an entry
-	RelayFlush, RelayAckTimeout     time.Duration
 
 	// The membership, as gossip sees it. Peers are the members a direct batch goes to, every
 	// member but this entry (nil while there are none to be had); the list is shared and never
@@ -68,7 +55,7 @@ type Config struct {
 // its context ends; HandlePacket and HandleEvent take what the transport and serf deliver,
 // from the first packet on, before Run too.
 type Spread struct {
-	cfg   Config
+	cfg   Setup
 	log   zerolog.Logger
 	m     *metrics
 	codec *wire.Codec
@@ -76,13 +63,16 @@ type Spread struct {
 	recvq chan inbound
 	pub   *publisher
 	recv  *receiver
-	relay *relayer     // nil with SerfHomes
-	acks  *ackedSender // relay mode's sends (acked.go); nil with SerfHomes
-	acker *acker       // relay mode's acks of what this entry takes; nil with SerfHomes
+	relay *relayer
+	acks  *ackedSender // relay mode's sends (acked.go)
+	acker *acker       // relay mode's acks of what this entry takes
 }
 
 // New builds a Spread on cfg and registers its metrics. It starts nothing.
-func New(cfg Config) (*Spread, error) {
+func New(cfg Setup) (*Spread, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("spread: %w", err)
+	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
@@ -98,45 +88,39 @@ func New(cfg Config) (*Spread, error) {
 	s.pub = newPublisher(cfg, cfg.Send, cfg.Depth, m, cfg.Logger)
 	s.recv = &receiver{table: cfg.Table, v: cfg.Validator, dec: wire.NewDecoder(), m: m, log: cfg.Logger,
 		now: cfg.Now, rtt: cfg.RTT}
-	if !cfg.SerfHomes {
-		s.acks = newAckedSender(s.codec, cfg.Write, m, cfg.RelayAckTimeout)
-		s.acker = &acker{self: cfg.NodeName, in: make(chan ackReq, ackQueue), codec: s.codec,
-			addr: cfg.PeerAddr, write: cfg.Write, m: m}
-		s.pub.direct = &directSender{codec: s.codec, peers: cfg.Peers, copies: cfg.DirectCopies,
-			every: cfg.DirectCopyInterval, m: m, write: cfg.Write,
-			budget: newTokenBucket(float64(cfg.DirectBudget), time.Now()), plan: cfg.Plan,
-			acks: s.acks, self: cfg.NodeName}
-		s.pub.direct.rule.limit = float64(cfg.DirectLimit)
-		if cfg.DirectLimit >= 0 {
-			s.pub.direct.own = newOwnBudget(float64(cfg.DirectLimit), time.Now())
-		}
-		s.pub.direct.rule.homeBytes = float64(directHomeBytes * max(cfg.DirectCopies, 1))
-		s.recv.seen = &s.pub.direct.rule.seen
-		s.relay = &relayer{in: make(chan []byte, relayQueue), every: cfg.RelayFlush, plan: cfg.Plan, m: m,
-			dec: wire.NewDecoder(), enc: wire.NewEncoder(cfg.NodeName, cfg.EventSizeLimit, cfg.Now), acks: s.acks}
+	now := cfg.Now
+	s.acks = newAckedSender(s.codec, cfg.Write, m, cfg.RelayAckTimeout, now)
+	s.acker = &acker{self: cfg.NodeName, in: make(chan ackReq, ackQueue), codec: s.codec,
+		addr: cfg.PeerAddr, write: cfg.Write, m: m}
+	s.pub.direct = &directSender{codec: s.codec, peers: cfg.Peers, copies: cfg.DirectCopies,
+		every: cfg.DirectCopyInterval, m: m, write: cfg.Write,
+		budget: newTokenBucket(float64(cfg.DirectBudget), now()), plan: cfg.Plan,
+		acks: s.acks, self: cfg.NodeName, now: now}
+	s.pub.direct.rule.limit = float64(cfg.DirectLimit)
+	if cfg.DirectLimit >= 0 {
+		s.pub.direct.own = newOwnBudget(float64(cfg.DirectLimit), now())
 	}
+	s.pub.direct.rule.homeBytes = float64(directHomeBytes * max(cfg.DirectCopies, 1))
+	s.recv.seen = &s.pub.direct.rule.seen
+	s.relay = &relayer{in: make(chan []byte, relayQueue), every: cfg.RelayFlush, plan: cfg.Plan, m: m,
+		dec: wire.NewDecoder(), enc: wire.NewEncoder(cfg.NodeName, cfg.EventSizeLimit, cfg.Now), acks: s.acks, now: now}
 	return s, nil
 }
 
 // Relaying reports whether this entry's homes go through relays now (relayRule), and what
 // sending them straight to every member costs, in bytes a second, by the rule's estimate.
 func (s *Spread) Relaying() (on bool, directBytes float64) {
-	if s.pub.direct == nil {
-		return false, 0
-	}
 	return s.pub.direct.rule.state()
 }
 
-// Run publishes and applies until ctx ends: the publisher, the receiver and, with direct
-// homes, the relay, the acked sender's resends and the acker. It returns once they all have.
+// Run publishes and applies until ctx ends: the publisher, the receiver, the relay, the
+// acked sender's resends and the acker. It returns once they all have.
 // What is pending then is left to repair.
 func (s *Spread) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	if s.relay != nil {
-		wg.Go(func() { s.relay.run(ctx) })
-		wg.Go(func() { s.acks.run(ctx) })
-		wg.Go(func() { s.acker.run(ctx) })
-	}
+	wg.Go(func() { s.relay.run(ctx) })
+	wg.Go(func() { s.acks.run(ctx) })
+	wg.Go(func() { s.acker.run(ctx) })
 	wg.Go(func() { s.recv.run(ctx, s.recvq) })
 	s.pub.run(ctx)
 	wg.Wait()
@@ -192,7 +176,7 @@ func (s *Spread) HandlePacket(pkt []byte) {
 	switch kind {
 	case wire.KindAck:
 		from, ns, ok := wire.DecodeAck(payload)
-		if !ok || s.acks == nil {
+		if !ok {
 			s.m.directReceived.WithLabelValues("invalid").Inc()
 			return
 		}
@@ -204,11 +188,10 @@ func (s *Spread) HandlePacket(pkt []byte) {
 		// lost); one this entry could not queue is not, so that it comes again.
 		res := s.acceptDirect(payload)
 		if res == accepted || res == duplicate {
-			if sender, _ := wire.Sender(payload); s.acker != nil {
-				s.acker.queue(sender, wire.NonceOf(pkt))
-			}
+			sender, _ := wire.Sender(payload)
+			s.acker.queue(sender, wire.NonceOf(pkt))
 		}
-		if res == accepted && kind == wire.KindRelay && s.relay != nil {
+		if res == accepted && kind == wire.KindRelay {
 			// This entry is a relay for the batch's shard: pass it on to its group.
 			s.relay.forward(payload)
 		}

@@ -5,7 +5,7 @@
 // calling peers through its Client, is its one face.
 //
 // It must not know serf or memberlist: who is a member, at which address, and which peers
-// there are it is handed (SyncConfig.MemberAddr, Peers), and how a request reaches a peer's
+// there are it is handed (Setup.MemberAddr, Peers), and how a request reaches a peer's
 // gossip address is its Client's business. It spreads nothing: what a peer sends is
 // validated and applied with Table.Apply and Table.ApplyMark, which keep what is newer.
 package tablesync

@@ -63,13 +63,13 @@ type syncNode struct {
 	handler http.Handler // what srv serves: the Sync's, or a test's wrapper of it
 }
 
-type nodeOpt func(*SyncConfig)
+type nodeOpt func(*Setup)
 
-func withKey(k []byte) nodeOpt             { return func(c *SyncConfig) { c.Keys = keysOf(k) } }
-func withCapacity(n int) nodeOpt           { return func(c *SyncConfig) { c.Capacity = n } }
-func withNow(now func() time.Time) nodeOpt { return func(c *SyncConfig) { c.Now = now } }
+func withKey(k []byte) nodeOpt             { return func(c *Setup) { c.Keys = keysOf(k) } }
+func withCapacity(n int) nodeOpt           { return func(c *Setup) { c.Capacity = n } }
+func withNow(now func() time.Time) nodeOpt { return func(c *Setup) { c.Now = now } }
 func withRegions(r ...string) nodeOpt {
-	return func(c *SyncConfig) { c.Validator = validate.New(r, nil) }
+	return func(c *Setup) { c.Validator = validate.New(r, nil) }
 }
 
 func newTable(tb testing.TB, node string, capacity int) *homes.Table {
@@ -86,7 +86,8 @@ func newTable(tb testing.TB, node string, capacity int) *homes.Table {
 func newSyncNode(tb testing.TB, name string, ms *members, opts ...nodeOpt) *syncNode {
 	tb.Helper()
 	n := &syncNode{name: name, reg: prometheus.NewRegistry()}
-	cfg := SyncConfig{
+	cfg := Setup{
+		Config:     DefaultConfig(),
 		Node:       name,
 		Keys:       keysOf(testKey),
 		Validator:  validate.New(syncRegions, nil),

@@ -224,7 +224,7 @@ type RepairResult struct {
 
 // Repair runs one anti-entropy round against peer: it compares digests and pulls the
 // differing buckets (and the marks), applying what is newer. With equal digests it
-// transfers no homes. Bounded by SyncConfig.Timeout. Safe to call concurrently with Run.
+// transfers no homes. Bounded by Config.Timeout. Safe to call concurrently with Run.
 func (s *Sync) Repair(ctx context.Context, peer Peer) (res RepairResult, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -307,12 +307,12 @@ func (s *Sync) fetchDigest(ctx context.Context, peer Peer, before uint64) (*dige
 	return got.digest, nil
 }
 
-// Run repairs against one random peer every Interval, jittered ±25 % so that entries started
+// Run repairs against one random peer every RepairInterval, jittered ±25 % so that entries started
 // together do not pull in step, until ctx ends. Failures are logged and counted; the next
 // round picks again.
 func (s *Sync) Run(ctx context.Context) {
 	for {
-		t := time.NewTimer(jitter(s.cfg.Interval))
+		t := time.NewTimer(jitter(s.cfg.RepairInterval))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -142,15 +142,17 @@ func TestRepairBadPullBody(t *testing.T) {
 	}
 }
 
-// Run repairs every Interval, jittered, until its context ends.
+// Run repairs every RepairInterval, jittered, until its context ends.
 func TestSyncRunLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		calls := 0
-		s, err := NewSync(SyncConfig{
-			Node: "a", Table: newTable(t, "a", 10), Validator: validate.New(syncRegions, nil),
-			MemberAddr: newMembers().addr, Interval: 10 * time.Second,
-			Peers: func() []Peer { mu.Lock(); defer mu.Unlock(); calls++; return nil },
+		cfg := DefaultConfig()
+		cfg.RepairInterval = 10 * time.Second
+		s, err := NewSync(Setup{
+			Config: cfg, Node: "a", Table: newTable(t, "a", 10), Capacity: 10, Validator: validate.New(syncRegions, nil),
+			MemberAddr: newMembers().addr,
+			Peers:      func() []Peer { mu.Lock(); defer mu.Unlock(); calls++; return nil },
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -214,8 +216,8 @@ func TestRepairLeavesRecentHomesToGossip(t *testing.T) {
 	ms := newMembers("a", "b")
 	clock := time.Now()
 	now := func() time.Time { return clock }
-	a := newSyncNode(t, "a", ms, func(c *SyncConfig) { c.Now = now })
-	b := newSyncNode(t, "b", ms, func(c *SyncConfig) { c.Now = now })
+	a := newSyncNode(t, "a", ms, func(c *Setup) { c.Now = now })
+	b := newSyncNode(t, "b", ms, func(c *Setup) { c.Now = now })
 	base := ver(-time.Minute, 0, "o")
 	fill(a.table, 0, 1000, base)
 	fill(b.table, 0, 1000, base)
@@ -227,7 +229,7 @@ func TestRepairLeavesRecentHomesToGossip(t *testing.T) {
 	if res.Buckets != 0 || res.Homes != 0 {
 		t.Errorf("pulled %+v for homes younger than the settle time", res)
 	}
-	clock = clock.Add(DefaultRepairSettle + time.Second)
+	clock = clock.Add(DefaultConfig().RepairSettle + time.Second)
 	if res, err = b.sync.Repair(context.Background(), a.peer()); err != nil || res.HomesApplied != 20 {
 		t.Errorf("once settled: %+v, %v; want the 20 homes applied", res, err)
 	}

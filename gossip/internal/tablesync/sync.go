@@ -36,24 +36,62 @@ const (
 	streamContentType = "application/vnd.fenec.snapshot+msgpack"
 )
 
-// Defaults of SyncConfig.
-const (
-	DefaultRepairInterval = 30 * time.Second
-	DefaultSyncTimeout    = 10 * time.Second
-	DefaultMaxStreams     = 4
-	// DefaultRepairSettle: a home reaches every entry within 3 s (docs/REFERENCE.md, "Homes"), in
-	// about 0.3 s on one network; older than 2 s and still missing, it was lost.
-	DefaultRepairSettle = 2 * time.Second
-)
-
 // Peer is another entry as the snapshot client sees it.
 type Peer struct {
 	Name string // its node name, as in the membership (the name its reply proof must carry)
 	Addr string // host:port the client dials: its gossip address (Gossip's client sorts the stream there)
 }
 
-// SyncConfig configures a Sync. Table, Validator, MemberAddr and Peers are required.
-type SyncConfig struct {
+// Config is the joiner's table and repair: gossip.Config's Sync, handed to NewSync as it is.
+// DefaultConfig fills every field; each says its default, why, and what it costs.
+type Config struct {
+	// RepairInterval (30 s) is the mean time between repair rounds with a random peer,
+	// jittered ±25 %: the backstop for what gossip lost, a lost home within about a minute.
+	// Each round costs both sides one Range over their tables and a digest exchange.
+	RepairInterval time.Duration
+
+	// Timeout (10 s) bounds one snapshot, digest or pull exchange, on both sides: a joiner's
+	// whole table of a million homes streams in about 2 s here.
+	Timeout time.Duration
+
+	// RepairSettle (2 s) is how old a home must be (by its version) to count in a repair
+	// digest. A home reaches every entry within 3 s (docs/REFERENCE.md, "Homes"), in about 0.3
+	// s on one network; older than 2 s and still missing, it was lost. Newer homes are
+	// gossip's: left out on both sides, they do not make a table of a million homes pull whole
+	// buckets for homes still in flight.
+	RepairSettle time.Duration
+
+	// MaxStreams (4) is how many snapshot and pull streams this entry serves at once, each
+	// bounded by Timeout; more are refused with 503 and counted.
+	MaxStreams int
+}
+
+// DefaultConfig is the production table exchange, every field as its comment gives it.
+func DefaultConfig() Config {
+	return Config{RepairInterval: 30 * time.Second, Timeout: 10 * time.Second, RepairSettle: 2 * time.Second, MaxStreams: 4}
+}
+
+// Validate reports the first field of c that is out of range, by name. It does not change c.
+func (c Config) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"RepairInterval", c.RepairInterval}, {"Timeout", c.Timeout}, {"RepairSettle", c.RepairSettle}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s: %v; need more than 0", d.name, d.v)
+		}
+	}
+	if c.MaxStreams < 1 {
+		return fmt.Errorf("MaxStreams: %d; need at least 1", c.MaxStreams)
+	}
+	return nil
+}
+
+// Setup is what NewSync is handed: the settings (Config) and this entry's identity, table
+// and membership. Table, Validator, MemberAddr and Peers are required.
+type Setup struct {
+	Config
+
 	// Node is this entry's node name: sent in proofs, checked in replies. Required.
 	Node string
 
@@ -74,32 +112,16 @@ type SyncConfig struct {
 	// Peers returns the alive members other than this one, with the addresses to dial them at.
 	Peers func() []Peer
 
-	// Interval is the mean time between repair rounds, jittered ±25 %; 0 means
-	// DefaultRepairInterval. Each round costs both sides one Range over their tables.
-	Interval time.Duration
-
-	// Timeout bounds one snapshot, digest or pull exchange, on both sides; 0 means
-	// DefaultSyncTimeout.
-	Timeout time.Duration
-
-	// RepairSettle is how old a home must be (by its version) to count in a repair digest;
-	// 0 means DefaultRepairSettle. Newer homes are gossip's: left out on both sides, they do
-	// not make a table of a million homes pull whole buckets for homes still in flight.
-	RepairSettle time.Duration
-
-	// Capacity is the table's capacity (--homes); 0 means homes.DefaultCapacity. A stream
-	// may carry at most 2×Capacity homes and marks, and about 4 KB for each.
+	// Capacity is the table's capacity (--homes), at least 1. A stream may carry at most
+	// 2×Capacity homes and marks, and about 4 KB for each.
 	Capacity int
-
-	// MaxStreams is how many snapshot and pull streams this entry serves at once; 0 means
-	// DefaultMaxStreams. More are refused with 503 and counted.
-	MaxStreams int
 
 	// Client makes the requests to peers. Nil: a client with dial, header and idle timeouts
 	// and no proxy (peers are on the private network).
 	Client *http.Client
 
-	// Now is the clock for nonce expiry; nil means time.Now.
+	// Now is the clock: nonce expiry, the digests' settle, a fetch's time; nil means
+	// time.Now. The streams' pacers time this process's own work on real time.
 	Now func() time.Time
 
 	Logger     zerolog.Logger
@@ -118,7 +140,7 @@ type SyncConfig struct {
 // Safe for concurrent use. Sync starts no goroutine of its own; Run is the repair loop and
 // returns when its context ends.
 type Sync struct {
-	cfg        SyncConfig
+	cfg        Setup
 	keys       keyring.Keys
 	nonces     *nonces
 	client     *http.Client
@@ -137,35 +159,23 @@ type Sync struct {
 
 // NewSync checks cfg and returns a Sync, or an error naming the missing field or a metric
 // that could not be registered.
-func NewSync(cfg SyncConfig) (*Sync, error) {
+func NewSync(cfg Setup) (*Sync, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("gossip: sync: %w", err)
+	}
 	switch {
 	case cfg.Node == "":
-		return nil, errors.New("gossip: SyncConfig.Node is empty")
+		return nil, errors.New("gossip: sync: Node is empty")
 	case cfg.Table == nil:
-		return nil, errors.New("gossip: SyncConfig.Table is nil")
+		return nil, errors.New("gossip: sync: Table is nil")
 	case cfg.Validator == nil:
-		return nil, errors.New("gossip: SyncConfig.Validator is nil")
+		return nil, errors.New("gossip: sync: Validator is nil")
 	case cfg.MemberAddr == nil:
-		return nil, errors.New("gossip: SyncConfig.MemberAddr is nil")
+		return nil, errors.New("gossip: sync: MemberAddr is nil")
 	case cfg.Peers == nil:
-		return nil, errors.New("gossip: SyncConfig.Peers is nil")
-	case cfg.Interval < 0, cfg.Timeout < 0, cfg.Capacity < 0, cfg.MaxStreams < 0:
-		return nil, errors.New("gossip: SyncConfig: negative Interval, Timeout, Capacity or MaxStreams")
-	}
-	if cfg.Interval == 0 {
-		cfg.Interval = DefaultRepairInterval
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultSyncTimeout
-	}
-	if cfg.RepairSettle <= 0 {
-		cfg.RepairSettle = DefaultRepairSettle
-	}
-	if cfg.Capacity == 0 {
-		cfg.Capacity = homes.DefaultCapacity
-	}
-	if cfg.MaxStreams == 0 {
-		cfg.MaxStreams = DefaultMaxStreams
+		return nil, errors.New("gossip: sync: Peers is nil")
+	case cfg.Capacity < 1:
+		return nil, fmt.Errorf("gossip: sync: Capacity %d; need at least 1", cfg.Capacity)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -612,7 +622,7 @@ func (s *Sync) applyBlock(hs []homes.Home, ms []homes.Mark, got *received) {
 // many changed the table and how many were invalid (counted, skipped). An error (the peer
 // refused, did not prove the key, the stream broke, was truncated or over its bound: 2×Capacity
 // records) leaves what was applied applied: versions make any subset of a peer's table safe.
-// Bounded by SyncConfig.Timeout.
+// Bounded by Config.Timeout.
 func (s *Sync) Fetch(ctx context.Context, peer Peer) (applied, invalid int, err error) {
 	applied, invalid, _, err = s.fetch(ctx, peer)
 	return applied, invalid, err
@@ -753,7 +763,7 @@ type Fetched struct {
 // after the fetch, with another peer, brings them (Gossip.RunRepair).
 func (s *Sync) LastFetch() *Fetched { return s.fetched.Load() }
 
-// RepairSettle is how old a home must be to count in a repair round (SyncConfig.RepairSettle).
+// RepairSettle is how old a home must be to count in a repair round (Config.RepairSettle).
 func (s *Sync) RepairSettle() time.Duration { return s.cfg.RepairSettle }
 
 // RepairPaused reports whether this entry is fetching its table (BeginBootstrap): no repair

@@ -20,7 +20,7 @@ const EventName = "fenec-homes"
 const (
 	// DefaultEventSizeLimit is serf's UserEventSizeLimit (name + payload, encoded). serf's own
 	// default is 512 B; an event larger than a gossip packet's free space is silently never
-	// gossiped. A packet carries gossip's DefaultUDPBufferSize - 44 B (compound header 2,
+	// gossiped. A packet carries gossip's Membership.UDPBufferSize - 44 B (compound header 2,
 	// label 13, AES-GCM 29) and an event costs 3 B more inside it, so up to ~1,325 B would
 	// fit; 1,024 B leaves ~300 B for the membership messages (alive, suspect, acks) and the
 	// small events (marks, clears, one or two homes) that share the packet.
