@@ -16,6 +16,7 @@ import (
 	"github.com/fenec/fenec-entry/gossip/internal/tablesync"
 	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // Config configures a Gossip. Start from DefaultConfig, which fills every setting that has a
@@ -99,7 +100,7 @@ type Config struct {
 	// that then read the clock, so a test that moves it moves what is due. Socket deadlines,
 	// the waits between attempts, and the table streams' pacers (which time this process's
 	// own work) run on real time. Nil: the system clock. It should be the Table's clock.
-	Clock homes.Clock
+	Clock clock.Clock
 
 	// Registerer gets the gossip metrics; nil means none are registered (they still count).
 	Registerer prometheus.Registerer
@@ -355,10 +356,6 @@ func (m Membership) validate() error {
 	}
 	return nil
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // splitHostPort is net.SplitHostPort with a numeric port.
 func splitHostPort(hp string) (string, int, error) {

@@ -27,6 +27,7 @@ import (
 	"github.com/fenec/fenec-entry/gossip/internal/tablesync"
 	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/fenec/fenec-entry/gossip/internal/wire"
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // Member is a cluster member as serf sees it.
@@ -118,7 +119,7 @@ func New(cfg Config) (*Gossip, error) {
 		return nil, err
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = clock.System
 	}
 	if cfg.LookupIP == nil {
 		cfg.LookupIP = func(ctx context.Context, host string) ([]net.IP, error) {

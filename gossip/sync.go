@@ -10,6 +10,7 @@ import (
 	"github.com/fenec/fenec-entry/gossip/internal/mux"
 	"github.com/fenec/fenec-entry/gossip/internal/tablesync"
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // The joiner's table and anti-entropy repair (package tablesync), served and fetched over the
@@ -63,13 +64,13 @@ func (g *Gossip) dialSync(ctx context.Context, _, addr string) (net.Conn, error)
 	}
 	timeout := 2 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(dl))
+		timeout = min(timeout, dl.Sub(clock.System.Now()))
 	}
 	c, err := inc.tr.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
 	if err != nil {
 		return nil, err
 	}
-	c.SetWriteDeadline(time.Now().Add(timeout))
+	c.SetWriteDeadline(clock.System.Now().Add(timeout))
 	if _, err := c.Write([]byte{mux.SyncMagic}); err != nil {
 		c.Close()
 		return nil, err

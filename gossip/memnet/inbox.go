@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // enqueue holds p until at, for the scheduler to deliver. It drops p if the
@@ -34,7 +36,7 @@ func (t *Transport) enqueue(p *memberlist.Packet, at time.Time) {
 func (t *Transport) deliver(p *memberlist.Packet) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.deliverLocked(p, time.Now())
+	t.deliverLocked(p, clock.System.Now())
 }
 
 func (t *Transport) deliverLocked(p *memberlist.Packet, now time.Time) {
@@ -61,7 +63,7 @@ func (t *Transport) schedule() {
 	defer timer.Stop()
 	for {
 		t.mu.Lock()
-		now := time.Now()
+		now := clock.System.Now()
 		for len(t.pending) > 0 && !t.pending[0].at.After(now) {
 			p := heap.Pop(&t.pending).(pending)
 			t.deliverLocked(p.p, now)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // QueueLen bounds, per node, both the packets waiting out their latency and
@@ -101,7 +103,7 @@ func (t *Transport) WriteTo(b []byte, addr string) (time.Time, error) {
 // error only for an address no transport ever had, or after Shutdown.
 func (t *Transport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
 	c := &t.net.counters
-	now := time.Now()
+	now := clock.System.Now()
 	c.sent.Add(1)
 	c.sentBytes.Add(uint64(len(b)))
 	if t.isClosed() {

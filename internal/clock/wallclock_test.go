@@ -15,11 +15,6 @@ import (
 	"github.com/fenec/fenec-entry/internal/testutil"
 )
 
-// stillOnTheWallClock are the directories, from the module's root, whose files may still read
-// the wall clock directly. Temporary: these packages are moving to clock.Clock in changes of
-// their own, and each leaves this list when it has; the list is then empty.
-var stillOnTheWallClock = []string{"gossip"}
-
 // The package's promise: no product code outside it reads the wall clock. Time comes from a
 // clock.Clock (a Config's Clock), and the few readings that need the wall clock itself go
 // through clock.System, where they can be found.
@@ -29,7 +24,6 @@ func TestNoWallClockOutside(t *testing.T) {
 	if len(files) < 100 {
 		t.Fatalf("only %d product files found: the walk is broken", len(files))
 	}
-	stillReads := map[string]bool{}
 	for _, path := range files {
 		rel, err := filepath.Rel(root, path)
 		if err != nil {
@@ -43,18 +37,8 @@ func TestNoWallClockOutside(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reads := wallClockReads(t, rel, src)
-		if dir, _, _ := strings.Cut(rel, "/"); slices.Contains(stillOnTheWallClock, dir) {
-			stillReads[dir] = stillReads[dir] || len(reads) > 0
-			continue
-		}
-		for _, r := range reads {
+		for _, r := range wallClockReads(t, rel, src) {
 			t.Errorf("%s: take the time from a clock.Clock (clock.System where only the wall clock will do)", r)
-		}
-	}
-	for _, dir := range stillOnTheWallClock {
-		if !stillReads[dir] {
-			t.Errorf("%s/ reads the wall clock no more: take it off stillOnTheWallClock", dir)
 		}
 	}
 }

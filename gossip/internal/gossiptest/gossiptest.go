@@ -9,11 +9,11 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fenec/fenec-entry/gossip/internal/keyring"
 	"github.com/fenec/fenec-entry/gossip/internal/wire"
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // The tests' gossip keys: the cluster's, and a stranger's.
@@ -38,7 +38,7 @@ var Regions = []string{"eu", "us", "ap"}
 // index makes each unique) in random Regions, from seed.
 func Homes(n, nameLen int, origin string, seed uint64) []homes.Home {
 	r := rand.New(rand.NewPCG(seed, 1))
-	base := uint64(time.Now().UnixMilli()) << 16
+	base := uint64(clock.System.Now().UnixMilli()) << 16
 	const alpha = "abcdefghijklmnopqrstuvwxyz0123456789-"
 	out := make([]homes.Home, n)
 	for i := range out {

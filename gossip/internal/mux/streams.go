@@ -5,6 +5,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // One gossip address (docs/REFERENCE.md, "Configuration"). The joiner's table and repair travel
@@ -79,7 +81,7 @@ func (t *Transport) sortOne(c net.Conn) {
 	t.sorting[c] = struct{}{}
 	t.mu.Unlock()
 	var b [1]byte
-	c.SetReadDeadline(time.Now().Add(sortTimeout))
+	c.SetReadDeadline(clock.System.Now().Add(sortTimeout))
 	_, err := io.ReadFull(c, b[:])
 	t.mu.Lock()
 	delete(t.sorting, c)

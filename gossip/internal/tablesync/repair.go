@@ -16,6 +16,7 @@ import (
 	"github.com/fenec/fenec-entry/gossip/internal/stablehash"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/homes/record"
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // Anti-entropy repairs what gossip lost (serf's queue overflowed, a partition, a change feed
@@ -136,7 +137,7 @@ type digestPacer struct {
 const digestPaceEvery = 16384
 
 func newDigestPacer() *digestPacer {
-	return &digestPacer{last: time.Now(), now: time.Now, sleep: time.Sleep}
+	return &digestPacer{last: clock.System.Now(), now: clock.System.Now, sleep: time.Sleep}
 }
 
 func (p *digestPacer) wait(n int) {

@@ -24,6 +24,7 @@ import (
 	"github.com/fenec/fenec-entry/gossip/internal/validate"
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/homes/record"
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // Paths of the snapshot listener.
@@ -178,7 +179,7 @@ func NewSync(cfg Setup) (*Sync, error) {
 		return nil, fmt.Errorf("gossip: sync: Capacity %d; need at least 1", cfg.Capacity)
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.System.Now
 	}
 	m, err := newSyncMetrics(cfg.Registerer)
 	if err != nil {
@@ -355,7 +356,7 @@ const (
 // and this entry's scheduler, which cost more of the serving CPU than the bytes did.
 type pacer struct {
 	start, block time.Time
-	now          func() time.Time    // time.Now but in tests
+	now          func() time.Time    // clock.System.Now but in tests
 	sleep        func(time.Duration) // time.Sleep but in tests
 }
 
@@ -366,7 +367,7 @@ const paceEvery = record.FlushEvery * record.SealEvery
 // for the entry's CPU to run (a goroutine that does not sleep holds its P up to 10 ms).
 const yieldPause = 50 * time.Microsecond
 
-func newPacer() *pacer { return newPacerClock(time.Now, time.Sleep) }
+func newPacer() *pacer { return newPacerClock(clock.System.Now, time.Sleep) }
 
 func newPacerClock(now func() time.Time, sleep func(time.Duration)) *pacer {
 	t := now()
@@ -416,7 +417,7 @@ func (s *Sync) stream(w http.ResponseWriter, r *http.Request, endpoint string, w
 		return
 	}
 	rc := http.NewResponseController(w)
-	rc.SetWriteDeadline(time.Now().Add(s.cfg.Timeout)) // best effort: not every writer has one
+	rc.SetWriteDeadline(clock.System.Now().Add(s.cfg.Timeout)) // best effort: not every writer has one
 	s.signReply(w, r, who)
 	h := w.Header()
 	h.Set("Content-Type", streamContentType)
@@ -672,7 +673,7 @@ func (s *Sync) fetch(ctx context.Context, peer Peer) (applied, invalid int, part
 func (s *Sync) Bootstrap(ctx context.Context) error {
 	defer s.BeginBootstrap()()
 	backoff := 250 * time.Millisecond
-	start := time.Now()
+	start := clock.System.Now()
 	var last error
 	for {
 		peers := s.cfg.Peers()
@@ -691,7 +692,7 @@ func (s *Sync) Bootstrap(ctx context.Context) error {
 			}
 			if err == nil {
 				s.log.Info().Str("peer", p.Name).Int("applied", applied).Int("invalid", invalid).
-					Dur("took_ms", time.Since(start)).Int("homes", s.cfg.Table.Len()).Msg("table fetched from peer")
+					Dur("took_ms", clock.System.Now().Sub(start)).Int("homes", s.cfg.Table.Len()).Msg("table fetched from peer")
 				return nil
 			}
 			last = err
@@ -707,7 +708,7 @@ func (s *Sync) Bootstrap(ctx context.Context) error {
 			}
 		}
 		if partialFrom != "" {
-			s.log.Info().Str("peer", partialFrom).Dur("took_ms", time.Since(start)).Int("homes", s.cfg.Table.Len()).
+			s.log.Info().Str("peer", partialFrom).Dur("took_ms", clock.System.Now().Sub(start)).Int("homes", s.cfg.Table.Len()).
 				Msg("table fetched from peers that are joining too: no whole one to be had")
 			return nil
 		}

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fenec/fenec-entry/homes"
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // Limits on what a peer may send. Anything outside them is counted and
@@ -44,7 +45,7 @@ func NewTable(t *homes.Table, now func() time.Time) *Validator {
 
 func newValidator(known func(string) bool, now func() time.Time) *Validator {
 	if now == nil {
-		now = time.Now
+		now = clock.System.Now
 	}
 	return &Validator{known: known, now: now}
 }

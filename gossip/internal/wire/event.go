@@ -12,6 +12,7 @@ import (
 
 	"github.com/fenec/fenec-entry/homes"
 	"github.com/fenec/fenec-entry/homes/record"
+	"github.com/fenec/fenec-entry/internal/clock"
 )
 
 // EventName is the serf user event that carries homes, marks and clears.
@@ -115,7 +116,7 @@ type Encoder struct {
 // NewEncoder makes an encoder for sender; now stamps each batch (nil: time.Now).
 func NewEncoder(sender string, eventSizeLimit int, now func() time.Time) *Encoder {
 	if now == nil {
-		now = time.Now
+		now = clock.System.Now
 	}
 	e := &Encoder{sender: sender, budget: eventSizeLimit - serfEnvelope - len(EventName), now: now}
 	e.enc = msgpack.NewEncoder(&e.raw)
