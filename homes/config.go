@@ -17,10 +17,6 @@ const (
 	MaxRegionNameLen   = 64               // longest region name, in bytes
 )
 
-// Clock is clock.Clock. Temporary: it stays while packages node and gossip name it, and goes
-// when they name clock.Clock.
-type Clock = clock.Clock
-
 // Config configures a Table. Zero-valued optional fields take the defaults above.
 type Config struct {
 	// Regions are the configured regions in --routers order; a region's ID is its index.
