@@ -35,7 +35,7 @@ const (
 	answerTimeout = 3 * time.Second // --answer-timeout: a blackholed router fails in 3 s, not 35
 	clientTimeout = 10 * time.Second
 	// repairMax is the longest gap between two repair rounds of one entry: the entry's
-	// gossip.DefaultRepairInterval (30 s, no flag) jittered +25 %.
+	// gossip.DefaultConfig().Sync.RepairInterval (30 s, no flag) jittered +25 %.
 	repairMax = 30 * time.Second * 5 / 4
 	// partitionGID is the group id entry A runs with (as root), so that the packet filter can
 	// tell A's outgoing gossip and snapshot connections from B's and C's (nft meta skgid).
