@@ -822,7 +822,7 @@ func (p *proxies) memory(r int, scen string, t *target) error {
 		return err
 	}
 	g0 := goroutines(admin)
-	h, err := p.hold(p.clientCPUs, n, append(hold, "-max-failed", strconv.Itoa(n/500))...)
+	h, err := p.connhold(p.clientCPUs, append(hold, "-n", strconv.Itoa(n), "-max-failed", strconv.Itoa(n/500))...)
 	if err != nil {
 		return fmt.Errorf("connhold through %s (%s): %w", t.name, scen, err)
 	}

@@ -286,20 +286,10 @@ func (s *storm) wrk(x *tgt, secs int, lua string, extra ...string) (stormRec, er
 	return r, nil
 }
 
-// fromLoad is a record of connhold's line: its counts, and as its note the connections made,
-// those seen closed while idle and the lost on a kept-alive connection.
-func fromLoad(line string) (stormRec, error) {
-	var l loadResult
-	var raw any
-	if err := json.Unmarshal([]byte(line), &l); err != nil {
-		return stormRec{}, fmt.Errorf("connhold printed %q: %w", line, err)
-	}
-	json.Unmarshal([]byte(line), &raw)
-	return recOf(&l, raw), nil
-}
-
-func recOf(l *loadResult, raw any) stormRec {
-	r := stormRec{Non: map[string]int64{}, Lost: l.LostBy, NotConn: l.DialFailed, ClosedIdle: l.ClosedIdle, Raw: raw}
+// loadRec is the record of a connhold's line: its counts, and as its note the connections
+// made, those seen closed while idle and the lost on a kept-alive connection.
+func loadRec(l *loadResult) stormRec {
+	r := stormRec{Non: map[string]int64{}, Lost: l.LostBy, NotConn: l.DialFailed, ClosedIdle: l.ClosedIdle, Raw: l}
 	for code, n := range l.AnsweredBy {
 		if strings.HasPrefix(code, "2") {
 			r.OK += n
@@ -317,37 +307,27 @@ func recOf(l *loadResult, raw any) stormRec {
 	return r
 }
 
-// load is a connhold -load on x, over TLS when x is, until its stdin closes (stop).
-type load struct {
-	stdin *os.File
-	out   *os.File
-	p     *proc
+// add adds o's counts to r's.
+func (r *stormRec) add(o stormRec) {
+	r.Requests, r.OK, r.ClosedIdle, r.Note = r.Requests+o.Requests, r.OK+o.OK, r.ClosedIdle+o.ClosedIdle, cmp.Or(o.Note, r.Note)
+	for _, p := range [][2]map[string]int64{{o.Non, r.Non}, {o.Lost, r.Lost}, {o.NotConn, r.NotConn}} {
+		for k, n := range p[0] {
+			p[1][k] += n
+		}
+	}
 }
 
-func (s *storm) startLoad(name string, x *tgt, args ...string) (*load, error) {
-	args = append([]string{s.self, "connhold", "-addr", x.addr, "-load", "-timeout", "5s", "-n", "16", "-tls=" + strconv.FormatBool(x.kind == "tls")}, args...)
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := os.Create(s.path(name + ".out"))
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.start(name, spec{stdin: inR, stdout: out}, args...)
-	inR.Close()
-	return &load{stdin: inW, out: out, p: p}, err
+// load is a connhold -load on x, over TLS when x is, its record once released.
+func (s *storm) load(x *tgt, args ...string) (*holder, error) {
+	return s.connhold("", append([]string{"-addr", x.addr, "-load", "-timeout", "5s", "-n", "16", "-tls=" + strconv.FormatBool(x.kind == "tls")}, args...)...)
 }
 
-// stop ends the load (each client finishes the request it is making) and returns its line.
-func (l *load) stop() (string, error) {
-	l.stdin.Close()
-	if _, err := l.p.gone(20 * time.Second); err != nil {
-		return "", err
+func loaded(h *holder, err error) (stormRec, error) {
+	if err != nil {
+		return stormRec{}, err
 	}
-	l.out.Close()
-	b, err := os.ReadFile(l.out.Name())
-	return strings.TrimSpace(string(b)), err
+	_, err = h.release()
+	return loadRec(&h.res), err
 }
 
 // row runs one row on every target.
@@ -454,15 +434,11 @@ func (s *storm) rowSlow(t string) error {
 	}
 	done := make(chan res, 1)
 	go func() { r, err := s.wrk(x, s.slowS+3, s.lua); done <- res{r, err} }()
-	c, err := runClient("", "", time.Duration(s.slowS+60)*time.Second, s.self, "connhold", "-addr", x.addr, "-load", "-slow",
-		"-n", strconv.Itoa(s.slowClients), "-per-conn", "4", "-byte-min", "5ms", "-byte-max", "20ms", "-body", "32",
+	h, err := s.load(x, "-slow", "-n", strconv.Itoa(s.slowClients), "-per-conn", "4", "-byte-min", "5ms", "-byte-max", "20ms", "-body", "32",
 		"-timeout", "10s", "-duration", fmt.Sprintf("%ds", s.slowS))
 	w := <-done
+	r, err := loaded(h, err)
 	if err = errors.Join(err, w.err); err != nil {
-		return err
-	}
-	r, err := fromLoad(lastLines(c.out, 1))
-	if err != nil {
 		return err
 	}
 	r.Row, r.Title, r.Target = 4, fmt.Sprintf("4 slow clients, a byte every 5-20 ms (%d clients, connhold -load -slow)", s.slowClients), t
@@ -487,25 +463,19 @@ func (s *storm) rowNofile(t string) error {
 	var held, openMs, lastMs int64
 	var raws []any
 	for j := range s.holders {
-		h, err := s.run.hold("", s.hold/s.holders+map[bool]int{true: 1}[j < s.hold%s.holders], "-addr", x.addr, "-parallel", "256",
-			"-timeout", "5s", "-sources", strconv.Itoa(s.sources), "-max-failed", strconv.Itoa(s.hold))
+		h, err := s.connhold("", "-n", strconv.Itoa(s.hold/s.holders+map[bool]int{true: 1}[j < s.hold%s.holders]), "-addr", x.addr,
+			"-parallel", "256", "-timeout", "5s", "-sources", strconv.Itoa(s.sources), "-max-failed", strconv.Itoa(s.hold))
 		if err != nil {
 			return fmt.Errorf("connhold through %s: %w", t, err)
 		}
 		hs = append(hs, h)
-		r := recOf(&h.res, nil)
-		first.OK += r.OK
-		for _, m := range [][2]map[string]int64{{first.Non, r.Non}, {first.Lost, r.Lost}, {first.NotConn, r.NotConn}} {
-			for k, n := range m[1] {
-				m[0][k] += n
-			}
-		}
+		first.add(loadRec(&h.res))
 		held, openMs, lastMs, raws = held+h.res.Held, max(openMs, h.res.OpenMs), max(lastMs, h.res.LastOKMs), append(raws, &h.res)
 	}
 	t0 := time.Now()
 	code, _, ferr := get(x.url, 0)
 	freshS := time.Since(t0).Seconds()
-	c, err := runClient("", "", 60*time.Second, s.self, "connhold", "-addr", x.addr, "-load", "-close", "-n", "4", "-timeout", "5s", "-duration", "5s")
+	f, err := loaded(s.load(x, "-close", "-n", "4", "-duration", "5s"))
 	if err != nil {
 		return err
 	}
@@ -525,10 +495,6 @@ func (s *storm) rowNofile(t string) error {
 		first.Note += fmt.Sprintf(", 'reusing connections' %d times", count("reusing connections"))
 	}
 	s.record(first)
-	f, err := fromLoad(lastLines(c.out, 1))
-	if err != nil {
-		return err
-	}
 	f.Row, f.Title, f.Target, f.Note = 5, "5 open-file limit: fresh clients while held (5 s, connhold -load -close -n 4)", t, fmt.Sprintf("fresh GET: %d in %.3f s; %s", code, freshS, f.Note)
 	if ferr != nil {
 		f.Note = "fresh GET: no answer within 2 s; " + f.Note
@@ -549,11 +515,11 @@ func (s *storm) rowSignal(row, k, t string) error {
 		return err
 	}
 	defer func() { s.stop(x.p) }() // the new process after an upgrade
-	ln, err := s.startLoad("load-new", x, "-close")
+	ln, err := s.load(x, "-close")
 	if err != nil {
 		return err
 	}
-	lk, err := s.startLoad("load-keep", x)
+	lk, err := s.load(x)
 	if err != nil {
 		return err
 	}
@@ -608,14 +574,10 @@ func (s *storm) rowSignal(row, k, t string) error {
 		title, note = "7 upgrade in place under load, "+kinds[k], fmt.Sprintf(note, d.Seconds())
 	}
 	for _, l := range []struct {
-		l    *load
+		h    *holder
 		what string
 	}{{ln, "new connections (connhold -load -close)"}, {lk, "keep-alive (connhold -load)"}} {
-		line, err := l.l.stop()
-		if err != nil {
-			return err
-		}
-		r, err := fromLoad(line)
+		r, err := loaded(l.h, nil)
 		if err != nil {
 			return err
 		}
@@ -650,12 +612,7 @@ func stormTable(recs []stormRec, roundS int) string {
 			order = append(order, k)
 		}
 		runs[k]++
-		l.Requests, l.OK, l.ClosedIdle, l.Note = l.Requests+r.Requests, l.OK+r.OK, l.ClosedIdle+r.ClosedIdle, cmp.Or(r.Note, l.Note)
-		for _, p := range [][2]map[string]int64{{r.Non, l.Non}, {r.Lost, l.Lost}, {r.NotConn, l.NotConn}} {
-			for k, n := range p[0] {
-				p[1][k] += n
-			}
-		}
+		l.add(r)
 	}
 	show := func(m map[string]int64) string {
 		if sum(m) == 0 {

@@ -6,13 +6,14 @@ import (
 	"bufio"
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -297,17 +298,17 @@ func (r *run) startUpstream(cpus string) (*proc, int, error) {
 	return p, port, waitOK(p, fmt.Sprintf("http://127.0.0.1:%d%s", port, reqPath))
 }
 
-// holder is connhold holding connections, until release.
+// holder is a connhold holding connections or making a load, until release.
 type holder struct {
 	p     *proc
-	stdin *os.File
-	lines chan string
-	res   loadResult // its line: what it held, what failed and how, the times
+	stdin io.Closer
+	out   *bufio.Scanner
+	res   loadResult // its line: what it held or made, what failed and how, the times
 }
 
-// hold starts connhold (args, holding n connections) on cpus and waits, at most 300 s, for
-// its READY line.
-func (r *run) hold(cpus string, n int, args ...string) (*holder, error) {
+// connhold starts connhold (args) on cpus; holding (without -load), it waits, at most 300 s,
+// for its READY line.
+func (r *run) connhold(cpus string, args ...string) (*holder, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -316,62 +317,49 @@ func (r *run) hold(cpus string, n int, args ...string) (*holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := r.start("connhold", spec{cpus: cpus, stdin: inR, stdout: outW}, append([]string{r.self, "connhold", "-n", strconv.Itoa(n)}, args...)...)
+	p, err := r.start("connhold", spec{cpus: cpus, stdin: inR, stdout: outW}, append([]string{r.self, "connhold"}, args...)...)
 	inR.Close()
 	outW.Close()
 	if err != nil {
 		return nil, err
 	}
-	h := &holder{p: p, stdin: inW, lines: make(chan string, 16)}
-	go func() {
-		sc := bufio.NewScanner(outR)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		for sc.Scan() {
-			h.lines <- sc.Text()
-		}
-		close(h.lines)
-	}()
-	deadline := time.After(300 * time.Second)
-	for {
-		select {
-		case line, ok := <-h.lines:
-			switch {
-			case !ok:
-				r.stop(p)
-				return nil, fmt.Errorf("connhold ended before READY: %s", p.tail())
-			case strings.HasPrefix(line, "{"):
-				if err := json.Unmarshal([]byte(line), &h.res); err != nil {
-					return nil, fmt.Errorf("connhold printed %q: %w", line, err)
-				}
-			case strings.HasPrefix(line, "READY"):
-				if h.res.Held == 0 {
-					h.release()
-					return nil, errors.New("no connection held")
-				}
-				return h, nil
-			}
-		case <-deadline:
-			r.stop(p)
-			return nil, fmt.Errorf("%d connections not open within 300 s", n)
+	h := &holder{p: p, stdin: inW, out: bufio.NewScanner(outR)}
+	h.out.Buffer(make([]byte, 64<<10), 4<<20)
+	if slices.Contains(args, "-load") {
+		return h, nil
+	}
+	late := time.AfterFunc(300*time.Second, func() { r.stop(p) })
+	defer late.Stop()
+	for h.out.Scan() {
+		if err := h.line(); err != nil || strings.HasPrefix(h.out.Text(), "READY") {
+			return h, err
 		}
 	}
+	r.stop(p)
+	return nil, fmt.Errorf("connhold ended before READY (in 300 s at most): %s", p.tail())
 }
 
-// release closes connhold's stdin and waits (20 s at most) for it to let go of every
-// connection; it returns the held connections the other side had closed by then.
-func (h *holder) release() (closed int, err error) {
-	h.stdin.Close()
-	timeout := time.After(20 * time.Second)
-	for {
-		select {
-		case line, ok := <-h.lines:
-			if !ok {
-				_, err := h.p.gone(5 * time.Second)
-				return closed, err
-			}
-			fmt.Sscanf(line, "DONE closed=%d", &closed)
-		case <-timeout:
-			return closed, errors.New("connhold did not exit when its stdin closed")
+func (h *holder) line() error {
+	if line := h.out.Text(); strings.HasPrefix(line, "{") {
+		if err := json.Unmarshal([]byte(line), &h.res); err != nil {
+			return fmt.Errorf("connhold printed %q: %w", line, err)
 		}
 	}
+	return nil
+}
+
+// release closes connhold's stdin and waits (20 s at most) for it to end: a load's line, or
+// holding, the held connections the other side had closed by then.
+func (h *holder) release() (closed int, err error) {
+	h.stdin.Close()
+	late := time.AfterFunc(20*time.Second, func() { syscall.Kill(h.p.pid, syscall.SIGKILL) })
+	defer late.Stop()
+	for h.out.Scan() {
+		if err = h.line(); err != nil {
+			return 0, err
+		}
+		fmt.Sscanf(h.out.Text(), "DONE closed=%d", &closed)
+	}
+	_, err = h.p.gone(5 * time.Second)
+	return closed, err
 }
