@@ -369,14 +369,14 @@ func (r *Request) requestLine(line []byte) error {
 		return malformed("request line of %d words: %q", len(parts), trunc(line))
 	}
 	r.Method, r.Target, r.Version = parts[0], parts[1], parts[2]
-	t := r.Target
+	t, bad := r.Target, strings.IndexFunc(r.Target, func(c rune) bool { return c <= 0x20 || c >= 0x7f })
 	switch {
 	case !tokenRE.MatchString(r.Method):
 		return malformed("method %q", r.Method)
 	case t == "":
 		return malformed("empty request target")
-	case strings.IndexFunc(t, func(c rune) bool { return c <= 0x20 || c >= 0x7f }) >= 0:
-		return malformed("a byte not visible ASCII in the request target")
+	case bad >= 0:
+		return malformed("byte %#x in the request target", t[bad])
 	case r.Method == "CONNECT":
 		return malformed("CONNECT (this upstream does not tunnel)")
 	case t == "*" && r.Method != "OPTIONS":
