@@ -424,18 +424,17 @@ func (lc *loadConn) answer(o holdOpts, t *loadResult) error {
 	if err != nil {
 		return fmt.Errorf("reading the answer: %w", err)
 	}
-	if o.stream && resp.StatusCode == 200 {
+	if o.stream && resp.StatusCode == 200 { // the stream is held open, read through its body (which undoes the chunking)
 		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 			return fmt.Errorf("want Content-Type text/event-stream, got %q", ct)
 		}
-		lc.br = bufio.NewReader(resp.Body) // undoes the chunking
+		lc.br = bufio.NewReader(resp.Body)
 		if err := firstEvent(lc.br); err != nil {
 			return err
 		}
 	} else if _, err := io.Copy(io.Discard, resp.Body); err != nil {
 		return fmt.Errorf("reading the body: %w", err)
 	}
-	resp.Body.Close()
 	t.count(t.AnsweredBy, strconv.Itoa(resp.StatusCode), true, nil)
 	if resp.Close || !o.load && resp.StatusCode != 200 {
 		return errNotHeld

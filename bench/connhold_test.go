@@ -361,6 +361,35 @@ func TestHoldOpens(t *testing.T) {
 	}
 }
 
+// A held event stream stays open after its first event: what the server sends next is read.
+func TestHoldStream(t *testing.T) {
+	next := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: open\ndata: x\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-next:
+			io.WriteString(w, ": keep-alive\n")
+			w.(http.Flusher).Flush()
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	o := holdOpts{addr: srv.Listener.Addr().String(), path: "/", n: 1, parallel: 1, timeout: 5 * time.Second, sources: 1, stream: true}
+	o.host = o.addr
+	r, conns := openWithin(t, o)
+	defer closeAll(conns)
+	if len(conns) != 1 || r.Held != 1 {
+		t.Fatalf("want the stream held, got %+v", r)
+	}
+	close(next)
+	conns[0].c.SetReadDeadline(time.Now().Add(testDeadline))
+	if line, err := conns[0].br.ReadString('\n'); err != nil || line != ": keep-alive\n" {
+		t.Fatalf("the held stream: read %q, %v; want the next comment", line, err)
+	}
+}
+
 // A TLS handshake that the server ends is a lost request of its own kind: the connection was
 // accepted and its request was ready.
 func TestLoadHandshakeLost(t *testing.T) {

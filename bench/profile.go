@@ -93,8 +93,8 @@ func profileMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	rep := fmt.Sprintf("## Where a request's CPU goes: "+title+"\n\n- machine: %s\n- %s; %s\n- reproduce: go run ./bench profile -seconds %d -conns %d -targets %s -pin %s\n\n",
-		*conns, machine(), version(3, "nginx", "-v"), version(0, entry, "version"), *secs, *conns, *targets, *pin)
+	rep := fmt.Sprintf("## Where a request's CPU goes: "+title+"\n\n- machine: %s\n- %s; %s\n- reproduce: %s\n\n",
+		*conns, machine(), version(3, "nginx", "-v"), version(0, entry, "version"), reproduce("profile", fs))
 	for _, t := range strings.Split(*targets, ",") {
 		r.logf("%s", t)
 		a, err := r.addrs(2)
@@ -279,8 +279,10 @@ func (r *run) measure(name, url, dir, entry, pprof, cpus string, conns, secs int
 			parts, named = append(parts, fmt.Sprintf("%s %.2f", c, v)), named+v
 		}
 	}
-	total := sys["raw_syscalls:sys_enter"]
-	fmt.Fprintf(&b, "- syscalls per request: %.2f (%s, other %.2f)\n", total, strings.Join(parts, ", "), total-named)
+	if total := sys["raw_syscalls:sys_enter"]; total-named >= 0.01 {
+		parts = append(parts, fmt.Sprintf("other %.2f", total-named))
+	}
+	fmt.Fprintf(&b, "- syscalls per request: %.2f (%s)\n", sys["raw_syscalls:sys_enter"], strings.Join(parts, ", "))
 	parts = nil
 	for _, e := range schedEvents {
 		if v, ok := sched[e[0]]; ok {

@@ -56,6 +56,7 @@ type proxies struct {
 	sources                int
 	raw                    *os.File
 	results                []result
+	flags                  *flag.FlagSet
 }
 
 // target is one target and its processes: the plain one (HTTP/1.1; h2c on the same port for
@@ -135,7 +136,7 @@ func proxiesMain(args []string) error {
 	case o.check && o.mode != "requests":
 		return errors.New("-check: the floor is -mode requests'")
 	}
-	p := &proxies{o: o, bin: map[string]string{}, rows: []string{"plain"}}
+	p := &proxies{o: o, bin: map[string]string{}, rows: []string{"plain"}, flags: fs}
 	allowed := []string{"direct", "nginx", "fenec-entry"}
 	if o.mode == "protocols" {
 		p.rows, allowed = strings.Split(o.rows, ","), allowed[1:]
@@ -252,22 +253,11 @@ func (p *proxies) main() error {
 		return err
 	}
 	defer p.raw.Close()
-	o := p.o
-	repro := fmt.Sprintf("go run ./bench proxies -mode %s -rounds %d -seconds %d -latency-slices %d -warmup %d -idle-wait %d -conns %d -pin %s -targets %s",
-		o.mode, o.rounds, o.secs, o.slices, o.warmup, o.idleWait, o.conns, o.pin, o.targets)
-	if o.mode == "protocols" {
-		repro += fmt.Sprintf(" -rows %s -h2-clients %d -h2-streams %d -resumes %d -idle-conns %d -streams %d -settle %d",
-			o.rows, o.h2Clients, o.h2Streams, o.resumes, o.idleConns, o.streams, o.settle)
-	}
-	for flag, v := range map[string]string{"-entry-bin": o.entryBin, "-ab-bin": o.abBin} {
-		if v != "" {
-			repro += " " + flag + " " + v
-		}
-	}
-	vers := fmt.Sprintf("%s, wrk %s, h2load %s, OpenSSL %s, %s; fenec-entry %s", version(3, "nginx", "-v"), version(2, "wrk", "-v"),
+	o, repro := p.o, reproduce("proxies", p.flags)
+	vers := fmt.Sprintf("%s, wrk %s, h2load %s, OpenSSL %s, %s; %s", version(3, "nginx", "-v"), version(2, "wrk", "-v"),
 		version(2, "h2load", "--version"), version(2, "openssl", "version"), version(3, "go", "version"), version(0, p.bin["fenec-entry"], "version"))
 	if b := p.bin["fenec-entry-b"]; b != "" {
-		vers += "; fenec-entry-b " + version(0, b, "version")
+		vers += "; fenec-entry-b: " + version(0, b, "version")
 	}
 	tlsInfo := map[string]string{}
 	for _, t := range p.targets {

@@ -166,23 +166,27 @@ func hostLines(rs []result, targets, loads []string) string {
 			busy = append(busy, m+": "+strings.Join(parts, ", "))
 		}
 	}
-	out := "- server CPU busy during the load runs (median; all CPUs unpinned): " + strings.Join(busy, "; ") + "\n"
+	out := "- the server CPUs' busy share during the load runs (median; unpinned, every CPU's): " + strings.Join(busy, "; ") + "\n"
 	for _, k := range []struct {
-		what, bad string
-		max       int
-		of        func(result) int
-	}{{"other processes", "noisy, run again on a quiet machine", idleMax, func(x result) int { return x.Other }},
-		{"steal (the hypervisor running other guests)", "runs above it are slowed by the host, not by the targets", stealMax, func(x result) int { return x.Steal }}} {
+		what, of, bad string
+		max           int
+		get           func(result) int
+	}{{"other processes", "a CPU", "noisy, run again on a quiet machine", idleMax, func(x result) int { return x.Other }},
+		{"steal (the hypervisor running other guests)", "the CPU time", "runs above it are slowed by the host, not by the targets", stealMax, func(x result) int { return x.Steal }}} {
 		var v []float64
 		worst, at := 0, ""
 		for _, x := range rs {
 			if x.Measurement != "idle" && x.Measurement != "streams" && x.Measurement != "resumption" {
-				if v = append(v, float64(k.of(x))); k.of(x) > worst {
-					worst, at = k.of(x), fmt.Sprintf("round %d, %s, %s", x.Round, x.Target, x.Measurement)
+				if v = append(v, float64(k.get(x))); k.get(x) > worst {
+					worst, at = k.get(x), fmt.Sprintf("round %d, %s, %s", x.Round, x.Target, x.Measurement)
 				}
 			}
 		}
-		out += fmt.Sprintf("- %s: median %.0f%% of a CPU, worst %d%% (%s)", k.what, median(v), worst, at)
+		if worst == 0 {
+			out += fmt.Sprintf("- %s: none measured\n", k.what)
+			continue
+		}
+		out += fmt.Sprintf("- %s: median %.0f%% of %s, worst %d%% (%s)", k.what, median(v), k.of, worst, at)
 		if worst > k.max {
 			out += fmt.Sprintf("; over %d%%: %s", k.max, k.bad)
 		}

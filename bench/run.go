@@ -12,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/big"
@@ -431,6 +432,13 @@ func machine() string {
 	}
 	return fmt.Sprintf("nproc %d (%s), kernel %s, %s; repo at %s", numCPU(), model, strings.TrimSpace(string(kernel)),
 		time.Now().UTC().Format(time.RFC3339), rev)
+}
+
+// reproduce is the command that runs a bench again: its name and the flags given.
+func reproduce(name string, fs *flag.FlagSet) string {
+	s := "go run ./bench " + name
+	fs.Visit(func(f *flag.Flag) { s += " -" + f.Name + "=" + f.Value.String() })
+	return s
 }
 
 // outFile is -out, or bench/out/NAME-<UTC time>.EXT.

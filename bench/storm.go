@@ -101,9 +101,7 @@ func stormMain(args []string) error {
 		return err
 	}
 	defer s.close()
-	repro := "go run ./bench storm"
-	fs.Visit(func(f *flag.Flag) { repro += " -" + f.Name + "=" + f.Value.String() })
-	return s.main(*entryBin, *out, repro)
+	return s.main(*entryBin, *out, reproduce("storm", fs))
 }
 
 func (s *storm) main(entryBin, out, repro string) error {
