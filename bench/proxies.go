@@ -4,7 +4,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,18 +42,16 @@ const (
 
 type proxies struct {
 	*run
+	setup
 	o                      proxiesOpts
 	clientCPUs, serverCPUs string
 	nClient, workers       int // CPUs given to the clients alone (0: unpinned); nginx's workers
 	rows                   []string
 	targets                []*target
-	up                     *proc
-	upPort, standinPort    int
+	standinPort            int
 	bin                    map[string]string
-	cert, key, lua         string
 	nofile, needFDs        int
 	sources                int
-	raw                    *os.File
 	results                []result
 	flags                  *flag.FlagSet
 }
@@ -217,15 +214,10 @@ func (p *proxies) main() error {
 	if err := p.limits(); err != nil {
 		return err
 	}
-	if p.cert, p.key, err = p.makeCert(); err != nil {
+	if p.setup, err = p.setUp(p.serverCPUs, p.o.out); err != nil {
 		return err
 	}
-	if p.lua, err = p.writeLua(1); err != nil {
-		return err
-	}
-	if p.up, p.upPort, err = p.startUpstream(p.serverCPUs); err != nil {
-		return err
-	}
+	defer p.raw.Close()
 	if p.has("streams") {
 		if p.standinPort, err = p.freePort(); err != nil {
 			return err
@@ -245,14 +237,6 @@ func (p *proxies) main() error {
 		}
 		p.checkTarget(t)
 	}
-	out, err := p.outFile(p.o.out, ".jsonl")
-	if err != nil {
-		return err
-	}
-	if p.raw, err = os.Create(out); err != nil {
-		return err
-	}
-	defer p.raw.Close()
 	o, repro := p.o, reproduce("proxies", p.flags)
 	vers := fmt.Sprintf("%s, wrk %s, h2load %s, OpenSSL %s, %s; %s", version(3, "nginx", "-v"), version(2, "wrk", "-v"),
 		version(2, "h2load", "--version"), version(2, "openssl", "version"), version(3, "go", "version"), version(0, p.bin["fenec-entry"], "version"))
@@ -265,7 +249,7 @@ func (p *proxies) main() error {
 			tlsInfo[t.name] = t.tlsInfo
 		}
 	}
-	json.NewEncoder(p.raw).Encode(map[string]any{"kind": "meta", "mode": o.mode, "machine": machine(), "pin": o.pin, "client_cpus": p.clientCPUs,
+	p.rawLine(map[string]any{"kind": "meta", "mode": o.mode, "machine": machine(), "pin": o.pin, "client_cpus": p.clientCPUs,
 		"server_cpus": p.serverCPUs, "versions": vers, "reproduce": repro, "tls": tlsInfo})
 	p.warm()
 	for r := 1; r <= o.rounds; r++ {
@@ -300,10 +284,7 @@ func (p *proxies) main() error {
 	if p.has("idle") || p.has("streams") {
 		rep += fmt.Sprintf("- limits: open files %d; nginx worker_connections %d; connhold from %d source address(es)\n", p.nofile, p.needFDs, p.sources)
 	}
-	rep += fmt.Sprintf("- raw: %s\n- reproduce: cd %s && %s\n", out, p.root, repro)
-	md := strings.TrimSuffix(out, ".jsonl") + ".md"
-	fmt.Print("\n" + rep + "(this report: " + md + ")\n")
-	if err := os.WriteFile(md, []byte(rep), 0o644); err != nil {
+	if err := p.report(rep + fmt.Sprintf("- raw: %s\n- reproduce: cd %s && %s\n", p.out, p.root, repro)); err != nil {
 		return err
 	}
 	if o.check && !floorOK {
@@ -506,7 +487,7 @@ func (p *proxies) round(r int, order []*target) error {
 
 func (p *proxies) add(res result) {
 	res.Kind = "measurement"
-	json.NewEncoder(p.raw).Encode(res)
+	p.rawLine(res)
 	p.results = append(p.results, res)
 	for _, w := range []struct {
 		bad  bool

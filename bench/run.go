@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"flag"
@@ -432,6 +433,44 @@ func machine() string {
 	}
 	return fmt.Sprintf("nproc %d (%s), kernel %s, %s; repo at %s", numCPU(), model, strings.TrimSpace(string(kernel)),
 		time.Now().UTC().Format(time.RFC3339), rev)
+}
+
+// setup is what the proxies and the storm set up alike: a certificate, wrk's report script,
+// the upstream, and the raw file (JSON lines) the report goes beside.
+type setup struct {
+	cert, key, lua, out string
+	up                  *proc
+	upPort              int
+	raw                 *os.File
+}
+
+func (r *run) setUp(upCPUs, out string) (setup, error) {
+	var s setup
+	var err error
+	if s.cert, s.key, err = r.makeCert(); err != nil {
+		return s, err
+	}
+	if s.lua, err = r.writeLua(1); err != nil {
+		return s, err
+	}
+	if s.up, s.upPort, err = r.startUpstream(upCPUs); err != nil {
+		return s, err
+	}
+	if s.out, err = r.outFile(out, ".jsonl"); err != nil {
+		return s, err
+	}
+	s.raw, err = os.Create(s.out)
+	return s, err
+}
+
+// rawLine writes v as a line of the raw file.
+func (s setup) rawLine(v any) { json.NewEncoder(s.raw).Encode(v) }
+
+// report prints rep and writes it beside the raw file, as .md.
+func (s setup) report(rep string) error {
+	md := strings.TrimSuffix(s.out, ".jsonl") + ".md"
+	fmt.Print("\n" + rep + "(this report: " + md + ")\n")
+	return os.WriteFile(md, []byte(rep), 0o644)
 }
 
 // reproduce is the command that runs a bench again: its name and the flags given.

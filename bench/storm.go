@@ -4,7 +4,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,17 +23,17 @@ import (
 
 type storm struct {
 	*run
-	rows, names                 []string
-	quick                       bool
-	newConns, nofile, hold      int
-	roundS, runS, slowClients   int
-	slowS, holders, sources     int
-	targetNofile, clientNofile  int
-	entry, cert, key, lua, pipe string
-	upPort, nUp                 int
-	shared                      map[string]*tgt // rows 1-4's instances
-	raw                         *os.File
-	recs                        []stormRec
+	setup
+	rows, names                []string
+	quick                      bool
+	newConns, nofile, hold     int
+	roundS, runS, slowClients  int
+	slowS, holders, sources    int
+	targetNofile, clientNofile int
+	entry, pipe                string
+	nUp                        int
+	shared                     map[string]*tgt // rows 1-4's instances
+	recs                       []stormRec
 }
 
 const wrkConns = 64 // wrk's connections, rows 1-4
@@ -132,27 +131,15 @@ func (s *storm) main(entryBin, out, repro string) error {
 	if s.entry, err = s.entryBin("fenec-entry", entryBin); err != nil { // a copy: row 7 upgrades it in place
 		return err
 	}
-	if s.cert, s.key, err = s.makeCert(); err != nil {
-		return err
-	}
-	if s.lua, err = s.writeLua(1); err != nil {
-		return err
-	}
 	if s.pipe, err = s.writeLua(16); err != nil {
 		return err
 	}
-	if _, s.upPort, err = s.startUpstream(""); err != nil {
-		return err
-	}
-	if out, err = s.outFile(out, ".jsonl"); err != nil {
-		return err
-	}
-	if s.raw, err = os.Create(out); err != nil {
+	if s.setup, err = s.setUp("", out); err != nil {
 		return err
 	}
 	defer s.raw.Close()
 	verEntry, verNginx := version(0, s.entry, "version"), version(3, "nginx", "-v")
-	json.NewEncoder(s.raw).Encode(map[string]any{"kind": "meta", "machine": machine(), "fenec_entry": verEntry, "nginx": verNginx,
+	s.rawLine(map[string]any{"kind": "meta", "machine": machine(), "fenec_entry": verEntry, "nginx": verNginx,
 		"wrk": version(2, "wrk", "-v"), "go": version(3, "go", "version"), "rows": s.rows, "targets": s.names, "quick": s.quick,
 		"new_conns": s.newConns, "nofile": s.nofile, "hold": s.hold, "target_nofile": s.targetNofile, "sources": s.sources, "reproduce": repro})
 	t0 := time.Now()
@@ -180,11 +167,8 @@ func (s *storm) main(entryBin, out, repro string) error {
 - run time: %s; raw: %s
 - reproduce: cd %s && %s
 `, machine(), verEntry, verNginx, numCPU(), s.targetNofile, s.nofile, s.clientNofile, s.holders, s.sources,
-		time.Since(t0).Round(time.Second), out, s.root, repro)
-	fmt.Print(rep)
-	md := strings.TrimSuffix(out, ".jsonl") + ".md"
-	fmt.Printf("(this report: %s)\n", md)
-	return os.WriteFile(md, []byte(rep), 0o644)
+		time.Since(t0).Round(time.Second), s.out, s.root, repro)
+	return s.report(rep)
 }
 
 func portRange() (lo, hi int) {
@@ -247,7 +231,7 @@ func (s *storm) up(t, kind string, nofile, workers int, daemon bool) (*tgt, erro
 
 func (s *storm) record(r stormRec) {
 	r.Kind, r.Requests = "storm", r.OK+sum(r.Non)+sum(r.Lost)
-	json.NewEncoder(s.raw).Encode(r)
+	s.rawLine(r)
 	s.recs = append(s.recs, r)
 	s.logf("  %s: %d requests, %d LOST %v", r.Target, r.Requests, sum(r.Lost), r.Lost)
 }
