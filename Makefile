@@ -45,7 +45,7 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy ./homes ./h1
 
-# fenec-entry against direct, nginx and haproxy (installs them; see bench/README.md).
+# fenec-entry against direct and nginx (installs them; see bench/README.md).
 bench-proxies:
 	$(GO) run ./bench proxies $(BENCH_FLAGS)
 

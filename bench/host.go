@@ -3,7 +3,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -41,8 +40,13 @@ func statInt(f []string, i int) int64 {
 	return v
 }
 
-// ticks is the user and system CPU ticks of the processes (and, with kids, of their
-// children, nginx's workers or an older build's); gone ones count 0.
+// cpuOf is the user and system CPU ticks of the processes (and, with kids, of their
+// children: nginx's workers); gone ones count 0.
+func cpuOf(kids bool, pids ...int) int64 {
+	u, s := ticks(kids, pids...)
+	return u + s
+}
+
 func ticks(kids bool, pids ...int) (user, sys int64) {
 	for _, pid := range pids {
 		all := []int{pid}
@@ -58,8 +62,6 @@ func ticks(kids bool, pids ...int) (user, sys int64) {
 	}
 	return user, sys
 }
-
-func cpuOf(kids bool, pids ...int) int64 { u, s := ticks(kids, pids...); return u + s }
 
 // selfTicks is this process's CPU ticks with those of its reaped children (wrk, h2load, ...).
 func selfTicks() int64 {
@@ -81,31 +83,12 @@ func childrenOf(procRoot string, pid int) []int {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "stat"))
-		if err != nil {
-			continue // it exited meanwhile
-		}
-		if ppid, err := statPPID(string(b)); err == nil && ppid == pid {
+		if f := statFields(string(b)); err == nil && len(f) > 1 && f[1] == strconv.Itoa(pid) {
 			out = append(out, c)
 		}
 	}
 	slices.Sort(out)
 	return out
-}
-
-// statPPID is the parent's pid in a /proc/PID/stat line: "pid (comm) state ppid ...".
-func statPPID(stat string) (int, error) {
-	if strings.LastIndexByte(stat, ')') < 0 {
-		return 0, errors.New("stat: no command name")
-	}
-	f := statFields(stat)
-	if len(f) < 2 {
-		return 0, errors.New("stat: no parent pid")
-	}
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		return 0, fmt.Errorf("stat: parent pid %q: %w", f[1], err)
-	}
-	return ppid, nil
 }
 
 // statusField is a "Name:   1234 kB" field of /proc/PID/status, in bytes.
@@ -126,28 +109,19 @@ func statusField(status, name string) (int64, error) {
 	return 0, fmt.Errorf("no %s field", name)
 }
 
-// statusKB is a field of /proc/PID/status in KiB.
-func statusKB(pid int, name string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	v, err := statusField(string(b), name)
-	if err != nil {
-		return 0, fmt.Errorf("pid %d: %w", pid, err)
-	}
-	return v / 1024, nil
-}
-
 // rssKB is the VmRSS of the processes, in KiB.
 func rssKB(pids ...int) (int64, error) {
 	var sum int64
 	for _, p := range pids {
-		v, err := statusKB(p, "VmRSS")
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
 		if err != nil {
 			return 0, err
 		}
-		sum += v
+		v, err := statusField(string(b), "VmRSS")
+		if err != nil {
+			return 0, fmt.Errorf("pid %d: %w", p, err)
+		}
+		sum += v / 1024
 	}
 	return sum, nil
 }
@@ -185,13 +159,11 @@ func readCPU() cpuStat {
 // window is the host over a run: each CPU's busy %, the steal %, and the CPU that processes
 // this run did not start took, in % of one CPU (top's way).
 type window struct {
-	cpu0     cpuStat
-	ours0    int64
-	ours     func() int64
-	Busy     []int
-	Steal    int
-	Other    int
-	Duration int64
+	cpu0         cpuStat
+	ours0        int64
+	ours         func() int64
+	Busy         []int
+	Steal, Other int
 }
 
 // openWindow starts a window; ours is the CPU ticks of everything this run runs.
@@ -202,10 +174,7 @@ func openWindow(ours func() int64) *window {
 func (w *window) close() {
 	c := readCPU()
 	var proc, wall int64
-	for i := range c.busy {
-		if i >= len(w.cpu0.busy) {
-			break
-		}
+	for i := range min(len(c.busy), len(w.cpu0.busy)) {
 		d := c.total[i] - w.cpu0.total[i]
 		w.Busy = append(w.Busy, pct(c.busy[i]-w.cpu0.busy[i], d))
 		proc += c.proc[i] - w.cpu0.proc[i]

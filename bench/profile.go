@@ -3,14 +3,13 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -35,22 +34,21 @@ var syscallNames = strings.Fields(`read write readv writev pread64 recvfrom send
 var schedEvents = [][2]string{{"context-switches", "context switches"}, {"sched:sched_wakeup", "wake-ups"},
 	{"power:cpu_idle", "CPU idle entries and exits"}, {"ipi:ipi_send_cpu", "inter-processor interrupts"}}
 
-// cpuGroups are the rows of the entry's grouped CPU profile: a function and what it stands for.
+// cpuGroups are the rows of the entry's grouped CPU profile: a function and what it stands for
+// (its package github.com/fenec/fenec-entry/ written as fe/).
 var cpuGroups = [][2]string{
 	{"internal/runtime/syscall/linux.Syscall6", "syscalls (all)"}, {"syscall.write", "  write (net.Conn)"},
-	{"github.com/fenec/fenec-entry/sockio.(*Conn).write", "  write (sockio, raw)"}, {"syscall.read", "  read (net.Conn)"},
-	{"github.com/fenec/fenec-entry/sockio.(*Conn).read", "  read (sockio, raw)"},
-	{"github.com/fenec/fenec-entry/h1.epollCtl", "  epoll_ctl (the h1 poller)"},
+	{"fe/sockio.(*Conn).write", "  write (sockio, raw)"}, {"syscall.read", "  read (net.Conn)"},
+	{"fe/sockio.(*Conn).read", "  read (sockio, raw)"}, {"fe/h1.epollCtl", "  epoll_ctl (the h1 poller)"},
 	{"internal/runtime/syscall/linux.EpollWait", "  epoll_wait (netpoll)"}, {"runtime.futex", "  futex (thread wake and sleep)"},
 	{"net/http.(*conn).serve", "net/http server, per connection (--http1-server std)"},
 	{"net/http.(*conn).readRequest", "  reading and parsing the request"},
 	{"net/http.(*connReader).backgroundRead", "  its background read (notices a client leaving)"},
 	{"net/http.(*response).finishRequest", "  finishing the answer (flush)"},
-	{"github.com/fenec/fenec-entry/h1.(*conn).serve", "h1 server, per woken connection (--http1-server lean)"},
+	{"fe/h1.(*conn).serve", "h1 server, per woken connection (--http1-server lean)"},
 	{"net/http.ReadRequest", "  parsing the request (http.ReadRequest)"},
-	{"github.com/fenec/fenec-entry/h1.readPlainInto", "  parsing a plain request (h1.readPlainInto)"},
-	{"github.com/fenec/fenec-entry/proxy.(*Handler).ServeHTTP", "proxy.Handler.ServeHTTP"},
-	{"github.com/fenec/fenec-entry/proxy.(*Handler).forward", "  forward: to the router and back"},
+	{"fe/h1.readPlainInto", "  parsing a plain request (h1.readPlainInto)"},
+	{"fe/proxy.(*Handler).ServeHTTP", "proxy.Handler.ServeHTTP"}, {"fe/proxy.(*Handler).forward", "  forward: to the router and back"},
 	{"net/http.ReadResponse", "  the answer head from the router (http.ReadResponse)"}, {"runtime.schedule", "Go scheduler"},
 	{"runtime.newstack", "goroutine stack growth (runtime.newstack)"}, {"runtime.gcBgMarkWorker", "GC background marking"},
 	{"runtime.mallocgc", "allocation (mallocgc)"}}
@@ -73,7 +71,7 @@ func profileMain(args []string) error {
 	if err := need(map[string]string{"wrk": "wrk", "nginx": "nginx-light", "perf": "linux-perf", "taskset": "util-linux"}); err != nil {
 		return err
 	}
-	r, err := newRun("profile", false, 19300)
+	r, err := newRun("profile", false)
 	if err != nil {
 		return err
 	}
@@ -83,7 +81,11 @@ func profileMain(args []string) error {
 		return err
 	}
 	os.MkdirAll(dir, 0o755)
-	up, upPort, err := r.upstream(map[bool]string{true: "1"}[*pin == "split"])
+	cli, srv, workers, title := "", "", numCPU(), "wrk -t2 -c%d, upstream and proxy, nothing pinned"
+	if *pin == "split" {
+		cli, srv, workers, title = "0", "1", 1, "wrk -t2 -c%d on CPU 0, upstream and proxy on CPU 1"
+	}
+	up, upPort, err := r.startUpstream(srv)
 	if err != nil {
 		return err
 	}
@@ -91,19 +93,11 @@ func profileMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	cli, srv := "", ""
-	if *pin == "split" {
-		cli, srv = "0", "1"
-	}
-	title := "wrk -t2 -c%d on CPU 0, upstream and proxy on CPU 1"
-	if *pin == "none" {
-		title = "wrk -t2 -c%d, upstream and proxy, nothing pinned"
-	}
-	rep := fmt.Sprintf("## Where a request's CPU goes: "+title+"\n\n- machine: %s\n- repo at %s; %s; %s\n- reproduce: go run ./bench profile -seconds %d -conns %d -targets %s -pin %s\n\n",
-		*conns, machine(), gitRev(), version(3, "nginx", "-v"), version(0, entry, "version"), *secs, *conns, *targets, *pin)
+	rep := fmt.Sprintf("## Where a request's CPU goes: "+title+"\n\n- machine: %s\n- %s; %s\n- reproduce: %s\n\n",
+		*conns, machine(), version(3, "nginx", "-v"), version(0, entry, "version"), reproduce("profile", fs))
 	for _, t := range strings.Split(*targets, ",") {
 		r.logf("%s", t)
-		a, err := r.addrs(1)
+		a, err := r.addrs(2)
 		if err != nil {
 			return err
 		}
@@ -111,44 +105,31 @@ func profileMain(args []string) error {
 		pprof := ""
 		switch t {
 		case "nginx":
-			workers := 1
-			if *pin == "none" {
-				workers = numCPU()
-			}
-			if p, err = r.startNginx("nginx", nginx{servers: server(a[0], ""), up: upPort, workers: workers}, spec{cpus: srv}); err != nil {
-				return err
-			}
+			p, err = r.startNginx("nginx", nginx{servers: server(a[0], ""), up: upPort, workers: workers}, spec{cpus: srv}, "http://"+a[0]+reqPath)
 		case "fenec-entry":
-			pp, err := r.addrs(1)
-			if err != nil {
-				return err
-			}
-			pprof = pp[0]
+			pprof = a[1]
 			env := []string{"FENEC_ENTRY_PPROF_ADDR=" + pprof}
 			if *pin == "split" {
 				env = append(env, "GOMAXPROCS=1")
 			}
-			args, listen, _, err := r.entryArgs(entry, upPort, "--log-level", "warn")
-			if err != nil {
-				return err
+			args, listen, _, err2 := r.entryArgs(entry, upPort, "--log-level", "warn")
+			if err2 != nil {
+				return err2
 			}
 			a[0] = listen
-			if p, err = r.start("fenec-entry", spec{cpus: srv, env: env}, args...); err != nil {
-				return err
+			if p, err = r.start("fenec-entry", spec{cpus: srv, env: env}, args...); err == nil {
+				err = waitOK(p, "http://"+listen+reqPath)
+			}
+			if code, _, _ := get("http://"+pprof+"/debug/runtime-metrics", 0); err == nil && code != 200 {
+				err = errors.New("fenec-entry serves no /debug/runtime-metrics: -entry-bin must be built with -tags pprof")
 			}
 		default:
 			return fmt.Errorf("-targets: want nginx and/or fenec-entry, got %q", t)
 		}
-		url := "http://" + a[0] + reqPath
-		if err := waitOK(p, url); err != nil {
+		if err != nil {
 			return err
 		}
-		if pprof != "" {
-			if code, _, _, _ := get("http://" + pprof + "/debug/runtime-metrics"); code != 200 {
-				return errors.New("fenec-entry serves no /debug/runtime-metrics: -entry-bin must be built with -tags pprof")
-			}
-		}
-		sec, err := r.measure(t, url, dir, entry, pprof, cli, *conns, *secs, p, up, upPort)
+		sec, err := r.measure(t, "http://"+a[0]+reqPath, dir, entry, pprof, cli, *conns, *secs, p, up, upPort)
 		if err != nil {
 			return err
 		}
@@ -160,26 +141,9 @@ func profileMain(args []string) error {
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(rep), 0o644)
 }
 
-// upstream starts bench/upstream on cpus.
-func (r *run) upstream(cpus string) (*proc, int, error) {
-	bin, err := r.build("upstream", "./bench/upstream", false)
-	if err != nil {
-		return nil, 0, err
-	}
-	port, err := r.freePort()
-	if err != nil {
-		return nil, 0, err
-	}
-	p, err := r.start("upstream", spec{cpus: cpus}, bin, "-listen", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		return nil, 0, err
-	}
-	return p, port, waitOK(p, fmt.Sprintf("http://127.0.0.1:%d%s", port, reqPath))
-}
-
 // served is the requests the upstream served (its /_bench/requests): what every window divides by.
 func served(upPort int) (int64, error) {
-	_, _, b, err := get(fmt.Sprintf("http://127.0.0.1:%d/_bench/requests", upPort))
+	_, b, err := get(fmt.Sprintf("http://127.0.0.1:%d/_bench/requests", upPort), 0)
 	if err != nil {
 		return 0, err
 	}
@@ -208,12 +172,11 @@ func spanMain(args []string) error {
 
 // measure is one target's three windows under the load; its section of the report.
 func (r *run) measure(name, url, dir, entry, pprof, cpus string, conns, secs int, p, up *proc, upPort int) (string, error) {
-	lua := r.path("report.lua")
-	os.WriteFile(lua, []byte(wrkLua), 0o644)
-	if _, err := runClient(cpus, "", time.Minute, "wrk", "-t2", fmt.Sprintf("-c%d", conns), "-d3s", url); err != nil { // warm-up
+	c := fmt.Sprintf("-c%d", conns)
+	if _, err := runClient(cpus, "", time.Minute, "wrk", "-t2", c, "-d3s", url); err != nil { // warm-up
 		return "", err
 	}
-	wrk, err := r.start("wrk", spec{cpus: cpus}, "wrk", "-t2", fmt.Sprintf("-c%d", conns), fmt.Sprintf("-d%ds", secs*3+60), url)
+	wrk, err := r.start("wrk", spec{cpus: cpus}, "wrk", "-t2", c, fmt.Sprintf("-d%ds", secs*3+60), url)
 	if err != nil {
 		return "", err
 	}
@@ -221,93 +184,83 @@ func (r *run) measure(name, url, dir, entry, pprof, cpus string, conns, secs int
 	time.Sleep(time.Second)
 	pids := append([]int{p.pid}, children(p.pid)...)
 	type edge struct {
-		t                        time.Time
-		served, user, sys, upT   int64
-		wrkT, vol, invol, st, tt int64
-		rm                       map[string]float64
+		t                            time.Time
+		served, user, sys, upT, wrkT int64
+		vol, invol, steal, all       int64
+		rm                           map[string]float64
 	}
 	take := func() (e edge, err error) {
-		if e.served, err = served(upPort); err != nil {
-			return e, err
-		}
-		e.t = time.Now()
+		e.served, err = served(upPort)
+		e.t, e.rm = time.Now(), runtimeMetrics(pprof)
 		e.user, e.sys = ticks(false, pids...)
 		e.upT, e.wrkT = cpuOf(false, up.pid), cpuOf(false, wrk.pid)
 		e.vol, e.invol = ctxSwitches(pids...)
-		c := readCPU()
-		e.st, e.tt = c.steal, c.all
-		if pprof != "" {
-			e.rm = runtimeMetrics(pprof)
-		}
-		return e, nil
+		cs := readCPU()
+		e.steal, e.all = cs.steal, cs.all
+		return e, err
 	}
-	var prof []byte
-	var perr error
 	e0, err := take()
 	if err != nil {
 		return "", err
 	}
-	done := make(chan struct{})
+	var prof []byte
 	if pprof != "" {
-		go func() {
-			_, prof, perr = getLong(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprof, secs), secs+10)
-			close(done)
-		}()
-		getFile("http://"+pprof+"/debug/pprof/allocs", filepath.Join(dir, name+".allocs0.pprof"))
+		_, prof, err = get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprof, secs), time.Duration(secs+10)*time.Second)
 	} else {
-		close(done)
+		time.Sleep(time.Duration(secs) * time.Second)
 	}
-	time.Sleep(time.Duration(secs) * time.Second)
-	<-done
-	if pprof != "" {
-		getFile("http://"+pprof+"/debug/pprof/allocs", filepath.Join(dir, name+".allocs.pprof"))
-	}
-	e1, err := take()
-	if err != nil || perr != nil {
-		return "", errors.Join(err, perr)
+	e1, err2 := take()
+	if err = errors.Join(err, err2); err != nil {
+		return "", err
 	}
 	// perf runs its workload (span) once every counter is set up and reads them after it ends.
-	self, _ := os.Executable()
-	list := []string{"raw_syscalls:sys_enter"}
-	for _, c := range syscallNames {
-		if traced("syscalls/sys_enter_" + c) {
-			list = append(list, "syscalls:sys_enter_"+c)
+	perf := func(label string, events []string, scope ...string) (map[string]float64, error) {
+		var list []string
+		for _, e := range events {
+			if tp := strings.Replace(e, ":", "/", 1); !strings.Contains(e, ":") || e == "raw_syscalls:sys_enter" || traced(tp) {
+				list = append(list, e)
+			}
 		}
-	}
-	var pidList []string
-	for _, p := range pids {
-		pidList = append(pidList, strconv.Itoa(p))
-	}
-	perf := func(out string, scope ...string) (int64, string, error) {
-		span := r.path("span")
-		args := append(append([]string{"stat", "-x,"}, scope...), "-o", out, "--", self, "span", strconv.Itoa(upPort), strconv.Itoa(secs), span)
+		csv, span := r.path("perf.csv"), r.path("span")
+		args := append(append([]string{"stat", "-x,", "-e", strings.Join(list, ",")}, scope...), "-o", csv, "--", r.self, "span", strconv.Itoa(upPort), strconv.Itoa(secs), span)
 		if b, err := exec.Command("perf", args...).CombinedOutput(); err != nil {
-			return 0, "", fmt.Errorf("%s: perf stat: %w\n%s", name, err, b)
+			return nil, fmt.Errorf("%s: perf stat: %w\n%s", name, err, b)
 		}
 		nb, _ := os.ReadFile(span)
-		n, _ := strconv.ParseInt(string(nb), 10, 64)
-		csv, _ := os.ReadFile(out)
-		if n <= 0 {
-			return 0, "", fmt.Errorf("%s: no request counted in perf's window", name)
+		n, _ := strconv.ParseFloat(string(nb), 64)
+		b, _ := os.ReadFile(csv)
+		os.WriteFile(filepath.Join(dir, name+"."+label+".csv"), b, 0o644)
+		counts := map[string]float64{}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Split(l, ","); len(f) >= 3 {
+				if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+					counts[f[2]] = v / n
+				}
+			}
 		}
-		return n, string(csv), nil
+		if n <= 0 {
+			return nil, fmt.Errorf("%s: no request counted in perf's window", name)
+		}
+		return counts, nil
 	}
-	nSys, sysCSV, err := perf(filepath.Join(dir, name+".syscalls.csv"), "-e", strings.Join(list, ","), "-p", strings.Join(pidList, ","))
+	events := []string{"raw_syscalls:sys_enter"}
+	for _, c := range syscallNames {
+		events = append(events, "syscalls:sys_enter_"+c)
+	}
+	sys, err := perf("syscalls", events, "-p", strings.Trim(strings.ReplaceAll(fmt.Sprint(pids), " ", ","), "[]"))
 	if err != nil {
 		return "", err
 	}
-	var sched []string
+	events = nil
 	for _, e := range schedEvents {
-		if !strings.Contains(e[0], ":") || traced(strings.Replace(e[0], ":", "/", 1)) {
-			sched = append(sched, e[0])
-		}
+		events = append(events, e[0])
 	}
-	nSched, schedCSV, err := perf(r.path(name+".sched"), "-a", "-e", strings.Join(sched, ","))
+	sched, err := perf("sched", events, "-a")
 	if err != nil {
 		return "", err
 	}
 
-	reqs := float64(e1.served - e0.served)
+	reqs, secsW := float64(e1.served-e0.served), e1.t.Sub(e0.t).Seconds()
 	if reqs <= 0 {
 		return "", fmt.Errorf("%s: no request counted in the window", name)
 	}
@@ -315,31 +268,25 @@ func (r *run) measure(name, url, dir, entry, pprof, cpus string, conns, secs int
 	var b strings.Builder
 	fmt.Fprintf(&b, "### %s\n\n- processes counted together: %d (the process and its children)\n", name, len(pids))
 	fmt.Fprintf(&b, "- requests/s %.0f; requests in the %.1f s window %d (the upstream's count); proxy CPU %.1f µs per request (user %.1f, kernel %.1f)\n",
-		reqs/e1.t.Sub(e0.t).Seconds(), e1.t.Sub(e0.t).Seconds(), int64(reqs), us(e1.user+e1.sys-e0.user-e0.sys), us(e1.user-e0.user), us(e1.sys-e0.sys))
+		reqs/secsW, secsW, int64(reqs), us(e1.user+e1.sys-e0.user-e0.sys), us(e1.user-e0.user), us(e1.sys-e0.sys))
 	fmt.Fprintf(&b, "- the others' CPU per request in the window: wrk %.1f µs, upstream %.1f µs\n", us(e1.wrkT-e0.wrkT), us(e1.upT-e0.upT))
 	fmt.Fprintf(&b, "- context switches per request (all threads): %.2f voluntary, %.2f involuntary\n", float64(e1.vol-e0.vol)/reqs, float64(e1.invol-e0.invol)/reqs)
-	if st := pct(e1.st-e0.st, e1.tt-e0.tt); e1.tt > e0.tt {
-		fmt.Fprintf(&b, "- steal (the hypervisor running other guests): %d%% of the CPU time%s\n", st, map[bool]string{true: ": this run is slowed by the host"}[st > stealMax])
-	}
-	counts := perfCounts(sysCSV)
+	fmt.Fprintf(&b, "- steal (the hypervisor running other guests): %d%% of the CPU time\n", pct(e1.steal-e0.steal, e1.all-e0.all))
 	var parts []string
 	named := 0.0
 	for _, c := range syscallNames {
-		if v := counts["syscalls:sys_enter_"+c] / float64(nSys); v >= 0.01 {
-			parts = append(parts, fmt.Sprintf("%s %.2f", c, v))
-			named += v
+		if v := sys["syscalls:sys_enter_"+c]; v >= 0.01 {
+			parts, named = append(parts, fmt.Sprintf("%s %.2f", c, v)), named+v
 		}
 	}
-	total := counts["raw_syscalls:sys_enter"] / float64(nSys)
-	if total-named >= 0.01 {
+	if total := sys["raw_syscalls:sys_enter"]; total-named >= 0.01 {
 		parts = append(parts, fmt.Sprintf("other %.2f", total-named))
 	}
-	fmt.Fprintf(&b, "- syscalls per request: %.2f (%s)\n", total, strings.Join(parts, ", "))
-	sc := perfCounts(schedCSV)
+	fmt.Fprintf(&b, "- syscalls per request: %.2f (%s)\n", sys["raw_syscalls:sys_enter"], strings.Join(parts, ", "))
 	parts = nil
 	for _, e := range schedEvents {
-		if v, ok := sc[e[0]]; ok {
-			parts = append(parts, fmt.Sprintf("%s %.3f", e[1], v/float64(nSched)))
+		if v, ok := sched[e[0]]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.3f", e[1], v))
 		}
 	}
 	fmt.Fprintf(&b, "- system-wide, every process, per request: %s\n", strings.Join(parts, ", "))
@@ -350,50 +297,28 @@ func (r *run) measure(name, url, dir, entry, pprof, cpus string, conns, secs int
 	for _, k := range []string{"/sched/goroutines-created:goroutines", "/gc/heap/allocs:objects", "/gc/heap/allocs:bytes"} {
 		fmt.Fprintf(&b, "- %s: %.2f per request\n", k, d(k)/reqs)
 	}
-	fmt.Fprintf(&b, "- /gc/cycles/total:gc-cycles: %.2f per 10,000 requests\n", d("/gc/cycles/total:gc-cycles")/reqs*10000)
-	// The runtime times one in 8 of a goroutine's runs, so the count times 8 estimates the runs.
-	fmt.Fprintf(&b, "- goroutine runs (the runtime samples 1 in 8; times 8): %.2f per request\n", d("/sched/latencies:seconds:count")*8/reqs)
-	if t := d("/cpu/classes/total:cpu-seconds"); t > 0 {
-		fmt.Fprintf(&b, "- GC share of the Go CPU (runtime/metrics estimate): %.1f%%\n", d("/cpu/classes/gc/total:cpu-seconds")/t*100)
-	}
+	fmt.Fprintf(&b, "- /gc/cycles/total:gc-cycles: %.2f per 10,000 requests; the GC's share of the Go CPU (runtime/metrics): %.1f%%\n",
+		d("/gc/cycles/total:gc-cycles")/reqs*10000, d("/cpu/classes/gc/total:cpu-seconds")/d("/cpu/classes/total:cpu-seconds")*100)
 	cpuProf := filepath.Join(dir, name+".cpu.pprof")
 	os.WriteFile(cpuProf, prof, 0o644)
 	cum, _ := exec.Command("go", "tool", "pprof", "-top", "-cum", "-nodecount=100000", entry, cpuProf).Output()
-	os.WriteFile(filepath.Join(dir, name+".cum.txt"), cum, 0o644)
 	share := map[string]string{}
 	for _, l := range strings.Split(string(cum), "\n") {
 		if f := strings.Fields(l); len(f) >= 6 {
-			share[f[len(f)-1]] = f[4]
+			share[strings.Replace(f[len(f)-1], "github.com/fenec/fenec-entry/", "fe/", 1)] = f[4]
 		}
 	}
 	b.WriteString("\nCPU profile, by where the time goes (cumulative share of the samples; a sample can be in more than one row):\n\n| where | share |\n|---|---|\n")
 	for _, g := range cpuGroups {
-		fmt.Fprintf(&b, "| %s | %s |\n", g[1], cmpStr(share[g[0]], "0%"))
+		fmt.Fprintf(&b, "| %s | %s |\n", g[1], cmp.Or(share[g[0]], "0%"))
 	}
 	top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=15", entry, cpuProf).CombinedOutput()
 	if err != nil {
-		r.logf("go tool pprof: %v: %s", err, top)
+		return "", fmt.Errorf("go tool pprof: %w: %s", err, top)
 	}
-	allocs, _ := exec.Command("go", "tool", "pprof", "-top", "-sample_index=alloc_objects", "-nodecount=20", "-base",
-		filepath.Join(dir, name+".allocs0.pprof"), entry, filepath.Join(dir, name+".allocs.pprof")).Output()
-	fmt.Fprintf(&b, "\nTop 15 functions by their own time:\n\n```\n%s```\n\nWhere the window's heap allocations were made (objects, the sampled heap profile's difference over the window; the sampling is by bytes, so the counts are estimates):\n\n```\n%s```\n\n",
-		fromFlat(top), fromFlat(allocs))
+	s := string(top)
+	fmt.Fprintf(&b, "\nTop 15 functions by their own time:\n\n```\n%s```\n\n", s[max(0, strings.Index(s, "      flat")):])
 	return b.String(), nil
-}
-
-func cmpStr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func fromFlat(out []byte) string {
-	s := string(out)
-	if i := strings.Index(s, "      flat"); i >= 0 {
-		return s[i:]
-	}
-	return s
 }
 
 // traced says whether the kernel has the tracepoint (category/name).
@@ -406,20 +331,6 @@ func traced(tp string) bool {
 	return false
 }
 
-// perfCounts reads perf stat -x, output: count by event.
-func perfCounts(csv string) map[string]float64 {
-	out := map[string]float64{}
-	for _, l := range strings.Split(csv, "\n") {
-		f := strings.Split(l, ",")
-		if len(f) >= 3 {
-			if v, err := strconv.ParseFloat(f[0], 64); err == nil {
-				out[f[2]] = v
-			}
-		}
-	}
-	return out
-}
-
 // ctxSwitches is the voluntary and involuntary context switches of every thread of the processes.
 func ctxSwitches(pids ...int) (vol, invol int64) {
 	for _, p := range pids {
@@ -427,8 +338,7 @@ func ctxSwitches(pids ...int) (vol, invol int64) {
 		for _, t := range tasks {
 			b, _ := os.ReadFile(t)
 			for _, l := range strings.Split(string(b), "\n") {
-				f := strings.Fields(l)
-				if len(f) == 2 {
+				if f := strings.Fields(l); len(f) == 2 {
 					v, _ := strconv.ParseInt(f[1], 10, 64)
 					switch f[0] {
 					case "voluntary_ctxt_switches:":
@@ -443,40 +353,25 @@ func ctxSwitches(pids ...int) (vol, invol int64) {
 	return vol, invol
 }
 
-var metricLine = regexp.MustCompile(`^(\S+)\s+([-0-9.e+]+)$`)
-
-// runtimeMetrics is the pprof build's /debug/runtime-metrics: a value by name.
+// runtimeMetrics is the pprof build's /debug/runtime-metrics at addr ("": none): a value by name.
 func runtimeMetrics(addr string) map[string]float64 {
-	_, _, b, _ := get("http://" + addr + "/debug/runtime-metrics")
 	out := map[string]float64{}
+	if addr == "" {
+		return out
+	}
+	_, b, _ := get("http://"+addr+"/debug/runtime-metrics", 0)
 	for _, l := range strings.Split(string(b), "\n") {
-		if m := metricLine.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
-			out[m[1]], _ = strconv.ParseFloat(m[2], 64)
+		if f := strings.Fields(l); len(f) == 2 {
+			if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+				out[f[0]] = v
+			}
 		}
 	}
 	return out
 }
 
-// getLong is a GET that may take secs seconds (a profile): the status and the body.
-func getLong(url string, secs int) (int, []byte, error) {
-	c := *insecure
-	c.Timeout = time.Duration(secs) * time.Second
-	resp, err := c.Get(url)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
-}
-
-func getFile(url, file string) {
-	_, b, _ := getLong(url, 10)
-	os.WriteFile(file, b, 0o644)
-}
-
 // pgoMain records cmd/fenec-entry/default.pgo: the entry built with -tags pprof in front of
-// bench/upstream, nothing pinned, its default Ps, profiled under wrk -t2 -c32 (throughput)
+// the upstream, nothing pinned, its default Ps, profiled under wrk -t2 -c32 (throughput)
 // then wrk -t1 -c1 (latency), the two merged. Record it again when the request path changes
 // much; a stale profile only optimizes less.
 func pgoMain(args []string) error {
@@ -487,7 +382,7 @@ func pgoMain(args []string) error {
 	if *secs < 5 || *secs > 600 {
 		return fmt.Errorf("-seconds: want 5..600, got %d", *secs)
 	}
-	r, err := newRun("pgo", false, 19300)
+	r, err := newRun("pgo", false)
 	if err != nil {
 		return err
 	}
@@ -495,15 +390,11 @@ func pgoMain(args []string) error {
 	if *out == "" {
 		*out = filepath.Join(r.root, "cmd/fenec-entry/default.pgo")
 	}
-	_, upPort, err := r.upstream("")
+	_, upPort, err := r.startUpstream("")
 	if err != nil {
 		return err
 	}
-	entry, err := r.build("fenec-entry", "./cmd/fenec-entry", false, "pprof")
-	if err != nil {
-		return err
-	}
-	pp, err := r.addrs(1)
+	entry, err := r.entryBin("fenec-entry", "", "pprof")
 	if err != nil {
 		return err
 	}
@@ -511,7 +402,12 @@ func pgoMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	p, err := r.start("fenec-entry", spec{env: []string{"FENEC_ENTRY_PPROF_ADDR=" + pp[0]}}, args...)
+	a, err := r.addrs(1)
+	if err != nil {
+		return err
+	}
+	pp := a[0]
+	p, err := r.start("fenec-entry", spec{env: []string{"FENEC_ENTRY_PPROF_ADDR=" + pp}}, args...)
 	if err != nil {
 		return err
 	}
@@ -521,18 +417,19 @@ func pgoMain(args []string) error {
 	}
 	var files []string
 	for _, l := range []struct{ t, c int }{{2, 32}, {1, 1}} {
-		runClient("", "", time.Minute, "wrk", fmt.Sprintf("-t%d", l.t), fmt.Sprintf("-c%d", l.c), "-d3s", url) // warm-up
+		wrk := []string{"wrk", fmt.Sprintf("-t%d", l.t), fmt.Sprintf("-c%d", l.c)}
+		runClient("", "", time.Minute, append(wrk, "-d3s", url)...) // warm-up
 		done := make(chan error, 1)
 		go func() {
-			_, err := runClient("", "", time.Duration(*secs+60)*time.Second, "wrk", fmt.Sprintf("-t%d", l.t), fmt.Sprintf("-c%d", l.c), fmt.Sprintf("-d%ds", *secs+4), url)
+			_, err := runClient("", "", time.Duration(*secs+60)*time.Second, append(wrk, fmt.Sprintf("-d%ds", *secs+4), url)...)
 			done <- err
 		}()
 		time.Sleep(time.Second)
-		f := r.path(fmt.Sprintf("c%d.pprof", l.c))
-		code, b, err := getLong(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pp[0], *secs), *secs+10)
+		code, b, err := get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pp, *secs), time.Duration(*secs+10)*time.Second)
 		if err = errors.Join(err, <-done); err != nil || code != 200 {
 			return fmt.Errorf("c=%d: no CPU profile (%d): %w", l.c, code, err)
 		}
+		f := r.path(fmt.Sprintf("c%d.pprof", l.c))
 		os.WriteFile(f, b, 0o644)
 		files = append(files, f)
 	}

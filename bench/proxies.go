@@ -3,7 +3,7 @@
 package main
 
 import (
-	"encoding/json"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,17 +19,16 @@ import (
 	"time"
 )
 
-// proxies: fenec-entry beside nginx (and haproxy and the upstream alone), all proxying one
-// request to the same bench/upstream, in interleaved rounds: latency at one connection,
-// requests/s at 32, and in -mode protocols every protocol a client speaks and the memory of
-// held connections. bench/README.md says what each row measures.
+// proxies: fenec-entry beside nginx (and the upstream alone), all proxying one request to the
+// same upstream, in interleaved rounds: latency at one connection, requests/s at 32, and in
+// -mode protocols every protocol a client speaks and the memory of held connections.
+// bench/README.md says what each row measures.
 
 type proxiesOpts struct {
-	mode, pin, targets, rows, entryBin, abBin, out         string
-	rounds, secs, slices, warmup, conns, workers, idleWait int
-	idleConns, streams, settle, h2Clients, h2Streams       int
-	resumes, basePort                                      int
-	check, keep                                            bool
+	mode, pin, targets, rows, entryBin, abBin, out            string
+	rounds, secs, slices, warmup, conns, idleWait             int
+	idleConns, streams, settle, h2Clients, h2Streams, resumes int
+	check, keep                                               bool
 }
 
 // The measurements of -rows, in the order a round makes them.
@@ -43,20 +42,18 @@ const (
 
 type proxies struct {
 	*run
+	setup
 	o                      proxiesOpts
 	clientCPUs, serverCPUs string
-	nClient                int // CPUs given to the clients alone (0: unpinned)
-	entryEnv               []string
+	nClient, workers       int // CPUs given to the clients alone (0: unpinned); nginx's workers
 	rows                   []string
 	targets                []*target
-	up, standin            *proc
-	upPort, standinPort    int
+	standinPort            int
 	bin                    map[string]string
-	cert, key              string
 	nofile, needFDs        int
 	sources                int
-	raw                    *os.File
 	results                []result
+	flags                  *flag.FlagSet
 }
 
 // target is one target and its processes: the plain one (HTTP/1.1; h2c on the same port for
@@ -66,46 +63,34 @@ type target struct {
 	plain, tls               *proc
 	plainURL, h2cURL, tlsURL string
 	tlsAddr, tlsInfo         string
-	tlsBytes, kids           int
+	tlsBytes                 int
 	broken                   map[string]string // protocol: why its check failed
 }
 
 // result is one measurement of one target in one round: a line of the raw file.
 type result struct {
-	Kind        string    `json:"kind"`
-	Round       int       `json:"round"`
-	Position    int       `json:"position"`
-	Target      string    `json:"target"`
-	Measurement string    `json:"measurement"`
-	Tool        string    `json:"tool,omitempty"`
-	P50         int       `json:"p50_us,omitempty"`
-	P99         int       `json:"p99_us,omitempty"`
-	PerS        float64   `json:"per_s,omitempty"`
-	Requests    int64     `json:"requests"`
-	Errors      int64     `json:"errors"`
-	CPUus       *cpuSplit `json:"cpu_us_per_request,omitempty"`
-	CPUvsUp     float64   `json:"cpu_vs_upstream,omitempty"`
-	Busy        []int     `json:"cpu_busy_pct,omitempty"`
-	Other       int       `json:"other_load_pct"`
-	Steal       int       `json:"steal_pct"`
-	Resumed     int       `json:"resumed,omitempty"`
-	Conns       int       `json:"conns,omitempty"`
-	OpenMs      int64     `json:"open_ms,omitempty"`
-	RSSBefore   int64     `json:"rss_before_kb,omitempty"`
-	RSSAfter    int64     `json:"rss_after_kb,omitempty"`
-	KBPerConn   float64   `json:"kb_per_conn,omitempty"`
-	GorPerConn  *float64  `json:"goroutines_per_conn,omitempty"`
-	Closed      int       `json:"closed_during_hold,omitempty"`
+	Kind        string   `json:"kind"`
+	Round       int      `json:"round"`
+	Target      string   `json:"target"`
+	Measurement string   `json:"measurement"`
+	P50         int      `json:"p50_us,omitempty"`
+	P99         int      `json:"p99_us,omitempty"`
+	PerS        float64  `json:"per_s,omitempty"`
+	Requests    int64    `json:"requests"`
+	Errors      int64    `json:"errors"`
+	CPUus       float64  `json:"cpu_us_per_request,omitempty"` // the target's
+	CPUvsUp     float64  `json:"cpu_vs_upstream,omitempty"`
+	Busy        []int    `json:"cpu_busy_pct,omitempty"`
+	Other       int      `json:"other_load_pct"`
+	Steal       int      `json:"steal_pct"`
+	Resumed     int      `json:"resumed,omitempty"`
+	Conns       int      `json:"conns,omitempty"`
+	RSSBefore   int64    `json:"rss_before_kb,omitempty"`
+	RSSAfter    int64    `json:"rss_after_kb,omitempty"`
+	KBPerConn   float64  `json:"kb_per_conn,omitempty"`
+	GorPerConn  *float64 `json:"goroutines_per_conn,omitempty"`
+	Closed      int      `json:"closed_during_hold,omitempty"`
 	srvBusy     int
-	cliBusy     int
-}
-
-// cpuSplit is each process's CPU µs a request: the client's (wrk, h2load, openssl), the
-// upstream's, the target's.
-type cpuSplit struct {
-	Client   float64 `json:"client"`
-	Upstream float64 `json:"upstream"`
-	Target   float64 `json:"target"`
 }
 
 func proxiesMain(args []string) error {
@@ -113,14 +98,13 @@ func proxiesMain(args []string) error {
 	fs := flag.NewFlagSet("proxies", flag.ExitOnError)
 	fs.StringVar(&o.mode, "mode", "requests", "requests: latency at one connection and requests/s of plain HTTP/1.1 (the floor); protocols: every -rows measurement, one table of ratios")
 	fs.StringVar(&o.rows, "rows", strings.Join(allRows, ","), "-mode protocols: the measurements, a comma list from "+strings.Join(allRows, ","))
-	fs.StringVar(&o.targets, "targets", "", "comma list from direct,nginx,haproxy,fenec-entry (default: all; -mode protocols: nginx,fenec-entry)")
+	fs.StringVar(&o.targets, "targets", "", "comma list from direct,nginx,fenec-entry (default: all; -mode protocols: nginx,fenec-entry)")
 	fs.IntVar(&o.rounds, "rounds", 5, "interleaved rounds")
 	fs.IntVar(&o.secs, "seconds", 5, "seconds of each measurement")
 	fs.IntVar(&o.slices, "latency-slices", 0, "the latency run of each round in N slices, the targets taking turns (default: -seconds, one-second slices)")
 	fs.IntVar(&o.warmup, "warmup", 3, "seconds of warm-up load per target before the rounds (0: none)")
 	fs.IntVar(&o.conns, "conns", 32, "connections of the throughput run")
 	fs.StringVar(&o.pin, "pin", "split", "split: the clients on the first half of the CPUs, upstream and targets on the other; none: nothing pinned")
-	fs.IntVar(&o.workers, "workers", 0, "nginx workers and haproxy threads, and fenec-entry's GOMAXPROCS (default: the servers' CPUs; the entry's Ps its own)")
 	fs.IntVar(&o.idleWait, "idle-wait", 30, "before each round, wait up to S seconds for other processes to use less than 15% of a CPU")
 	fs.StringVar(&o.entryBin, "entry-bin", "", "a fenec-entry binary to measure instead of building ./cmd/fenec-entry")
 	fs.StringVar(&o.abBin, "ab-bin", "", "a second fenec-entry binary, target fenec-entry-b, in the same rounds")
@@ -133,83 +117,59 @@ func proxiesMain(args []string) error {
 	fs.IntVar(&o.h2Clients, "h2-clients", 8, "h2load's connections (-c)")
 	fs.IntVar(&o.h2Streams, "h2-streams", 16, "h2load's streams at once on each (-m)")
 	fs.IntVar(&o.resumes, "resumes", 30, "reconnects offering the last session saved")
-	fs.IntVar(&o.basePort, "base-port", 18000, "first port tried for the listeners")
 	fs.Parse(args)
-	p, err := newProxies(o)
-	if err != nil {
-		return err
-	}
-	defer p.close()
-	return p.main()
-}
-
-func newProxies(o proxiesOpts) (*proxies, error) {
-	if o.slices == 0 {
-		o.slices = o.secs
-	}
+	o.slices = cmp.Or(o.slices, o.secs)
 	switch {
 	case o.mode != "requests" && o.mode != "protocols":
-		return nil, fmt.Errorf("-mode: want requests or protocols, got %q", o.mode)
+		return fmt.Errorf("-mode: want requests or protocols, got %q", o.mode)
 	case o.rounds < 1 || o.secs < 1 || o.warmup < 0 || o.conns < 2 || o.idleWait < 0:
-		return nil, errors.New("-rounds, -seconds: want 1 or more; -warmup, -idle-wait 0 or more; -conns 2 or more")
+		return errors.New("-rounds, -seconds: want 1 or more; -warmup, -idle-wait 0 or more; -conns 2 or more")
 	case o.slices < 1 || o.secs%o.slices != 0:
-		return nil, fmt.Errorf("-latency-slices: want a divisor of -seconds (%d), got %d", o.secs, o.slices)
-	case o.pin != "split" && o.pin != "none":
-		return nil, fmt.Errorf("-pin: want split or none, got %q", o.pin)
+		return fmt.Errorf("-latency-slices: want a divisor of -seconds (%d), got %d", o.secs, o.slices)
+	case o.pin != "split" && o.pin != "none" || o.pin == "split" && numCPU() < 2:
+		return fmt.Errorf("-pin: want split (2 CPUs or more) or none, got %q", o.pin)
 	case o.settle < 0 || o.settle > 60: // the entry closes a client connection idle for 120 s
-		return nil, fmt.Errorf("-settle: want 0..60, got %d", o.settle)
+		return fmt.Errorf("-settle: want 0..60, got %d", o.settle)
 	case o.check && o.mode != "requests":
-		return nil, errors.New("-check: the floor is -mode requests'")
+		return errors.New("-check: the floor is -mode requests'")
 	}
-	p := &proxies{o: o, bin: map[string]string{}}
-	p.rows = []string{"plain"}
-	if o.targets == "" {
-		o.targets = "direct,nginx,haproxy,fenec-entry"
-	}
+	p := &proxies{o: o, bin: map[string]string{}, rows: []string{"plain"}, flags: fs}
+	allowed := []string{"direct", "nginx", "fenec-entry"}
 	if o.mode == "protocols" {
-		if p.o.targets == "" {
-			o.targets = "nginx,fenec-entry"
-		}
-		p.rows = nil
-		for _, r := range strings.Split(o.rows, ",") {
+		p.rows, allowed = strings.Split(o.rows, ","), allowed[1:]
+		for _, r := range p.rows {
 			if !slices.Contains(allRows, r) {
-				return nil, fmt.Errorf("-rows: want a comma list from %s, got %q", strings.Join(allRows, ","), r)
+				return fmt.Errorf("-rows: want a comma list from %s, got %q", strings.Join(allRows, ","), r)
 			}
-			p.rows = append(p.rows, r)
 		}
 	}
-	p.o.targets = o.targets
-	for _, name := range strings.Split(o.targets, ",") {
-		ok := slices.Contains([]string{"direct", "nginx", "haproxy", "fenec-entry"}, name)
-		if !ok || o.mode == "protocols" && (name == "direct" || name == "haproxy") {
-			return nil, fmt.Errorf("-targets: want a comma list from direct,nginx,haproxy,fenec-entry (-mode protocols: nginx,fenec-entry), got %q", name)
+	if p.o.targets == "" {
+		p.o.targets = strings.Join(allowed, ",")
+	}
+	for _, name := range strings.Split(p.o.targets, ",") {
+		if !slices.Contains(allowed, name) {
+			return fmt.Errorf("-targets: want a comma list from %s, got %q", strings.Join(allowed, ","), name)
 		}
 		p.targets = append(p.targets, &target{name: name, broken: map[string]string{}})
 	}
 	if o.abBin != "" {
 		if p.find("fenec-entry") == nil {
-			return nil, errors.New("-ab-bin: needs fenec-entry among -targets")
+			return errors.New("-ab-bin: needs fenec-entry among -targets")
 		}
 		p.targets = append(p.targets, &target{name: "fenec-entry-b", broken: map[string]string{}})
 	}
 	n := numCPU()
-	server := n
+	p.workers = n
 	if o.pin == "split" {
-		if n < 2 {
-			return nil, errors.New("-pin split needs 2 CPUs or more; use -pin none")
-		}
-		half := n / 2
-		p.nClient, server = half, n-half
-		p.clientCPUs, p.serverCPUs = cpuRange(0, half), cpuRange(half, n)
+		p.nClient, p.workers = n/2, n-n/2
+		p.clientCPUs, p.serverCPUs = cpuRange(0, n/2), cpuRange(n/2, n)
 	}
-	if o.workers > 0 {
-		p.entryEnv = []string{"GOMAXPROCS=" + strconv.Itoa(o.workers)}
-	} else {
-		p.o.workers = server
+	var err error
+	if p.run, err = newRun("proxies", o.keep); err != nil {
+		return err
 	}
-	r, err := newRun("proxies", o.keep, o.basePort)
-	p.run = r
-	return p, err
+	defer p.close()
+	return p.main()
 }
 
 func cpuRange(from, to int) string {
@@ -230,53 +190,46 @@ func (p *proxies) find(name string) *target {
 
 func (p *proxies) has(row string) bool { return slices.Contains(p.rows, row) }
 
-func (p *proxies) memRows() []string {
-	var out []string
-	for _, r := range []string{"idle", "streams"} {
-		if p.has(r) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 func (p *proxies) main() error {
-	tools := map[string]string{"wrk": "wrk", "curl": "curl", "taskset": "util-linux", "prlimit": "util-linux"}
+	tools := map[string]string{"wrk": "wrk", "curl": "curl", "taskset": "util-linux", "nginx": "nginx-light"}
 	if p.o.mode == "protocols" {
 		tools["h2load"], tools["openssl"] = "nghttp2-client", "openssl"
-	}
-	if p.find("nginx") != nil {
-		tools["nginx"] = "nginx-light"
-	}
-	if p.find("haproxy") != nil {
-		tools["haproxy"] = "haproxy"
 	}
 	if err := need(tools); err != nil {
 		return err
 	}
 	var err error
-	p.logf("building bench/upstream, bench/connhold, cmd/fenec-standin and the entry")
-	for name, pkg := range map[string]string{"upstream": "./bench/upstream", "connhold": "./bench/connhold", "fenec-standin": "./cmd/fenec-standin"} {
-		if p.bin[name], err = p.build(name, pkg, false); err != nil {
-			return err
-		}
+	p.logf("building the entry and cmd/fenec-standin")
+	if p.bin["fenec-standin"], err = p.build("fenec-standin", "./cmd/fenec-standin"); err != nil {
+		return err
 	}
 	if p.bin["fenec-entry"], err = p.entryBin("fenec-entry", p.o.entryBin); err != nil {
 		return err
 	}
 	if p.o.abBin != "" {
-		if p.bin["fenec-entry-b"], err = p.copyBin("fenec-entry-b", p.o.abBin); err != nil {
+		if p.bin["fenec-entry-b"], err = p.entryBin("fenec-entry-b", p.o.abBin); err != nil {
 			return err
 		}
 	}
 	if err := p.limits(); err != nil {
 		return err
 	}
-	if p.cert, p.key, err = p.makeCert(); err != nil {
+	if p.setup, err = p.setUp(p.serverCPUs, p.o.out); err != nil {
 		return err
 	}
-	if err := p.startBackends(); err != nil {
-		return err
+	defer p.raw.Close()
+	if p.has("streams") {
+		if p.standinPort, err = p.freePort(); err != nil {
+			return err
+		}
+		s, err := p.start("standin", spec{cpus: p.serverCPUs}, p.bin["fenec-standin"], "--region", fmt.Sprintf("eu=127.0.0.1:%d", p.standinPort),
+			"--tenants", "acme=eu", "--http-keepalive", "20s", "--log-level", "warn")
+		if err != nil {
+			return err
+		}
+		if err := waitOK(s, fmt.Sprintf("http://127.0.0.1:%d/t/acme/echo", p.standinPort)); err != nil {
+			return err
+		}
 	}
 	for _, t := range p.targets {
 		if err := p.startTarget(t); err != nil {
@@ -284,40 +237,57 @@ func (p *proxies) main() error {
 		}
 		p.checkTarget(t)
 	}
-	out, err := p.outFile(p.o.out, ".jsonl")
-	if err != nil {
-		return err
+	o, repro := p.o, reproduce("proxies", p.flags)
+	vers := fmt.Sprintf("%s, wrk %s, h2load %s, OpenSSL %s, %s; %s", version(3, "nginx", "-v"), version(2, "wrk", "-v"),
+		version(2, "h2load", "--version"), version(2, "openssl", "version"), version(3, "go", "version"), version(0, p.bin["fenec-entry"], "version"))
+	if b := p.bin["fenec-entry-b"]; b != "" {
+		vers += "; fenec-entry-b: " + version(0, b, "version")
 	}
-	if p.raw, err = os.Create(out); err != nil {
-		return err
+	tlsInfo := map[string]string{}
+	for _, t := range p.targets {
+		if t.tlsInfo != "" {
+			tlsInfo[t.name] = t.tlsInfo
+		}
 	}
-	defer p.raw.Close()
-	meta := p.meta()
-	json.NewEncoder(p.raw).Encode(meta)
+	p.rawLine(map[string]any{"kind": "meta", "mode": o.mode, "machine": machine(), "pin": o.pin, "client_cpus": p.clientCPUs,
+		"server_cpus": p.serverCPUs, "versions": vers, "reproduce": repro, "tls": tlsInfo})
 	p.warm()
-	for r := 1; r <= p.o.rounds; r++ {
+	for r := 1; r <= o.rounds; r++ {
 		order := rotate(p.targets, r-1)
 		p.waitIdle(r)
-		p.logf("round %d/%d: %s", r, p.o.rounds, names(order))
+		p.logf("round %d/%d", r, o.rounds)
 		if err := p.round(r, order); err != nil {
 			return err
 		}
 	}
+	var names []string
+	for _, t := range p.targets {
+		names = append(names, t.name)
+	}
 	var rep string
 	floorOK := true
-	if p.o.mode == "requests" {
-		rep, floorOK = requestsReport(p.results, names(p.targets), p.o.pin == "split", p.o.conns)
+	if o.mode == "requests" {
+		rep, floorOK = requestsReport(p.results, names, p.o.pin == "split", o.conns)
+		rep = "## fenec-entry vs nginx: GET " + reqPath + " on loopback\n\n" + rep
 	} else {
-		rep = protocolsReport(p.results, names(p.targets), p.o, p.broken())
+		rep = "## fenec-entry vs nginx over every protocol a client speaks: GET " + reqPath + " on loopback\n\n" + protocolsReport(p.results, names, o, p.broken())
 	}
-	rep = "## " + p.title() + "\n\n" + rep + "\n" + p.notes(meta, out)
-	md := strings.TrimSuffix(out, ".jsonl") + ".md"
-	fmt.Print("\n" + rep)
-	fmt.Printf("(this report: %s)\n", md)
-	if err := os.WriteFile(md, []byte(rep), 0o644); err != nil {
+	layout := "nothing pinned"
+	if o.pin == "split" {
+		layout = fmt.Sprintf("the clients (wrk, h2load, openssl, connhold) on CPU %s; upstream, stand-in and targets on CPU %s", p.clientCPUs, p.serverCPUs)
+	}
+	rep += fmt.Sprintf("\n- machine: %s\n- versions: %s\n- layout: %s; nginx %d worker(s) (memory rows: 1); fenec-entry one process, GOMAXPROCS unset\n",
+		machine(), vers, layout, p.workers)
+	for t, info := range tlsInfo {
+		rep += fmt.Sprintf("- TLS, %s: %s; one self-signed ECDSA P-256 certificate for every target\n", t, info)
+	}
+	if p.has("idle") || p.has("streams") {
+		rep += fmt.Sprintf("- limits: open files %d; nginx worker_connections %d; connhold from %d source address(es)\n", p.nofile, p.needFDs, p.sources)
+	}
+	if err := p.report(rep + fmt.Sprintf("- raw: %s\n- reproduce: cd %s && %s\n", p.out, p.root, repro)); err != nil {
 		return err
 	}
-	if p.o.check && !floorOK {
+	if o.check && !floorOK {
 		return errors.New("fenec-entry missed the floor")
 	}
 	return nil
@@ -328,39 +298,27 @@ func rotate[T any](s []T, k int) []T {
 	return append(slices.Clone(s[k:]), s[:k]...)
 }
 
-func names(ts []*target) []string {
-	out := make([]string, len(ts))
-	for i, t := range ts {
-		out[i] = t.name
-	}
-	return out
-}
-
 // limits raises the open-file limit for the held connections of the memory rows (inherited by
 // the processes started here), and chooses connhold's source addresses: every client
 // connection is a source port of 127.0.0.1 towards one port, and a quarter of the ephemeral
 // range is left to everything else.
 func (p *proxies) limits() error {
-	held := 0
+	held, streams := 0, 0
 	if p.has("idle") {
 		held = p.o.idleConns
 	}
-	streams := 0
 	if p.has("streams") {
 		streams = p.o.streams
 	}
 	p.needFDs = max(held, 2*streams) + 1024 // a stream holds two sockets in the proxy
 	var lim syscall.Rlimit
 	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-	want := uint64(max(2*p.needFDs, 65536))
-	if lim.Cur < want {
-		l := syscall.Rlimit{Cur: want, Max: max(lim.Max, want)}
-		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l) != nil {
+	if want := uint64(max(2*p.needFDs, 65536)); lim.Cur < want {
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: want, Max: max(lim.Max, want)}) != nil {
 			if lim.Max < uint64(p.needFDs) {
 				return fmt.Errorf("-idle-conns %d and -streams %d need an open-file limit of %d, and the hard limit is %d", p.o.idleConns, p.o.streams, p.needFDs, lim.Max)
 			}
-			l = syscall.Rlimit{Cur: lim.Max, Max: lim.Max}
-			syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+			syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: lim.Max, Max: lim.Max})
 		}
 	}
 	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
@@ -374,147 +332,64 @@ func (p *proxies) limits() error {
 	return nil
 }
 
-func portRange() (lo, hi int) {
-	b, _ := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	fmt.Sscan(string(b), &lo, &hi)
-	if hi <= lo {
-		return 32768, 60999
-	}
-	return lo, hi
-}
-
-// startBackends starts the upstream and, for the streams row, the stand-in router whose
-// event streams are held.
-func (p *proxies) startBackends() error {
-	var err error
-	if p.upPort, err = p.freePort(); err != nil {
-		return err
-	}
-	if p.up, err = p.start("upstream", spec{cpus: p.serverCPUs}, p.bin["upstream"], "-listen", fmt.Sprintf("127.0.0.1:%d", p.upPort)); err != nil {
-		return err
-	}
-	if err := waitOK(p.up, fmt.Sprintf("http://127.0.0.1:%d%s", p.upPort, reqPath)); err != nil {
-		return err
-	}
-	if !p.has("streams") {
-		return nil
-	}
-	if p.standinPort, err = p.freePort(); err != nil {
-		return err
-	}
-	if p.standin, err = p.start("standin", spec{cpus: p.serverCPUs}, p.bin["fenec-standin"], "--region", fmt.Sprintf("eu=127.0.0.1:%d", p.standinPort),
-		"--tenants", "acme=eu", "--http-keepalive", "20s", "--log-level", "warn"); err != nil {
-		return err
-	}
-	return waitOK(p.standin, fmt.Sprintf("http://127.0.0.1:%d/t/acme/echo", p.standinPort))
-}
-
 // startTarget starts a target's processes for the rounds: plain, and TLS in -mode protocols.
 func (p *proxies) startTarget(t *target) error {
-	tlsToo := p.o.mode == "protocols" && slices.ContainsFunc(p.rows, func(r string) bool { return r != "plain" && r != "h2c" && r != "idle" && r != "streams" })
-	plainToo := p.o.mode == "requests" || p.has("plain") || p.has("h2c")
-	var err error
+	tlsToo := slices.ContainsFunc(p.rows, func(r string) bool { return !slices.Contains([]string{"plain", "h2c", "idle", "streams"}, r) })
+	plainToo := p.has("plain") || p.has("h2c")
+	a, err := p.addrs(3)
+	if err != nil {
+		return err
+	}
 	switch t.name {
 	case "direct":
 		t.plainURL = fmt.Sprintf("http://127.0.0.1:%d%s", p.upPort, reqPath)
-		return nil
 	case "nginx":
 		if plainToo {
-			a, err := p.addrs(2)
-			if err != nil {
-				return err
-			}
 			t.plainURL, t.h2cURL = "http://"+a[0]+reqPath, "http://"+a[1]+reqPath
 			servers := server(a[0], "")
 			if p.o.mode == "protocols" {
 				servers += server(a[1]+" http2", "") // nginx 1.22 speaks h2c with prior knowledge only on a port of its own
 			}
-			if t.plain, err = p.startNginx("nginx-plain", nginx{servers: servers, up: p.upPort, workers: p.o.workers, conns: 4096}, spec{cpus: p.serverCPUs}); err != nil {
+			if t.plain, err = p.startNginx("nginx-plain", nginx{servers: servers, up: p.upPort, workers: p.workers}, spec{cpus: p.serverCPUs}, t.plainURL); err != nil {
 				return err
 			}
 		}
-		if tlsToo {
-			a, err := p.addrs(1)
-			if err != nil {
-				return err
-			}
-			t.tlsAddr, t.tlsURL = a[0], "https://"+a[0]+reqPath
-			t.tls, err = p.startNginx("nginx-tls", nginx{servers: server(a[0]+" ssl http2", ""), http: nginxTLS(p.cert, p.key),
-				up: p.upPort, workers: p.o.workers, conns: 4096}, spec{cpus: p.serverCPUs})
-			return err
+		if tlsToo && err == nil {
+			t.tlsAddr, t.tlsURL = a[2], "https://"+a[2]+reqPath
+			t.tls, err = p.startNginx("nginx-tls", nginx{servers: server(a[2]+" ssl http2", ""), http: nginxTLS(p.cert, p.key), up: p.upPort, workers: p.workers},
+				spec{cpus: p.serverCPUs}, t.tlsURL)
 		}
-		return nil
-	case "haproxy":
-		a, err := p.addrs(1)
-		if err != nil {
-			return err
+	default:
+		var listen string
+		if plainToo {
+			t.plain, listen, _, err = p.startEntry(t.name+"-plain", t.name, p.upPort, false, reqPath)
+			t.plainURL, t.h2cURL = "http://"+listen+reqPath, "http://"+listen+reqPath
 		}
-		f := p.path("haproxy.cfg")
-		os.WriteFile(f, []byte(haproxyConf(a[0], p.upPort, p.o.workers, 4096, "60s")), 0o644)
-		t.plainURL = "http://" + a[0] + reqPath
-		if t.plain, err = p.start("haproxy", spec{cpus: p.serverCPUs}, "haproxy", "-db", "-f", f); err != nil {
-			return err
+		if tlsToo && err == nil {
+			t.tls, t.tlsAddr, _, err = p.startEntry(t.name+"-tls", t.name, p.upPort, true, reqPath)
+			t.tlsURL = "https://" + t.tlsAddr + reqPath
 		}
-		return waitOK(t.plain, t.plainURL)
 	}
-	if plainToo {
-		if t.plain, t.plainURL, _, err = p.startEntry(t.name+"-plain", t.name, p.upPort, false); err != nil {
-			return err
-		}
-		t.h2cURL = t.plainURL
-	}
-	if tlsToo {
-		var admin string
-		if t.tls, t.tlsURL, admin, err = p.startEntry(t.name+"-tls", t.name, p.upPort, true); err != nil {
-			return err
-		}
-		_ = admin
-		t.tlsAddr = strings.TrimSuffix(strings.TrimPrefix(t.tlsURL, "https://"), reqPath)
-	}
-	p.countKids(t)
-	return nil
+	return err
 }
 
-// startEntry starts fenec-entry (bin: fenec-entry or fenec-entry-b) as `fenec-entry serve`
-// with no flag about processes, in front of port up; TLS with the run's certificate.
-func (p *proxies) startEntry(name, bin string, up int, tls bool, extra ...string) (*proc, string, string, error) {
+// startEntry starts fenec-entry (bin: fenec-entry or fenec-entry-b) as `fenec-entry serve` in
+// front of port up, TLS with the run's certificate, and waits for ready to answer 200; it
+// returns its listener's and its admin listener's addresses.
+func (p *proxies) startEntry(name, bin string, up int, tls bool, ready string, extra ...string) (*proc, string, string, error) {
+	scheme := "http://"
 	if tls {
-		extra = append(extra, "--tls-cert", p.cert, "--tls-key", p.key)
+		scheme, extra = "https://", append(extra, "--tls-cert", p.cert, "--tls-key", p.key)
 	}
 	args, listen, admin, err := p.entryArgs(p.bin[bin], up, extra...)
 	if err != nil {
 		return nil, "", "", err
 	}
-	pr, err := p.start(name, spec{cpus: p.serverCPUs, env: p.entryEnv}, args...)
+	pr, err := p.start(name, spec{cpus: p.serverCPUs}, args...)
 	if err != nil {
 		return nil, "", "", err
 	}
-	url := "http://" + listen + reqPath
-	if tls {
-		url = "https://" + listen + reqPath
-	}
-	return pr, url, admin, waitOK(pr, url)
-}
-
-// countKids notes the most child processes a fenec-entry target was seen with: this build runs
-// one process; an older one may run a master and workers, measured together.
-func (p *proxies) countKids(t *target) {
-	if !strings.HasPrefix(t.name, "fenec-entry") {
-		return
-	}
-	for _, pr := range []*proc{t.plain, t.tls} {
-		if pr != nil {
-			t.kids = max(t.kids, len(children(pr.pid)))
-		}
-	}
-}
-
-// pids of a target's process for a measurement (none for direct).
-func pids(pr *proc) []int {
-	if pr == nil {
-		return nil
-	}
-	return []int{pr.pid}
+	return pr, listen, admin, waitOK(pr, scheme+listen+ready)
 }
 
 // ours is the CPU ticks of everything this run runs: its processes, their children, and this
@@ -534,29 +409,21 @@ func (p *proxies) waitIdle(round int) {
 	for waited := 0; ; waited++ {
 		w := openWindow(p.ours)
 		time.Sleep(time.Second)
-		w.close()
-		if w.Other <= idleMax {
+		if w.close(); w.Other <= idleMax {
 			return
 		}
 		if waited >= p.o.idleWait {
 			p.logf("warning: round %d starts with other processes at %d%% of a CPU: its numbers will be noisy", round, w.Other)
 			return
 		}
-		if waited == 0 {
-			p.logf("round %d: other processes use %d%% of a CPU; waiting up to %ds for quiet", round, w.Other, p.o.idleWait)
-		}
 	}
 }
 
 // wrk runs wrk on the client CPUs against url within a window.
 func (p *proxies) wrk(url string, threads, conns, secs int) (wrkOut, client, *window, error) {
-	lua := p.path("report.lua")
-	if _, err := os.Stat(lua); err != nil {
-		os.WriteFile(lua, []byte(wrkLua), 0o644)
-	}
 	w := openWindow(p.ours)
 	c, err := runClient(p.clientCPUs, "", time.Duration(secs+30)*time.Second, "wrk", fmt.Sprintf("-t%d", threads), fmt.Sprintf("-c%d", conns),
-		fmt.Sprintf("-d%ds", secs), "--timeout", "2s", "--latency", "-s", lua, url)
+		fmt.Sprintf("-d%ds", secs), "--timeout", "2s", "--latency", "-s", p.lua, url)
 	w.close()
 	if err != nil {
 		return wrkOut{}, c, w, err
@@ -566,13 +433,10 @@ func (p *proxies) wrk(url string, threads, conns, secs int) (wrkOut, client, *wi
 }
 
 func (p *proxies) warm() {
-	if p.o.warmup == 0 {
-		return
-	}
 	for _, t := range p.targets {
 		for _, m := range []string{"plain", "https", "h2", "h2c"} {
-			if (m == "plain" || p.has(m)) && t.broken[m] == "" && p.urlOf(t, m) != "" {
-				p.load(0, 0, t, m, p.o.warmup)
+			if p.o.warmup > 0 && (m == "plain" || p.has(m)) && t.broken[m] == "" && p.urlOf(t, m) != "" {
+				p.load(0, t, m, p.o.warmup)
 			}
 		}
 	}
@@ -588,13 +452,6 @@ func (p *proxies) urlOf(t *target, m string) string {
 	return t.tlsURL
 }
 
-func (p *proxies) procOf(t *target, m string) *proc {
-	if m == "plain" || m == "h2c" {
-		return t.plain
-	}
-	return t.tls
-}
-
 // round is one round: the latency runs, sliced; then each load measurement of every target in
 // turn; then resumption; then the memory rows. Each measurement visits every target before the
 // next starts, so that what drifts within a round hits both sides of a ratio alike.
@@ -606,32 +463,21 @@ func (p *proxies) round(r int, order []*target) error {
 			}
 		}
 	}
-	for _, m := range []string{"plain", "https", "h2", "h2c", "handshakes", "resumption"} {
-		if !p.has(m) {
-			continue
-		}
-		for i, t := range order {
-			proto := m
-			if m == "handshakes" || m == "resumption" {
-				proto = "tls10"
-			}
-			if t.broken[proto] != "" || t.broken[m] != "" {
+	for _, m := range []string{"plain", "https", "h2", "h2c", "handshakes", "resumption", "idle", "streams"} {
+		for _, t := range order {
+			if !p.has(m) || t.broken[m] != "" || (m == "handshakes" || m == "resumption") && t.broken["tls10"] != "" {
 				continue
 			}
 			var err error
-			if m == "resumption" {
-				err = p.resume(r, i+1, t)
-			} else {
-				err = p.load(r, i+1, t, m, p.o.secs)
+			switch m {
+			case "resumption":
+				err = p.resume(r, t)
+			case "idle", "streams":
+				err = p.memory(r, m, t)
+			default:
+				err = p.load(r, t, m, p.o.secs)
 			}
 			if err != nil {
-				return err
-			}
-		}
-	}
-	for _, scen := range p.memRows() {
-		for i, t := range order {
-			if err := p.memory(r, i+1, scen, t); err != nil {
 				return err
 			}
 		}
@@ -641,16 +487,17 @@ func (p *proxies) round(r int, order []*target) error {
 
 func (p *proxies) add(res result) {
 	res.Kind = "measurement"
-	json.NewEncoder(p.raw).Encode(res)
+	p.rawLine(res)
 	p.results = append(p.results, res)
-	if res.Other > idleMax {
-		p.logf("warning: round %d, %s, %s: other processes took %d%% of a CPU", res.Round, res.Target, res.Measurement, res.Other)
-	}
-	if res.Steal > stealMax {
-		p.logf("warning: round %d, %s, %s: the hypervisor took %d%% of the CPU time (steal): other guests on this host", res.Round, res.Target, res.Measurement, res.Steal)
-	}
-	if res.Errors > 0 {
-		p.logf("warning: round %d, %s, %s: %d failed or non-2xx requests", res.Round, res.Target, res.Measurement, res.Errors)
+	for _, w := range []struct {
+		bad  bool
+		what string
+	}{{res.Other > idleMax, fmt.Sprintf("other processes took %d%% of a CPU", res.Other)},
+		{res.Steal > stealMax, fmt.Sprintf("the hypervisor took %d%% of the CPU time (steal): other guests on this host", res.Steal)},
+		{res.Errors > 0, fmt.Sprintf("%d failed or non-2xx requests", res.Errors)}} {
+		if w.bad {
+			p.logf("warning: round %d, %s, %s: %s", res.Round, res.Target, res.Measurement, w.what)
+		}
 	}
 }
 
@@ -659,16 +506,12 @@ func (p *proxies) add(res result) {
 // latencies merged over its slices before the percentiles are taken.
 func (p *proxies) latency(r int, m string, order []*target) error {
 	var live []*target
+	res, hist := map[string]*result{}, map[string]map[int]int64{}
 	for _, t := range order {
 		if t.broken[m] == "" && p.urlOf(t, m) != "" {
 			live = append(live, t)
+			res[t.name], hist[t.name] = &result{Round: r, Target: t.name, Measurement: m + "_latency"}, map[int]int64{}
 		}
-	}
-	res := map[string]*result{}
-	hist := map[string]map[int]int64{}
-	for _, t := range live {
-		res[t.name] = &result{Round: r, Target: t.name, Measurement: m + "_latency", Tool: "wrk -t1 -c1"}
-		hist[t.name] = map[int]int64{}
 	}
 	for k := 0; k < p.o.slices; k++ {
 		for _, t := range rotate(live, k) {
@@ -685,9 +528,8 @@ func (p *proxies) latency(r int, m string, order []*target) error {
 			x.Other, x.Steal = max(x.Other, win.Other), max(x.Steal, win.Steal)
 		}
 	}
-	for i, t := range live {
+	for _, t := range live {
 		x := res[t.name]
-		x.Position = i + 1
 		x.P50, x.P99 = percentiles(hist[t.name])
 		if x.Requests == 0 {
 			x.Errors++ // no answer at all is an error too
@@ -697,30 +539,33 @@ func (p *proxies) latency(r int, m string, order []*target) error {
 	return nil
 }
 
-// load is one load run of m: plain or https (wrk -t2 -c-conns), h2 or h2c (h2load) or
-// handshakes (openssl s_time -new, one connection at a time, each a full handshake and a GET),
-// with the CPU of the target's processes, the upstream's and the client's over it.
-func (p *proxies) load(r, pos int, t *target, m string, secs int) error {
-	pr := p.procOf(t, m)
-	url := p.urlOf(t, m)
-	t0, u0 := cpuOf(true, pids(pr)...), cpuOf(false, p.up.pid)
-	res := result{Round: r, Position: pos, Target: t.name, Measurement: m}
-	var c client
+// load is one load run of m (round 0: a warm-up, not recorded): plain or https (wrk -t2
+// -c-conns), h2 or h2c (h2load) or handshakes (openssl s_time -new, one connection at a time,
+// each a full handshake and a GET), with the CPU of the target's processes and the upstream's.
+func (p *proxies) load(r int, t *target, m string, secs int) error {
+	pr, url := t.tls, p.urlOf(t, m)
+	if m == "plain" || m == "h2c" {
+		pr = t.plain
+	}
+	var pids []int
+	if pr != nil {
+		pids = []int{pr.pid}
+	}
+	t0, u0 := cpuOf(true, pids...), cpuOf(false, p.up.pid)
+	res := result{Round: r, Target: t.name, Measurement: m}
 	var win *window
 	var err error
+	timeout := time.Duration(secs+30) * time.Second
 	switch m {
 	case "plain", "https":
 		var w wrkOut
-		res.Tool = fmt.Sprintf("wrk -t2 -c%d", p.o.conns)
-		if w, c, win, err = p.wrk(url, 2, p.o.conns, secs); err != nil {
+		if w, _, win, err = p.wrk(url, 2, p.o.conns, secs); err != nil {
 			return err
 		}
 		res.PerS, res.Requests, res.Errors = w.f["rps"], w.n("requests"), w.n("socket_errors")+w.n("non_2xx")
 	case "h2", "h2c":
-		res.Tool = fmt.Sprintf("h2load -t2 -c%d -m%d", p.o.h2Clients, p.o.h2Streams)
 		win = openWindow(p.ours)
-		c, err = runClient(p.clientCPUs, "", time.Duration(secs+30)*time.Second, "h2load", "-t2", fmt.Sprintf("-c%d", p.o.h2Clients),
-			fmt.Sprintf("-m%d", p.o.h2Streams), "-D", strconv.Itoa(secs), url)
+		c, err := runClient(p.clientCPUs, "", timeout, "h2load", "-t2", fmt.Sprintf("-c%d", p.o.h2Clients), fmt.Sprintf("-m%d", p.o.h2Streams), "-D", strconv.Itoa(secs), url)
 		win.close()
 		if err != nil {
 			return err
@@ -734,10 +579,8 @@ func (p *proxies) load(r, pos int, t *target, m string, secs int) error {
 			res.Errors += res.Requests + 1
 		}
 	case "handshakes":
-		res.Tool = "openssl s_time -new"
 		win = openWindow(p.ours)
-		c, err = runClient(p.clientCPUs, "", time.Duration(secs+30)*time.Second, "openssl", "s_time", "-new", "-connect", t.tlsAddr,
-			"-www", reqPath, "-time", strconv.Itoa(secs))
+		c, err := runClient(p.clientCPUs, "", timeout, "openssl", "s_time", "-new", "-connect", t.tlsAddr, "-www", reqPath, "-time", strconv.Itoa(secs))
 		win.close()
 		if err != nil {
 			return err
@@ -751,24 +594,18 @@ func (p *proxies) load(r, pos int, t *target, m string, secs int) error {
 			res.Errors = n
 		}
 	}
-	if r == 0 { // a warm-up
+	if r == 0 {
 		return nil
 	}
-	tt, tu := cpuOf(true, pids(pr)...)-t0, cpuOf(false, p.up.pid)-u0
-	if res.Requests > 0 {
-		k := 1e6 / clkTck / float64(res.Requests)
-		res.CPUus = &cpuSplit{Client: float64(c.cpu) * k, Upstream: float64(tu) * k, Target: float64(tt) * k}
+	tt, tu := cpuOf(true, pids...)-t0, cpuOf(false, p.up.pid)-u0
+	if res.Requests > 0 && pr != nil {
+		res.CPUus = float64(tt) * 1e6 / clkTck / float64(res.Requests)
 	}
 	if tu > 0 && pr != nil {
 		res.CPUvsUp = float64(tt) / float64(tu)
 	}
 	res.Busy, res.Other, res.Steal = win.Busy, win.Other, win.Steal
-	if p.nClient > 0 {
-		res.srvBusy, res.cliBusy = meanBusy(win.Busy, p.nClient, len(win.Busy)), meanBusy(win.Busy, 0, p.nClient)
-	} else {
-		res.srvBusy = meanBusy(win.Busy, 0, len(win.Busy))
-	}
-	p.countKids(t)
+	res.srvBusy = meanBusy(win.Busy, p.nClient, len(win.Busy))
 	p.add(res)
 	return nil
 }
@@ -779,13 +616,13 @@ var (
 	h2Status   = regexp.MustCompile(`(?m)^status codes: \d+ 2xx, (\d+) 3xx`)
 	h2Proto    = regexp.MustCompile(`(?m)^Application protocol: (\S+)`)
 	sTime      = regexp.MustCompile(`(\d+) connections in [\d.]+ real seconds, (\d+) bytes read per connection`)
+	isShard    = regexp.MustCompile(`(?mi)^fenec-shard: 1`)
 )
 
 // parseH2load reads h2load's summary: the rate, the requests that succeeded, the failed ones
 // (every failure, errors, timeouts and 4xx/5xx alike) with the 3xx, and the protocol spoken.
 func parseH2load(out string) (perS float64, ok, bad int64, proto string, err error) {
-	m := h2Finished.FindStringSubmatch(out)
-	q := h2Requests.FindStringSubmatch(out)
+	m, q := h2Finished.FindStringSubmatch(out), h2Requests.FindStringSubmatch(out)
 	if m == nil || q == nil {
 		return 0, 0, 0, "", fmt.Errorf("h2load printed no result:\n%s", lastLines(out, 20))
 	}
@@ -814,7 +651,7 @@ func parseSTime(out string) (conns int64, bytes int) {
 // resume: a full handshake whose session is saved, then -resumes reconnects, each offering the
 // last session saved (as a client keeps its newest ticket) and saving the one it gets; counts
 // those the server resumed (openssl s_client's "Reused"), each answered 200.
-func (p *proxies) resume(r, pos int, t *target) error {
+func (p *proxies) resume(r int, t *target) error {
 	dir := p.path("resume." + t.name)
 	os.RemoveAll(dir)
 	os.MkdirAll(dir, 0o755)
@@ -824,7 +661,7 @@ func (p *proxies) resume(r, pos int, t *target) error {
 	if _, err := os.Stat(sess(0)); err != nil {
 		return fmt.Errorf("%s: openssl s_client saved no session: %s", t.name, lastLines(c.out, 1))
 	}
-	res := result{Round: r, Position: pos, Target: t.name, Measurement: "resumption", Tool: "openssl s_client -sess_in -sess_out"}
+	res := result{Round: r, Target: t.name, Measurement: "resumption"}
 	answered := regexp.MustCompile(`(?m)^HTTP/1\.[01] 200`)
 	for i := 1; i <= p.o.resumes; i++ {
 		c, _ := runClient(p.clientCPUs, req, 10*time.Second, "openssl", "s_client", "-connect", t.tlsAddr, "-sess_in", sess(i-1), "-sess_out", sess(i), "-ign_eof")
@@ -846,28 +683,21 @@ func (p *proxies) resume(r, pos int, t *target) error {
 // where asked), Fenec-Shard: 1 and the 64-byte body. A protocol that fails is named in a
 // warning and its rows say BROKEN; the target is measured on the others.
 func (p *proxies) checkTarget(t *target) {
-	checks := []struct{ proto, want, url string }{{"plain", "HTTP/1.1 200", t.plainURL}}
-	if p.o.mode == "protocols" {
-		checks = append(checks, struct{ proto, want, url string }{"h2c", "HTTP/2 200", t.h2cURL},
-			struct{ proto, want, url string }{"https", "HTTP/1.1 200", t.tlsURL}, struct{ proto, want, url string }{"h2", "HTTP/2 200", t.tlsURL})
-	}
-	flags := map[string][]string{"plain": {"--http1.1"}, "h2c": {"--http2-prior-knowledge"}, "https": {"-k", "--http1.1"}, "h2": {"-k", "--http2"}}
-	for _, c := range checks {
-		if c.url == "" {
+	for _, c := range []struct{ proto, want, url, flags string }{{"plain", "HTTP/1.1 200", t.plainURL, "--http1.1"},
+		{"h2c", "HTTP/2 200", t.h2cURL, "--http2-prior-knowledge"}, {"https", "HTTP/1.1 200", t.tlsURL, "-k --http1.1"}, {"h2", "HTTP/2 200", t.tlsURL, "-k --http2"}} {
+		if c.url == "" || c.proto != "plain" && p.o.mode == "requests" {
 			continue
 		}
-		args := append([]string{"-sS", "-D", "-", "-o", "/dev/null", "-w", "SIZE %{size_download}\n", "--max-time", "2"}, flags[c.proto]...)
+		args := append([]string{"-sS", "-D", "-", "-o", "/dev/null", "-w", "SIZE %{size_download}\n", "--max-time", "2"}, strings.Fields(c.flags)...)
 		out, err := exec.Command("curl", append(args, c.url)...).CombinedOutput()
 		why := ""
 		switch s := string(out); {
 		case err != nil:
-			why = fmt.Sprintf("curl %s: %v: %s", strings.Join(flags[c.proto], " "), err, lastLines(s, 1))
+			why = fmt.Sprintf("curl %s: %v: %s", c.flags, err, lastLines(s, 1))
 		case !strings.HasPrefix(s, c.want):
-			why = fmt.Sprintf("curl %s: want %s, got %q", strings.Join(flags[c.proto], " "), c.want, lastLines(strings.SplitN(s, "\n", 2)[0], 1))
-		case !regexp.MustCompile(`(?mi)^fenec-shard: 1`).MatchString(s):
-			why = "the answer lacks Fenec-Shard: 1 (not from the upstream?)"
-		case !strings.Contains(s, "SIZE 64\n"):
-			why = "want the upstream's 64-byte body"
+			why = fmt.Sprintf("curl %s: want %s, got %q", c.flags, c.want, strings.SplitN(s, "\n", 2)[0])
+		case !isShard.MatchString(s) || !strings.Contains(s, "SIZE 64\n"):
+			why = "want Fenec-Shard: 1 and the upstream's 64-byte body"
 		case regexp.MustCompile(`(?mi)^fenec-home:`).MatchString(s):
 			p.logf("warning: %s passed Fenec-Home on to the client", t.name)
 		}
@@ -876,25 +706,17 @@ func (p *proxies) checkTarget(t *target) {
 			t.broken[c.proto] = why
 		}
 	}
-	if t.tlsAddr != "" {
-		if why := p.checkTLS10(t); why != "" {
-			p.logf("warning: %s fails the tls10 check, its handshakes and resumption rows are left out: %s", t.name, why)
-			t.broken["tls10"] = why
-		}
+	if t.tlsAddr == "" {
+		return
 	}
-}
-
-// checkTLS10 checks the request openssl s_time and the resumption send (GET, HTTP/1.0, no Host)
-// and notes the answer's bytes (s_time's must match) and what the handshake settled on.
-func (p *proxies) checkTLS10(t *target) string {
+	// The request openssl s_time and the resumption send (GET, HTTP/1.0, no Host): the
+	// answer's bytes (s_time's must match), and what the handshake settled on.
 	c, _ := runClient("", "GET "+reqPath+" HTTP/1.0\r\n\r\n", 5*time.Second, "openssl", "s_client", "-connect", t.tlsAddr, "-quiet")
-	out := c.out[strings.Index(c.out, "HTTP/"):]
-	if i := strings.Index(c.out, "HTTP/"); i < 0 || !regexp.MustCompile(`^HTTP/1\.[01] 200`).MatchString(out) {
-		return "openssl s_client, GET HTTP/1.0: want 200, got: " + lastLines(c.out, 1)
-	}
-	_, body, _ := strings.Cut(out, "\r\n\r\n")
-	if len(body) != 64 || !regexp.MustCompile(`(?mi)^fenec-shard: 1`).MatchString(out) {
-		return fmt.Sprintf("openssl s_client, GET HTTP/1.0: want Fenec-Shard: 1 and the 64-byte body, got %d bytes", len(body))
+	out := c.out[max(0, strings.Index(c.out, "HTTP/")):]
+	if _, body, _ := strings.Cut(out, "\r\n\r\n"); !regexp.MustCompile(`^HTTP/1\.[01] 200`).MatchString(out) || len(body) != 64 || !isShard.MatchString(out) {
+		t.broken["tls10"] = "openssl s_client, GET HTTP/1.0: want 200, Fenec-Shard: 1 and the 64-byte body, got: " + lastLines(c.out, 1)
+		p.logf("warning: %s fails the tls10 check, its handshakes and resumption rows are left out: %s", t.name, t.broken["tls10"])
+		return
 	}
 	t.tlsBytes = len(out)
 	c, _ = runClient("", "", 5*time.Second, "openssl", "s_client", "-connect", t.tlsAddr, "-alpn", "h2,http/1.1")
@@ -907,9 +729,9 @@ func (p *proxies) checkTLS10(t *target) string {
 	t.tlsInfo = fmt.Sprintf("%s %s, key exchange %s, %s signature, ALPN %s", field(`(?m)^(?:New|Reused), (\S+?),`),
 		field(`(?m)^(?:New|Reused), .* Cipher is (\S+)`), field(`(?m)^Server Temp Key: ([^,\n]+)`),
 		field(`(?m)^Peer signature type: (\S+)`), field(`(?m)^ALPN protocol: (\S+)`))
-	return ""
 }
 
+// broken is why a measurement of a target was left out, by target and measurement.
 func (p *proxies) broken() map[[2]string]string {
 	out := map[[2]string]string{}
 	rows := map[string][]string{"plain": {"plain", "plain_latency"}, "https": {"https", "https_latency"}, "h2": {"h2"}, "h2c": {"h2c"}, "tls10": {"handshakes", "resumption"}}
@@ -925,9 +747,9 @@ func (p *proxies) broken() map[[2]string]string {
 
 // memory is one memory measurement (idle or streams): the target started afresh (nginx with
 // one worker, whose RSS is the reading), a warm-up of holdParallel connections of the kind, its
-// RSS (the entry's: its process and any children; and its goroutines), connhold opening and
-// holding the connections, the same again -settle seconds after READY.
-func (p *proxies) memory(r, pos int, scen string, t *target) error {
+// RSS (and the entry's goroutines), connhold opening and holding the connections, the same
+// again -settle seconds after READY.
+func (p *proxies) memory(r int, scen string, t *target) error {
 	n, up, ready, path := p.o.idleConns, p.upPort, reqPath, reqPath
 	if scen == "streams" {
 		n, up, ready, path = p.o.streams, p.standinPort, "/t/acme/echo", "/t/acme/events"
@@ -938,76 +760,61 @@ func (p *proxies) memory(r, pos int, scen string, t *target) error {
 	}
 	var pr *proc
 	admin := ""
-	switch t.name {
-	case "nginx":
+	if t.name == "nginx" {
 		// No timeout a held connection could reach: keepalive_timeout (75 s by default) would
 		// close an idle one, proxy_read_timeout (60 s) a stream quieter than that.
 		pr, err = p.startNginx("nginx-mem", nginx{servers: server(a[0], "            proxy_read_timeout 1h;\n            proxy_send_timeout 1h;\n"),
-			up: up, workers: 1, conns: p.needFDs, main: fmt.Sprintf("worker_rlimit_nofile %d;\n", p.nofile), http: "    keepalive_timeout 1h;\n"},
-			spec{cpus: p.serverCPUs})
-	default:
-		// A stream is a request in flight: --max-inflight is raised only past its default.
-		var extra []string
+			up: up, workers: 1, conns: p.needFDs, nofile: p.nofile, http: "    keepalive_timeout 1h;\n"}, spec{cpus: p.serverCPUs}, "http://"+a[0]+ready)
+	} else {
+		var extra []string // a stream is a request in flight: --max-inflight is raised only past its default
 		if p.o.streams+holdParallel > 10000 {
 			extra = []string{"--max-inflight", strconv.Itoa(p.o.streams + holdParallel)}
 		}
-		args, listen, ad, err2 := p.entryArgs(p.bin[t.name], up, extra...)
-		if err2 != nil {
-			return err2
-		}
-		a[0], admin = listen, ad
-		if pr, err = p.start(t.name+"-mem", spec{cpus: p.serverCPUs, env: p.entryEnv}, args...); err == nil {
-			err = waitOK(pr, "http://"+listen+ready)
-		}
+		pr, a[0], admin, err = p.startEntry(t.name+"-mem", t.name, up, false, ready, extra...)
+	}
+	if pr != nil {
+		defer p.stop(pr)
 	}
 	if err != nil {
 		return err
 	}
-	defer p.stop(pr)
-	hold := []string{p.bin["connhold"], "-addr", a[0], "-parallel", strconv.Itoa(holdParallel), "-timeout", "10s",
-		"-sources", strconv.Itoa(p.sources), "-path", path}
-	if scen == "streams" {
-		hold = append(hold, "-stream")
-	}
-	if c, err := runClient(p.clientCPUs, "", 60*time.Second, append(hold, "-n", strconv.Itoa(holdParallel))...); err != nil {
-		return fmt.Errorf("warm-up through %s (%s): %w", t.name, scen, err)
-	} else if !strings.Contains(c.out, "DONE") {
-		return fmt.Errorf("warm-up through %s (%s): %s", t.name, scen, lastLines(c.out, 2))
+	hold := []string{"-addr", a[0], "-parallel", strconv.Itoa(holdParallel), "-timeout", "10s", "-sources", strconv.Itoa(p.sources), "-path", path,
+		"-stream=" + strconv.FormatBool(scen == "streams")}
+	if c, err := runClient(p.clientCPUs, "", 60*time.Second, append([]string{p.self, "connhold", "-n", strconv.Itoa(holdParallel)}, hold...)...); err != nil || !strings.Contains(c.out, "DONE") {
+		return fmt.Errorf("warm-up through %s (%s): %w: %s", t.name, scen, err, lastLines(c.out, 2))
 	}
 	time.Sleep(time.Second)
-	memPids := func() []int {
-		if t.name == "nginx" {
-			return children(pr.pid) // its worker: the master only starts and watches it
-		}
-		t.kids = max(t.kids, len(children(pr.pid)))
-		return append([]int{pr.pid}, children(pr.pid)...)
+	pids := []int{pr.pid}
+	if t.name == "nginx" {
+		pids = children(pr.pid) // its worker: the master only starts and watches it
 	}
-	before, err := rssKB(memPids()...)
+	before, err := rssKB(pids...)
 	if err != nil {
 		return err
 	}
 	g0 := goroutines(admin)
-	h, err := p.hold(p.clientCPUs, append(hold, "-max-failed", strconv.Itoa(n/500)), n)
+	h, err := p.connhold(p.clientCPUs, append(hold, "-n", strconv.Itoa(n), "-max-failed", strconv.Itoa(n/500))...)
 	if err != nil {
 		return fmt.Errorf("connhold through %s (%s): %w", t.name, scen, err)
 	}
 	time.Sleep(time.Duration(p.o.settle) * time.Second)
-	after, err := rssKB(memPids()...)
+	after, err := rssKB(pids...)
 	g1 := goroutines(admin)
 	closed, err2 := h.release()
 	if err = errors.Join(err, err2); err != nil {
 		return err
 	}
-	res := result{Round: r, Position: pos, Target: t.name, Measurement: scen, Conns: h.conns, Errors: int64(h.failed), OpenMs: h.openMs,
-		RSSBefore: before, RSSAfter: after, KBPerConn: float64(after-before) / float64(h.conns), Closed: closed}
+	held := int(h.res.Held)
+	res := result{Round: r, Target: t.name, Measurement: scen, Conns: held, Errors: int64(n - held), RSSBefore: before, RSSAfter: after,
+		KBPerConn: float64(after-before) / float64(held), Closed: closed}
 	if admin != "" {
-		g := (g1 - g0) / float64(h.conns)
+		g := (g1 - g0) / float64(held)
 		res.GorPerConn = &g
 	}
 	if closed > 0 {
-		p.logf("warning: %s (%s): %d of %d held connections were closed by the proxy before they were let go", t.name, scen, closed, h.conns)
+		p.logf("warning: %s (%s): %d of %d held connections were closed by the proxy before they were let go", t.name, scen, closed, held)
 	}
-	p.logf("round %d, %s, %s: %d conns in %d ms, RSS %d -> %d KiB: %.3f KB/conn", r, scen, t.name, h.conns, h.openMs, before, after, res.KBPerConn)
+	p.logf("round %d, %s, %s: %d conns in %d ms, RSS %d -> %d KiB: %.3f KB/conn", r, scen, t.name, held, h.res.OpenMs, before, after, res.KBPerConn)
 	p.add(res)
 	return nil
 }
@@ -1017,7 +824,7 @@ func goroutines(admin string) float64 {
 	if admin == "" {
 		return math.NaN()
 	}
-	_, _, b, _ := get("http://" + admin + "/metrics")
+	_, b, _ := get("http://"+admin+"/metrics", 0)
 	for _, l := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(l); len(f) == 2 && f[0] == "go_goroutines" {
 			v, _ := strconv.ParseFloat(f[1], 64)
@@ -1025,107 +832,4 @@ func goroutines(admin string) float64 {
 		}
 	}
 	return math.NaN()
-}
-
-func (p *proxies) title() string {
-	if p.o.mode == "requests" {
-		return "fenec-entry vs nginx vs haproxy: GET " + reqPath + " on loopback"
-	}
-	return "fenec-entry vs nginx over every protocol a client speaks: GET " + reqPath + " on loopback"
-}
-
-type meta struct {
-	Kind       string            `json:"kind"`
-	Mode       string            `json:"mode"`
-	Started    string            `json:"started"`
-	Machine    string            `json:"machine"`
-	Pin        string            `json:"pin"`
-	ClientCPUs string            `json:"client_cpus"`
-	ServerCPUs string            `json:"server_cpus"`
-	Git        string            `json:"git"`
-	Entry      string            `json:"fenec_entry"`
-	Nginx      string            `json:"nginx"`
-	Haproxy    string            `json:"haproxy"`
-	Wrk        string            `json:"wrk"`
-	H2load     string            `json:"h2load"`
-	OpenSSL    string            `json:"openssl"`
-	Go         string            `json:"go"`
-	Reproduce  string            `json:"reproduce"`
-	Rounds     int               `json:"rounds"`
-	Seconds    int               `json:"seconds"`
-	Slices     int               `json:"latency_slices"`
-	Conns      int               `json:"conns"`
-	Workers    int               `json:"workers"`
-	TLS        map[string]string `json:"tls"`
-}
-
-func (p *proxies) meta() meta {
-	o := p.o
-	repro := fmt.Sprintf("go run ./bench proxies -mode %s -rounds %d -seconds %d -latency-slices %d -warmup %d -idle-wait %d -conns %d -pin %s -targets %s",
-		o.mode, o.rounds, o.secs, o.slices, o.warmup, o.idleWait, o.conns, o.pin, o.targets)
-	if o.mode == "protocols" {
-		repro += fmt.Sprintf(" -rows %s -h2-clients %d -h2-streams %d -resumes %d -idle-conns %d -streams %d -settle %d",
-			strings.Join(p.rows, ","), o.h2Clients, o.h2Streams, o.resumes, o.idleConns, o.streams, o.settle)
-	}
-	if len(p.entryEnv) > 0 {
-		repro += fmt.Sprintf(" -workers %d", o.workers)
-	}
-	for flag, v := range map[string]string{"-entry-bin": o.entryBin, "-ab-bin": o.abBin} {
-		if v != "" {
-			repro += " " + flag + " " + v
-		}
-	}
-	m := meta{Kind: "meta", Mode: o.mode, Started: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Pin: o.pin,
-		ClientCPUs: p.clientCPUs, ServerCPUs: p.serverCPUs, Git: gitRev(), Go: version(3, "go", "version"), Reproduce: repro,
-		Rounds: o.rounds, Seconds: o.secs, Slices: o.slices, Conns: o.conns, Workers: o.workers, TLS: map[string]string{},
-		Entry: version(0, p.bin["fenec-entry"], "version"), Nginx: version(3, "nginx", "-v"), Haproxy: "haproxy " + version(3, "haproxy", "-v"),
-		Wrk: version(2, "wrk", "-v"), H2load: version(2, "h2load", "--version"), OpenSSL: "OpenSSL " + version(2, "openssl", "version")}
-	if b := p.bin["fenec-entry-b"]; b != "" {
-		m.Entry += "; fenec-entry-b: " + version(0, b, "version")
-	}
-	for _, t := range p.targets {
-		if t.tlsInfo != "" {
-			m.TLS[t.name] = t.tlsInfo
-		}
-	}
-	return m
-}
-
-// notes is the report's lines under its tables: the machine, versions, layout, the command.
-func (p *proxies) notes(m meta, out string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "- machine: %s\n- versions: %s, %s, wrk %s", m.Machine, m.Nginx, m.Haproxy, m.Wrk)
-	if p.o.mode == "protocols" {
-		fmt.Fprintf(&b, ", h2load %s, %s", m.H2load, m.OpenSSL)
-	}
-	fmt.Fprintf(&b, ", %s; fenec-entry: %s; repo at %s\n", m.Go, m.Entry, m.Git)
-	for _, t := range p.targets {
-		if t.tlsInfo != "" {
-			fmt.Fprintf(&b, "- TLS, %s: %s; one self-signed ECDSA P-256 certificate for every target\n", t.name, t.tlsInfo)
-		}
-	}
-	layout := "nothing pinned"
-	if p.o.pin == "split" {
-		layout = fmt.Sprintf("the clients (wrk, h2load, openssl, connhold) on CPU %s; upstream, stand-in and targets on CPU %s", p.clientCPUs, p.serverCPUs)
-	}
-	fmt.Fprintf(&b, "- layout: %s; %d nginx worker(s), haproxy thread(s) (memory rows: nginx 1 worker)", layout, p.o.workers)
-	for _, t := range p.targets {
-		if !strings.HasPrefix(t.name, "fenec-entry") {
-			continue
-		}
-		procs := "GOMAXPROCS unset (its Ps follow the load, up to the CPUs it may use)"
-		if len(p.entryEnv) > 0 {
-			procs = p.entryEnv[0]
-		}
-		if t.kids == 0 {
-			fmt.Fprintf(&b, "; %s one process, %s", t.name, procs)
-		} else {
-			fmt.Fprintf(&b, "; %s %d processes (a process and the %d it started, its build's own default layout, measured together), %s", t.name, t.kids+1, t.kids, procs)
-		}
-	}
-	if len(p.memRows()) > 0 {
-		fmt.Fprintf(&b, "\n- limits: open files %d; nginx worker_connections %d; connhold from %d source address(es)", p.nofile, p.needFDs, p.sources)
-	}
-	fmt.Fprintf(&b, "\n- raw: %s\n- reproduce: cd %s && %s\n", out, p.root, m.Reproduce)
-	return b.String()
 }

@@ -130,7 +130,7 @@ func TestProtocolsReport(t *testing.T) {
 	add := func(r int, target, m string, v float64, cpu float64, errs int64) {
 		x := result{Round: r, Target: target, Measurement: m, PerS: v, Errors: errs, Resumed: int(v), KBPerConn: v}
 		if cpu >= 0 {
-			x.CPUus = &cpuSplit{Target: cpu}
+			x.CPUus = cpu
 		}
 		rs = append(rs, x)
 	}
@@ -185,7 +185,7 @@ func TestRequestsReport(t *testing.T) {
 			cpu      float64
 		}{{"direct", 50, 40000, 0}, {"nginx", 150, 20000, 1.2}, {"fenec-entry", 155, 19000, 1.25}} {
 			rs = append(rs, result{Round: r + 1, Target: x.t, Measurement: "plain_latency", P50: int(x.p50 * f), P99: int(4 * x.p50 * f)},
-				result{Round: r + 1, Target: x.t, Measurement: "plain", PerS: x.rps * f, CPUvsUp: x.cpu, CPUus: &cpuSplit{Client: 10, Upstream: 10, Target: 10 * x.cpu}})
+				result{Round: r + 1, Target: x.t, Measurement: "plain", PerS: x.rps * f, CPUvsUp: x.cpu, CPUus: 10 * x.cpu})
 		}
 	}
 	rep, ok := requestsReport(rs, []string{"direct", "nginx", "fenec-entry"}, true, 32)
@@ -193,8 +193,8 @@ func TestRequestsReport(t *testing.T) {
 	if want := []string{"155 (124-186)", "620 (496-744)", "105 (84-126)", "19000 (15200-22800)", "1.05", "0.95"}; !slices.Equal(c["fenec-entry"], want) {
 		t.Errorf("fenec-entry's row %q, want %q", c["fenec-entry"], want)
 	}
-	if !strings.Contains(rep, "| fenec-entry | 1.25 | 0.98 |") { // (1 + 1.2) / (1 + 1.25)
-		t.Errorf("want fenec-entry's CPU against the upstream's and its requests/s at equal host speed in:\n%s", rep)
+	if !strings.Contains(rep, "| fenec-entry | 1.25 | 0.98 | 12.5 |") { // (1 + 1.2) / (1 + 1.25)
+		t.Errorf("want fenec-entry's CPU against the upstream's, its requests/s at equal host speed and its CPU µs in:\n%s", rep)
 	}
 	if !ok || !strings.Contains(rep, "floor: fenec-entry added p50 1.050x nginx (want <= 1.1): ok; requests/s 0.950x nginx (want >= 0.9): ok") {
 		t.Errorf("floor: ok %v in:\n%s", ok, rep)

@@ -10,8 +10,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/big"
@@ -32,6 +34,7 @@ import (
 // safe for concurrent use.
 type run struct {
 	name, tmp, root string
+	self            string // this program: the upstream and connhold are its commands
 	keep            bool
 	ctx             context.Context // done on SIGINT or SIGTERM
 	mu              sync.Mutex      // guards the following fields
@@ -49,16 +52,20 @@ type proc struct {
 }
 
 // newRun makes the temp dir, finds the repository, and stops everything at SIGINT or SIGTERM.
-func newRun(name string, keep bool, basePort int) (*run, error) {
-	root, err := repoRoot()
+func newRun(name string, keep bool) (*run, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("finding the module's root (go list -m): %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding this program: %w", err)
 	}
 	tmp, err := os.MkdirTemp("", "fenec-"+name+".")
 	if err != nil {
 		return nil, err
 	}
-	r := &run{name: name, tmp: tmp, root: root, keep: keep, port: basePort}
+	r := &run{name: name, tmp: tmp, root: strings.TrimSpace(string(out)), self: self, keep: keep, port: 18000}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.ctx = ctx
 	sig := make(chan os.Signal, 1)
@@ -72,14 +79,6 @@ func newRun(name string, keep bool, basePort int) (*run, error) {
 	}()
 	os.Setenv("PATH", os.Getenv("PATH")+":/usr/sbin:/sbin")
 	return r, nil
-}
-
-func repoRoot() (string, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
-	if err != nil {
-		return "", fmt.Errorf("finding the module's root (go list -m): %w", err)
-	}
-	return strings.TrimSpace(string(out)), nil
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -124,7 +123,7 @@ func (r *run) freePort() (int, error) {
 	return 0, errors.New("no free port left")
 }
 
-// addr is a free loopback address; ports panics-free helper for a few at once.
+// addrs is n free loopback addresses.
 func (r *run) addrs(n int) ([]string, error) {
 	out := make([]string, n)
 	for i := range out {
@@ -138,13 +137,14 @@ func (r *run) addrs(n int) ([]string, error) {
 }
 
 // spec is how to start a process: on CPUs (taskset; "" anywhere), under an open-file limit
-// (prlimit; 0: the run's), with env added, its stdin from stdin (nil: none).
+// (prlimit; 0: the run's), with env added, its stdin from stdin (nil: none), its stdout to
+// stdout (nil: the log file).
 type spec struct {
 	cpus   string
 	nofile int
 	env    []string
 	stdin  io.Reader
-	stdout io.Writer // nil: the log file
+	stdout io.Writer
 }
 
 // start starts argv as process name, its output in the temp dir's name.log.
@@ -212,23 +212,20 @@ func (p *proc) alive() bool {
 		default:
 		}
 	}
-	return pidAlive(p.pid)
-}
-
-func pidAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
 	f := statFields(string(b))
-	return len(f) > 0 && f[0] != "Z"
+	return err == nil && len(f) > 0 && f[0] != "Z"
 }
 
 // tail is the last lines of p's log, for an error message.
 func (p *proc) tail() string {
 	b, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.Join(lines[max(0, len(lines)-10):], "\n")
+	return lastLines(string(b), 10)
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(l[max(0, len(l)-n):], "\n")
 }
 
 // gone waits up to d for p to exit; it returns how long that took.
@@ -284,51 +281,44 @@ func stopAll(r *run, ps ...*proc) {
 var insecure = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}} //nolint:gosec // loopback, the run's own certificate
 
-// get is one GET: the status, the headers and the body.
-func get(url string) (int, http.Header, []byte, error) {
-	resp, err := insecure.Get(url)
+// get is one GET within timeout (0: 2 s): the status and the body.
+func get(url string, timeout time.Duration) (int, []byte, error) {
+	c := *insecure
+	if timeout > 0 {
+		c.Timeout = timeout
+	}
+	resp, err := c.Get(url)
 	if err != nil {
-		return 0, nil, nil, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	return resp.StatusCode, resp.Header, b, err
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	return resp.StatusCode, b, err
 }
 
 // waitOK waits (15 s at most) for url to answer 200, failing at once if p exits.
 func waitOK(p *proc, url string) error {
 	code := 0
 	for i := 0; i < 150; i++ {
-		if p != nil && !p.alive() {
+		if !p.alive() {
 			return fmt.Errorf("%s exited while starting:\n%s", p.name, p.tail())
 		}
-		if c, _, _, err := get(url); err == nil {
+		if c, _, err := get(url, 0); err == nil {
 			if code = c; c == http.StatusOK {
 				return nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	name, tail := "it", ""
-	if p != nil {
-		name, tail = p.name, "\n"+p.tail()
-	}
-	return fmt.Errorf("%s did not answer 200 at %s within 15 s (last status %d)%s", name, url, code, tail)
+	return fmt.Errorf("%s did not answer 200 at %s within 15 s (last status %d)\n%s", p.name, url, code, p.tail())
 }
 
-// build builds pkg into the temp dir's bin/ as name; ldflags as `make build` sets them when
-// version is true, so that `fenec-entry version` names what was measured.
-func (r *run) build(name, pkg string, version bool, tags ...string) (string, error) {
+// build builds pkg into the temp dir's bin/ as name, with the ldflags `make build` sets, so
+// that `fenec-entry version` names what was measured.
+func (r *run) build(name, pkg string, tags ...string) (string, error) {
 	out := r.path("bin/" + name)
-	args := []string{"build", "-trimpath", "-o", out}
-	if len(tags) > 0 {
-		args = append(args, "-tags", strings.Join(tags, ","))
-	}
-	if version {
-		args = append(args, "-ldflags", "-s -w -X main.version="+gitOut("describe", "--tags", "--always", "--dirty")+
-			" -X main.commit="+gitOut("rev-parse", "--short", "HEAD"))
-	}
-	cmd := exec.Command("go", append(args, pkg)...)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "-tags", strings.Join(tags, ","), "-ldflags",
+		"-s -w -X main.version="+gitOut("describe", "--tags", "--always", "--dirty")+" -X main.commit="+gitOut("rev-parse", "--short", "HEAD"), pkg)
 	cmd.Dir = r.root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
@@ -336,8 +326,12 @@ func (r *run) build(name, pkg string, version bool, tags ...string) (string, err
 	return out, nil
 }
 
-// copyBin copies bin into the temp dir's bin/ as name (the storm upgrades it in place).
-func (r *run) copyBin(name, bin string) (string, error) {
+// entryBin is the fenec-entry to measure, in the temp dir (the storm upgrades it in place): a
+// copy of bin, or a build of ./cmd/fenec-entry.
+func (r *run) entryBin(name, bin string, tags ...string) (string, error) {
+	if bin == "" {
+		return r.build(name, "./cmd/fenec-entry", tags...)
+	}
 	b, err := os.ReadFile(bin)
 	if err != nil {
 		return "", err
@@ -345,14 +339,6 @@ func (r *run) copyBin(name, bin string) (string, error) {
 	out := r.path("bin/" + name)
 	os.MkdirAll(filepath.Dir(out), 0o755)
 	return out, os.WriteFile(out, b, 0o755)
-}
-
-// entryBin is the fenec-entry to measure: a copy of bin, or a build of ./cmd/fenec-entry.
-func (r *run) entryBin(name, bin string, tags ...string) (string, error) {
-	if bin != "" {
-		return r.copyBin(name, bin)
-	}
-	return r.build(name, "./cmd/fenec-entry", true, tags...)
 }
 
 func gitOut(args ...string) string {
@@ -390,8 +376,8 @@ func need(tools map[string]string) error {
 	return nil
 }
 
-// cert writes a self-signed ECDSA P-256 certificate for localhost and 127.0.0.1 into the temp
-// dir; it returns the paths of the certificate and the key.
+// makeCert writes a self-signed ECDSA P-256 certificate for localhost and 127.0.0.1 into the
+// temp dir; it returns the paths of the certificate and the key.
 func (r *run) makeCert() (certFile, keyFile string, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -429,7 +415,7 @@ func version(field int, argv ...string) string {
 	return line
 }
 
-// machine is the machine's line of a report: CPUs, model, kernel, the time.
+// machine is the machine's line of a report: CPUs, model, kernel, the time, the tree.
 func machine() string {
 	model := "-"
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
@@ -441,17 +427,57 @@ func machine() string {
 		}
 	}
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	return fmt.Sprintf("nproc %d (%s), kernel %s, %s", numCPU(), model, strings.TrimSpace(string(kernel)),
-		time.Now().UTC().Format(time.RFC3339))
-}
-
-// gitRev is the repository's commit, +dirty when the tree has changes.
-func gitRev() string {
 	rev := gitOut("rev-parse", "--short", "HEAD")
 	if gitOut("status", "--porcelain") != "" {
 		rev += "+dirty"
 	}
-	return rev
+	return fmt.Sprintf("nproc %d (%s), kernel %s, %s; repo at %s", numCPU(), model, strings.TrimSpace(string(kernel)),
+		time.Now().UTC().Format(time.RFC3339), rev)
+}
+
+// setup is what the proxies and the storm set up alike: a certificate, wrk's report script,
+// the upstream, and the raw file (JSON lines) the report goes beside.
+type setup struct {
+	cert, key, lua, out string
+	up                  *proc
+	upPort              int
+	raw                 *os.File
+}
+
+func (r *run) setUp(upCPUs, out string) (setup, error) {
+	var s setup
+	var err error
+	if s.cert, s.key, err = r.makeCert(); err != nil {
+		return s, err
+	}
+	if s.lua, err = r.writeLua(1); err != nil {
+		return s, err
+	}
+	if s.up, s.upPort, err = r.startUpstream(upCPUs); err != nil {
+		return s, err
+	}
+	if s.out, err = r.outFile(out, ".jsonl"); err != nil {
+		return s, err
+	}
+	s.raw, err = os.Create(s.out)
+	return s, err
+}
+
+// rawLine writes v as a line of the raw file.
+func (s setup) rawLine(v any) { json.NewEncoder(s.raw).Encode(v) }
+
+// report prints rep and writes it beside the raw file, as .md.
+func (s setup) report(rep string) error {
+	md := strings.TrimSuffix(s.out, ".jsonl") + ".md"
+	fmt.Print("\n" + rep + "(this report: " + md + ")\n")
+	return os.WriteFile(md, []byte(rep), 0o644)
+}
+
+// reproduce is the command that runs a bench again: its name and the flags given.
+func reproduce(name string, fs *flag.FlagSet) string {
+	s := "go run ./bench " + name
+	fs.Visit(func(f *flag.Flag) { s += " -" + f.Name + "=" + f.Value.String() })
+	return s
 }
 
 // outFile is -out, or bench/out/NAME-<UTC time>.EXT.

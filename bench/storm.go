@@ -4,13 +4,11 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,34 +17,29 @@ import (
 )
 
 // storm: the requests fenec-entry and nginx answer and LOSE, each in front of the same
-// bench/upstream: new connections by the million, keep-alive, pipelining, slow clients, more
+// upstream: new connections by the million, keep-alive, pipelining, slow clients, more
 // connections than the open-file limit, a graceful stop and an upgrade in place under load.
 // bench/README.md ("Storm") says what each row does and how a request is counted.
 
 type storm struct {
 	*run
-	rows                         []int
-	names                        []string
-	quick                        bool
-	newConns, nofile, hold       int
-	roundS, runS, slowClients    int
-	slowS, holders, sources      int
-	targetNofile, clientNofile   int
-	entry, connhold, upstreamBin string
-	cert, key, lua, pipeLua      string
-	upPort, nUp                  int
-	raw                          *os.File
-	recs                         []stormRec
-	roundsNew                    int
-	verEntry, verNginx           string
+	setup
+	rows, names                []string
+	quick                      bool
+	newConns, nofile, hold     int
+	roundS, runS, slowClients  int
+	slowS, holders, sources    int
+	targetNofile, clientNofile int
+	entry, pipe                string
+	nUp                        int
+	shared                     map[string]*tgt // rows 1-4's instances
+	recs                       []stormRec
 }
 
-const (
-	stormConns    = 64 // wrk's connections, rows 1-4
-	pipeline      = 16 // row 3: requests a write
-	signalClients = 16 // rows 6-7: clients of each load
-	drain         = "5s"
-)
+const wrkConns = 64 // wrk's connections, rows 1-4
+
+// stormRows are the rows by number (their place, from 1) and name.
+var stormRows = []string{"new", "keepalive", "pipelined", "slow", "nofile", "sigterm", "upgrade"}
 
 // stormRec is one result: a line of the table before row 1's rounds are summed, and of the raw file.
 type stormRec struct {
@@ -75,33 +68,26 @@ func stormMain(args []string) error {
 	hold := fs.Int("hold", 0, "row 5: idle keep-alive connections held (default 21000; -quick 2100)")
 	out := fs.String("out", "", "the raw file, JSON lines (default bench/out/storm-<UTC time>.jsonl); the table goes beside it as .md")
 	keep := fs.Bool("keep", false, "keep the temp dir (configs, every log)")
-	basePort := fs.Int("base-port", 18500, "first port tried for the listeners")
 	fs.Parse(args)
-	s := &storm{quick: *quick, roundS: 30, runS: 10, slowClients: 200, slowS: 15, newConns: 2000000, nofile: 20000, hold: 21000}
+	s := &storm{quick: *quick, roundS: 30, runS: 10, slowClients: 200, slowS: 15, newConns: 2000000, nofile: 20000, hold: 21000, shared: map[string]*tgt{}}
 	if s.quick {
 		s.roundS, s.runS, s.slowClients, s.slowS, s.newConns, s.nofile, s.hold = 3, 3, 50, 5, 1, 2000, 2100
 	}
-	for _, f := range []struct{ v, into *int }{{newConns, &s.newConns}, {nofile, &s.nofile}, {hold, &s.hold}} {
-		if *f.v != 0 {
-			*f.into = *f.v
-		}
-	}
+	s.newConns, s.nofile, s.hold = cmp.Or(*newConns, s.newConns), cmp.Or(*nofile, s.nofile), cmp.Or(*hold, s.hold)
 	if s.nofile < 256 || s.hold < 1 || s.hold > 200000 {
 		return errors.New("-nofile: want 256 or more; -hold: 1..200000")
 	}
-	names := map[string]int{"new": 1, "keepalive": 2, "pipelined": 3, "slow": 4, "nofile": 5, "sigterm": 6, "upgrade": 7}
 	if *rows == "all" {
 		*rows = "1,2,3,4,5,6,7"
 	}
 	for _, r := range strings.Split(*rows, ",") {
-		n, err := strconv.Atoi(r)
-		if err != nil {
-			n = names[r]
+		if n, err := strconv.Atoi(r); err == nil && n >= 1 && n <= len(stormRows) {
+			r = stormRows[n-1]
 		}
-		if n < 1 || n > 7 {
-			return fmt.Errorf("-rows: want a comma list from 1-7 or new,keepalive,pipelined,slow,nofile,sigterm,upgrade, got %q", r)
+		if !slices.Contains(stormRows, r) {
+			return fmt.Errorf("-rows: want a comma list from 1-7 or %s, got %q", strings.Join(stormRows, ","), r)
 		}
-		s.rows = append(s.rows, n)
+		s.rows = append(s.rows, r)
 	}
 	for _, t := range strings.Split(*targets, ",") {
 		if t != "nginx" && t != "fenec-entry" {
@@ -110,16 +96,14 @@ func stormMain(args []string) error {
 		s.names = append(s.names, t)
 	}
 	var err error
-	if s.run, err = newRun("storm", *keep, *basePort); err != nil {
+	if s.run, err = newRun("storm", *keep); err != nil {
 		return err
 	}
 	defer s.close()
-	return s.main(*entryBin, *out, fs)
+	return s.main(*entryBin, *out, reproduce("storm", fs))
 }
 
-func (s *storm) has(row int) bool { return slices.Contains(s.rows, row) }
-
-func (s *storm) main(entryBin, out string, fs *flag.FlagSet) error {
+func (s *storm) main(entryBin, out, repro string) error {
 	if err := need(map[string]string{"wrk": "wrk", "nginx": "nginx-light", "prlimit": "util-linux", "curl": "curl"}); err != nil {
 		return err
 	}
@@ -129,186 +113,127 @@ func (s *storm) main(entryBin, out string, fs *flag.FlagSet) error {
 	var lim syscall.Rlimit
 	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
 	s.targetNofile = int(min(lim.Cur, 1<<20))
-	want := uint64(max(s.hold+20000, 65536))
-	if lim.Max < want {
-		want = lim.Max
-	}
-	l := syscall.Rlimit{Cur: want, Max: max(lim.Max, want)}
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+	want := min(uint64(max(s.hold+20000, 65536)), lim.Max)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: want, Max: lim.Max}); err != nil {
 		return fmt.Errorf("raising the open-file limit to %d: %w", want, err)
 	}
-	s.clientNofile = int(want)
-	if s.clientNofile < 4096 {
+	if s.clientNofile = int(want); s.clientNofile < 4096 {
 		return fmt.Errorf("the open-file limit is %d: the clients need 4096 or more", s.clientNofile)
 	}
-	if s.has(5) && uint64(s.nofile) > lim.Max {
+	if slices.Contains(s.rows, "nofile") && uint64(s.nofile) > lim.Max {
 		return fmt.Errorf("-nofile %d: above the hard open-file limit (%d), which prlimit cannot raise here", s.nofile, lim.Max)
 	}
 	s.holders = (s.hold + s.clientNofile - 1001) / (s.clientNofile - 1000)
 	lo, hi := portRange()
 	s.sources = (s.hold+100)/((hi-lo+1)/2) + 1 // no source address gives more than half the ports to one target port
 	var err error
-	s.logf("building bench/upstream, bench/connhold and the entry")
-	if s.upstreamBin, err = s.build("upstream", "./bench/upstream", false); err != nil {
-		return err
-	}
-	if s.connhold, err = s.build("connhold", "./bench/connhold", false); err != nil {
-		return err
-	}
+	s.logf("building the entry")
 	if s.entry, err = s.entryBin("fenec-entry", entryBin); err != nil { // a copy: row 7 upgrades it in place
 		return err
 	}
-	if s.cert, s.key, err = s.makeCert(); err != nil {
+	if s.pipe, err = s.writeLua(16); err != nil {
 		return err
 	}
-	s.lua, s.pipeLua = s.path("report.lua"), s.path("pipeline.lua")
-	os.WriteFile(s.lua, []byte(wrkLua), 0o644)
-	os.WriteFile(s.pipeLua, []byte(pipelineLua(pipeline)), 0o644)
-	if s.upPort, err = s.freePort(); err != nil {
-		return err
-	}
-	up, err := s.start("upstream", spec{}, s.upstreamBin, "-listen", fmt.Sprintf("127.0.0.1:%d", s.upPort))
-	if err != nil {
-		return err
-	}
-	if err := waitOK(up, fmt.Sprintf("http://127.0.0.1:%d%s", s.upPort, reqPath)); err != nil {
-		return err
-	}
-	if out, err = s.outFile(out, ".jsonl"); err != nil {
-		return err
-	}
-	if s.raw, err = os.Create(out); err != nil {
+	if s.setup, err = s.setUp("", out); err != nil {
 		return err
 	}
 	defer s.raw.Close()
-	s.verEntry, s.verNginx = version(0, s.entry, "version"), version(3, "nginx", "-v")
-	repro := "go run ./bench storm"
-	fs.Visit(func(f *flag.Flag) { repro += " -" + f.Name + "=" + f.Value.String() })
-	json.NewEncoder(s.raw).Encode(map[string]any{"kind": "meta", "machine": machine(), "fenec_entry": s.verEntry, "nginx": s.verNginx,
+	verEntry, verNginx := version(0, s.entry, "version"), version(3, "nginx", "-v")
+	s.rawLine(map[string]any{"kind": "meta", "machine": machine(), "fenec_entry": verEntry, "nginx": verNginx,
 		"wrk": version(2, "wrk", "-v"), "go": version(3, "go", "version"), "rows": s.rows, "targets": s.names, "quick": s.quick,
 		"new_conns": s.newConns, "nofile": s.nofile, "hold": s.hold, "target_nofile": s.targetNofile, "sources": s.sources, "reproduce": repro})
 	t0 := time.Now()
-	if s.has(1) || s.has(2) || s.has(3) || s.has(4) {
-		if err := s.shared(); err != nil {
-			return err
-		}
-	}
-	for i, row := range []func() error{s.rowNofile, s.rowStop, s.rowUpgrade} {
-		if s.has(5 + i) {
-			if err := row(); err != nil {
-				return err
+	for _, row := range s.rows {
+		if slices.Index(stormRows, row) >= 4 { // rows 5-7 start their own
+			for t, x := range s.shared {
+				s.stop(x.p)
+				delete(s.shared, t)
 			}
 		}
+		if err := s.row(row); err != nil {
+			return fmt.Errorf("row %s: %w", row, err)
+		}
 	}
-	rep := stormTable(s.recs, s.roundS) + s.notes(time.Since(t0), out, repro)
-	fmt.Print(rep)
-	md := strings.TrimSuffix(out, ".jsonl") + ".md"
-	fmt.Printf("(this report: %s)\n", md)
-	return os.WriteFile(md, []byte(rep), 0o644)
+	rep := stormTable(s.recs, s.roundS) + fmt.Sprintf(`
+- requests: answered (2xx and not) + LOST. **LOST**: a request written (over TLS: its connection's handshake begun) on a
+  connection the target's kernel accepted, with no whole answer, by kind (bench/README.md, "How a request is counted").
+- not connected: dials that failed, no request written (refused: nothing listens, as after a graceful stop).
+- verdict: rows 1-6, the LOST; row 7, every failure (non-2xx, LOST, not connected, and connections seen closed while
+  idle), since nothing may fail at an upgrade.
+- machine: %s; nothing pinned
+- fenec-entry: %s (--drain 5s, --header-timeout 10s, its default); nginx: %s (%d workers, 1 in row 5)
+- open-file limit: the targets %d (row 5: %d), each client process %d; row 5's connections held by %d connhold
+  process(es), from %d source address(es)
+- run time: %s; raw: %s
+- reproduce: cd %s && %s
+`, machine(), verEntry, verNginx, numCPU(), s.targetNofile, s.nofile, s.clientNofile, s.holders, s.sources,
+		time.Since(t0).Round(time.Second), s.out, s.root, repro)
+	return s.report(rep)
+}
+
+func portRange() (lo, hi int) {
+	b, _ := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	fmt.Sscan(string(b), &lo, &hi)
+	if hi <= lo {
+		return 32768, 60999
+	}
+	return lo, hi
 }
 
 // tgt is a target instance the storm started.
 type tgt struct {
-	name, kind, addr, url, dir, log string
-	p                               *proc
+	name, kind, addr, url, dir string
+	p                          *proc
 }
 
 // up starts target t afresh, kind plain or tls, under the open-file limit nofile (0: the
-// run's), nginx with workers workers (0: one a CPU), as a daemon when daemon (its binary
-// upgrade needs that: nginx 1.22 ignores USR2 when its parent started it with daemon off).
+// run's), nginx with workers workers (0: one a CPU), as a daemon when daemon (its upgrade).
 func (s *storm) up(t, kind string, nofile, workers int, daemon bool) (*tgt, error) {
 	s.nUp++
 	x := &tgt{name: fmt.Sprintf("%s-%d", t, s.nUp), kind: kind}
 	x.dir = s.path(x.name)
 	os.MkdirAll(x.dir, 0o755)
-	nofile, workers = cmp.Or(nofile, s.targetNofile), cmp.Or(workers, numCPU())
-	a, err := s.addrs(1)
-	if err != nil {
-		return nil, err
-	}
-	x.addr, x.url = a[0], "http://"+a[0]+reqPath
+	nofile = cmp.Or(nofile, s.targetNofile)
+	scheme, extra := "http://", []string{"--drain", "5s", "--pid-file", x.dir + "/entry.pid"}
 	if kind == "tls" {
-		x.url = "https://" + a[0] + reqPath
+		scheme, extra = "https://", append(extra, "--tls-cert", s.cert, "--tls-key", s.key)
 	}
-	limit := []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", nofile, nofile)}
 	if t == "nginx" {
+		a, err := s.addrs(1)
+		if err != nil {
+			return nil, err
+		}
 		// worker_connections above the open-file limit by 1/32 of it, so that the limit is what
 		// binds (row 5): nginx closes idle keep-alive connections to take new ones once fewer
 		// than 1/16 of worker_connections are free, which is then below the limit. An idle
 		// keep-alive connection is kept 300 s, longer than row 5 holds them.
-		n := nginx{dir: x.dir, up: s.upPort, workers: workers, conns: nofile + nofile/32, http: "    keepalive_timeout 300s;\n"}
-		listen := x.addr
+		n := nginx{up: s.upPort, workers: cmp.Or(workers, numCPU()), conns: nofile + nofile/32, daemon: daemon, http: "    keepalive_timeout 300s;\n"}
+		listen := a[0]
 		if kind == "tls" {
-			listen += " ssl"
-			n.http += nginxTLS(s.cert, s.key)
+			listen, n.http = listen+" ssl", n.http+nginxTLS(s.cert, s.key)
 		}
 		n.servers = server(listen, "")
-		conf, err := n.write()
-		if err != nil {
-			return nil, err
-		}
-		x.log = x.dir + "/error.log"
-		nginxBin, err := exec.LookPath("nginx") // by its full path: nginx starts its new binary from argv[0] at an upgrade
-		if err != nil {
-			return nil, err
-		}
-		argv := append(limit, nginxBin, "-p", x.dir, "-c", conf, "-e", x.log)
-		if daemon {
-			if _, err := runClient("", "", 30*time.Second, argv...); err != nil {
-				return nil, err
-			}
-			pid, err := waitPidFile(x.dir+"/nginx.pid", 0, 5*time.Second)
-			if err != nil {
-				return nil, err
-			}
-			x.p = s.follow(x.name, pid)
-		} else if x.p, err = s.start(x.name, spec{}, append(argv, "-g", "daemon off;")...); err != nil {
-			return nil, err
-		}
-	} else {
-		extra := []string{"--drain", drain, "--pid-file", x.dir + "/entry.pid"}
-		if kind == "tls" {
-			extra = append(extra, "--tls-cert", s.cert, "--tls-key", s.key)
-		}
-		args, listen, _, err := s.entryArgs(s.entry, s.upPort, extra...)
-		if err != nil {
-			return nil, err
-		}
-		x.addr, x.url = listen, strings.Replace(x.url, x.addr, listen, 1)
-		if x.p, err = s.start(x.name, spec{nofile: nofile}, args...); err != nil {
-			return nil, err
-		}
-		x.log = x.p.log
+		x.addr, x.url = a[0], scheme+a[0]+reqPath
+		var err2 error
+		x.p, err2 = s.startNginx(x.name, n, spec{nofile: nofile}, x.url)
+		return x, err2
+	}
+	args, listen, _, err := s.entryArgs(s.entry, s.upPort, extra...)
+	if err != nil {
+		return nil, err
+	}
+	x.addr, x.url = listen, scheme+listen+reqPath
+	if x.p, err = s.start(x.name, spec{nofile: nofile}, args...); err != nil {
+		return nil, err
 	}
 	return x, waitOK(x.p, x.url)
 }
 
-// waitPidFile waits for a pid file to name a process other than not.
-func waitPidFile(file string, not int, d time.Duration) (int, error) {
-	for t0 := time.Now(); time.Since(t0) < d; time.Sleep(50 * time.Millisecond) {
-		b, _ := os.ReadFile(file)
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid != not {
-			return pid, nil
-		}
-	}
-	return 0, fmt.Errorf("%s names no new process within %v", file, d)
-}
-
 func (s *storm) record(r stormRec) {
-	r.Kind = "storm"
-	for _, m := range []map[string]int64{r.Non, r.Lost} {
-		for _, n := range m {
-			r.Requests += n
-		}
-	}
-	r.Requests += r.OK
-	json.NewEncoder(s.raw).Encode(r)
+	r.Kind, r.Requests = "storm", r.OK+sum(r.Non)+sum(r.Lost)
+	s.rawLine(r)
 	s.recs = append(s.recs, r)
-	if lost := sum(r.Lost); lost > 0 {
-		s.logf("  %s: %d requests, %d LOST (%v)", r.Target, r.Requests, lost, r.Lost)
-	} else {
-		s.logf("  %s: %d requests, none lost", r.Target, r.Requests)
-	}
+	s.logf("  %s: %d requests, %d LOST %v", r.Target, r.Requests, sum(r.Lost), r.Lost)
 }
 
 func sum(m map[string]int64) (n int64) {
@@ -318,12 +243,11 @@ func sum(m map[string]int64) (n int64) {
 	return n
 }
 
-// wrkRun runs wrk -t2 -c64 --timeout 5s on x for secs seconds with lua, and returns its
-// record's counts. wrk's kinds: read (ended or reset before the whole answer), write, timeout
-// (an answer slower than 5 s, counted again every 2 s while it waits: an upper bound), connect
-// (a failed dial; wrk does not tell refused from the rest).
-func (s *storm) wrkRun(x *tgt, secs int, lua string, extra ...string) (stormRec, error) {
-	argv := append([]string{"wrk", "-t2", fmt.Sprintf("-c%d", stormConns), fmt.Sprintf("-d%ds", secs), "--timeout", "5s", "-s", lua}, extra...)
+// wrk runs wrk -t2 -c64 --timeout 5s on x for secs seconds with lua. wrk's kinds: read (ended
+// or reset before the whole answer), write, timeout (an answer slower than 5 s, counted again
+// every 2 s while it waits: an upper bound), connect (a failed dial, refused or not).
+func (s *storm) wrk(x *tgt, secs int, lua string, extra ...string) (stormRec, error) {
+	argv := append([]string{"wrk", "-t2", fmt.Sprintf("-c%d", wrkConns), fmt.Sprintf("-d%ds", secs), "--timeout", "5s", "-s", lua}, extra...)
 	c, err := runClient("", "", time.Duration(secs+60)*time.Second, append(argv, x.url)...)
 	if err != nil {
 		return stormRec{}, err
@@ -333,40 +257,21 @@ func (s *storm) wrkRun(x *tgt, secs int, lua string, extra ...string) (stormRec,
 		return stormRec{}, err
 	}
 	r := stormRec{OK: w.n("requests") - w.n("non_2xx"), Non: map[string]int64{}, Lost: map[string]int64{}, NotConn: map[string]int64{}, Raw: w.f}
-	if n := w.n("non_2xx"); n > 0 {
-		r.Non["non-2xx"] = n
-	}
-	for _, k := range []string{"read", "write", "timeout"} {
-		if n := w.n(k + "_errors"); n > 0 {
-			r.Lost[k] = n
+	for _, k := range []struct {
+		m           map[string]int64
+		field, kind string
+	}{{r.Non, "non_2xx", "non-2xx"}, {r.Lost, "read_errors", "read"}, {r.Lost, "write_errors", "write"}, {r.Lost, "timeout_errors", "timeout"}, {r.NotConn, "connect_errors", "connect"}} {
+		if n := w.n(k.field); n > 0 {
+			k.m[k.kind] = n
 		}
-	}
-	if n := w.n("connect_errors"); n > 0 {
-		r.NotConn["connect"] = n
 	}
 	return r, nil
 }
 
-// loadOut is connhold -load's JSON line.
-type loadOut struct {
-	AnsweredBy   map[string]int64 `json:"answered_by_status"`
-	LostBy       map[string]int64 `json:"lost_by_kind"`
-	DialFailed   map[string]int64 `json:"dial_failed_by_kind"`
-	ClosedIdle   int64            `json:"closed_idle"`
-	LostOnReused int64            `json:"lost_on_reused"`
-	Connections  int64            `json:"connections"`
-}
-
-// fromLoad is a record's counts of a connhold -load line, and its note: connections made,
-// seen closed while idle, lost on a kept-alive connection.
-func fromLoad(line string) (stormRec, error) {
-	var l loadOut
-	if err := json.Unmarshal([]byte(line), &l); err != nil {
-		return stormRec{}, fmt.Errorf("connhold -load printed %q: %w", line, err)
-	}
-	var raw any
-	json.Unmarshal([]byte(line), &raw)
-	r := stormRec{Non: map[string]int64{}, Lost: l.LostBy, NotConn: l.DialFailed, ClosedIdle: l.ClosedIdle, Raw: raw}
+// loadRec is the record of a connhold's line: its counts, and as its note the connections
+// made, those seen closed while idle and the lost on a kept-alive connection.
+func loadRec(l *loadResult) stormRec {
+	r := stormRec{Non: map[string]int64{}, Lost: l.LostBy, NotConn: l.DialFailed, ClosedIdle: l.ClosedIdle, Raw: l}
 	for code, n := range l.AnsweredBy {
 		if strings.HasPrefix(code, "2") {
 			r.OK += n
@@ -381,368 +286,296 @@ func fromLoad(line string) (stormRec, error) {
 	if l.LostOnReused > 0 {
 		r.Note += fmt.Sprintf(", %d of the lost on a kept-alive connection", l.LostOnReused)
 	}
-	return r, nil
+	return r
 }
 
-// load is a connhold -load on x until stop: new connections or keep-alive, over TLS when x is.
-type load struct {
-	stdin *os.File
-	out   *os.File
-	p     *proc
-}
-
-func (s *storm) startLoad(name string, x *tgt, args ...string) (*load, error) {
-	args = append([]string{s.connhold, "-addr", x.addr, "-load", "-timeout", "5s"}, args...)
-	if x.kind == "tls" {
-		args = append(args, "-tls")
+// add adds o's counts to r's.
+func (r *stormRec) add(o stormRec) {
+	r.Requests, r.OK, r.ClosedIdle, r.Note = r.Requests+o.Requests, r.OK+o.OK, r.ClosedIdle+o.ClosedIdle, cmp.Or(o.Note, r.Note)
+	for _, p := range [][2]map[string]int64{{o.Non, r.Non}, {o.Lost, r.Lost}, {o.NotConn, r.NotConn}} {
+		for k, n := range p[0] {
+			p[1][k] += n
+		}
 	}
-	inR, inW, err := os.Pipe()
+}
+
+// load is a connhold -load on x, over TLS when x is, its record once released.
+func (s *storm) load(x *tgt, args ...string) (*holder, error) {
+	return s.connhold("", append([]string{"-addr", x.addr, "-load", "-timeout", "5s", "-n", "16", "-tls=" + strconv.FormatBool(x.kind == "tls")}, args...)...)
+}
+
+func loaded(h *holder, err error) (stormRec, error) {
 	if err != nil {
-		return nil, err
+		return stormRec{}, err
 	}
-	out, err := os.Create(s.path(name + ".out"))
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.start(name, spec{stdin: inR, stdout: out}, args...)
-	inR.Close()
-	return &load{stdin: inW, out: out, p: p}, err
+	_, err = h.release()
+	return loadRec(&h.res), err
 }
 
-// stop ends the load (each client finishes the request it is making) and returns its line.
-func (l *load) stop() (string, error) {
-	l.stdin.Close()
-	if _, err := l.p.gone(20 * time.Second); err != nil {
-		return "", err
+// row runs one row on every target.
+func (s *storm) row(row string) error {
+	if row == "new" {
+		return s.rowNew()
 	}
-	l.out.Close()
-	b, err := os.ReadFile(l.out.Name())
-	return strings.TrimSpace(string(b)), err
-}
-
-// shared runs rows 1-4 on one plain instance of each target.
-func (s *storm) shared() error {
-	xs := map[string]*tgt{}
-	for _, t := range s.names {
-		x, err := s.up(t, "plain", 0, 0, false)
-		if err != nil {
-			return err
-		}
-		xs[t] = x
+	kinds := []string{"plain"}
+	if row == "sigterm" || row == "upgrade" {
+		kinds = append(kinds, "tls")
 	}
-	defer func() {
-		for _, x := range xs {
-			s.stop(x.p)
-		}
-	}()
-	if s.has(1) {
-		s.logf("row 1: a new connection each request, %ds a target a round, until fenec-entry has made %d", s.roundS, s.newConns)
-		total := map[string]int64{}
-		for {
-			s.roundsNew++
-			for _, t := range rotate(s.names, s.roundsNew-1) {
-				s.logf("row 1, round %d: %s", s.roundsNew, t)
-				r, err := s.wrkRun(xs[t], s.roundS, s.lua, "-H", "Connection: close")
-				if err != nil {
-					return err
-				}
-				r.Row, r.Title, r.Target = 1, fmt.Sprintf("1 new connection each request (wrk -c%d, Connection: close)", stormConns), t
-				s.record(r)
-				total[t] += r.OK
-			}
-			made := total["fenec-entry"]
-			if !slices.Contains(s.names, "fenec-entry") {
-				made = total[s.names[0]]
-			}
-			if made >= int64(s.newConns) || s.roundsNew >= 200 {
-				break
-			}
-		}
-	}
-	for _, row := range []int{2, 3} {
-		if !s.has(row) {
-			continue
-		}
+	for _, k := range kinds {
 		for _, t := range s.names {
-			s.logf("row %d: %s", row, t)
-			lua, title := s.lua, fmt.Sprintf("2 keep-alive (wrk -c%d)", stormConns)
-			if row == 3 {
-				lua, title = s.pipeLua, fmt.Sprintf("3 pipelined, %d requests a write (wrk -c%d)", pipeline, stormConns)
-			}
-			r, err := s.wrkRun(xs[t], s.runS, lua)
-			if err != nil {
-				return err
-			}
-			r.Row, r.Title, r.Target = row, title, t
-			s.record(r)
-		}
-	}
-	if !s.has(4) {
-		return nil
-	}
-	for _, t := range s.names {
-		s.logf("row 4: %d slow clients for %ds beside a keep-alive load, %s", s.slowClients, s.slowS, t)
-		type res struct {
-			r   stormRec
-			err error
-		}
-		done := make(chan res, 1)
-		go func() { r, err := s.wrkRun(xs[t], s.slowS+3, s.lua); done <- res{r, err} }()
-		// A byte every 5-20 ms: a GET's head (~70 bytes) takes about a second, a POST's with its
-		// 32-byte body about two, well within the entry's 10 s --header-timeout.
-		c, err := runClient("", "", time.Duration(s.slowS+60)*time.Second, s.connhold, "-addr", xs[t].addr, "-load", "-slow",
-			"-n", strconv.Itoa(s.slowClients), "-per-conn", "4", "-byte-min", "5ms", "-byte-max", "20ms", "-body", "32",
-			"-timeout", "10s", "-duration", fmt.Sprintf("%ds", s.slowS))
-		w := <-done
-		if err = errors.Join(err, w.err); err != nil {
-			return err
-		}
-		r, err := fromLoad(lastLines(c.out, 1))
-		if err != nil {
-			return err
-		}
-		r.Row, r.Title, r.Target = 4, fmt.Sprintf("4 slow clients, a byte every 5-20 ms (%d clients, connhold -load -slow)", s.slowClients), t
-		s.record(r)
-		w.r.Row, w.r.Title, w.r.Target = 4, fmt.Sprintf("4 keep-alive beside the slow clients (wrk -c%d)", stormConns), t
-		s.record(w.r)
-	}
-	return nil
-}
-
-// rowNofile is row 5: each target afresh under -nofile, nginx with one worker; -hold idle
-// keep-alive connections opened and held; then, while they are held, a fresh GET and 5 s of
-// fresh clients.
-func (s *storm) rowNofile() error {
-	for _, t := range s.names {
-		s.logf("row 5: %s under an open-file limit of %d, %d idle keep-alive connections held", t, s.nofile, s.hold)
-		x, err := s.up(t, "plain", s.nofile, 1, false)
-		if err != nil {
-			return err
-		}
-		var hs []*holder
-		for j := range s.holders {
-			n := s.hold / s.holders
-			if j < s.hold%s.holders {
-				n++
-			}
-			h, err := s.run.hold("", []string{s.connhold, "-addr", x.addr, "-path", reqPath, "-parallel", "256", "-timeout", "5s",
-				"-sources", strconv.Itoa(s.sources), "-max-failed", strconv.Itoa(s.hold)}, n)
-			if err != nil {
-				return fmt.Errorf("connhold through %s: %w", t, err)
-			}
-			hs = append(hs, h)
-		}
-		var held, openMs, lastMs int64
-		kinds := map[string]int64{}
-		var raws []any
-		for _, h := range hs {
-			var o struct {
-				Held     int64            `json:"held"`
-				OpenMs   int64            `json:"open_ms"`
-				LastOkMs int64            `json:"last_ok_ms"`
-				Failed   map[string]int64 `json:"failed_by_kind"`
-			}
-			json.Unmarshal([]byte(h.json), &o)
-			var raw any
-			json.Unmarshal([]byte(h.json), &raw)
-			raws = append(raws, raw)
-			held, openMs, lastMs = held+o.Held, max(openMs, o.OpenMs), max(lastMs, o.LastOkMs)
-			for k, n := range o.Failed {
-				kinds[k] += n
-			}
-		}
-		t0 := time.Now()
-		code, _, _, ferr := get(x.url)
-		freshS := time.Since(t0).Seconds()
-		c, err := runClient("", "", 60*time.Second, s.connhold, "-addr", x.addr, "-load", "-close", "-n", "4", "-timeout", "5s", "-duration", "5s")
-		if err != nil {
-			return err
-		}
-		var closed int
-		for _, h := range hs {
-			n, err := h.release()
-			if err != nil {
-				return err
-			}
-			closed += n
-		}
-		logText, _ := os.ReadFile(x.log)
-		count := func(what string) int { return strings.Count(strings.ToLower(string(logText)), what) }
-		s.stop(x.p)
-		r := stormRec{Row: 5, Title: fmt.Sprintf("5 open-file limit %d, %d idle connections: their first requests (connhold)", s.nofile, s.hold),
-			Target: t, OK: held, Non: map[string]int64{}, Lost: map[string]int64{}, NotConn: map[string]int64{}, Raw: raws}
-		for k, n := range kinds {
-			switch {
-			case strings.HasPrefix(k, "status_"):
-				r.Non[strings.TrimPrefix(k, "status_")] = n
-			case k == "refused" || k == "connect_timeout" || k == "connect_error":
-				r.NotConn[k] = n
+			s.logf("row %s: %s, %s", row, t, k)
+			var err error
+			switch row {
+			case "keepalive", "pipelined":
+				err = s.rowWrk(row, t)
+			case "slow":
+				err = s.rowSlow(t)
+			case "nofile":
+				err = s.rowNofile(t)
 			default:
-				r.Lost[k] = n
+				err = s.rowSignal(row, k, t)
+			}
+			if err != nil {
+				return err
 			}
 		}
-		r.Note = fmt.Sprintf("took %.1f s to take %d (all tried in %.1f s); %d closed by %s while held; its log: 'too many open files' %d times",
-			float64(lastMs)/1000, held, float64(openMs)/1000, closed, t, count("too many open files"))
-		if t == "nginx" {
-			r.Note += fmt.Sprintf(", 'reusing connections' %d times", count("reusing connections"))
-		}
-		s.record(r)
-		f, err := fromLoad(lastLines(c.out, 1))
-		if err != nil {
-			return err
-		}
-		f.Row, f.Title, f.Target = 5, "5 open-file limit: fresh clients while held (5 s, connhold -load -close -n 4)", t
-		if ferr != nil {
-			f.Note = "fresh GET: no answer within 2 s; " + f.Note
-		} else {
-			f.Note = fmt.Sprintf("fresh GET: %d in %.3f s; %s", code, freshS, f.Note)
-		}
-		s.record(f)
 	}
 	return nil
 }
 
-// loads runs the two loads of rows 6 and 7 on x (new connections and keep-alive, 16 clients
-// each), calls during 2 s in, and records both.
-func (s *storm) loads(row int, title, t string, x *tgt, during func() (string, error)) error {
-	ln, err := s.startLoad("load-new", x, "-n", strconv.Itoa(signalClients), "-close")
+// plain is target t's instance for rows 1-4, started once.
+func (s *storm) plain(t string) (*tgt, error) {
+	if x := s.shared[t]; x != nil {
+		return x, nil
+	}
+	x, err := s.up(t, "plain", 0, 0, false)
+	s.shared[t] = x
+	return x, err
+}
+
+// rowNew is row 1: rounds of -roundS seconds a target, the two taking turns (the order
+// rotated each round), until fenec-entry has made -new-conns requests.
+func (s *storm) rowNew() error {
+	total := map[string]int64{}
+	for round := 1; round <= 200; round++ {
+		for i := range s.names {
+			t := s.names[(i+round-1)%len(s.names)]
+			s.logf("row 1, round %d: %s", round, t)
+			x, err := s.plain(t)
+			if err != nil {
+				return err
+			}
+			r, err := s.wrk(x, s.roundS, s.lua, "-H", "Connection: close")
+			if err != nil {
+				return err
+			}
+			r.Row, r.Title, r.Target = 1, fmt.Sprintf("1 new connection each request (wrk -c%d, Connection: close)", wrkConns), t
+			s.record(r)
+			total[t] += r.OK
+		}
+		made := total[s.names[0]]
+		if slices.Contains(s.names, "fenec-entry") {
+			made = total["fenec-entry"]
+		}
+		if made >= int64(s.newConns) {
+			break
+		}
+	}
+	return nil
+}
+
+// rowWrk is rows 2 (keep-alive) and 3 (pipelined, 16 requests a write).
+func (s *storm) rowWrk(row, t string) error {
+	x, err := s.plain(t)
 	if err != nil {
 		return err
 	}
-	lk, err := s.startLoad("load-keep", x, "-n", strconv.Itoa(signalClients))
+	lua, title := s.lua, fmt.Sprintf("2 keep-alive (wrk -c%d)", wrkConns)
+	if row == "pipelined" {
+		lua, title = s.pipe, fmt.Sprintf("3 pipelined, 16 requests a write (wrk -c%d)", wrkConns)
+	}
+	r, err := s.wrk(x, s.runS, lua)
+	r.Row, r.Title, r.Target = slices.Index(stormRows, row)+1, title, t
+	if err == nil {
+		s.record(r)
+	}
+	return err
+}
+
+// rowSlow is row 4: slow clients, a byte every 5-20 ms (a GET's head, ~70 bytes, in about a
+// second, a POST's with its 32-byte body about two, well within the entry's 10 s
+// --header-timeout), beside a keep-alive wrk load.
+func (s *storm) rowSlow(t string) error {
+	x, err := s.plain(t)
+	if err != nil {
+		return err
+	}
+	type res struct {
+		r   stormRec
+		err error
+	}
+	done := make(chan res, 1)
+	go func() { r, err := s.wrk(x, s.slowS+3, s.lua); done <- res{r, err} }()
+	h, err := s.load(x, "-slow", "-n", strconv.Itoa(s.slowClients), "-per-conn", "4", "-byte-min", "5ms", "-byte-max", "20ms", "-body", "32",
+		"-timeout", "10s", "-duration", fmt.Sprintf("%ds", s.slowS))
+	w := <-done
+	r, err := loaded(h, err)
+	if err = errors.Join(err, w.err); err != nil {
+		return err
+	}
+	r.Row, r.Title, r.Target = 4, fmt.Sprintf("4 slow clients, a byte every 5-20 ms (%d clients, connhold -load -slow)", s.slowClients), t
+	s.record(r)
+	w.r.Row, w.r.Title, w.r.Target = 4, fmt.Sprintf("4 keep-alive beside the slow clients (wrk -c%d)", wrkConns), t
+	s.record(w.r)
+	return nil
+}
+
+// rowNofile is row 5: the target afresh under -nofile, nginx with one worker; -hold idle
+// keep-alive connections opened and held; then, while they are held, a fresh GET and 5 s of
+// fresh clients.
+func (s *storm) rowNofile(t string) error {
+	x, err := s.up(t, "plain", s.nofile, 1, false)
+	if err != nil {
+		return err
+	}
+	defer s.stop(x.p)
+	first := stormRec{Row: 5, Title: fmt.Sprintf("5 open-file limit %d, %d idle connections: their first requests (connhold)", s.nofile, s.hold),
+		Target: t, Non: map[string]int64{}, Lost: map[string]int64{}, NotConn: map[string]int64{}}
+	var hs []*holder
+	var held, openMs, lastMs int64
+	var raws []any
+	for j := range s.holders {
+		h, err := s.connhold("", "-n", strconv.Itoa(s.hold/s.holders+map[bool]int{true: 1}[j < s.hold%s.holders]), "-addr", x.addr,
+			"-parallel", "256", "-timeout", "5s", "-sources", strconv.Itoa(s.sources), "-max-failed", strconv.Itoa(s.hold))
+		if err != nil {
+			return fmt.Errorf("connhold through %s: %w", t, err)
+		}
+		hs = append(hs, h)
+		first.add(loadRec(&h.res))
+		held, openMs, lastMs, raws = held+h.res.Held, max(openMs, h.res.OpenMs), max(lastMs, h.res.LastOKMs), append(raws, &h.res)
+	}
+	t0 := time.Now()
+	code, _, ferr := get(x.url, 0)
+	freshS := time.Since(t0).Seconds()
+	f, err := loaded(s.load(x, "-close", "-n", "4", "-duration", "5s"))
+	if err != nil {
+		return err
+	}
+	closed := 0
+	for _, h := range hs {
+		n, err := h.release()
+		if err != nil {
+			return err
+		}
+		closed += n
+	}
+	logText, _ := os.ReadFile(x.p.log)
+	count := func(what string) int { return strings.Count(strings.ToLower(string(logText)), what) }
+	first.Raw, first.Note = raws, fmt.Sprintf("took %.1f s to take %d (all tried in %.1f s); %d closed by %s while held; its log: 'too many open files' %d times",
+		float64(lastMs)/1000, held, float64(openMs)/1000, closed, t, count("too many open files"))
+	if t == "nginx" {
+		first.Note += fmt.Sprintf(", 'reusing connections' %d times", count("reusing connections"))
+	}
+	s.record(first)
+	f.Row, f.Title, f.Target, f.Note = 5, "5 open-file limit: fresh clients while held (5 s, connhold -load -close -n 4)", t, fmt.Sprintf("fresh GET: %d in %.3f s; %s", code, freshS, f.Note)
+	if ferr != nil {
+		f.Note = "fresh GET: no answer within 2 s; " + f.Note
+	}
+	s.record(f)
+	return nil
+}
+
+// rowSignal is rows 6 and 7 on a fresh instance: two connhold loads of 16 clients, new
+// connections and keep-alive; 2 s in, the graceful stop (the entry: SIGTERM, --drain 5s;
+// nginx: SIGQUIT), the loads running on until it has exited and 1 s more (refused); or the
+// upgrade in place (the entry: SIGUSR2, the new PID followed in --pid-file until the old
+// process has exited; nginx: USR2 to the master, the new master up with its workers, WINCH,
+// the old workers gone, QUIT), 2 s more on the new process, which must answer.
+func (s *storm) rowSignal(row, k, t string) error {
+	x, err := s.up(t, k, 0, 0, t == "nginx" && row == "upgrade")
+	if err != nil {
+		return err
+	}
+	defer func() { s.stop(x.p) }() // the new process after an upgrade
+	ln, err := s.load(x, "-close")
+	if err != nil {
+		return err
+	}
+	lk, err := s.load(x)
 	if err != nil {
 		return err
 	}
 	time.Sleep(2 * time.Second)
-	note, err := during()
-	if err != nil {
-		return err
+	note, title, old := "", "", x.p
+	if row == "sigterm" {
+		sig, name := syscall.SIGTERM, "SIGTERM"
+		if t == "nginx" {
+			sig, name = syscall.SIGQUIT, "SIGQUIT"
+		}
+		syscall.Kill(old.pid, sig)
+		d, err := old.gone(40 * time.Second)
+		if err != nil {
+			return err
+		}
+		time.Sleep(time.Second) // and the load goes on, refused
+		title, note = fmt.Sprintf("6 %s under load, %s", name, kinds[k]), fmt.Sprintf("%s; exited %.1f s later", name, d.Seconds())
+	} else {
+		syscall.Kill(old.pid, syscall.SIGUSR2)
+		pidFile := x.dir + "/entry.pid"
+		if t == "nginx" {
+			pidFile = x.dir + "/nginx.pid"
+		}
+		pid, err := waitPidFile(pidFile, old.pid, 35*time.Second)
+		if err != nil {
+			return fmt.Errorf("%s: %w\n%s", t, err, old.tail())
+		}
+		x.p = s.follow(x.name+"-new", pid)
+		defer s.stop(old)
+		note = "SIGUSR2; the old process exited %.1f s after the new one took over"
+		if t == "nginx" {
+			if err := waitFor(35*time.Second, "nginx: no new master with workers", func() bool { return len(children(pid)) > 0 }); err != nil {
+				return err
+			}
+			syscall.Kill(old.pid, syscall.SIGWINCH)
+			if err := waitFor(30*time.Second, "nginx: the old workers still run after WINCH", func() bool {
+				return !slices.ContainsFunc(children(old.pid), func(c int) bool { return c != pid })
+			}); err != nil {
+				return err
+			}
+			syscall.Kill(old.pid, syscall.SIGQUIT)
+			note = "USR2, WINCH, QUIT; the old master exited %.1f s after QUIT"
+		}
+		d, err := old.gone(40 * time.Second)
+		if err != nil {
+			return err
+		}
+		time.Sleep(2 * time.Second) // the load goes on, on the new process
+		if code, _, err := get(x.url, 0); err != nil || code != 200 {
+			return fmt.Errorf("%s: the new process does not answer after the upgrade (%d, %v)", t, code, err)
+		}
+		title, note = "7 upgrade in place under load, "+kinds[k], fmt.Sprintf(note, d.Seconds())
 	}
 	for _, l := range []struct {
-		l    *load
+		h    *holder
 		what string
 	}{{ln, "new connections (connhold -load -close)"}, {lk, "keep-alive (connhold -load)"}} {
-		line, err := l.l.stop()
+		r, err := loaded(l.h, nil)
 		if err != nil {
 			return err
 		}
-		r, err := fromLoad(line)
-		if err != nil {
-			return err
-		}
-		r.Row, r.Title, r.Target, r.Note = row, title+": "+l.what, t, r.Note+"; "+note
+		r.Row, r.Title, r.Target, r.Note = slices.Index(stormRows, row)+1, title+": "+l.what, t, r.Note+"; "+note
 		s.record(r)
 	}
 	return nil
 }
 
-func kind(k string) string {
-	if k == "tls" {
-		return "TLS"
-	}
-	return k
-}
+var kinds = map[string]string{"plain": "plain", "tls": "TLS"}
 
-// rowStop is row 6: the graceful stop under load (the entry: SIGTERM, --drain 5s; nginx:
-// SIGQUIT); the loads run on until it has exited and 1 s more (refused).
-func (s *storm) rowStop() error {
-	for _, k := range []string{"plain", "tls"} {
-		for _, t := range s.names {
-			sig, name := syscall.SIGTERM, "SIGTERM"
-			if t == "nginx" {
-				sig, name = syscall.SIGQUIT, "SIGQUIT"
-			}
-			s.logf("row 6: %s under load, %s, %s", name, k, t)
-			x, err := s.up(t, k, 0, 0, false)
-			if err != nil {
-				return err
-			}
-			err = s.loads(6, fmt.Sprintf("6 %s under load, %s", name, kind(k)), t, x, func() (string, error) {
-				syscall.Kill(x.p.pid, sig)
-				d, err := x.p.gone(40 * time.Second)
-				if err != nil {
-					return "", err
-				}
-				time.Sleep(time.Second) // and the load goes on, refused
-				return fmt.Sprintf("%s; exited %.1f s later", name, d.Seconds()), nil
-			})
-			s.stop(x.p)
-			if err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// rowUpgrade is row 7: the upgrade in place under load. The entry: SIGUSR2, the new PID
-// followed in --pid-file until the old process has exited; nginx: its binary upgrade (USR2 to
-// the master, the new master up with its workers, WINCH, the old workers gone, QUIT); 2 s more
-// on the new process, which must answer.
-func (s *storm) rowUpgrade() error {
-	for _, k := range []string{"plain", "tls"} {
-		for _, t := range s.names {
-			s.logf("row 7: upgrade in place under load, %s, %s", k, t)
-			x, err := s.up(t, k, 0, 0, t == "nginx")
-			if err != nil {
-				return err
-			}
-			var newP *proc
-			err = s.loads(7, "7 upgrade in place under load, "+kind(k), t, x, func() (string, error) {
-				old := x.p
-				syscall.Kill(old.pid, syscall.SIGUSR2)
-				note := ""
-				if t == "nginx" {
-					pid, err := waitPidFile(x.dir+"/nginx.pid", old.pid, 35*time.Second)
-					if err != nil {
-						return "", err
-					}
-					for t0 := time.Now(); len(children(pid)) == 0; time.Sleep(50 * time.Millisecond) {
-						if time.Since(t0) > 35*time.Second {
-							return "", errors.New("nginx: no new master with workers within 35 s of USR2")
-						}
-					}
-					newP = s.follow(x.name+"-new", pid)
-					syscall.Kill(old.pid, syscall.SIGWINCH)
-					for t0 := time.Now(); slices.ContainsFunc(children(old.pid), func(c int) bool { return c != pid }); time.Sleep(50 * time.Millisecond) {
-						if time.Since(t0) > 30*time.Second {
-							return "", errors.New("nginx: the old workers still run 30 s after WINCH")
-						}
-					}
-					syscall.Kill(old.pid, syscall.SIGQUIT)
-					d, err := old.gone(30 * time.Second)
-					if err != nil {
-						return "", err
-					}
-					note = fmt.Sprintf("USR2, WINCH, QUIT; the old master exited %.1f s after QUIT", d.Seconds())
-				} else {
-					pid, err := waitPidFile(x.dir+"/entry.pid", old.pid, 35*time.Second)
-					if err != nil {
-						return "", fmt.Errorf("fenec-entry: %w\n%s", err, old.tail())
-					}
-					newP = s.follow(x.name+"-new", pid)
-					d, err := old.gone(40 * time.Second)
-					if err != nil {
-						return "", err
-					}
-					note = fmt.Sprintf("SIGUSR2; the old process exited %.1f s after the new one took over", d.Seconds())
-				}
-				s.stop(old)
-				time.Sleep(2 * time.Second) // the load goes on, on the new process
-				return note, nil
-			})
-			if err == nil {
-				if code, _, _, gerr := get(x.url); gerr != nil || code != 200 {
-					err = fmt.Errorf("%s: the new process does not answer after the upgrade (%d, %v)", t, code, gerr)
-				}
-			}
-			s.stop(x.p)
-			if newP != nil {
-				s.stop(newP)
-			}
-			if err != nil {
-				return err
-			}
+// waitFor polls ok every 50 ms until it holds, or fails with what after d.
+func waitFor(d time.Duration, what string, ok func() bool) error {
+	for t0 := time.Now(); !ok(); time.Sleep(50 * time.Millisecond) {
+		if time.Since(t0) > d {
+			return fmt.Errorf("%s within %v", what, d)
 		}
 	}
 	return nil
@@ -750,82 +583,48 @@ func (s *storm) rowUpgrade() error {
 
 // stormTable is the table: a line a row and target (row 1's rounds summed).
 func stormTable(recs []stormRec, roundS int) string {
-	type line struct {
-		r              stormRec
-		runs           int
-		non, lost, ncs map[string]int64
-	}
 	var order []string
-	lines := map[string]*line{}
+	lines, runs := map[string]*stormRec{}, map[string]int{}
 	for _, r := range recs {
 		k := r.Title + "\x00" + r.Target
 		l := lines[k]
 		if l == nil {
-			l = &line{r: r, non: map[string]int64{}, lost: map[string]int64{}, ncs: map[string]int64{}}
-			l.r.Requests, l.r.OK, l.r.ClosedIdle = 0, 0, 0
+			l = &stormRec{Row: r.Row, Title: r.Title, Target: r.Target, Non: map[string]int64{}, Lost: map[string]int64{}, NotConn: map[string]int64{}}
 			lines[k] = l
 			order = append(order, k)
 		}
-		l.runs++
-		l.r.Requests, l.r.OK, l.r.ClosedIdle = l.r.Requests+r.Requests, l.r.OK+r.OK, l.r.ClosedIdle+r.ClosedIdle
-		if r.Note != "" {
-			l.r.Note = r.Note
-		}
-		for _, p := range []struct{ from, into map[string]int64 }{{r.Non, l.non}, {r.Lost, l.lost}, {r.NotConn, l.ncs}} {
-			for k, n := range p.from {
-				p.into[k] += n
-			}
-		}
+		runs[k]++
+		l.add(r)
 	}
 	show := func(m map[string]int64) string {
-		n := sum(m)
-		if n == 0 {
+		if sum(m) == 0 {
 			return "0"
 		}
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 		}
-		return fmt.Sprintf("%d (%s)", n, strings.Join(parts, ", "))
+		return fmt.Sprintf("%d (%s)", sum(m), strings.Join(parts, ", "))
 	}
 	var b strings.Builder
 	b.WriteString("| row | target | requests | answered 2xx | non-2xx | LOST | not connected | verdict | notes |\n|---|---|--:|--:|--:|--:|--:|---|---|\n")
 	for _, k := range order {
 		l := lines[k]
-		fail := sum(l.lost)
-		v := "none lost"
+		fail, v := sum(l.Lost), "none lost"
 		if fail > 0 {
 			v = fmt.Sprintf("**LOST %d**", fail)
 		}
-		if l.r.Row == 7 { // nothing may fail at an upgrade
-			fail += sum(l.non) + sum(l.ncs) + l.r.ClosedIdle
-			v = "no failure"
-			if fail > 0 {
+		if l.Row == 7 { // nothing may fail at an upgrade
+			if fail += sum(l.Non) + sum(l.NotConn) + l.ClosedIdle; fail > 0 {
 				v = fmt.Sprintf("**FAILED %d**", fail)
+			} else {
+				v = "no failure"
 			}
 		}
-		note := l.r.Note
-		if l.r.Row == 1 {
-			note = fmt.Sprintf("%d round%s of %d s", l.runs, map[bool]string{true: "s"}[l.runs > 1], roundS) + map[bool]string{true: "; " + note}[note != ""]
+		if l.Row == 1 {
+			l.Note = strings.TrimSuffix(fmt.Sprintf("%d round%s of %d s; %s", runs[k], map[bool]string{true: "s"}[runs[k] > 1], roundS, l.Note), "; ")
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s | %s |\n", l.r.Title, l.r.Target, l.r.Requests, l.r.OK, show(l.non), show(l.lost), show(l.ncs), v, note)
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s | %s |\n", l.Title, l.Target, l.Requests, l.OK, show(l.Non), show(l.Lost), show(l.NotConn), v, l.Note)
 	}
 	return b.String()
-}
-
-func (s *storm) notes(took time.Duration, out, repro string) string {
-	return fmt.Sprintf(`
-- requests: answered (2xx and not) + LOST. **LOST**: a request written (over TLS: its connection's handshake begun) on a
-  connection the target's kernel accepted, with no whole answer, by kind (bench/README.md, "How a request is counted").
-- not connected: dials that failed, no request written (refused: nothing listens, as after a graceful stop).
-- verdict: rows 1-6, the LOST; row 7, every failure (non-2xx, LOST, not connected, and connections seen closed while
-  idle), since nothing may fail at an upgrade.
-- machine: %s; nothing pinned
-- fenec-entry: %s (--drain %s, --header-timeout 10s, its default); nginx: %s (%d workers, 1 in row 5)
-- open-file limit: the targets %d (row 5: %d), each client process %d; row 5's connections held by %d connhold
-  process(es), from %d source address(es)
-- run time: %d min %d s; raw: %s
-- reproduce: cd %s && %s
-`, machine(), s.verEntry, drain, s.verNginx, numCPU(), s.targetNofile, s.nofile, s.clientNofile, s.holders, s.sources,
-		int(took.Minutes()), int(took.Seconds())%60, out, s.root, repro)
 }

@@ -5,25 +5,26 @@ package main
 import (
 	"bufio"
 	"cmp"
-	"errors"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
-// The clients (wrk, h2load, openssl) and the servers (nginx, haproxy) every bench runs the
-// same way.
+// The clients (wrk, h2load, openssl, connhold) and the servers (nginx, the entry, the
+// upstream) every bench runs the same way.
 
 const reqPath = "/t/acme/items/1"
 
 // wrkLua is wrk's report: done() prints one machine-readable line (latency in µs; errors in
 // total, socket_errors, and by wrk's kind) and the latencies themselves, "HIST µs:count ...",
-// so that several runs merge into one (mergeHist). Nothing is scraped from wrk's text.
+// so that several runs merge into one (addHist). Nothing is scraped from wrk's text.
 const wrkLua = `done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
@@ -40,10 +41,15 @@ const wrkLua = `done = function(summary, latency, requests)
 end
 `
 
-// pipelineLua writes n requests at once; wrk counts each answer.
-func pipelineLua(n int) string {
-	return fmt.Sprintf("init = function(args) local r = {} for i = 1, %d do r[i] = wrk.format() end req = table.concat(r) end\n"+
-		"request = function() return req end\n", n) + wrkLua
+// writeLua writes wrk's report script into the temp dir, with pipelined requests a write
+// when pipelined > 1 (wrk counts each answer); it returns the file.
+func (r *run) writeLua(pipelined int) (string, error) {
+	f, lua := r.path(fmt.Sprintf("report%d.lua", pipelined)), wrkLua
+	if pipelined > 1 {
+		lua = fmt.Sprintf("init = function(args) local r = {} for i = 1, %d do r[i] = wrk.format() end req = table.concat(r) end\n"+
+			"request = function() return req end\n", pipelined) + lua
+	}
+	return f, os.WriteFile(f, []byte(lua), 0o644)
 }
 
 // wrkOut is what wrk's report says: its BENCH fields and its latencies by value.
@@ -112,23 +118,21 @@ func percentiles(h map[int]int64) (p50, p99 int) {
 	return at(0.50), at(0.99)
 }
 
-// client is one client run (wrk, h2load, openssl) on the client CPUs: its output, its wall
-// time and its own CPU ticks.
+// client is one client run (wrk, h2load, openssl, connhold): its output, its wall time and
+// its own CPU ticks.
 type client struct {
 	out  string
 	wall time.Duration
 	cpu  int64
 }
 
-// runClient runs argv on cpus, its stdin from stdin, within timeout.
+// runClient runs argv on cpus ("": anywhere), its stdin from stdin, within timeout.
 func runClient(cpus string, stdin string, timeout time.Duration, argv ...string) (client, error) {
 	if cpus != "" {
 		argv = append([]string{"taskset", "-c", cpus}, argv...)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
+	cmd.Stdin = strings.NewReader(stdin)
 	t0 := time.Now()
 	var err error
 	done := make(chan struct{})
@@ -151,22 +155,23 @@ func runClient(cpus string, stdin string, timeout time.Duration, argv ...string)
 	return c, nil
 }
 
-func lastLines(s string, n int) string {
-	l := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(l[max(0, len(l)-n):], "\n")
-}
-
 // nginx is an nginx configuration as the benches run it in front of bench/upstream on up:
 // upstream keepalive 64, no access log, its temp files in dir, the server blocks servers
-// (location is the proxying they share), main and http lines added to those contexts.
+// (server() gives the proxying they share), http lines added to that context, conns
+// worker_connections (0: 4096), nofile its worker_rlimit_nofile (0: none).
 type nginx struct {
-	dir, servers, main, http string
-	up, workers, conns       int
+	dir, servers, http         string
+	up, workers, conns, nofile int
+	daemon                     bool
 }
 
 func (n nginx) write() (string, error) {
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		return "", err
+	}
+	main := ""
+	if n.nofile > 0 {
+		main = fmt.Sprintf("worker_rlimit_nofile %d;\n", n.nofile)
 	}
 	conf := fmt.Sprintf(`worker_processes %d;
 %spid %[3]s/nginx.pid;
@@ -187,28 +192,54 @@ http {
     }
 %[7]s
 }
-`, n.workers, n.main, n.dir, cmp.Or(n.conns, 4096), n.http, n.up, n.servers)
+`, n.workers, main, n.dir, cmp.Or(n.conns, 4096), n.http, n.up, n.servers)
 	f := n.dir + "/nginx.conf"
 	return f, os.WriteFile(f, []byte(conf), 0o644)
 }
 
-// startNginx writes n's configuration into the temp dir's name/ and starts it in the foreground.
-func (r *run) startNginx(name string, n nginx, s spec) (*proc, error) {
+// startNginx writes n's configuration into the temp dir's name/ and starts it, in the
+// foreground, or as a daemon followed by its pid file (its binary upgrade needs that: nginx
+// 1.22 ignores USR2 when its parent started it with daemon off), and waits for url.
+func (r *run) startNginx(name string, n nginx, s spec, url string) (*proc, error) {
 	n.dir = r.path(name)
 	conf, err := n.write()
 	if err != nil {
 		return nil, err
 	}
-	pr, err := r.start(name, s, "nginx", "-e", n.dir+"/error.log", "-p", n.dir, "-c", conf, "-g", "daemon off;")
+	bin, err := exec.LookPath("nginx") // by its full path: nginx starts its new binary from argv[0] at an upgrade
 	if err != nil {
 		return nil, err
 	}
-	m := regexp.MustCompile(`listen (\S+?)[ ;]`).FindStringSubmatch(n.servers)
-	scheme := "http://"
-	if strings.Contains(n.servers, " ssl") {
-		scheme = "https://"
+	argv := []string{bin, "-e", n.dir + "/error.log", "-p", n.dir, "-c", conf}
+	var p *proc
+	if n.daemon {
+		if s.nofile > 0 {
+			argv = append([]string{"prlimit", fmt.Sprintf("--nofile=%d:%d", s.nofile, s.nofile)}, argv...)
+		}
+		if _, err := runClient("", "", 30*time.Second, argv...); err != nil {
+			return nil, err
+		}
+		pid, err := waitPidFile(n.dir+"/nginx.pid", 0, 5*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		p = r.follow(name, pid)
+	} else if p, err = r.start(name, s, append(argv, "-g", "daemon off;")...); err != nil {
+		return nil, err
 	}
-	return pr, waitOK(pr, scheme+m[1]+reqPath)
+	p.log = n.dir + "/error.log"
+	return p, waitOK(p, url)
+}
+
+// waitPidFile waits for a pid file to name a process other than not.
+func waitPidFile(file string, not int, d time.Duration) (int, error) {
+	for t0 := time.Now(); time.Since(t0) < d; time.Sleep(50 * time.Millisecond) {
+		b, _ := os.ReadFile(file)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid != not {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("%s names no new process within %v", file, d)
 }
 
 // server is one server block listening on listen, with the proxying every nginx of the
@@ -241,35 +272,9 @@ func nginxTLS(cert, key string) string {
 `
 }
 
-// haproxyConf is haproxy in front of the upstream on up, doing the entry's header work:
-// http mode, http-reuse always, no logs, maxconn and its timeouts as given.
-func haproxyConf(listen string, up, threads, maxconn int, timeout string) string {
-	return fmt.Sprintf(`global
-    nbthread %d
-    maxconn %d
-defaults
-    mode http
-    maxconn %[2]d
-    option http-keep-alive
-    http-reuse always
-    timeout connect 5s
-    timeout client %[3]s
-    timeout server %[3]s
-    timeout http-keep-alive %[3]s
-frontend entry
-    bind %s
-    unique-id-format %%{+X}o\ %%ci:%%cp_%%fi:%%fp_%%Ts_%%rt:%%pid
-    http-request set-header Fenec-Home 1
-    http-request set-header X-Request-Id %%[unique-id]
-    default_backend fenec_router
-backend fenec_router
-    http-response del-header Fenec-Home
-    server r1 127.0.0.1:%d
-`, threads, maxconn, timeout, listen, up)
-}
-
 // entryArgs is `fenec-entry serve` as every bench starts it: its listener, an admin listener,
-// gossip and RPC on loopback, the upstream as the one router of eu, and extra.
+// gossip and RPC on loopback, the upstream as the one router of eu, and extra. It returns
+// the listener's and the admin listener's addresses.
 func (r *run) entryArgs(bin string, up int, extra ...string) ([]string, string, string, error) {
 	a, err := r.addrs(4)
 	if err != nil {
@@ -280,32 +285,30 @@ func (r *run) entryArgs(bin string, up int, extra ...string) ([]string, string, 
 	return args, a[0], a[1], nil
 }
 
-// scanLines reads lines of a process's output as they come, into a channel.
-func scanLines(f *os.File) <-chan string {
-	ch := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		for sc.Scan() {
-			ch <- sc.Text()
-		}
-		close(ch)
-	}()
-	return ch
+// startUpstream starts the upstream (this program's upstream command) on cpus.
+func (r *run) startUpstream(cpus string) (*proc, int, error) {
+	port, err := r.freePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	p, err := r.start("upstream", spec{cpus: cpus}, r.self, "upstream", "-listen", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return nil, 0, err
+	}
+	return p, port, waitOK(p, fmt.Sprintf("http://127.0.0.1:%d%s", port, reqPath))
 }
 
-// holder is a connhold holding connections (its hold mode), until release.
+// holder is a connhold holding connections or making a load, until release.
 type holder struct {
-	p             *proc
-	stdin         *os.File
-	lines         <-chan string
-	json          string // its line of failures by kind and times
-	conns, failed int
-	openMs        int64
+	p     *proc
+	stdin io.Closer
+	out   *bufio.Scanner
+	res   loadResult // its line: what it held or made, what failed and how, the times
 }
 
-// hold starts connhold (argv, with -n n) and waits, at most 300 s, for its READY line.
-func (r *run) hold(cpus string, argv []string, n int) (*holder, error) {
+// connhold starts connhold (args) on cpus; holding (without -load), it waits, at most 300 s,
+// for its READY line.
+func (r *run) connhold(cpus string, args ...string) (*holder, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -314,61 +317,49 @@ func (r *run) hold(cpus string, argv []string, n int) (*holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	t0 := time.Now()
-	p, err := r.start("connhold", spec{cpus: cpus, stdin: inR, stdout: outW}, append(argv, "-n", strconv.Itoa(n))...)
+	p, err := r.start("connhold", spec{cpus: cpus, stdin: inR, stdout: outW}, append([]string{r.self, "connhold"}, args...)...)
 	inR.Close()
 	outW.Close()
 	if err != nil {
 		return nil, err
 	}
-	h := &holder{p: p, stdin: inW, lines: scanLines(outR)}
-	deadline := time.After(300 * time.Second)
-	for {
-		select {
-		case line, ok := <-h.lines:
-			if !ok {
-				r.stop(p)
-				return nil, fmt.Errorf("connhold ended before READY: %s", p.tail())
-			}
-			if strings.HasPrefix(line, "{") {
-				h.json = line
-			}
-			if strings.HasPrefix(line, "READY ") {
-				fmt.Sscanf(line, "READY conns=%d failed=%d", &h.conns, &h.failed)
-				h.openMs = time.Since(t0).Milliseconds()
-				if h.conns == 0 {
-					h.release()
-					return nil, errors.New("no connection held")
-				}
-				return h, nil
-			}
-		case <-deadline:
-			r.stop(p)
-			return nil, fmt.Errorf("%d connections not open within 300 s", n)
+	h := &holder{p: p, stdin: inW, out: bufio.NewScanner(outR)}
+	h.out.Buffer(make([]byte, 64<<10), 4<<20)
+	if slices.Contains(args, "-load") {
+		return h, nil
+	}
+	late := time.AfterFunc(300*time.Second, func() { r.stop(p) })
+	defer late.Stop()
+	for h.out.Scan() {
+		if err := h.line(); err != nil || strings.HasPrefix(h.out.Text(), "READY") {
+			return h, err
 		}
 	}
+	r.stop(p)
+	return nil, fmt.Errorf("connhold ended before READY (in 300 s at most): %s", p.tail())
 }
 
-// release closes connhold's stdin and waits (20 s at most) for it to let go of every
-// connection; it returns the held connections the other side had closed by then.
-func (h *holder) release() (closed int, err error) {
-	h.stdin.Close()
-	timeout := time.After(20 * time.Second)
-	for {
-		select {
-		case line, ok := <-h.lines:
-			if !ok {
-				if _, err := h.p.gone(5 * time.Second); err != nil {
-					return closed, err
-				}
-				return closed, nil
-			}
-			if strings.HasPrefix(line, "DONE ") {
-				var n int
-				fmt.Sscanf(line, "DONE conns=%d closed=%d", &n, &closed)
-			}
-		case <-timeout:
-			return closed, errors.New("connhold did not exit when its stdin closed")
+func (h *holder) line() error {
+	if line := h.out.Text(); strings.HasPrefix(line, "{") {
+		if err := json.Unmarshal([]byte(line), &h.res); err != nil {
+			return fmt.Errorf("connhold printed %q: %w", line, err)
 		}
 	}
+	return nil
+}
+
+// release closes connhold's stdin and waits (20 s at most) for it to end: a load's line, or
+// holding, the held connections the other side had closed by then.
+func (h *holder) release() (closed int, err error) {
+	h.stdin.Close()
+	late := time.AfterFunc(20*time.Second, func() { syscall.Kill(h.p.pid, syscall.SIGKILL) })
+	defer late.Stop()
+	for h.out.Scan() {
+		if err = h.line(); err != nil {
+			return 0, err
+		}
+		fmt.Sscanf(h.out.Text(), "DONE closed=%d", &closed)
+	}
+	_, err = h.p.gone(5 * time.Second)
+	return closed, err
 }

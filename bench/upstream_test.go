@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -11,7 +13,7 @@ import (
 // TestRequestsCounted pins what the profile bench (go run ./bench profile) divides by: /_bench/requests answers the
 // requests served before it, itself and earlier count queries excluded.
 func TestRequestsCounted(t *testing.T) {
-	h := newHandler(8)
+	h := newUpstream()
 	count := func() string {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/_bench/requests", nil))

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -48,9 +50,23 @@ func (s *stopAfter) hit() {
 	}
 }
 
-func loadOpts(addr string) options {
-	return options{addr: addr, host: addr, path: "/t/acme/items/1", n: 4, timeout: 5 * time.Second,
+func loadOpts(addr string) holdOpts {
+	return holdOpts{addr: addr, host: addr, path: "/t/acme/items/1", n: 4, timeout: 5 * time.Second,
 		sources: 1, load: true, body: 32}
+}
+
+func lost(r *loadResult) (n int64) {
+	for _, v := range r.LostBy {
+		n += v
+	}
+	return n
+}
+
+func answered(r *loadResult) (n int64) {
+	for _, v := range r.AnsweredBy {
+		n += v
+	}
+	return n
 }
 
 // A server that answers every request: every request made is answered, none lost, and the
@@ -73,8 +89,8 @@ func TestLoadCountsEveryAnswer(t *testing.T) {
 			defer srv.Close()
 			o := loadOpts(srv.Listener.Addr().String())
 			o.close = close
-			r := within(t, "the load", func() loadResult { return runLoad(o, stop.ch) })
-			if r.Lost != 0 || r.Requests != r.Answered || r.AnsweredBy["200"] != r.Requests {
+			r := within(t, "the load", func() *loadResult { return runLoad(o, stop.ch) })
+			if lost(r) != 0 || r.Requests != answered(r) || r.AnsweredBy["200"] != r.Requests {
 				t.Fatalf("want every request answered 200, got %+v", r)
 			}
 			if r.Requests != stop.seen.Load() {
@@ -133,21 +149,21 @@ func TestLoadCountsLostByKind(t *testing.T) {
 		kind  string
 		serve func(c *net.TCPConn, done <-chan struct{})
 	}{
-		{kindEOF, func(c *net.TCPConn, _ <-chan struct{}) {
+		{"eof", func(c *net.TCPConn, _ <-chan struct{}) {
 			readHead(bufio.NewReader(c))
 			c.Close()
 		}},
-		{kindReset, func(c *net.TCPConn, _ <-chan struct{}) {
+		{"reset", func(c *net.TCPConn, _ <-chan struct{}) {
 			readHead(bufio.NewReader(c))
 			c.SetLinger(0) // close sends RST
 			c.Close()
 		}},
-		{kindPartial, func(c *net.TCPConn, _ <-chan struct{}) {
+		{"partial", func(c *net.TCPConn, _ <-chan struct{}) {
 			readHead(bufio.NewReader(c))
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
 			c.Close()
 		}},
-		{kindTimeout, func(c *net.TCPConn, done <-chan struct{}) {
+		{"timeout", func(c *net.TCPConn, done <-chan struct{}) {
 			readHead(bufio.NewReader(c))
 			<-done // no answer until the test ends
 			c.Close()
@@ -161,18 +177,18 @@ func TestLoadCountsLostByKind(t *testing.T) {
 			addr := rawServer(t, func(c *net.TCPConn) { stop.hit(); tc.serve(c, done) })
 			o := loadOpts(addr)
 			o.n = 2
-			if tc.kind == kindTimeout {
+			if tc.kind == "timeout" {
 				o.timeout = 200 * time.Millisecond
 			}
-			r := within(t, "the load", func() loadResult { return runLoad(o, stop.ch) })
-			if r.Requests == 0 || r.Lost != r.Requests || r.LostBy[tc.kind] != r.Requests || r.Answered != 0 {
+			r := within(t, "the load", func() *loadResult { return runLoad(o, stop.ch) })
+			if r.Requests == 0 || lost(r) != r.Requests || r.LostBy[tc.kind] != r.Requests || answered(r) != 0 {
 				t.Fatalf("want every request lost as %s, got %+v", tc.kind, r)
 			}
 			if r.LostOnReused != 0 {
 				t.Fatalf("want no loss on a reused connection (each was new), got %d", r.LostOnReused)
 			}
-			if len(r.LostExamples) == 0 || r.LostExamples[0].Kind != tc.kind {
-				t.Fatalf("want examples of %s, got %+v", tc.kind, r.LostExamples)
+			if len(r.Examples) == 0 || r.Examples[0].Kind != tc.kind {
+				t.Fatalf("want examples of %s, got %+v", tc.kind, r.Examples)
 			}
 		})
 	}
@@ -189,19 +205,9 @@ func TestLoadRefusedIsNotARequest(t *testing.T) {
 	stop := make(chan struct{})
 	time.AfterFunc(300*time.Millisecond, func() { close(stop) }) // the length of the run, not a synchronisation
 	o := loadOpts(addr)
-	r := within(t, "the load", func() loadResult { return runLoad(o, stop) })
-	if r.Requests != 0 || r.Lost != 0 || r.Refused == 0 || r.DialFailed[kindRefused] != r.Refused {
+	r := within(t, "the load", func() *loadResult { return runLoad(o, stop) })
+	if r.Requests != 0 || lost(r) != 0 || r.DialFailed["refused"] == 0 {
 		t.Fatalf("want refused dials and no request, got %+v", r)
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after testDeadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(testDeadline); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %v", what, testDeadline)
-		}
 	}
 }
 
@@ -231,14 +237,14 @@ func TestClosedByPeer(t *testing.T) {
 			defer srv.Close()
 			o := loadOpts(srv.Listener.Addr().String())
 			o.tls = useTLS
-			tl := newTally()
-			lc, err := dialLoad(o, 0, tl)
+			tl := newResult()
+			lc, err := dial(o, 0, tl)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer lc.c.Close()
 			if !lc.do(o, 0, nil, tl) {
-				t.Fatalf("first request: want the connection kept, tally %+v", tl.result())
+				t.Fatalf("first request: want the connection kept, tally %+v", tl)
 			}
 			if lc.closedByPeer() {
 				t.Fatal("an open idle connection was taken for closed")
@@ -252,7 +258,9 @@ func TestClosedByPeer(t *testing.T) {
 				}
 			}()
 			close(closeIt)
-			waitFor(t, "the server's close seen", lc.closedByPeer)
+			if err := waitFor(testDeadline, "the server's close seen", lc.closedByPeer); err != nil {
+				t.Fatal(err)
+			}
 		})
 	}
 }
@@ -282,8 +290,8 @@ func TestLoadSlow(t *testing.T) {
 	o := loadOpts(srv.Listener.Addr().String())
 	o.n, o.slow, o.byteMin, o.byteMax, o.perConn = 2, true, pause, pause, 2
 	t0 := time.Now()
-	r := within(t, "the slow load", func() loadResult { return runLoad(o, stop.ch) })
-	if r.Lost != 0 || r.Requests != r.Answered || r.Requests != stop.seen.Load() {
+	r := within(t, "the slow load", func() *loadResult { return runLoad(o, stop.ch) })
+	if lost(r) != 0 || r.Requests != answered(r) || r.Requests != stop.seen.Load() {
 		t.Fatalf("want every slow request answered, got %+v (server saw %d)", r, stop.seen.Load())
 	}
 	if len(bad) > 0 {
@@ -311,45 +319,74 @@ func TestLoadSlow(t *testing.T) {
 	}
 }
 
-// opened is what openAll returned.
-type opened struct {
-	conns  []held
-	byKind map[string]int
-}
-
-func openWithin(t *testing.T, o options) opened {
+func openWithin(t *testing.T, o holdOpts) (*loadResult, []*loadConn) {
 	t.Helper()
-	return within(t, "openAll", func() opened { c, k, _, _ := openAll(o); return opened{c, k} })
+	type opened struct {
+		r     *loadResult
+		conns []*loadConn
+	}
+	got := within(t, "openAll", func() opened { r, c := openAll(o); return opened{r, c} })
+	return got.r, got.conns
 }
 
-// The hold mode names why a connection could not be held: an answer not 200 by its status,
-// a dial that nothing answered as refused.
+// Holding names why a connection could not be held: an answer not 200 by its status, a dial
+// that nothing answered as refused.
 func TestHoldFailKinds(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadGateway)
 	}))
 	defer srv.Close()
-	o := options{addr: srv.Listener.Addr().String(), path: "/", n: 5, parallel: 2, timeout: 5 * time.Second, sources: 1}
+	o := holdOpts{addr: srv.Listener.Addr().String(), path: "/", n: 5, parallel: 2, timeout: 5 * time.Second, sources: 1}
 	o.host = o.addr
-	if r := openWithin(t, o); len(r.conns) != 0 || r.byKind["status_502"] != 5 {
-		t.Fatalf("want 5 failed as status_502, got %d held, %v", len(r.conns), r.byKind)
+	if r, conns := openWithin(t, o); len(conns) != 0 || r.Held != 0 || r.AnsweredBy["502"] != 5 {
+		t.Fatalf("want 5 answered 502 and none held, got %d held, %+v", len(conns), r)
 	}
 	srv.Close()
-	if r := openWithin(t, o); r.byKind[kindRefused] != 5 {
-		t.Fatalf("want 5 refused, got %v", r.byKind)
+	if r, _ := openWithin(t, o); r.DialFailed["refused"] != 5 || r.Requests != 0 {
+		t.Fatalf("want 5 refused and no request, got %+v", r)
 	}
 }
 
-// The hold mode, as before: n connections opened, each answered 200, held.
+// Holding: n connections opened, each answered 200, held, and a held connection's close by
+// the server is seen.
 func TestHoldOpens(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
-	o := options{addr: srv.Listener.Addr().String(), path: "/", n: 20, parallel: 4, timeout: 5 * time.Second, sources: 1}
+	o := holdOpts{addr: srv.Listener.Addr().String(), path: "/", n: 20, parallel: 4, timeout: 5 * time.Second, sources: 1}
 	o.host = o.addr
-	r := openWithin(t, o)
-	defer closeAll(r.conns)
-	if len(r.conns) != 20 || len(r.byKind) != 0 {
-		t.Fatalf("want 20 held and no failure, got %d held, %v", len(r.conns), r.byKind)
+	r, conns := openWithin(t, o)
+	defer closeAll(conns)
+	if len(conns) != 20 || r.Held != 20 || r.AnsweredBy["200"] != 20 || len(r.DialFailed)+len(r.LostBy) != 0 {
+		t.Fatalf("want 20 held and no failure, got %d held, %+v", len(conns), r)
+	}
+}
+
+// A held event stream stays open after its first event: what the server sends next is read.
+func TestHoldStream(t *testing.T) {
+	next := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: open\ndata: x\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-next:
+			io.WriteString(w, ": keep-alive\n")
+			w.(http.Flusher).Flush()
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	o := holdOpts{addr: srv.Listener.Addr().String(), path: "/", n: 1, parallel: 1, timeout: 5 * time.Second, sources: 1, stream: true}
+	o.host = o.addr
+	r, conns := openWithin(t, o)
+	defer closeAll(conns)
+	if len(conns) != 1 || r.Held != 1 {
+		t.Fatalf("want the stream held, got %+v", r)
+	}
+	close(next)
+	conns[0].c.SetReadDeadline(time.Now().Add(testDeadline))
+	if line, err := conns[0].br.ReadString('\n'); err != nil || line != ": keep-alive\n" {
+		t.Fatalf("the held stream: read %q, %v; want the next comment", line, err)
 	}
 }
 
@@ -364,8 +401,8 @@ func TestLoadHandshakeLost(t *testing.T) {
 	})
 	o := loadOpts(addr)
 	o.n, o.tls = 2, true
-	r := within(t, "the load", func() loadResult { return runLoad(o, stop.ch) })
-	if r.Requests == 0 || r.Lost != r.Requests || r.LostBy[kindHandshake+kindEOF]+r.LostBy[kindHandshake+kindReset] != r.Requests {
+	r := within(t, "the load", func() *loadResult { return runLoad(o, stop.ch) })
+	if r.Requests == 0 || lost(r) != r.Requests || r.LostBy["handshake_eof"]+r.LostBy["handshake_reset"] != r.Requests {
 		t.Fatalf("want every request lost in its handshake, got %+v", r)
 	}
 }
