@@ -155,7 +155,7 @@ func runClient(cpus string, stdin string, timeout time.Duration, argv ...string)
 	return c, nil
 }
 
-// nginx is an nginx configuration as the benches run it in front of bench/upstream on up:
+// nginx is an nginx configuration as the benches run it in front of the bench upstream (upstream.go) on up:
 // upstream keepalive 64, no access log, its temp files in dir, the server blocks servers
 // (server() gives the proxying they share), http lines added to that context, conns
 // worker_connections (0: 4096), nofile its worker_rlimit_nofile (0: none).
