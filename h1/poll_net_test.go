@@ -20,19 +20,7 @@ func TestPortableWakeForBytesReadAlreadyKeepsWatching(t *testing.T) {
 		t.Run(pk.name, func(t *testing.T) {
 			s := &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 2 * time.Second}
 			addr := pk.start(t, s)
-			c, br := dial(t, addr)
-			resp := get(t, c, br, "/")
-			io.Copy(io.Discard, resp.Body)
-			var parked *conn
-			testutil.Eventually(t, 2*time.Second, "the connection parked", func() bool {
-				for _, cn := range s.snapshot() {
-					if cn.state.Load() == stateIdle {
-						parked = cn
-						return true
-					}
-				}
-				return false
-			})
+			c, br, parked := parkedConn(t, s, addr)
 			// As the watcher does when it saw data: it steps out of its wait and waits for a
 			// read, and tells dispatch.
 			w := parked.ns
@@ -45,7 +33,7 @@ func TestPortableWakeForBytesReadAlreadyKeepsWatching(t *testing.T) {
 				return parked.state.Load() == stateIdle
 			})
 			c.SetDeadline(time.Now().Add(3 * time.Second))
-			resp = get(t, c, br, "/")
+			resp := get(t, c, br, "/")
 			if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(b) != "ok" {
 				t.Errorf("after the wake: %d %q", resp.StatusCode, b)
 			}

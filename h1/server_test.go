@@ -681,9 +681,10 @@ func TestWakeWithNothingToReadParksAgain(t *testing.T) {
 	eachPoller(t, testWakeWithNothingToReadParksAgain)
 }
 
-func testWakeWithNothingToReadParksAgain(t *testing.T, pk testPoller) {
-	s := &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 100 * time.Millisecond}
-	addr := pk.start(t, s)
+// parkedConn dials addr, has one request answered, and returns the connection, its reader and
+// the server's side of it once parked.
+func parkedConn(t *testing.T, s *Server, addr string) (net.Conn, *bufio.Reader, *conn) {
+	t.Helper()
 	c, br := dial(t, addr)
 	resp := get(t, c, br, "/")
 	io.Copy(io.Discard, resp.Body)
@@ -697,6 +698,13 @@ func testWakeWithNothingToReadParksAgain(t *testing.T, pk testPoller) {
 		}
 		return false
 	})
+	return c, br, parked
+}
+
+func testWakeWithNothingToReadParksAgain(t *testing.T, pk testPoller) {
+	s := &Server{Handler: http.HandlerFunc(okHandler), ReadHeaderTimeout: 100 * time.Millisecond}
+	addr := pk.start(t, s)
+	c, br, parked := parkedConn(t, s, addr)
 	if s.dispatch(parked, evIn, false) {
 		t.Fatal("dispatch asked its caller to serve a connection it was not told is the batch's last")
 	}
@@ -704,7 +712,7 @@ func testWakeWithNothingToReadParksAgain(t *testing.T, pk testPoller) {
 		return parked.state.Load() == stateIdle
 	})
 	time.Sleep(300 * time.Millisecond) // past the header timeout
-	resp = get(t, c, br, "/")
+	resp := get(t, c, br, "/")
 	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(b) != "ok" {
 		t.Errorf("after the empty wake: %d %q", resp.StatusCode, b)
 	}
