@@ -22,24 +22,7 @@ import (
 func TestCleanStopLogsNothingAboveInfo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	_, routers := twoRegions(t)
-	start := func(name, join string) *clusterEntry {
-		args := []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-			"--gossip-bind", "127.0.0.1:0", "--rpc-addr", "127.0.0.1:0", "--node", name, "--pop", name,
-			"--continent", "EU", "--routers", routers, "--drain", "300ms", "--state-dir", t.TempDir()}
-		if join != "" {
-			args = append(args, "--join", join)
-		}
-		return startClusterEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+testGossipKey))
-	}
-	a := start("a", "")
-	b := start("b", a.gossip)
-	for _, e := range []*clusterEntry{a, b} {
-		testutil.Eventually(t, 10*time.Second, "two alive members and ready", func() bool {
-			s := e.status(t)
-			return s.Ready && s.memberState("a") == "alive" && s.memberState("b") == "alive"
-		})
-	}
+	a, b := startPair(t, true)
 
 	// Traffic through both: reads (one relayed), a keyed write, a stream left open.
 	client := &http.Client{Timeout: 5 * time.Second}
@@ -159,24 +142,7 @@ func TestStopRefusesNewConnections(t *testing.T) {
 // SIGTERM (a deploy, a host's shutdown) each leave with no one left to tell; a leave that
 // times out so is no warning: neither logs a line above info, and both exit 0.
 func TestTwoStoppedAtOnceLogNothingAboveInfo(t *testing.T) {
-	_, routers := twoRegions(t)
-	start := func(name, join string) *clusterEntry {
-		args := []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-			"--gossip-bind", "127.0.0.1:0", "--rpc-addr", "127.0.0.1:0", "--node", name, "--pop", name,
-			"--continent", "EU", "--routers", routers, "--drain", "300ms"}
-		if join != "" {
-			args = append(args, "--join", join)
-		}
-		return startClusterEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+testGossipKey))
-	}
-	a := start("a", "")
-	b := start("b", a.gossip)
-	for _, e := range []*clusterEntry{a, b} {
-		testutil.Eventually(t, 10*time.Second, "two alive members", func() bool {
-			s := e.status(t)
-			return s.Ready && s.memberState("a") == "alive" && s.memberState("b") == "alive"
-		})
-	}
+	a, b := startPair(t, false)
 	for _, e := range []*clusterEntry{a, b} {
 		if err := e.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -195,4 +161,32 @@ func TestTwoStoppedAtOnceLogNothingAboveInfo(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startPair starts entries a and b in one gossip cluster (b joins a), each with a --state-dir
+// of its own if withState, and waits until both are ready and see each other alive.
+func startPair(t *testing.T, withState bool) (a, b *clusterEntry) {
+	t.Helper()
+	_, routers := twoRegions(t)
+	start := func(name, join string) *clusterEntry {
+		args := []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+			"--gossip-bind", "127.0.0.1:0", "--rpc-addr", "127.0.0.1:0", "--node", name, "--pop", name,
+			"--continent", "EU", "--routers", routers, "--drain", "300ms"}
+		if withState {
+			args = append(args, "--state-dir", t.TempDir())
+		}
+		if join != "" {
+			args = append(args, "--join", join)
+		}
+		return startClusterEntry(t, args, cleanEnv("FENEC_ENTRY_GOSSIP_KEY="+testGossipKey))
+	}
+	a = start("a", "")
+	b = start("b", a.gossip)
+	for _, e := range []*clusterEntry{a, b} {
+		testutil.Eventually(t, 10*time.Second, "two alive members and ready", func() bool {
+			s := e.status(t)
+			return s.Ready && s.memberState("a") == "alive" && s.memberState("b") == "alive"
+		})
+	}
+	return a, b
 }
